@@ -1,0 +1,27 @@
+"""hexamer: fast, complete, remote-code-free toolkit for Carbon and other 6-mer DNA language models."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0.dev0"
+
+# Public names are imported lazily so `import hexamer` stays cheap (no torch import for the tokenizer).
+_LAZY = {
+    "CarbonTokenizer": "hexamer.tokenizer",
+    "DnaLayout": "hexamer.tokenizer",
+}
+
+if TYPE_CHECKING:
+    from hexamer.tokenizer import CarbonTokenizer, DnaLayout
+
+__all__ = ["CarbonTokenizer", "DnaLayout", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hexamer' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
