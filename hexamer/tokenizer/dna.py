@@ -65,44 +65,75 @@ class DnaEncoding:
         return (-self.n_bases) % self.k
 
 
-def encode_kmers(content: str | bytes, layout: DnaLayout) -> np.ndarray:
-    """k-mer ids (int64) for DNA content that has already been stripped; the fast path."""
-    return _encode(_as_bytes(content), layout)[0]
+def encode_kmers(content: str | bytes, layout: DnaLayout, *, lead: int = 0, trail: int = 0) -> np.ndarray:
+    """k-mer ids (int64) for DNA content that has already been stripped; the fast path.
+
+    ``lead``/``trail`` leave that many uninitialised slots before/after the k-mers, so callers can
+    add tags without copying a genome-sized array again.
+    """
+    return _encode(_as_bytes(content), layout, lead, trail)[0]
 
 
 def encode_dna(content: str | bytes, layout: DnaLayout) -> DnaEncoding:
     """k-mer ids and the per-token real-base counts (the official ``token_mask`` values)."""
     data = _as_bytes(content)
-    ids, n_real = _encode(data, layout)
+    ids, ok = _encode(data, layout, 0, 0)
+    n_real = ok.astype(np.int8) * np.int8(layout.k)
+    tail = len(data) % layout.k
+    if tail and ok[-1]:
+        n_real[-1] = tail
     return DnaEncoding(ids=ids, n_real=n_real, n_bases=len(data), k=layout.k)
 
 
-def _encode(data: bytes, layout: DnaLayout) -> tuple[np.ndarray, np.ndarray]:
+@lru_cache(maxsize=8)
+def _pair_table(k: int) -> np.ndarray:
+    """uint16 (two bytes, little-endian) -> packed 2-base digit 0..15; anything else -> a value that
+    pushes the packed k-mer index past 4**k. Halves the lookups of the byte table."""
+    table = np.full(65536, 1 << (2 * k + 2), dtype=np.int64 if k > 12 else np.int32)
+    for a, first in enumerate(BASES):
+        for b, second in enumerate(BASES):
+            for x in (first, first.lower()):
+                for y in (second, second.lower()):
+                    table[ord(x) | (ord(y) << 8)] = a * 4 + b
+    return table
+
+
+def _encode(data: bytes, layout: DnaLayout, lead: int, trail: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids with ``lead``/``trail`` spare slots, validity of each k-mer)."""
     k = layout.k
-    table, invalid = _digit_table(k)
-    n = len(data)
-    n_full, tail = divmod(n, k)
+    n_full, tail = divmod(len(data), k)
     n_tokens = n_full + (1 if tail else 0)
-    packed = np.empty(n_tokens, dtype=table.dtype)
     raw = np.frombuffer(data, dtype=np.uint8)
-    if n_full:
+    if k % 2 == 0 and np.little_endian:
+        pairs = np.take(_pair_table(k), raw[: n_full * k].view(np.uint16)).reshape(n_full, k // 2)
+        packed = pairs[:, 0].copy()
+        for j in range(1, k // 2):
+            packed <<= 4
+            packed += pairs[:, j]
+    else:
+        table, _ = _digit_table(k)
         cols = raw[: n_full * k].reshape(n_full, k)
-        acc = table[cols[:, 0]]
+        packed = table[cols[:, 0]]
         for j in range(1, k):
-            acc <<= 2
-            acc += table[cols[:, j]]
-        packed[:n_full] = acc
+            packed <<= 2
+            packed += table[cols[:, j]]
+    limit = layout.n_kmers
+    out = np.empty(lead + n_tokens + trail, dtype=np.int64)
+    body = out[lead : lead + n_tokens]
+    ok = np.empty(n_tokens, dtype=bool)
+    np.less(packed, limit, out=ok[:n_full])
+    body[:n_full] = packed
+    body[:n_full] += layout.kmer_start
+    body[:n_full][~ok[:n_full]] = layout.oov_id
     if tail:
+        table, _ = _digit_table(k)
         value = 0
         for byte in raw[n_full * k :]:
             value = value * 4 + int(table[byte])
-        packed[n_full] = value * 4 ** (k - tail)  # right-pad with A (digit 0)
-    ok = packed < invalid
-    ids = np.where(ok, packed.astype(np.int64) + layout.kmer_start, layout.oov_id)
-    n_real = np.where(ok, k, 0).astype(np.int8)
-    if tail and ok[-1]:
-        n_real[-1] = tail
-    return ids, n_real
+        value *= 4 ** (k - tail)  # right-pad with A (digit 0)
+        ok[-1] = value < limit
+        body[-1] = layout.kmer_start + value if ok[-1] else layout.oov_id
+    return out, ok
 
 
 def decode_kmers(ids: np.ndarray | list[int], layout: DnaLayout) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from tokenizers import Tokenizer
 
-from hexamer.tokenizer.dna import decode_kmers, encode_dna
+from hexamer.tokenizer.dna import decode_kmers, encode_dna, encode_kmers
 from hexamer.tokenizer.encoding import (
     MASK_PADDING,
     MASK_STRUCTURAL,
@@ -322,10 +322,11 @@ class CarbonTokenizer:
         """int64 ids of one DNA sequence, as ``encode('<dna>' + seq + '</dna>')`` would give, without
         Python work per base (the vectorised fast path). ``tags=False`` returns the k-mers only."""
         content = sequence.strip()
-        kmers = encode_dna(content, self.layout).ids
         if not tags:
-            return kmers
-        return np.concatenate(([self.layout.begin_id], kmers, [self.layout.end_id])).astype(np.int64)
+            return encode_kmers(content, self.layout)
+        ids = encode_kmers(content, self.layout, lead=1, trail=1)
+        ids[0], ids[-1] = self.layout.begin_id, self.layout.end_id
+        return ids
 
     def __call__(
         self,

@@ -25,7 +25,7 @@ FILES = {
 
 def test_tiny_folder_layout(tiny_folder: Path, tok: CarbonTokenizer) -> None:
     names = {p.name for p in tiny_folder.iterdir()}
-    assert FILES <= names and "model.safetensors" in names
+    assert names >= FILES and "model.safetensors" in names
     config = json.loads((tiny_folder / "config.json").read_text())
     dna = json.loads((tiny_folder / "dna_config.json").read_text())
     tokenizer_json = json.loads((tiny_folder / "tokenizer.json").read_text())

@@ -115,7 +115,7 @@ def test_not_a_bpe_tokenizer(folder: Path) -> None:
     data = json.loads((folder / "tokenizer.json").read_text())
     data["model"] = {"type": "WordPiece", "vocab": {}}
     (folder / "tokenizer.json").write_text(json.dumps(data))
-    with pytest.raises(ModelFolderError, match="model.type must be 'BPE'"):
+    with pytest.raises(ModelFolderError, match=r"model\.type must be 'BPE'"):
         CarbonTokenizer.from_pretrained(folder)
 
 

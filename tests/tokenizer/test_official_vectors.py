@@ -40,12 +40,12 @@ def test_cccccc_text_vs_dna(real_tok: CarbonTokenizer) -> None:
 
 
 # The DNA-side cases, as offsets from the first k-mer (+ marks for tags), valid for any base vocabulary.
-B, E, O = "<dna>", "</dna>", "<oov>"
+B, E, OOV = "<dna>", "</dna>", "<oov>"
 RELATIVE = [
     ("<dna>ATCGAT</dna>", [B, 433, E]),
     ("<dna>ATCGATCGTACG</dna>", [B, 433, 2891, E]),
     ("<dna>atcgat</dna>", [B, 433, E]),
-    ("<dna>ATCGAN</dna>", [B, O, E]),
+    ("<dna>ATCGAN</dna>", [B, OOV, E]),
     ("<dna>ATCGA</dna>", [B, 432, E]),
     ("<dna>ATCGATCG</dna>", [B, 433, 2816, E]),
     ("<dna></dna>", [B, E]),
@@ -53,12 +53,12 @@ RELATIVE = [
     # RLX unit tests
     ("<dna>ATCGATCGATCG", [B, 433, 2843]),
     ("<dna>ATCGATATC", [B, 433, 384]),
-    ("<dna>ATCGATN", [B, 433, O]),
-    ("<dna>NNNNNN", [B, O]),
+    ("<dna>ATCGATN", [B, 433, OOV]),
+    ("<dna>NNNNNN", [B, OOV]),
     ("<dna>AT", [B, 256]),
     # derived from the official rules (tokenizer_fns.md §2.4, §2.8)
     ("<dna>  ACGTAC \n</dna>", [B, 722, E]),  # ends stripped
-    ("<dna>ACGTAC\nGTACGT</dna>", [B, 722, O, 1024, E]),  # inner newline: <oov>, frame not re-synchronised
+    ("<dna>ACGTAC\nGTACGT</dna>", [B, 722, OOV, 1024, E]),  # inner newline: <oov>, frame not re-synchronised
     ("</dna>", [E]),
     ("<dna>", [B]),
     ("<dna>acgtac</dna>", [B, 722, E]),
@@ -66,7 +66,7 @@ RELATIVE = [
 
 
 def expand(tok: CarbonTokenizer, spec: list[int | str]) -> list[int]:
-    marks = {B: tok.dna_begin_id, E: tok.dna_end_id, O: tok.oov_token_id}
+    marks = {B: tok.dna_begin_id, E: tok.dna_end_id, OOV: tok.oov_token_id}
     return [marks[x] if isinstance(x, str) else tok.kmer_start + x for x in spec]
 
 
@@ -108,4 +108,4 @@ def test_auto_dna_tags_wraps_only_untagged_text(real_tok: CarbonTokenizer) -> No
 
 def test_unicode_upper_case_can_change_length(tok: CarbonTokenizer) -> None:
     # str.upper() turns 'ß' into 'SS': the chunk frame moves by one and the chunk is <oov>.
-    assert tok.encode("<dna>ßACGTACGTAC</dna>") == expand(tok, [B, O, 722, E])  # SSACGT | ACGTAC
+    assert tok.encode("<dna>ßACGTACGTAC</dna>") == expand(tok, [B, OOV, 722, E])  # SSACGT | ACGTAC

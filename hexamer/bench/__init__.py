@@ -1,0 +1,1 @@
+"""Benchmarks behind ``hexamer bench``: each measures hexamer and its peers in the same run."""

@@ -1,0 +1,205 @@
+"""``hexamer`` commands. Each one parses options, calls the Python API and prints with rich."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hexamer import __version__
+
+if TYPE_CHECKING:
+    from hexamer.tokenizer import CarbonTokenizer
+
+app = typer.Typer(
+    name="hexamer",
+    help="Fast, complete, remote-code-free toolkit for Carbon and other 6-mer DNA language models.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+bench_app = typer.Typer(help="Benchmarks that compare hexamer with its peers in the same run.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+console = Console()
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="Carbon-format model folder or hub id (default: the built-in tiny model)."),
+]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("HEXAMER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "hexamer"
+    )
+    return Path(base)
+
+
+def builtin_tiny_model() -> Path:
+    """A tiny random-weight Carbon-format folder, built once into the cache (atomically)."""
+    from hexamer.testing import build_carbon_folder
+
+    target = cache_dir() / f"tiny-random-{__version__}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
+    try:
+        build_carbon_folder(staging)
+        with contextlib.suppress(OSError):  # another process may have won the race
+            staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def resolve_model(model: str | None) -> str:
+    if model is not None:
+        return model
+    path = builtin_tiny_model()
+    console.print(f"[dim]no --model given: using the built-in tiny test model at {path} (random weights, not Carbon)[/dim]")
+    return str(path)
+
+
+def load_tokenizer(model: str | None, auto_dna_tags: bool | None = None) -> CarbonTokenizer:
+    from hexamer.tokenizer import CarbonTokenizer, ModelFolderError
+
+    try:
+        return CarbonTokenizer.from_pretrained(resolve_model(model), auto_dna_tags=auto_dna_tags)
+    except ModelFolderError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
+    """One row per token: id, kind, its string and the characters of the input it covers."""
+    enc = tokenizer.encode_plus(text)
+    table = Table(title=title, show_lines=False)
+    for col in ("#", "id", "kind", "token", "covers", "real bases"):
+        table.add_column(col, justify="right" if col in ("#", "id", "real bases") else "left")
+    for i, (tid, mask, (a, b)) in enumerate(zip(enc.ids, enc.token_mask, enc.offsets, strict=True)):
+        if mask == -1:
+            kind = "text (BPE)"
+        elif tid in (tokenizer.dna_begin_id, tokenizer.dna_end_id):
+            kind = "DNA tag"
+        elif tid == tokenizer.oov_token_id:
+            kind = "<oov>"
+        else:
+            kind = f"{tokenizer.k}-mer"
+        table.add_row(str(i), str(tid), kind, repr(tokenizer.id_to_token(tid)), repr(text[a:b]),
+                      str(mask) if mask > 0 else "")
+    return table
+
+
+@app.command()
+def version() -> None:
+    """Print the hexamer version."""
+    console.print(__version__)
+
+
+@app.command()
+def tokenize(
+    text: Annotated[str, typer.Argument(help="Text; put DNA inside <dna>...</dna>.")],
+    model: ModelOption = None,
+    auto_dna_tags: Annotated[
+        bool | None, typer.Option("--auto-dna-tags/--no-auto-dna-tags", help="Wrap untagged input as DNA.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print ids and token_mask as JSON.")] = False,
+) -> None:
+    """Show how a text + DNA prompt tokenises (ids, kinds, covered characters)."""
+    tok = load_tokenizer(model, auto_dna_tags)
+    if as_json:
+        enc = tok.encode_plus(text)
+        print(json.dumps({"input_ids": enc.ids, "token_mask": enc.token_mask, "offsets": enc.offsets}))
+        return
+    console.print(token_table(tok, text, f"{len(tok.encode(text))} tokens"))
+
+
+@app.command()
+def info(model: ModelOption = None) -> None:
+    """Describe a model folder: vocabulary layout, special ids and Llama shape."""
+    from hexamer.tokenizer.folder import read_json, resolve_model_dir
+
+    tok = load_tokenizer(model)
+    folder = resolve_model_dir(tok.name_or_path or ".")
+    config = read_json(folder / "config.json") or {}
+    table = Table(title=str(folder), show_header=False)
+    layout = tok.layout
+    rows = {
+        "vocabulary": f"{len(tok):,} ids (base BPE {layout.dna_start_id:,} + DNA block {layout.dna_vocab_size:,})",
+        "DNA tags": f"<dna>={layout.begin_id}  </dna>={layout.end_id}  <oov>={layout.oov_id}",
+        f"{layout.k}-mers": f"{layout.kmer_start}..{layout.kmer_stop - 1} (A,T,C,G order), {layout.n_unused} unused pads",
+        "eos / pad": f"{tok.eos_token_id} / {tok.pad_token_id}",
+        "auto_dna_tags": str(tok.auto_dna_tags),
+    }
+    for key in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "max_position_embeddings", "rope_theta",
+                "tie_word_embeddings", "rope_scaling"):
+        if key in config:
+            rows[key] = str(config[key])
+    for key, value in rows.items():
+        table.add_row(key, value)
+    console.print(table)
+
+
+@app.command()
+def demo() -> None:
+    """A short tour on the built-in tiny model: how mixed text + DNA prompts tokenise."""
+    tok = load_tokenizer(None)
+    console.rule("[bold]hexamer demo[/bold]")
+    console.print(
+        "Carbon reads text as byte-level BPE and DNA inside [bold]<dna>…</dna>[/bold] as non-overlapping 6-mers.\n"
+        "The tiny model below has random weights and a small BPE; the id layout matches real Carbon's."
+    )
+    prompt = "<mammalian_species><dna>ATGGCGTACGATTACNNAGC</dna>"
+    console.print(token_table(tok, prompt, f"prompt: {prompt}"))
+    ids = tok.encode(prompt)
+    console.print(f"ids: {ids}")
+    console.print(f"decode(ids): {tok.decode(ids)!r}   (the 2-base tail was padded with 'A'; the chunk with N is <oov>)")
+    fast = tok.encode_dna("ATGGCGTACGATTACNNAGC")
+    console.print(f"encode_dna fast path gives the same ids: {fast.tolist() == ids[-len(fast):]}")
+    console.print(
+        "\nPoint [bold]--model[/bold] at a real Carbon folder (e.g. a local copy of Carbon-3B) to use real weights:\n"
+        "  hexamer tokenize --model path/to/Carbon-3B '<dna>ACGT...</dna>'"
+    )
+
+
+@bench_app.command("tokenizer")
+def bench_tokenizer(
+    model: ModelOption = None,
+    sizes: Annotated[str, typer.Option(help="Comma-separated sequence lengths in bp.")] = "1000000,100000000",
+    repeats: Annotated[int, typer.Option(min=1, help="Runs per case; the best is reported.")] = 3,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
+) -> None:
+    """DNA encode/decode throughput (Mbp/s), with the official per-chunk algorithm as the peer."""
+    from hexamer.bench.tokenizer import run_tokenizer_bench
+
+    try:
+        size_list = [int(float(s)) for s in sizes.split(",") if s.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"--sizes must be numbers separated by commas, got {sizes!r}") from exc
+    if not size_list or min(size_list) <= 0:
+        raise typer.BadParameter("--sizes needs at least one positive length")
+    tok = load_tokenizer(model)
+    rows = run_tokenizer_bench(tok, size_list, repeats=repeats)
+    table = Table(title=f"tokenizer throughput (best of {repeats}; single thread)")
+    for col in ("op", "implementation", "bp", "seconds", "Mbp/s", "× per-chunk loop"):
+        table.add_column(col, justify="left" if col in ("op", "implementation") else "right")
+    for r in rows:
+        ratio = f"{r.ratio_vs_peer:.1f}×" if r.ratio_vs_peer is not None else "—"
+        table.add_row(r.operation, r.implementation, f"{r.n_bp:,}", f"{r.seconds:.4f}", f"{r.mbp_per_s:,.1f}", ratio)
+    console.print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps([r.as_dict() for r in rows], indent=2))
+        console.print(f"wrote {json_out}")
+
+
+def main() -> None:
+    app()
