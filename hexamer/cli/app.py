@@ -28,6 +28,7 @@ app = typer.Typer(
 bench_app = typer.Typer(help="Benchmarks that compare hexamer with its peers in the same run.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 console = Console()
+err_console = Console(stderr=True, soft_wrap=True)  # error lines are never wrapped mid-message
 
 ModelOption = Annotated[
     str | None,
@@ -74,7 +75,7 @@ def load_tokenizer(model: str | None, auto_dna_tags: bool | None = None) -> Carb
     try:
         return CarbonTokenizer.from_pretrained(resolve_model(model), auto_dna_tags=auto_dna_tags)
     except ModelFolderError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
 
 

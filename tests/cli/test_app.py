@@ -1,0 +1,64 @@
+"""The CLI is a thin layer: each command runs end to end on a local folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hexamer.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path / "cache"))
+
+
+def test_tokenize_json(tiny_folder: Path) -> None:
+    result = runner.invoke(app, ["tokenize", "--model", str(tiny_folder), "--json", "hi <dna>ACGTACGT</dna>"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["token_mask"][-3:] == [6, 2, 0]
+
+
+def test_tokenize_table_and_auto_tags(tiny_folder: Path) -> None:
+    result = runner.invoke(app, ["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
+    assert result.exit_code == 0, result.output
+    assert "6-mer" in result.stdout and "DNA tag" in result.stdout
+
+
+def test_info(tiny_folder: Path) -> None:
+    result = runner.invoke(app, ["info", "--model", str(tiny_folder)])
+    assert result.exit_code == 0, result.output
+    assert "4,608 ids" in result.stdout
+
+
+def test_demo_builds_the_builtin_model_once(tmp_path: Path) -> None:
+    first = runner.invoke(app, ["demo"])
+    assert first.exit_code == 0, first.output
+    assert "encode_dna fast path gives the same ids: True" in first.stdout
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    assert runner.invoke(app, ["demo"]).exit_code == 0
+
+
+def test_bad_model_folder_is_a_clean_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["tokenize", "--model", str(tmp_path), "x"])
+    assert result.exit_code == 2
+    assert "has no tokenizer.json" in result.output
+
+
+def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    result = runner.invoke(
+        app, ["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "6000,1e4", "--repeats", "1", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert {r["n_bp"] for r in rows} == {6000, 10000}
+    assert all(r["mbp_per_s"] > 0 for r in rows)
+    bad = runner.invoke(app, ["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "abc"])
+    assert bad.exit_code != 0
