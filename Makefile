@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: setup
-	$(PY) -m ruff check hexamer tests scripts benchmarks
+	$(PY) -m ruff check hexamer tests scripts
 	$(PY) -m pytest -q
 
 test-all: setup
@@ -25,8 +25,8 @@ demo: setup
 	$(VENV)/bin/hexamer demo
 
 lint: setup
-	$(PY) -m ruff check hexamer tests scripts benchmarks
-	$(PY) -m ruff format --check hexamer tests scripts benchmarks
+	$(PY) -m ruff check hexamer tests scripts
+	$(PY) -m ruff format --check hexamer tests scripts
 
 bench-tokenizer: setup
 	$(VENV)/bin/hexamer bench tokenizer
