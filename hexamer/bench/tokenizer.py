@@ -100,10 +100,16 @@ def run_tokenizer_bench(
             if per_chunk_loop_encode(seq, layout.kmer_start, layout.oov_id) != kmer_list:
                 raise AssertionError("per-chunk peer and hexamer disagree; benchmark aborted")
             cases += [
-                ("encode", "per-chunk Python loop (official algorithm)",
-                 lambda s=seq: per_chunk_loop_encode(s, layout.kmer_start, layout.oov_id)),
-                ("decode", "per-chunk Python loop (official algorithm)",
-                 lambda k=kmer_list: per_chunk_loop_decode(k, layout.kmer_start)),
+                (
+                    "encode",
+                    "per-chunk Python loop (official algorithm)",
+                    lambda s=seq: per_chunk_loop_encode(s, layout.kmer_start, layout.oov_id),
+                ),
+                (
+                    "decode",
+                    "per-chunk Python loop (official algorithm)",
+                    lambda k=kmer_list: per_chunk_loop_decode(k, layout.kmer_start),
+                ),
             ]
         measured = []
         for op, impl, fn in cases:

@@ -25,14 +25,18 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-bench_app = typer.Typer(help="Benchmarks that compare hexamer with its peers in the same run.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks that compare hexamer with its peers in the same run.", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # error lines are never wrapped mid-message
 
 ModelOption = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="Carbon-format model folder or hub id (default: the built-in tiny model)."),
+    typer.Option(
+        "--model", "-m", help="Carbon-format model folder or hub id (default: the built-in tiny model)."
+    ),
 ]
 
 
@@ -65,7 +69,9 @@ def resolve_model(model: str | None) -> str:
     if model is not None:
         return model
     path = builtin_tiny_model()
-    console.print(f"[dim]no --model given: using the built-in tiny test model at {path} (random weights, not Carbon)[/dim]")
+    console.print(
+        f"[dim]no --model given: using the built-in tiny test model at {path} (random weights, not Carbon)[/dim]"
+    )
     return str(path)
 
 
@@ -94,8 +100,14 @@ def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
             kind = "<oov>"
         else:
             kind = f"{tokenizer.k}-mer"
-        table.add_row(str(i), str(tid), kind, repr(tokenizer.id_to_token(tid)), repr(text[a:b]),
-                      str(mask) if mask > 0 else "")
+        table.add_row(
+            str(i),
+            str(tid),
+            kind,
+            repr(tokenizer.id_to_token(tid)),
+            repr(text[a:b]),
+            str(mask) if mask > 0 else "",
+        )
     return table
 
 
@@ -140,9 +152,18 @@ def info(model: ModelOption = None) -> None:
         "eos / pad": f"{tok.eos_token_id} / {tok.pad_token_id}",
         "auto_dna_tags": str(tok.auto_dna_tags),
     }
-    for key in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
-                "num_key_value_heads", "head_dim", "max_position_embeddings", "rope_theta",
-                "tie_word_embeddings", "rope_scaling"):
+    for key in (
+        "num_hidden_layers",
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+        "rope_theta",
+        "tie_word_embeddings",
+        "rope_scaling",
+    ):
         if key in config:
             rows[key] = str(config[key])
     for key, value in rows.items():
@@ -163,9 +184,11 @@ def demo() -> None:
     console.print(token_table(tok, prompt, f"prompt: {prompt}"))
     ids = tok.encode(prompt)
     console.print(f"ids: {ids}")
-    console.print(f"decode(ids): {tok.decode(ids)!r}   (the 2-base tail was padded with 'A'; the chunk with N is <oov>)")
+    console.print(
+        f"decode(ids): {tok.decode(ids)!r}   (the 2-base tail was padded with 'A'; the chunk with N is <oov>)"
+    )
     fast = tok.encode_dna("ATGGCGTACGATTACNNAGC")
-    console.print(f"encode_dna fast path gives the same ids: {fast.tolist() == ids[-len(fast):]}")
+    console.print(f"encode_dna fast path gives the same ids: {fast.tolist() == ids[-len(fast) :]}")
     console.print(
         "\nPoint [bold]--model[/bold] at a real Carbon folder (e.g. a local copy of Carbon-3B) to use real weights:\n"
         "  hexamer tokenize --model path/to/Carbon-3B '<dna>ACGT...</dna>'"
@@ -195,7 +218,9 @@ def bench_tokenizer(
         table.add_column(col, justify="left" if col in ("op", "implementation") else "right")
     for r in rows:
         ratio = f"{r.ratio_vs_peer:.1f}×" if r.ratio_vs_peer is not None else "—"
-        table.add_row(r.operation, r.implementation, f"{r.n_bp:,}", f"{r.seconds:.4f}", f"{r.mbp_per_s:,.1f}", ratio)
+        table.add_row(
+            r.operation, r.implementation, f"{r.n_bp:,}", f"{r.seconds:.4f}", f"{r.mbp_per_s:,.1f}", ratio
+        )
     console.print(table)
     if json_out is not None:
         json_out.write_text(json.dumps([r.as_dict() for r in rows], indent=2))

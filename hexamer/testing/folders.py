@@ -121,8 +121,15 @@ def write_tokenizer_files(
     if list_dna_in_tokenizer_json:
         names = list(layout.special_tokens) + list(layout.kmers) + layout.unused_tokens()
         data["added_tokens"] += [
-            {"id": base + i, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
+            {
+                "id": base + i,
+                "content": name,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for i, name in enumerate(names)
         ]
     eos = QWEN3_ADDED_TOKENS[0][0]
@@ -238,7 +245,9 @@ def save_safetensors(weights: dict[str, Any], out: Path, shards: int = 1) -> Non
         for n in chunk:
             weight_map[n] = fname
             total += weights[n].numel() * weights[n].element_size()
-    _write_json(out / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
+    _write_json(
+        out / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map}
+    )
 
 
 def build_carbon_folder(

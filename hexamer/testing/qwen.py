@@ -7,9 +7,7 @@ Carbon's text side is the Qwen3 byte-level BPE: 151,643 BPE tokens, then Qwen3's
 from __future__ import annotations
 
 # The pre-tokenizer split pattern of the Qwen2/Qwen3 tokenizer.json.
-QWEN_SPLIT_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+QWEN_SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 # (content, special) in id order after the BPE tokens.
 QWEN3_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
@@ -68,12 +66,27 @@ def qwen_tokenizer_json(vocab: dict[str, int], merges: list[str] | list[list[str
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": QWEN_SPLIT_PATTERN}, "behavior": "Isolated", "invert": False},
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": QWEN_SPLIT_PATTERN},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
             ],
         },
-        "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "post_processor": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": False,
+            "use_regex": False,
+        },
+        "decoder": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": False,
+            "use_regex": False,
+        },
         "model": {
             "type": "BPE",
             "dropout": None,

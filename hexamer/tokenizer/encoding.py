@@ -121,7 +121,9 @@ class BatchEncoding(dict):
         return BatchEncoding({k: (v.to(device) if hasattr(v, "to") else v) for k, v in self.items()})
 
 
-def stack_padded(rows: Sequence[Sequence[int] | np.ndarray], pad_value: int, length: int, left: bool) -> np.ndarray:
+def stack_padded(
+    rows: Sequence[Sequence[int] | np.ndarray], pad_value: int, length: int, left: bool
+) -> np.ndarray:
     """(len(rows), length) int64 array, each row padded on the chosen side."""
     out = np.full((len(rows), length), pad_value, dtype=np.int64)
     for i, row in enumerate(rows):

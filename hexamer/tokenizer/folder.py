@@ -142,7 +142,9 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
     assert tok_json is not None
     model = tok_json.get("model") or {}
     if model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
-        raise ModelFolderError(f"{tok_path}: model.type must be 'BPE' with a vocab, got {model.get('type')!r}")
+        raise ModelFolderError(
+            f"{tok_path}: model.type must be 'BPE' with a vocab, got {model.get('type')!r}"
+        )
 
     dna_cfg = read_json(folder / "dna_config.json")
     tok_cfg = read_json(folder / "tokenizer_config.json") or {}
@@ -166,14 +168,18 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
         if not isinstance(k, int) or isinstance(k, bool):
             raise ModelFolderError(f"{folder / 'dna_config.json'}: 'k' must be an integer, got {k!r}")
         if not isinstance(specials, list) or not all(isinstance(s, str) for s in specials):
-            raise ModelFolderError(f"{folder / 'dna_config.json'}: 'dna_special_tokens' must be a list of strings")
+            raise ModelFolderError(
+                f"{folder / 'dna_config.json'}: 'dna_special_tokens' must be a list of strings"
+            )
     else:
         k = tok_cfg.get("k", 6)
     if dna_start is None:
         # the official tokenizer puts the block right after the base vocabulary
         dna_start = all_tokens.get("<dna>", max(all_tokens.values(), default=-1) + 1)
     if not isinstance(dna_start, int) or isinstance(dna_start, bool):
-        raise ModelFolderError(f"{folder / 'dna_config.json'}: 'dna_start_id' must be an integer, got {dna_start!r}")
+        raise ModelFolderError(
+            f"{folder / 'dna_config.json'}: 'dna_start_id' must be an integer, got {dna_start!r}"
+        )
     try:
         layout = DnaLayout(dna_start_id=dna_start, k=k, special_tokens=tuple(specials))
     except ValueError as exc:
@@ -186,7 +192,11 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
             f"ids below it (ids 0..{dna_start - 1} must all exist: the DNA block starts right after the base "
             "vocabulary)"
         )
-    if dna_cfg is not None and "dna_vocab_size" in dna_cfg and dna_cfg["dna_vocab_size"] != layout.dna_vocab_size:
+    if (
+        dna_cfg is not None
+        and "dna_vocab_size" in dna_cfg
+        and dna_cfg["dna_vocab_size"] != layout.dna_vocab_size
+    ):
         raise ModelFolderError(
             f"dna_config.json says dna_vocab_size={dna_cfg['dna_vocab_size']}, but 3 tags + {layout.n_kmers} "
             f"{k}-mers padded to a multiple of 128 after dna_start_id={dna_start} give {layout.dna_vocab_size}"

@@ -35,8 +35,12 @@ class HexamerHFTokenizer(PreTrainedTokenizer):
     def __init__(self, hexamer_tokenizer: CarbonTokenizer, **kwargs: Any) -> None:
         self.hexamer = hexamer_tokenizer  # set first: the base __init__ calls get_vocab()
         tok = hexamer_tokenizer
-        kwargs.setdefault("eos_token", tok.id_to_token(tok.eos_token_id) if tok.eos_token_id is not None else None)
-        kwargs.setdefault("pad_token", tok.id_to_token(tok.pad_token_id) if tok.pad_token_id is not None else None)
+        kwargs.setdefault(
+            "eos_token", tok.id_to_token(tok.eos_token_id) if tok.eos_token_id is not None else None
+        )
+        kwargs.setdefault(
+            "pad_token", tok.id_to_token(tok.pad_token_id) if tok.pad_token_id is not None else None
+        )
         kwargs.setdefault("padding_side", "right")
         kwargs.setdefault("clean_up_tokenization_spaces", False)
         if tok.model_max_length is not None:
@@ -46,13 +50,16 @@ class HexamerHFTokenizer(PreTrainedTokenizer):
             self.name_or_path = tok.name_or_path
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> HexamerHFTokenizer:
+    def from_pretrained(
+        cls, name_or_path: str | os.PathLike[str], *args: Any, **kwargs: Any
+    ) -> HexamerHFTokenizer:
         """Build from a Carbon-format folder or hub id; ``trust_remote_code`` is never needed."""
         kwargs.pop("trust_remote_code", None)
         revision = kwargs.pop("revision", None)
         auto_dna_tags = kwargs.pop("auto_dna_tags", None)
         return cls(
-            CarbonTokenizer.from_pretrained(name_or_path, revision=revision, auto_dna_tags=auto_dna_tags), **kwargs
+            CarbonTokenizer.from_pretrained(name_or_path, revision=revision, auto_dna_tags=auto_dna_tags),
+            **kwargs,
         )
 
     # ---- vocabulary
@@ -95,15 +102,26 @@ class HexamerHFTokenizer(PreTrainedTokenizer):
             keep = {
                 k: v
                 for k, v in kwargs.items()
-                if k in ("add_special_tokens", "max_length", "return_tensors", "return_attention_mask",
-                         "return_token_type_ids", "return_length", "padding_side", "pad_to_multiple_of")
+                if k
+                in (
+                    "add_special_tokens",
+                    "max_length",
+                    "return_tensors",
+                    "return_attention_mask",
+                    "return_token_type_ids",
+                    "return_length",
+                    "padding_side",
+                    "pad_to_multiple_of",
+                )
             }
             strategy = kwargs.get("padding_strategy")
             keep["padding"] = strategy.value if strategy is not None else False
             return self.prepare_for_model([], **keep)
         return super()._encode_plus(text=text, text_pair=text_pair, **kwargs)
 
-    def build_inputs_with_special_tokens(self, token_ids_0: list[int], token_ids_1: list[int] | None = None) -> list[int]:
+    def build_inputs_with_special_tokens(
+        self, token_ids_0: list[int], token_ids_1: list[int] | None = None
+    ) -> list[int]:
         return list(token_ids_0) + list(token_ids_1 or [])
 
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
@@ -116,7 +134,9 @@ class HexamerHFTokenizer(PreTrainedTokenizer):
         return self.hexamer.decode(token_ids, skip_special_tokens=skip_special_tokens)
 
     # ---- saving: the official file layout, loadable by hexamer and by the original code
-    def save_pretrained(self, save_directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> tuple[str, ...]:
+    def save_pretrained(
+        self, save_directory: str | os.PathLike[str], *args: Any, **kwargs: Any
+    ) -> tuple[str, ...]:
         out = self.hexamer.save_pretrained(save_directory)
         return tuple(str(p) for p in sorted(Path(out).glob("*.json")))
 

@@ -71,11 +71,11 @@ class CarbonTokenizer:
         self.auto_dna_tags = auto_dna_tags
         self.model_max_length = model_max_length
         self.name_or_path = name_or_path
-        self._base_vocab = dict(base_vocab) if base_vocab is not None else bpe.get_vocab(with_added_tokens=True)
+        self._base_vocab = (
+            dict(base_vocab) if base_vocab is not None else bpe.get_vocab(with_added_tokens=True)
+        )
         self._tokenizer_json = tokenizer_json
-        self._special_ids = {
-            i for i in (self.eos_token_id, self.pad_token_id) if i is not None
-        }
+        self._special_ids = {i for i in (self.eos_token_id, self.pad_token_id) if i is not None}
 
     # ------------------------------------------------------------------ loading and saving
     @classmethod
@@ -136,8 +136,13 @@ class CarbonTokenizer:
         """Copy this tokenizer's original files when it came from a folder, else save them."""
         src = Path(self.name_or_path) if self.name_or_path else None
         if src is not None and src.is_dir():
-            for name in ("tokenizer.json", "dna_config.json", "tokenizer_config.json", "special_tokens_map.json",
-                         "added_tokens.json"):
+            for name in (
+                "tokenizer.json",
+                "dna_config.json",
+                "tokenizer_config.json",
+                "special_tokens_map.json",
+                "added_tokens.json",
+            ):
                 if (src / name).is_file():
                     shutil.copy2(src / name, Path(directory) / name)
         else:
@@ -213,7 +218,9 @@ class CarbonTokenizer:
 
     def _check_range(self, token_id: int) -> None:
         if not 0 <= token_id < self.vocab_size:
-            raise ValueError(f"token id {token_id} is out of range: the vocabulary has ids 0..{self.vocab_size - 1}")
+            raise ValueError(
+                f"token id {token_id} is out of range: the vocabulary has ids 0..{self.vocab_size - 1}"
+            )
 
     # ------------------------------------------------------------------ encoding
     def encode(self, text: str, *, auto_dna_tags: bool | None = None) -> list[int]:
@@ -238,8 +245,12 @@ class CarbonTokenizer:
             prepared.append(f"{OPEN_TAG}{text}{CLOSE_TAG}" if wrapped else text)
             shifts.append(len(OPEN_TAG) if wrapped else 0)
         all_segments = [split_segments(t) for t in prepared]
-        text_pieces = [t[s.start : s.end] for t, segs in zip(prepared, all_segments, strict=True) for s in segs
-                       if not s.is_dna]
+        text_pieces = [
+            t[s.start : s.end]
+            for t, segs in zip(prepared, all_segments, strict=True)
+            for s in segs
+            if not s.is_dna
+        ]
         warned = False
         for piece in text_pieces:
             if not warned and _UNTAGGED_DNA.search(piece):
@@ -365,7 +376,9 @@ class CarbonTokenizer:
             offs = [o[:max_length] for o in offs]
         pad_mode = "longest" if padding is True else (padding or "do_not_pad")
         if pad_mode not in ("longest", "max_length", "do_not_pad"):
-            raise ValueError(f"padding must be True/False, 'longest', 'max_length' or 'do_not_pad', got {padding!r}")
+            raise ValueError(
+                f"padding must be True/False, 'longest', 'max_length' or 'do_not_pad', got {padding!r}"
+            )
         if pad_mode == "max_length" and max_length is None:
             raise ValueError("padding='max_length' needs max_length")
         if return_tensors is not None and pad_mode == "do_not_pad" and len({len(r) for r in rows}) > 1:
@@ -386,7 +399,9 @@ class CarbonTokenizer:
             length = max(longest, max_length or 0) if pad_mode == "max_length" else longest
             left = padding_side == "left"
             out["input_ids"] = stack_padded(rows, self.pad_token_id, length, left)  # type: ignore[arg-type]
-            out["attention_mask"] = stack_padded([np.ones(len(r), dtype=np.int64) for r in rows], 0, length, left)
+            out["attention_mask"] = stack_padded(
+                [np.ones(len(r), dtype=np.int64) for r in rows], 0, length, left
+            )
             if return_token_mask:
                 out["token_mask"] = stack_padded(masks, MASK_PADDING, length, left)
             if return_offsets_mapping:
@@ -502,7 +517,9 @@ def _as_id_array(ids: TokenIds) -> np.ndarray:
     if arr.ndim != 1:
         arr = arr.reshape(-1) if arr.ndim == 2 and arr.shape[0] == 1 else arr
     if arr.ndim != 1:
-        raise ValueError(f"decode takes one sequence of ids, got an array of shape {arr.shape}; use batch_decode")
+        raise ValueError(
+            f"decode takes one sequence of ids, got an array of shape {arr.shape}; use batch_decode"
+        )
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"token ids must be integers, got dtype {arr.dtype}")
     return arr.astype(np.int64, copy=False)

@@ -119,7 +119,9 @@ class DnaLayout:
         """The string of any DNA-block id: a tag, a k-mer or ``<unused_i>``."""
         offset = token_id - self.dna_start_id
         if offset < 0 or token_id >= self.vocab_size:
-            raise ValueError(f"token id {token_id} is outside the DNA block [{self.dna_start_id}, {self.vocab_size})")
+            raise ValueError(
+                f"token id {token_id} is outside the DNA block [{self.dna_start_id}, {self.vocab_size})"
+            )
         if offset < len(self.special_tokens):
             return self.special_tokens[offset]
         if token_id < self.kmer_stop:

@@ -54,7 +54,19 @@ def test_bad_model_folder_is_a_clean_error(tmp_path: Path) -> None:
 def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     result = runner.invoke(
-        app, ["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "6000,1e4", "--repeats", "1", "--json", str(out)]
+        app,
+        [
+            "bench",
+            "tokenizer",
+            "-m",
+            str(tiny_folder),
+            "--sizes",
+            "6000,1e4",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())

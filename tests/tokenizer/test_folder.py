@@ -32,7 +32,9 @@ def edit(path: Path, **changes: object) -> None:
 
 def test_missing_tokenizer_json(folder: Path) -> None:
     (folder / "tokenizer.json").unlink()
-    with pytest.raises(ModelFolderError, match=r"has no tokenizer.json.*files present: \['README.md', 'added_tokens.json'"):
+    with pytest.raises(
+        ModelFolderError, match=r"has no tokenizer.json.*files present: \['README.md', 'added_tokens.json'"
+    ):
         CarbonTokenizer.from_pretrained(folder)
 
 

@@ -32,7 +32,11 @@ def test_left_padding_gives_identical_ids_per_row(tok: CarbonTokenizer) -> None:
     for r in range(2):
         keep_r = right["attention_mask"][r].astype(bool)
         keep_l = left["attention_mask"][r].astype(bool)
-        assert right["input_ids"][r][keep_r].tolist() == left["input_ids"][r][keep_l].tolist() == tok.encode(texts[r])
+        assert (
+            right["input_ids"][r][keep_r].tolist()
+            == left["input_ids"][r][keep_l].tolist()
+            == tok.encode(texts[r])
+        )
     shorter = int(np.argmin([len(tok.encode(t)) for t in texts]))
     assert left["attention_mask"][shorter][0] == 0 and right["attention_mask"][shorter][-1] == 0
 
@@ -162,4 +166,8 @@ def test_save_and_reload(tok: CarbonTokenizer, tmp_path) -> None:
     again = CarbonTokenizer.from_pretrained(tmp_path)
     texts = ["hello <dna>ACGTACGTT</dna>", "<fungi_species><dna>GGG"]
     assert [again.encode(t) for t in texts] == [tok.encode(t) for t in texts]
-    assert (again.eos_token_id, again.pad_token_id, len(again)) == (tok.eos_token_id, tok.pad_token_id, len(tok))
+    assert (again.eos_token_id, again.pad_token_id, len(again)) == (
+        tok.eos_token_id,
+        tok.pad_token_id,
+        len(tok),
+    )

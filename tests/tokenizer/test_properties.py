@@ -12,9 +12,13 @@ DNA_CHARS = "ACGTacgtNn"
 PIECES = st.one_of(
     st.text(alphabet=st.characters(codec="utf-8", exclude_characters="<>"), max_size=12),
     st.text(alphabet=DNA_CHARS + " \n", max_size=20),
-    st.sampled_from(["<dna>", "</dna>", "<dna", "dna>", "<", ">", "<oov>", "<|endoftext|>", "<mammalian_species>"]),
+    st.sampled_from(
+        ["<dna>", "</dna>", "<dna", "dna>", "<", ">", "<oov>", "<|endoftext|>", "<mammalian_species>"]
+    ),
 )
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @SETTINGS

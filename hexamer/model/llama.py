@@ -1,0 +1,506 @@
+"""A compact Llama decoder (the Carbon architecture) with a contiguous KV cache.
+
+One readable file: RMSNorm, SwiGLU MLP, grouped-query attention on
+``torch.nn.functional.scaled_dot_product_attention``, rotary embeddings from :mod:`hexamer.model.rope`.
+Module names mirror Hugging Face's (``embed_tokens``, ``layers.N.self_attn.q_proj``, ...) so weights
+map one to one.
+
+How to drive it (prefill + decode, what an engine does)::
+
+    cache = KVCache.for_model(model, batch_size=B, max_len=L)
+    out = model(prompt_ids, kv_cache=cache, attention_mask=prompt_mask, logits_at="last")
+    for _ in range(n):
+        next_ids = out.logits.argmax(-1, keepdim=True)             # (B, 1)
+        out = model(next_ids, kv_cache=cache, logits_at="last")
+
+Every forward appends its ``T`` tokens to each row of the cache at that row's own length, so rows
+may be at different lengths (continuous batching); ``cache_rows`` runs a forward on a subset of
+the cache's rows. ``attention_mask`` marks which of the *new* tokens are real: the cache remembers
+it, so left (or right) padding written once stays masked for the rest of the generation.
+Positions default to "number of real tokens before this one" in the row and may be given
+explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hexamer.model.config import ModelConfig
+from hexamer.model.rope import apply_rope, rope_cos_sin, rope_frequencies
+
+__all__ = ["KVCache", "LlamaModel", "ModelOutput", "VocabRows", "positions_from_mask"]
+
+#: Rows of the LM head to score: a ``(start, stop)`` pair or ``slice`` (a view, no copy) or an index tensor.
+VocabRows = torch.Tensor | tuple[int, int] | slice
+
+
+# ---------------------------------------------------------------------------------------------
+# building blocks
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm computed in float32 and cast back, as Llama checkpoints expect."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+class MLP(nn.Module):
+    """SwiGLU feed-forward: ``down(silu(gate(x)) * up(x))``."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        h, f, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
+        self.gate_proj = nn.Linear(h, f, bias=bias)
+        self.up_proj = nn.Linear(h, f, bias=bias)
+        self.down_proj = nn.Linear(f, h, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+@dataclass
+class _AttentionPlan:
+    """Per-forward attention bookkeeping shared by all layers (mask, cache slots)."""
+
+    mask: torch.Tensor | None  # (B, 1, T, S) bool, True = may attend; None = plain causal
+    cache: KVCache | None = None
+    rows: torch.Tensor | None = None  # cache rows (device), None = all rows in order
+    slots: torch.Tensor | None = None  # (B, T) cache slot of each new token
+    kv_len: int = 0  # cache slots the attention reads (max over rows)
+    new_only: bool = False  # fresh rows, no padding: attend over the new keys alone (causal)
+
+
+class Attention(nn.Module):
+    """Grouped-query self-attention with rotary embeddings; any ``head_dim``."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.n_heads = config.num_attention_heads
+        self.n_kv = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        h, bias = config.hidden_size, config.attention_bias
+        self.q_proj = nn.Linear(h, self.n_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, h, bias=bias)
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: _AttentionPlan
+    ) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        if plan.cache is not None:
+            k, v = plan.cache._store(self.layer_idx, k, v, plan)
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=plan.mask,
+            is_causal=plan.mask is None and t > 1,
+            scale=self.head_dim**-0.5,
+            enable_gqa=self.n_kv != self.n_heads,
+        )
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm transformer block: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.self_attn = Attention(config, layer_idx)
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: _AttentionPlan
+    ) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, plan)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# KV cache
+
+
+class KVCache:
+    """Preallocated contiguous key/value cache: per layer ``(B, n_kv, max_len, head_dim)`` tensors.
+
+    Each row has its own length (``lengths``, kept on the CPU so that no device sync is needed to
+    slice) and a ``valid`` mask ``(B, max_len)`` remembering which slots hold real tokens, so padded
+    prompts and rows at different lengths share one cache. Storage is zero-initialised: masked
+    slots must hold finite numbers or they would poison attention with NaN.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        batch_size: int,
+        num_kv_heads: int,
+        head_dim: int,
+        max_len: int,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        shape = (batch_size, num_kv_heads, max_len, head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=device)
+        self.lengths = torch.zeros(batch_size, dtype=torch.int64)  # CPU on purpose
+        self.batch_size = batch_size
+        self.max_len = max_len
+
+    @classmethod
+    def for_model(
+        cls,
+        model: LlamaModel,
+        batch_size: int,
+        max_len: int,
+        *,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> KVCache:
+        """A cache shaped for ``model`` (dtype and device default to the model's own)."""
+        c = model.config
+        return cls(
+            c.num_hidden_layers,
+            batch_size,
+            c.num_key_value_heads,
+            c.head_dim,
+            max_len,
+            dtype=dtype or model.dtype,
+            device=device or model.device,
+        )
+
+    @property
+    def device(self) -> torch.device:
+        """Device the cache tensors live on."""
+        return self.valid.device
+
+    def reset(self, rows: Sequence[int] | torch.Tensor | None = None) -> None:
+        """Empty some rows (or all) so a finished sequence's slot can take a new request."""
+        if rows is None:
+            self.lengths.zero_()
+            self.valid.zero_()
+            return
+        idx = torch.as_tensor(rows, dtype=torch.int64).cpu()
+        self.lengths[idx] = 0
+        self.valid[idx.to(self.device)] = False
+
+    def num_real_tokens(self, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Real (non-padding) tokens stored per row, on the cache device: the next position id."""
+        valid = self.valid if rows is None else self.valid.index_select(0, rows)
+        return valid.sum(1)
+
+    def _rows(
+        self, rows: Sequence[int] | torch.Tensor | None, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """CPU row indices and their device copy (None when the forward covers every row in order)."""
+        if rows is None:
+            if batch != self.batch_size:
+                raise ValueError(
+                    f"input batch {batch} != cache batch {self.batch_size}; pass cache_rows to run a subset"
+                )
+            return torch.arange(self.batch_size), None
+        cpu = torch.as_tensor(rows, dtype=torch.int64).cpu().reshape(-1)
+        if cpu.numel() != batch:
+            raise ValueError(f"cache_rows has {cpu.numel()} entries for an input batch of {batch}")
+        if cpu.numel() and (int(cpu.min()) < 0 or int(cpu.max()) >= self.batch_size):
+            raise ValueError(f"cache_rows must lie in [0, {self.batch_size}), got {cpu.tolist()}")
+        if cpu.unique().numel() != cpu.numel():
+            raise ValueError(f"cache_rows must not repeat a row, got {cpu.tolist()}")
+        return cpu, cpu.to(self.device)
+
+    def _plan(
+        self, rows: Sequence[int] | torch.Tensor | None, batch: int, t: int, new_valid: torch.Tensor | None
+    ) -> _AttentionPlan:
+        """Reserve slots for ``t`` new tokens per row, record their validity and build the mask.
+
+        ``new_valid=None`` means every new token is real. When, in addition, every row starts
+        empty (a fresh prefill), attention needs only the new keys with a plain causal mask, so no
+        ``(B, 1, T, S)`` mask is materialised and SDPA can take its fastest (flash) path.
+        """
+        rows_cpu, rows_dev = self._rows(rows, batch)
+        start = self.lengths[rows_cpu]
+        end = int(start.max()) + t if batch else t
+        if end > self.max_len:
+            worst = int(rows_cpu[int(start.argmax())])
+            raise ValueError(
+                f"KV cache full: row {worst} holds {int(start.max())} tokens, adding {t} exceeds max_len={self.max_len}"
+            )
+        device = self.device
+        slots = start.to(device)[:, None] + torch.arange(t, device=device)  # (B, T)
+        row_idx = torch.arange(batch, device=device) if rows_dev is None else rows_dev
+        self.valid[row_idx[:, None], slots] = True if new_valid is None else new_valid.to(device)
+        self.lengths[rows_cpu] = start + t
+
+        if new_valid is None and end == t:
+            return _AttentionPlan(
+                mask=None, cache=self, rows=rows_dev, slots=slots, kv_len=end, new_only=True
+            )
+        valid = self.valid[:, :end] if rows_dev is None else self.valid[:, :end].index_select(0, rows_dev)
+        mask = _build_mask(slots, valid)
+        return _AttentionPlan(mask=mask, cache=self, rows=rows_dev, slots=slots, kv_len=end)
+
+    def _store(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: _AttentionPlan
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this forward's keys/values and return the keys/values attention must read."""
+        assert plan.slots is not None
+        kc, vc = self.k[layer], self.v[layer]
+        batch = k.shape[0]
+        row_idx = torch.arange(batch, device=kc.device) if plan.rows is None else plan.rows
+        kc[row_idx[:, None], :, plan.slots] = k.transpose(1, 2)
+        vc[row_idx[:, None], :, plan.slots] = v.transpose(1, 2)
+        if plan.new_only:
+            return k, v
+        if plan.rows is None:
+            return kc[:, :, : plan.kv_len], vc[:, :, : plan.kv_len]
+        return (
+            kc[:, :, : plan.kv_len].index_select(0, plan.rows),
+            vc[:, :, : plan.kv_len].index_select(0, plan.rows),
+        )
+
+
+def _build_mask(slots: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``(B, 1, T, S)`` boolean mask: causal in slot order, real keys only, and always the query itself.
+
+    Letting a padding query see itself keeps its softmax finite on every SDPA kernel (some return
+    NaN for fully masked rows); that NaN would flow into later layers' keys/values and through
+    ``0 * NaN`` into real rows.
+    """
+    key = torch.arange(valid.shape[1], device=valid.device)
+    q = slots[..., None]  # (B, T, 1)
+    allowed = ((key <= q) & valid[:, None, :]) | (key == q)
+    return allowed[:, None]
+
+
+def positions_from_mask(attention_mask: torch.Tensor, start: torch.Tensor | int = 0) -> torch.Tensor:
+    """Position ids ``(B, T)`` that count only real tokens, so left padding does not shift RoPE.
+
+    ``start`` (per row or scalar) is the number of real tokens already processed (the cache's
+    :meth:`KVCache.num_real_tokens`). Padding positions get the next real token's id (clamped at
+    ``start``); their value is irrelevant because they are masked out.
+    """
+    mask = attention_mask.to(torch.int64)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    if isinstance(start, torch.Tensor):
+        start = start.to(pos.device)[:, None]
+    return pos + start
+
+
+# ---------------------------------------------------------------------------------------------
+# model
+
+
+@dataclass
+class ModelOutput:
+    """What a forward returns; fields not asked for are ``None``.
+
+    ``logits`` are float32: ``(B, T, V')`` for ``logits_at="all"``, ``(B, V')`` for "last" or an index
+    tensor, where ``V'`` is the vocabulary or the requested row subset. ``hidden`` is the final
+    normed hidden state ``(B, T, H)``. ``layer_hidden`` follows Hugging Face's ``hidden_states``:
+    ``num_layers + 1`` tensors, the input of each layer (index 0 = embeddings) and, last, the
+    final normed state.
+    """
+
+    logits: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
+    layer_hidden: tuple[torch.Tensor, ...] | None = None
+
+
+class LlamaModel(nn.Module):
+    """Llama causal LM (``LlamaForCausalLM`` weights) with tied or untied LM head."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head: nn.Linear | None = (
+            None
+            if config.tie_word_embeddings
+            else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        )
+        # Plain attribute, not a buffer: `.to(bfloat16)` must never round the frequencies.
+        self._inv_freq, self.rope_scale = rope_frequencies(config.rope, config.head_dim)
+        self._inv_freq_cache: dict[torch.device, torch.Tensor] = {}
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Weight (and activation) dtype."""
+        return self.embed_tokens.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Device the weights live on."""
+        return self.embed_tokens.weight.device
+
+    @property
+    def head_weight(self) -> torch.Tensor:
+        """LM head matrix ``(vocab, hidden)``: the embedding matrix when embeddings are tied."""
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def _inv_freq_on(self, device: torch.device) -> torch.Tensor:
+        cached = self._inv_freq_cache.get(device)
+        if cached is None:
+            cached = self._inv_freq_cache[device] = self._inv_freq.to(device)
+        return cached
+
+    def compute_logits(
+        self,
+        hidden: torch.Tensor,
+        vocab_rows: VocabRows | None = None,
+        *,
+        fp32: bool = False,
+    ) -> torch.Tensor:
+        """Float32 logits of normed hidden states ``(..., H)`` for all or some vocabulary rows.
+
+        ``vocab_rows`` restricts the LM head (e.g. the DNA block plus ``</dna>``) so decoding only
+        pays for the rows it samples from; a ``(start, stop)`` range is a free view, an index
+        tensor gathers rows. By default the matmul runs in the weight dtype (as the reference) and
+        is upcast; ``fp32=True`` multiplies in float32 (costs an fp32 copy of the selected rows).
+        """
+        weight = self.head_weight
+        if vocab_rows is not None:
+            if isinstance(vocab_rows, torch.Tensor):
+                weight = weight.index_select(0, vocab_rows.to(device=weight.device, dtype=torch.int64))
+            else:
+                sl = vocab_rows if isinstance(vocab_rows, slice) else slice(*vocab_rows)
+                weight = weight[sl]
+        if fp32:
+            return F.linear(hidden.to(torch.float32), weight.to(torch.float32))
+        return F.linear(hidden, weight).to(torch.float32)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        kv_cache: KVCache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        cache_rows: Sequence[int] | torch.Tensor | None = None,
+        logits_at: Literal["all", "last", "none"] | torch.Tensor = "all",
+        vocab_rows: VocabRows | None = None,
+        fp32_logits: bool = False,
+        return_hidden: bool = False,
+        return_layer_hidden: bool = False,
+    ) -> ModelOutput:
+        """Run ``T`` new tokens per row, optionally appending them to ``kv_cache``.
+
+        Args:
+            input_ids: ``(B, T)`` token ids.
+            positions: ``(B, T)`` or ``(T,)`` RoPE position ids; default: count of real tokens
+                before each one in its row (cache included), see :func:`positions_from_mask`.
+            kv_cache: cache to append to and attend over; ``None`` runs a self-contained pass.
+            attention_mask: ``(B, T)`` 1/True for real tokens, 0/False for padding among the
+                *new* tokens (any side). The cache keeps it for later steps.
+            cache_rows: which cache rows the ``B`` input rows are (default: all, in order).
+            logits_at: "all" positions, "last" position, "none", or a ``(B,)`` index tensor of one
+                position per row (e.g. the last real token of right-padded rows).
+            vocab_rows: restrict logits to some LM-head rows (see :meth:`compute_logits`).
+            fp32_logits: do the LM-head matmul in float32.
+            return_hidden: also return the final normed hidden states ``(B, T, H)``.
+            return_layer_hidden: also return every layer's input plus the final normed state.
+        """
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be (batch, tokens), got shape {tuple(input_ids.shape)}")
+        b, t = input_ids.shape
+        device = input_ids.device
+        per_row = isinstance(logits_at, torch.Tensor)
+        if per_row:
+            if logits_at.shape != (b,):
+                raise ValueError(
+                    f"a logits_at tensor must hold one index per row {(b,)}, got {tuple(logits_at.shape)}"
+                )
+        elif logits_at not in ("all", "last", "none"):
+            raise ValueError(f"logits_at must be 'all', 'last', 'none' or an index tensor, got {logits_at!r}")
+        if attention_mask is not None:
+            if attention_mask.shape != (b, t):
+                raise ValueError(
+                    f"attention_mask must match input_ids {(b, t)} (new tokens only), got {tuple(attention_mask.shape)}"
+                )
+            new_valid = attention_mask.to(device=device, dtype=torch.bool)
+        else:
+            new_valid = None
+
+        if positions is None:
+            start: torch.Tensor | int = 0
+            if kv_cache is not None:
+                _, rows_dev = kv_cache._rows(cache_rows, b)
+                start = kv_cache.num_real_tokens(rows_dev).to(device)
+            ones = torch.ones(b, t, dtype=torch.bool, device=device)
+            positions = positions_from_mask(ones if new_valid is None else new_valid, start)
+        elif positions.dim() == 1:
+            positions = positions.to(device).expand(b, t)
+        elif positions.shape != (b, t):
+            raise ValueError(
+                f"positions must be (batch, tokens) {(b, t)} or (tokens,), got {tuple(positions.shape)}"
+            )
+
+        if kv_cache is not None:
+            if kv_cache.k and kv_cache.k[0].dtype != self.dtype:
+                raise ValueError(
+                    f"KV cache dtype {kv_cache.k[0].dtype} differs from the model's {self.dtype}"
+                )
+            plan = kv_cache._plan(cache_rows, b, t, new_valid)
+        elif new_valid is not None:
+            slots = torch.arange(t, device=device).expand(b, t)
+            plan = _AttentionPlan(mask=_build_mask(slots, new_valid))
+        else:
+            plan = _AttentionPlan(mask=None)
+
+        x = self.embed_tokens(input_ids)
+        cos, sin = rope_cos_sin(self._inv_freq_on(x.device), positions.to(x.device), self.rope_scale, x.dtype)
+        layer_hidden: list[torch.Tensor] | None = [] if return_layer_hidden else None
+        for layer in self.layers:
+            if layer_hidden is not None:
+                layer_hidden.append(x)
+            x = layer(x, cos, sin, plan)
+
+        # RMSNorm is per position: when only some positions are scored, normalise just those.
+        mode = "rows" if per_row else logits_at
+        need_all = return_hidden or return_layer_hidden or mode == "all"
+        hidden = self.norm(x) if need_all else None
+        if layer_hidden is not None and hidden is not None:
+            layer_hidden.append(hidden)
+
+        logits = None
+        if mode == "all":
+            assert hidden is not None
+            logits = self.compute_logits(hidden, vocab_rows, fp32=fp32_logits)
+        elif mode != "none":
+            if isinstance(logits_at, torch.Tensor):
+                index = (torch.arange(b, device=x.device), logits_at.to(x.device))
+            else:
+                index = (slice(None), -1)
+            picked = hidden[index] if hidden is not None else self.norm(x[index])
+            logits = self.compute_logits(picked, vocab_rows, fp32=fp32_logits)
+        return ModelOutput(
+            logits=logits,
+            hidden=hidden if return_hidden else None,
+            layer_hidden=tuple(layer_hidden) if layer_hidden is not None else None,
+        )
