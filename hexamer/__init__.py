@@ -8,14 +8,18 @@ __version__ = "0.1.0.dev0"
 
 # Public names are imported lazily so `import hexamer` stays cheap (no torch import for the tokenizer).
 _LAZY = {
+    "Carbon": "hexamer.carbon",
+    "Generation": "hexamer.carbon",
+    "ScoreResult": "hexamer.carbon",
     "CarbonTokenizer": "hexamer.tokenizer",
     "DnaLayout": "hexamer.tokenizer",
 }
 
 if TYPE_CHECKING:
+    from hexamer.carbon import Carbon, Generation, ScoreResult
     from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 
-__all__ = ["CarbonTokenizer", "DnaLayout", "__version__"]
+__all__ = ["Carbon", "CarbonTokenizer", "DnaLayout", "Generation", "ScoreResult", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

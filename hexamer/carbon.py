@@ -1,0 +1,379 @@
+"""``Carbon``: the Python API for generation and base-level scoring with a Carbon-format model.
+
+    from hexamer import Carbon
+    m = Carbon.from_pretrained("path/to/Carbon-3B")
+    m.generate(["ATGGCG...", "TTGACA..."], max_bp=1000, mode="bp", temperature=0.8, top_p=0.95, seed=0)
+    m.score(["ACGT..."], level="bp")          # mean per-base log-likelihood + per-base arrays
+    m.base_logprobs("ACGT...")                # (L, 4) log P(base | prefix), columns A, C, G, T
+
+The CLI and the server are thin layers over this class.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, overload
+
+import numpy as np
+import torch
+
+from hexamer.engine import Engine, Request, SamplingParams
+from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
+from hexamer.model import LlamaModel, load_model
+from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
+from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
+
+_ACGT = set("ACGT")
+
+
+@dataclass
+class Generation:
+    """One generated continuation."""
+
+    prompt: str
+    sequence: str  # the new bases only
+    finish_reason: str  # "length" or "end_tag"
+    n_prompt_tokens: int
+    n_new_tokens: int
+    n_prompt_oov_bases: int  # prompt bases lost to <oov> chunks (non-ACGT characters)
+    token_ids: list[int]
+
+    @property
+    def n_bp(self) -> int:
+        return len(self.sequence)
+
+
+@dataclass
+class ScoreResult:
+    """Log-likelihood of one sequence under the model.
+
+    ``mean`` is the mean log-probability over the scored bases (bp level) or full 6-mers (token
+    level). ``per_base[i]`` is log P(base i | everything before it) at bp level, NaN where a base was
+    not scored (inside an ``<oov>`` chunk); None at token level, where ``per_token`` is given.
+    """
+
+    mean: float
+    n_scored: int
+    n_oov_bases: int
+    per_base: np.ndarray | None = None
+    per_token: np.ndarray | None = None
+
+
+@dataclass
+class _Prompt:
+    ids: list[int]
+    forced: str
+    n_oov_bases: int
+
+
+def _oov_bases(content: str, k: int) -> int:
+    """Bases that fall in a chunk the tokenizer turns into ``<oov>``."""
+    lost = 0
+    upper = content.upper()
+    for start in range(0, len(upper), k):
+        chunk = upper[start : start + k]
+        if not set(chunk) <= _ACGT:
+            lost += len(chunk)
+    return lost
+
+
+class Carbon:
+    """A loaded model + tokenizer + generation engine."""
+
+    def __init__(
+        self,
+        model: LlamaModel,
+        tokenizer: CarbonTokenizer,
+        *,
+        max_batch_size: int = 16,
+        kv_cache_bytes: int | None = None,
+        dna_only_logits: bool = True,
+    ) -> None:
+        if model.config.vocab_size != len(tokenizer):
+            raise ValueError(
+                f"model vocab_size {model.config.vocab_size} != tokenizer vocabulary {len(tokenizer)}"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.layout = tokenizer.layout
+        self.engine = Engine(
+            model,
+            tokenizer.layout,
+            max_batch_size=max_batch_size,
+            kv_cache_bytes=kv_cache_bytes,
+            dna_only_logits=dna_only_logits,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike[str],
+        *,
+        dtype: torch.dtype | str = "auto",
+        device: str | torch.device | None = None,
+        revision: str | None = None,
+        **engine_options: int | bool | None,
+    ) -> Carbon:
+        """Load a local Carbon-format folder or a hub id (JSON + safetensors only, no remote code).
+
+        ``dtype="auto"``: float32 on CPU (the fast CPU dtype; bf16 matmul is several times slower
+        without native support), the checkpoint's dtype on GPU.
+        """
+        folder = resolve_model_dir(name_or_path, revision=revision)
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = torch.device(device)
+        if dtype == "auto" and device.type == "cpu":
+            dtype = torch.float32
+        model, _ = load_model(folder, dtype=dtype, device=device)
+        model.eval()
+        tokenizer = CarbonTokenizer.from_pretrained(folder)
+        return cls(model, tokenizer, **engine_options)  # type: ignore[arg-type]
+
+    @property
+    def context_length(self) -> int:
+        return self.model.config.max_position_embeddings
+
+    # ------------------------------------------------------------------ prompts
+    def _prompt(self, prompt: str, index: int) -> _Prompt:
+        """Token ids ending on a 6-mer boundary, plus the partial last 6-mer to force."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt {index} is a {type(prompt).__name__}, expected str")
+        if not prompt.strip():
+            raise ValueError(f"prompt {index} is empty; pass '<dna>' to generate without a DNA context")
+        if OPEN_TAG in prompt:
+            at = prompt.rfind(OPEN_TAG)
+            prefix, content = prompt[:at], prompt[at + len(OPEN_TAG) :]
+        else:
+            prefix, content = "", prompt
+        if CLOSE_TAG in content:
+            raise ValueError(
+                f"prompt {index} must end inside an open <dna> region (remove the final </dna>): "
+                "generation continues the DNA"
+            )
+        content = content.strip()
+        k = self.layout.k
+        r = len(content) % k
+        body, tail = content[: len(content) - r], content[len(content) - r :].upper()
+        if not set(tail) <= _ACGT:
+            raise ValueError(
+                f"prompt {index} ends with a partial {k}-mer {tail!r} holding non-ACGT characters; "
+                f"trim or fix the last {r} bases"
+            )
+        ids = self.tokenizer.encode(prefix) if prefix else []
+        ids.append(self.layout.begin_id)
+        ids.extend(self.tokenizer.encode_dna(body, tags=False).tolist())
+        return _Prompt(ids=ids, forced=tail, n_oov_bases=_oov_bases(body, k))
+
+    # ------------------------------------------------------------------ generation
+    @overload
+    def generate(self, prompts: str, **options: object) -> Generation: ...
+    @overload
+    def generate(self, prompts: Sequence[str], **options: object) -> list[Generation]: ...
+
+    def generate(
+        self,
+        prompts: str | Sequence[str],
+        *,
+        max_bp: int | None = None,
+        max_new_tokens: int | None = None,
+        mode: Literal["bp", "token"] = "bp",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | Sequence[int] | None = None,
+        mask: str | np.ndarray | None = None,
+        prefix: str = "",
+        stop_at_end_tag: bool = False,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> Generation | list[Generation]:
+        """Continue each prompt with new DNA.
+
+        A prompt is plain DNA (``"ATGGCG..."``) or text ending inside an open ``<dna>`` region
+        (``"<mammalian_species><dna>ATGGCG..."``); ``prefix`` (metadata tags) is put before plain DNA.
+        With ``seed=s`` prompt i uses seed ``s + i``; a list pins each prompt's seed. A request's
+        output depends only on its prompt, options and seed, never on the rest of the batch.
+        ``on_progress(n_bp)`` is called as requests finish with the bases they produced.
+        """
+        single = isinstance(prompts, str)
+        items = [prompts] if single else list(prompts)
+        if not items:
+            raise ValueError("no prompts given")
+        if isinstance(seed, Sequence) and not isinstance(seed, str):
+            seeds = list(seed)
+            if len(seeds) != len(items):
+                raise ValueError(f"got {len(seeds)} seeds for {len(items)} prompts")
+        else:
+            seeds = [None if seed is None else int(seed) + i for i in range(len(items))]
+        requests: list[Request] = []
+        parsed: list[_Prompt] = []
+        for i, text in enumerate(items):
+            full = text if OPEN_TAG in text or not prefix else f"{prefix}{OPEN_TAG}{text}"
+            p = self._prompt(full, i)
+            params = SamplingParams(
+                mode=mode,
+                temperature=temperature,
+                top_p=top_p,
+                max_bp=max_bp,
+                max_new_tokens=max_new_tokens,
+                mask=mask,
+                seed=seeds[i],
+                stop_at_end_tag=stop_at_end_tag,
+            )
+            req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
+            try:
+                self.engine.check(req)
+            except ValueError as exc:
+                raise ValueError(f"prompt {i}: {exc}") from None
+            requests.append(req)
+            parsed.append(p)
+
+        def progress(done: list[Request]) -> None:
+            if on_progress is not None and done:
+                on_progress(sum(len(r.bases()) for r in done))
+
+        self.engine.run(requests, on_step=progress)
+        out = [
+            Generation(
+                prompt=text,
+                sequence=req.bases(),
+                finish_reason=req.finish_reason or "length",
+                n_prompt_tokens=len(req.prompt_ids),
+                n_new_tokens=req.n_generated + (1 if req.ended_with_tag else 0),
+                n_prompt_oov_bases=p.n_oov_bases,
+                token_ids=[self.layout.kmer_start + i for i in req.output_kmers]
+                + ([self.layout.end_id] if req.ended_with_tag else []),
+            )
+            for text, req, p in zip(items, requests, parsed, strict=True)
+        ]
+        return out[0] if single else out
+
+    # ------------------------------------------------------------------ scoring
+    def _dna_inputs(
+        self, sequence: str, prefix: str, index: int
+    ) -> tuple[list[int], int, np.ndarray, np.ndarray, str]:
+        if not isinstance(sequence, str):
+            raise TypeError(f"sequence {index} is a {type(sequence).__name__}, expected str")
+        content = sequence.strip()
+        if not content:
+            raise ValueError(f"sequence {index} is empty")
+        from hexamer.tokenizer.dna import encode_dna
+
+        dna = encode_dna(content, self.layout)
+        ids = self.tokenizer.encode(prefix) if prefix else []
+        start = len(ids) + 1
+        ids = [*ids, self.layout.begin_id, *dna.ids.tolist()]
+        if len(ids) > self.context_length:
+            raise ValueError(
+                f"sequence {index} needs {len(ids)} tokens, more than the model's context of {self.context_length}"
+            )
+        return ids, start, dna.ids - self.layout.kmer_start, dna.n_real.astype(np.int64), content
+
+    @torch.inference_mode()
+    def _kmer_logits(self, batch: list[list[int]]) -> torch.Tensor:
+        """(B, T, 4**k) fp32 k-mer logits for right-padded token rows (one forward, no cache)."""
+        width = max(len(r) for r in batch)
+        ids = torch.full((len(batch), width), self.tokenizer.pad_token_id or 0, dtype=torch.int64)
+        mask = torch.zeros((len(batch), width), dtype=torch.bool)
+        for i, row in enumerate(batch):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = True
+        device = self.model.device
+        out = self.model(
+            ids.to(device),
+            attention_mask=None if bool(mask.all()) else mask.to(device),
+            logits_at="all",
+            vocab_rows=(self.layout.kmer_start, self.layout.kmer_stop),
+        )
+        return out.logits
+
+    def _batches(self, lengths: list[int], token_budget: int) -> list[list[int]]:
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            if current and (len(current) + 1) * lengths[i] > token_budget:
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
+
+    def score(
+        self,
+        sequences: str | Sequence[str],
+        *,
+        level: Literal["bp", "token"] = "bp",
+        method: Literal["fns", "exact"] = "fns",
+        prefix: str = "",
+        token_budget: int = 16384,
+    ) -> ScoreResult | list[ScoreResult]:
+        """Log-likelihood of DNA sequences (each scored as ``prefix + <dna>seq``).
+
+        bp level (default): mean over real bases of log P(base), from the FNS marginals
+        (``method="fns"``, the published definition) or the exact within-token chain rule
+        (``method="exact"``). Token level: mean log-probability of the full 6-mers (block softmax),
+        the padded tail excluded. Bases in ``<oov>`` chunks are not scored and are counted.
+        """
+        if level not in ("bp", "token"):
+            raise ValueError(f"level must be 'bp' or 'token', got {level!r}")
+        if method not in ("fns", "exact"):
+            raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
+        single = isinstance(sequences, str)
+        items = [sequences] if single else list(sequences)
+        inputs = [self._dna_inputs(s, prefix, i) for i, s in enumerate(items)]
+        results: list[ScoreResult | None] = [None] * len(items)
+        k = self.layout.k
+        for group in self._batches([len(x[0]) for x in inputs], token_budget):
+            logits = self._kmer_logits([inputs[i][0] for i in group])
+            for row, i in enumerate(group):
+                _, start, targets, n_real, content = inputs[i]
+                n = len(targets)
+                pred = logits[row, start - 1 : start - 1 + n]
+                tgt = torch.from_numpy(np.where(n_real > 0, targets, 0))
+                real = torch.from_numpy(n_real)
+                n_oov = _oov_bases(content, k)
+                if level == "bp":
+                    s = score_bases(pred, tgt, real, method=method)
+                    per_base = np.full(n * k, np.nan, dtype=np.float32)
+                    flat = s.per_base.reshape(-1).cpu().numpy()
+                    keep = s.base_mask.reshape(-1).cpu().numpy()
+                    per_base[keep] = flat[keep]
+                    results[i] = ScoreResult(
+                        mean=float(s.mean),
+                        n_scored=int(s.n_bases),
+                        n_oov_bases=n_oov,
+                        per_base=per_base[: len(content)],
+                    )
+                else:
+                    full = real == k
+                    t = score_tokens(pred, tgt, valid=full)
+                    per_token = np.where(full.numpy(), t.per_token.cpu().numpy(), np.nan).astype(np.float32)
+                    results[i] = ScoreResult(
+                        mean=float(t.mean), n_scored=int(full.sum()), n_oov_bases=n_oov, per_token=per_token
+                    )
+        final = [r for r in results if r is not None]
+        return final[0] if single else final
+
+    def base_logprobs(
+        self, sequence: str, *, method: Literal["fns", "exact"] = "fns", prefix: str = ""
+    ) -> np.ndarray:
+        """``(L, 4)`` log P(base at i = b | context) for every position, columns A, C, G, T.
+
+        ``fns``: the FNS marginal of the token covering base i (context = all earlier tokens).
+        ``exact``: additionally conditioned on the true earlier bases of the same token. Rows of
+        bases inside ``<oov>`` chunks are NaN for ``exact`` (their in-token prefix is unknown).
+        """
+        ids, start, targets, n_real, content = self._dna_inputs(sequence, prefix, 0)
+        logits = self._kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
+        if method == "fns":
+            lp = log_base_marginals(logits)
+        elif method == "exact":
+            tgt = torch.from_numpy(np.where(n_real > 0, targets, 0))
+            lp = log_prefix_conditionals(logits, tgt)
+            lp = torch.where(torch.from_numpy(n_real > 0)[:, None, None], lp, torch.nan)
+        else:
+            raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
+        return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)

@@ -1,0 +1,71 @@
+"""Owns the preallocated KV cache: how many rows fit a memory budget, and which rows are free."""
+
+from __future__ import annotations
+
+import torch
+
+from hexamer.model import KVCache, LlamaModel
+
+
+def kv_bytes_per_token(model: LlamaModel, dtype: torch.dtype | None = None) -> int:
+    """Bytes one token occupies in the cache (keys + values of every layer)."""
+    c = model.config
+    itemsize = torch.empty((), dtype=dtype or model.dtype).element_size()
+    return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * itemsize
+
+
+class CacheManager:
+    """Allocates cache rows to requests; sizes the cache to the work at hand within a budget."""
+
+    def __init__(self, model: LlamaModel, max_rows: int, memory_budget_bytes: int | None = None) -> None:
+        if max_rows < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_rows}")
+        self.model = model
+        self.max_rows = max_rows
+        self.budget = memory_budget_bytes
+        self.cache: KVCache | None = None
+        self.free_rows: list[int] = []
+
+    def rows_for(self, max_len: int, wanted: int) -> int:
+        """How many rows of ``max_len`` slots fit the budget (at most ``wanted`` and ``max_rows``)."""
+        rows = min(wanted, self.max_rows)
+        if self.budget is not None:
+            per_row = kv_bytes_per_token(self.model) * max_len
+            fit = self.budget // per_row
+            if fit < 1:
+                raise ValueError(
+                    f"the KV-cache budget of {self.budget / 2**20:.1f} MiB cannot hold one sequence of {max_len} "
+                    f"tokens ({per_row / 2**20:.1f} MiB); raise the budget or shorten the request"
+                )
+            rows = min(rows, int(fit))
+        return rows
+
+    def ensure(self, max_len: int, wanted_rows: int) -> KVCache:
+        """A cache with room for ``max_len`` tokens per row; reallocated only when it must grow."""
+        rows = self.rows_for(max_len, wanted_rows)
+        cache = self.cache
+        if cache is None or cache.max_len < max_len or cache.batch_size < rows:
+            if cache is not None and sorted(self.free_rows) != list(range(cache.batch_size)):
+                raise RuntimeError("cannot resize the KV cache while requests are running")
+            self.cache = cache = KVCache.for_model(self.model, rows, max_len)
+            self.free_rows = list(range(rows))
+        return cache
+
+    def allocate(self) -> int | None:
+        """A free row (lowest first, so full batches run rows in order), or None."""
+        if not self.free_rows:
+            return None
+        self.free_rows.sort()
+        return self.free_rows.pop(0)
+
+    def release(self, row: int) -> None:
+        """Free a row at once: its slots are emptied and it can take the next request."""
+        assert self.cache is not None
+        self.cache.reset([row])
+        self.free_rows.append(row)
+
+    @property
+    def used_bytes(self) -> int:
+        if self.cache is None:
+            return 0
+        return sum(t.numel() * t.element_size() for t in (*self.cache.k, *self.cache.v))

@@ -1,0 +1,86 @@
+"""Runs the model for the engine: batched prefill and decode over cache rows, DNA-only logits.
+
+Inside a DNA region only the 6-mer rows of the LM head matter (plus ``</dna>``), so the runner asks
+the model for the contiguous block ``</dna>, <oov>, 6-mers`` — a view of the head, no copy — which
+skips ~97% of Carbon's 155,776-row output matmul on every decode step.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hexamer.engine.kv_manager import CacheManager
+from hexamer.engine.request import Request
+from hexamer.model import LlamaModel
+from hexamer.tokenizer.layout import DnaLayout
+
+
+class ModelRunner:
+    def __init__(
+        self, model: LlamaModel, layout: DnaLayout, cache: CacheManager, dna_only_logits: bool = True
+    ):
+        self.model = model
+        self.layout = layout
+        self.cache = cache
+        self.dna_only_logits = dna_only_logits
+        self.pad_id = 0
+
+    def _dna_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """(B, 2 + 4**k) logits: column 0 ``</dna>``, column 1 ``<oov>``, then the k-mers."""
+        if self.dna_only_logits:
+            return logits
+        return logits[:, self.layout.end_id : self.layout.kmer_stop]
+
+    def _vocab_rows(self) -> tuple[int, int] | None:
+        return (self.layout.end_id, self.layout.kmer_stop) if self.dna_only_logits else None
+
+    @torch.inference_mode()
+    def prefill(self, requests: list[Request]) -> torch.Tensor:
+        """Run the prompts of newly admitted requests into their rows; logits of their last token."""
+        cache = self.cache.cache
+        assert cache is not None
+        device = self.model.device
+        lengths = [len(r.prompt_ids) for r in requests]
+        width = max(lengths)
+        ids = torch.full((len(requests), width), self.pad_id, dtype=torch.int64)
+        mask = torch.zeros((len(requests), width), dtype=torch.bool)
+        for i, r in enumerate(requests):
+            ids[i, width - lengths[i] :] = torch.tensor(r.prompt_ids)
+            mask[i, width - lengths[i] :] = True
+        rows = [r.row for r in requests]
+        out = self.model(
+            ids.to(device),
+            kv_cache=cache,
+            attention_mask=None if min(lengths) == width else mask.to(device),
+            cache_rows=None if rows == list(range(cache.batch_size)) else rows,
+            logits_at="last",
+            vocab_rows=self._vocab_rows(),
+        )
+        return self._dna_logits(out.logits)
+
+    @torch.inference_mode()
+    def decode(self, requests: list[Request], tokens: dict[int, int]) -> torch.Tensor:
+        """One decode step for every cache row at once (idle rows ride along masked, which costs
+        almost nothing at decode batch sizes and avoids gathering the cache); logits per request."""
+        cache = self.cache.cache
+        assert cache is not None
+        device = self.model.device
+        n = cache.batch_size
+        ids = torch.full((n, 1), self.pad_id, dtype=torch.int64)
+        live = torch.zeros((n, 1), dtype=torch.bool)
+        for r in requests:
+            ids[r.row, 0] = tokens[r.request_id]
+            live[r.row, 0] = True
+        all_live = bool(live.all())
+        out = self.model(
+            ids.to(device),
+            kv_cache=cache,
+            attention_mask=None if all_live else live.to(device),
+            logits_at="last",
+            vocab_rows=self._vocab_rows(),
+        )
+        if not all_live:
+            idle = [i for i in range(n) if not live[i, 0]]
+            cache.reset(idle)
+        logits = self._dna_logits(out.logits)
+        return logits[torch.tensor([r.row for r in requests], device=logits.device)]

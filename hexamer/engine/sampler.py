@@ -1,0 +1,102 @@
+"""Turns DNA-block logits into the next 6-mer for each request, with its own options and RNG.
+
+Rows are grouped by (mode, temperature, top_p) so each group is one batched call into
+:mod:`hexamer.fns`; every request draws from its own ``torch.Generator``, so its output does not
+depend on which other requests share the batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from hexamer.engine.request import Request
+from hexamer.fns import (
+    bp_greedy,
+    bp_sample,
+    kmer_mask_from_positions,
+    nucleus_mask,
+    sample_from_probs,
+    token_greedy,
+    token_sample,
+)
+
+END = -1  # returned instead of a k-mer index when a request emits </dna>
+
+
+def _allowed(requests: list[Request], k: int) -> torch.Tensor | None:
+    masks = [r.allowed_now() for r in requests]
+    if all(m is None for m in masks):
+        return None
+    out = torch.ones((len(requests), k, 4), dtype=torch.bool)
+    for i, m in enumerate(masks):
+        if m is not None:
+            out[i] = torch.from_numpy(m)
+    return out
+
+
+def _uniform(req: Request) -> torch.Tensor:
+    return torch.rand(1, dtype=torch.float64, generator=req.generator)
+
+
+def _sample_with_end(
+    kmer_logits: torch.Tensor,
+    end_logits: torch.Tensor,
+    reqs: list[Request],
+    allowed_kmers: torch.Tensor | None,
+) -> list[int]:
+    """Token mode with ``</dna>`` allowed: one distribution over [k-mers..., </dna>]."""
+    p = reqs[0].params
+    x = torch.cat([kmer_logits, end_logits[:, None]], dim=-1).to(torch.float64)
+    if allowed_kmers is not None:
+        keep = torch.cat([allowed_kmers, torch.ones_like(allowed_kmers[:, :1])], dim=-1)
+        x = x.masked_fill(~keep.to(x.device), -torch.inf)
+    if p.greedy:
+        choice = x.argmax(-1)
+    else:
+        probs = torch.softmax(x / p.temperature, dim=-1)
+        if p.top_p < 1:
+            probs = torch.where(nucleus_mask(probs, p.top_p), probs, 0.0)
+        probs = probs / probs.sum(-1, keepdim=True)
+        u = torch.cat([_uniform(r) for r in reqs]).to(probs.device)
+        choice = sample_from_probs(probs, u)
+    n = kmer_logits.shape[-1]
+    return [END if int(c) == n else int(c) for c in choice]
+
+
+def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> list[int]:
+    """Next k-mer index (or :data:`END`) for each request; ``logits`` is ``(B, 2 + 4**k)`` with
+    ``</dna>`` in column 0 and ``<oov>`` (never sampled) in column 1."""
+    end_logits = logits[:, 0]
+    kmer_logits = logits[:, 2:]
+    result: list[int] = [0] * len(requests)
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, r in enumerate(requests):
+        p = r.params
+        groups[(p.mode, p.temperature, p.top_p, p.stop_at_end_tag)].append(i)
+    for (mode, temperature, top_p, with_end), rows in groups.items():
+        reqs = [requests[i] for i in rows]
+        sel = torch.tensor(rows, device=logits.device)
+        x = kmer_logits.index_select(0, sel)
+        allowed = _allowed(reqs, k)
+        gens = [r.generator for r in reqs]
+        if mode == "bp":
+            if temperature == 0:
+                picked = bp_greedy(x, allowed=allowed)
+            else:
+                picked = bp_sample(x, temperature=temperature, top_p=top_p, allowed=allowed, generator=gens)
+            values = picked.tolist()
+        else:
+            allowed_kmers = kmer_mask_from_positions(allowed) if allowed is not None else None
+            if with_end:
+                values = _sample_with_end(x, end_logits.index_select(0, sel), reqs, allowed_kmers)
+            elif temperature == 0:
+                values = token_greedy(x, allowed_kmers=allowed_kmers).tolist()
+            else:
+                values = token_sample(
+                    x, temperature=temperature, top_p=top_p, allowed_kmers=allowed_kmers, generator=gens
+                ).tolist()
+        for i, v in zip(rows, values, strict=True):
+            result[i] = v
+    return result
