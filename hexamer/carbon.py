@@ -90,6 +90,8 @@ class Carbon:
         max_batch_size: int = 16,
         kv_cache_bytes: int | None = None,
         dna_only_logits: bool = True,
+        static_decode: bool | None = None,
+        compile_decode: bool = False,
     ) -> None:
         if model.config.vocab_size != len(tokenizer):
             raise ValueError(
@@ -104,6 +106,8 @@ class Carbon:
             max_batch_size=max_batch_size,
             kv_cache_bytes=kv_cache_bytes,
             dna_only_logits=dna_only_logits,
+            static_decode=static_decode,
+            compile_decode=compile_decode,
         )
 
     @classmethod

@@ -37,7 +37,9 @@ def main(gguf_path: str) -> None:
     raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_bytes(lzma.compress(raw, preset=9 | lzma.PRESET_EXTREME))
-    print(f"wrote {OUT} ({OUT.stat().st_size / 1e6:.2f} MB, {len(vocab)} BPE tokens, {len(merge_list)} merges)")
+    print(
+        f"wrote {OUT} ({OUT.stat().st_size / 1e6:.2f} MB, {len(vocab)} BPE tokens, {len(merge_list)} merges)"
+    )
 
 
 if __name__ == "__main__":

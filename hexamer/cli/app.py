@@ -227,5 +227,79 @@ def bench_tokenizer(
         console.print(f"wrote {json_out}")
 
 
+@bench_app.command("generate")
+def bench_generate(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
+    ] = None,
+    shape: Annotated[
+        str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")
+    ] = "500m",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "16,1",
+    prompt_bp: Annotated[int, typer.Option(min=6)] = 1080,
+    new_bp: Annotated[int, typer.Option(min=1)] = 1080,
+    dtype: Annotated[str, typer.Option(help="float32 or bfloat16, used by every backend.")] = "float32",
+    backends: Annotated[
+        str, typer.Option(help="Comma-separated: hexamer-token, hexamer-bp, transformers.")
+    ] = ("hexamer-token,hexamer-bp,transformers"),
+    hf_static_cache: Annotated[bool, typer.Option(help="Run transformers with its static cache.")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
+) -> None:
+    """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
+    from hexamer.bench.generate import bench_model_folder, run_generate_bench
+    from hexamer.testing import SHAPES
+
+    known = {"hexamer-token", "hexamer-bp", "transformers"}
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    if not chosen or not set(chosen) <= known:
+        raise typer.BadParameter(f"--backends must be a comma-separated subset of {sorted(known)}")
+    if dtype not in ("float32", "bfloat16"):
+        raise typer.BadParameter("--dtype must be float32 or bfloat16")
+    try:
+        sizes = tuple(int(b) for b in batch_sizes.split(","))
+    except ValueError as exc:
+        raise typer.BadParameter(
+            f"--batch-sizes must be integers separated by commas, got {batch_sizes!r}"
+        ) from exc
+    if model is None:
+        if shape not in SHAPES:
+            raise typer.BadParameter(f"--shape must be one of {sorted(SHAPES)}")
+        console.print(
+            f"[dim]building/using a random-weight {shape} model with the real Carbon vocabulary[/dim]"
+        )
+        folder = str(bench_model_folder(shape, cache_dir(), dtype))
+    else:
+        folder = model
+    rows = run_generate_bench(
+        folder,
+        batch_sizes=sizes,
+        prompt_bp=prompt_bp,
+        new_bp=new_bp,
+        dtype=dtype,
+        backends=chosen,
+        hf_static_cache=hf_static_cache,
+        log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
+    )
+    table = Table(
+        title=f"generation, {prompt_bp} bp in / {new_bp} bp out, {dtype}, end to end (prefill included)"
+    )
+    for col in ("backend", "batch", "seconds", "bp/s", "× transformers"):
+        table.add_column(col, justify="left" if col == "backend" else "right")
+    for r in rows:
+        ratio = f"{r.ratio_vs_transformers:.2f}×" if r.ratio_vs_transformers is not None else "—"
+        table.add_row(r.backend, str(r.batch), f"{r.seconds:.2f}", f"{r.bp_per_s:,.1f}", ratio)
+    console.print(table)
+    by_key = {(r.backend, r.batch): r for r in rows}
+    for b in sizes:
+        tok, bp = by_key.get(("hexamer-token", b)), by_key.get(("hexamer-bp", b))
+        if tok and bp:
+            console.print(
+                f"batch {b}: bp-level costs {100 * (tok.bp_per_s / bp.bp_per_s - 1):+.1f}% vs token-level"
+            )
+    if json_out is not None:
+        json_out.write_text(json.dumps([r.as_dict() for r in rows], indent=2))
+        console.print(f"wrote {json_out}")
+
+
 def main() -> None:
     app()

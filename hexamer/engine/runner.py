@@ -17,13 +17,29 @@ from hexamer.tokenizer.layout import DnaLayout
 
 class ModelRunner:
     def __init__(
-        self, model: LlamaModel, layout: DnaLayout, cache: CacheManager, dna_only_logits: bool = True
-    ):
+        self,
+        model: LlamaModel,
+        layout: DnaLayout,
+        cache: CacheManager,
+        dna_only_logits: bool = True,
+        static_decode: bool | None = None,
+        compile_decode: bool = False,
+    ) -> None:
         self.model = model
         self.layout = layout
         self.cache = cache
         self.dna_only_logits = dna_only_logits
         self.pad_id = 0
+        # Static-shape decode (one graph per batch size) pays off on GPUs, where launch overhead
+        # dominates; on CPU attending only to the filled slots is cheaper, so it is opt-in there.
+        on_gpu = model.device.type == "cuda"
+        self.static_decode = on_gpu if static_decode is None else static_decode
+        self._decode_fn = model.decode_static
+        if compile_decode:
+            self.static_decode = True
+            self._decode_fn = torch.compile(
+                model.decode_static, dynamic=False, mode="reduce-overhead" if on_gpu else "default"
+            )
 
     def _dna_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """(B, 2 + 4**k) logits: column 0 ``</dna>``, column 1 ``<oov>``, then the k-mers."""
@@ -71,6 +87,8 @@ class ModelRunner:
         for r in requests:
             ids[r.row, 0] = tokens[r.request_id]
             live[r.row, 0] = True
+        if self.static_decode:
+            return self._decode_static(requests, ids, live[:, 0])
         all_live = bool(live.all())
         out = self.model(
             ids.to(device),
@@ -83,4 +101,22 @@ class ModelRunner:
             idle = [i for i in range(n) if not live[i, 0]]
             cache.reset(idle)
         logits = self._dna_logits(out.logits)
+        return logits[torch.tensor([r.row for r in requests], device=logits.device)]
+
+    def _decode_static(self, requests: list[Request], ids: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+        cache = self.cache.cache
+        assert cache is not None
+        device = self.model.device
+        if int(cache.lengths.max()) + 1 > cache.max_len:
+            raise ValueError(f"KV cache full: a row would exceed max_len={cache.max_len}")
+        slots = cache.lengths.clone()
+        positions = cache.num_real_tokens()[:, None]
+        cache.lengths += 1
+        logits = self._decode_fn(
+            ids.to(device), positions, slots.to(device), live.to(device), cache, self._vocab_rows()
+        )
+        idle = (~live).nonzero().flatten().tolist()
+        if idle:
+            cache.reset(idle)
+        logits = self._dna_logits(logits)
         return logits[torch.tensor([r.row for r in requests], device=logits.device)]

@@ -395,6 +395,39 @@ class LlamaModel(nn.Module):
             return F.linear(hidden.to(torch.float32), weight.to(torch.float32))
         return F.linear(hidden, weight).to(torch.float32)
 
+    def decode_static(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        live: torch.Tensor,
+        kv_cache: KVCache,
+        vocab_rows: tuple[int, int] | None = None,
+    ) -> torch.Tensor:
+        """One new token for every cache row, with shapes that never change between steps.
+
+        Attention reads all ``max_len`` slots through the validity mask instead of slicing to the
+        longest row, so the whole step is one fixed graph per batch size: ``torch.compile`` captures
+        it once (and on CUDA, ``mode="reduce-overhead"`` replays it as a CUDA graph). The caller
+        owns the CPU bookkeeping: ``slots`` (B,) is each row's next free slot, ``positions`` (B, 1)
+        its RoPE position, ``live`` (B,) marks rows holding a request; it then advances
+        ``kv_cache.lengths``. Returns float32 logits ``(B, V')`` of the requested rows.
+        """
+        b = input_ids.shape[0]
+        rows = torch.arange(b, device=input_ids.device)
+        kv_cache.valid[rows, slots] = live
+        plan = _AttentionPlan(
+            mask=_build_mask(slots[:, None], kv_cache.valid),
+            cache=kv_cache,
+            slots=slots[:, None],
+            kv_len=kv_cache.max_len,
+        )
+        x = self.embed_tokens(input_ids)
+        cos, sin = rope_cos_sin(self._inv_freq_on(x.device), positions, self.rope_scale, x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin, plan)
+        return self.compute_logits(self.norm(x[:, -1]), vocab_rows)
+
     def forward(
         self,
         input_ids: torch.Tensor,

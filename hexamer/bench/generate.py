@@ -1,0 +1,149 @@
+"""Generation throughput: hexamer (token level and bp level) against ``transformers.generate``.
+
+All backends run the very same weights and dtype in one process, on the same random 1,080 bp
+prompts, and produce the same number of new bases (the published Trainium2 workload: batch 16 and
+batch 1, 1,080 bp in, 1,080 bp out). ``transformers`` is restricted to the 6-mer rows with a logits
+processor so that every backend generates DNA; it samples at temperature 1 like hexamer.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from hexamer.bench.tokenizer import random_dna
+
+
+@dataclass
+class GenerateBenchRow:
+    backend: str
+    batch: int
+    prompt_bp: int
+    new_bp: int
+    seconds: float
+    bp_per_s: float
+    ratio_vs_transformers: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
+    """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
+    from hexamer.testing import build_carbon_folder
+
+    folder = cache_root / f"bench-{shape}-qwen3-{dtype}"
+    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
+        return folder
+    staging = folder.with_name(folder.name + ".partial")
+    build_carbon_folder(
+        staging, shape=shape, bpe="qwen3", dtype=dtype, shards=1 if shape in ("tiny", "500m") else 4
+    )
+    staging.rename(folder)
+    return folder
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run_generate_bench(
+    folder: str | Path,
+    *,
+    batch_sizes: tuple[int, ...] = (16, 1),
+    prompt_bp: int = 1080,
+    new_bp: int = 1080,
+    dtype: str = "float32",
+    backends: tuple[str, ...] = ("hexamer-token", "hexamer-bp", "transformers"),
+    hf_static_cache: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[GenerateBenchRow]:
+    """Measure each backend at each batch size; returns one row per (backend, batch)."""
+    from hexamer import Carbon
+
+    torch_dtype = getattr(torch, dtype)
+    rows: list[GenerateBenchRow] = []
+    carbon = Carbon.from_pretrained(folder, dtype=torch_dtype, device="cpu", max_batch_size=max(batch_sizes))
+    layout = carbon.layout
+    new_tokens = -(-new_bp // layout.k)
+    hf_model = None
+    if any(b.startswith("transformers") for b in backends):
+        import transformers
+
+        hf_model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch_dtype).eval()
+
+        class KmerOnly(transformers.LogitsProcessor):
+            def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+                out = torch.full_like(scores, -torch.inf)
+                out[:, layout.kmer_start : layout.kmer_stop] = scores[:, layout.kmer_start : layout.kmer_stop]
+                return out
+
+        processor = transformers.LogitsProcessorList([KmerOnly()])
+
+    for batch in batch_sizes:
+        prompts = [random_dna(prompt_bp - prompt_bp % layout.k, seed=1000 + i) for i in range(batch)]
+
+        def hexamer_run(mode: str, bp: int = new_bp, items: list[str] = prompts) -> None:
+            carbon.generate(items, max_bp=bp, mode=mode, temperature=1.0, seed=0)
+
+        def hf_run(tokens: int = new_tokens, items: list[str] = prompts) -> None:
+            assert hf_model is not None
+            enc = carbon.tokenizer(
+                [f"<dna>{p}" for p in items], padding=True, padding_side="left", return_tensors="pt"
+            )
+            kwargs = {"cache_implementation": "static"} if hf_static_cache else {}
+            with torch.inference_mode():
+                out = hf_model.generate(
+                    **enc,
+                    max_new_tokens=tokens,
+                    min_new_tokens=tokens,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_p=1.0,
+                    top_k=0,
+                    logits_processor=processor,
+                    pad_token_id=carbon.tokenizer.pad_token_id,
+                    **kwargs,
+                )
+            assert out.shape[1] == enc["input_ids"].shape[1] + tokens
+
+        cases: dict[str, Callable[[], None]] = {
+            "hexamer-token": lambda: hexamer_run("token"),
+            "hexamer-bp": lambda: hexamer_run("bp"),
+            "transformers": hf_run,
+        }
+        warm: dict[str, Callable[[], None]] = {
+            "hexamer-token": lambda one=prompts[:1]: hexamer_run("token", 12, one),
+            "hexamer-bp": lambda one=prompts[:1]: hexamer_run("bp", 12, one),
+            "transformers": lambda one=prompts[:1]: hf_run(2, one),
+        }
+        measured: dict[str, float] = {}
+        for name in backends:
+            warm[name]()
+            log(f"batch {batch}: running {name} ...")
+            measured[name] = _timed(cases[name])
+            log(f"batch {batch}: {name} {batch * new_bp / measured[name]:.1f} bp/s")
+        peer = measured.get("transformers")
+        for name, seconds in measured.items():
+            rows.append(
+                GenerateBenchRow(
+                    backend=name
+                    if name != "transformers" or not hf_static_cache
+                    else "transformers (static cache)",
+                    batch=batch,
+                    prompt_bp=prompt_bp,
+                    new_bp=new_bp,
+                    seconds=seconds,
+                    bp_per_s=batch * new_bp / seconds,
+                    ratio_vs_transformers=(peer / seconds) if peer else None,
+                )
+            )
+    return rows

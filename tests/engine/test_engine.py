@@ -1,0 +1,78 @@
+"""Engine internals: static-shape decode, compiled decode, cache budget, cancellation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hexamer import Carbon
+from hexamer.engine import Request, SamplingParams
+
+PROMPTS = ["ACGTAC", "TTGACATTGACATTGACA", "GGGCCCAAATTT" * 3, "A", "<dna>", "CATCATCATCATCAT"]
+LENGTHS = [5, 30, 12, 7, 19, 1]
+
+
+def _run(carbon: Carbon, **kwargs: object) -> list[str]:
+    gens = carbon.generate(PROMPTS[:3], max_bp=25, **kwargs)
+    out = [g.sequence for g in gens]
+    reqs = []
+    for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS, strict=True)):
+        pp = carbon._prompt(p, i)
+        reqs.append(Request(pp.ids, SamplingParams(max_bp=n, seed=10 + i, top_p=0.9), forced=pp.forced))
+    carbon.engine.run(reqs)
+    return out + [r.bases() for r in reqs]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_folder: Path) -> dict[str, list[str]]:
+    carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=2)
+    return {"greedy": _run(carbon, temperature=0), "sampled": _run(carbon, seed=7, mode="token")}
+
+
+def test_static_decode_equals_dynamic(tiny_folder: Path, reference: dict[str, list[str]]) -> None:
+    carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=2, static_decode=True)
+    assert carbon.engine.runner.static_decode
+    assert _run(carbon, temperature=0) == reference["greedy"]
+    assert _run(carbon, seed=7, mode="token") == reference["sampled"]
+
+
+@pytest.mark.slow
+def test_compiled_decode_equals_dynamic(tiny_folder: Path, reference: dict[str, list[str]]) -> None:
+    carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=2, compile_decode=True)
+    assert _run(carbon, temperature=0) == reference["greedy"]
+
+
+def test_kv_budget(tiny_folder: Path) -> None:
+    from hexamer.engine.kv_manager import kv_bytes_per_token
+
+    carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=8)
+    per_token = kv_bytes_per_token(carbon.model)
+    # room for two rows of the longest request: the run still completes, two at a time
+    longest = 2 + 30 // 6 + 1
+    budget = Carbon.from_pretrained(tiny_folder, max_batch_size=8, kv_cache_bytes=2 * per_token * longest)
+    out = budget.generate(["ACGTAC"] * 5, max_bp=30, seed=1)
+    assert budget.engine.cache.cache is not None and budget.engine.cache.cache.batch_size == 2
+    assert [g.sequence for g in out] == [
+        g.sequence for g in carbon.generate(["ACGTAC"] * 5, max_bp=30, seed=1)
+    ]
+    tiny_budget = Carbon.from_pretrained(tiny_folder, kv_cache_bytes=per_token)
+    with pytest.raises(ValueError, match="cannot hold one sequence"):
+        tiny_budget.generate("ACGTAC", max_bp=30)
+
+
+def test_cancel_frees_the_row(tiny_folder: Path) -> None:
+    carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=2)
+    engine = carbon.engine
+    engine.cache.ensure(64, 2)
+    reqs = [Request(carbon._prompt("ACGTAC", i).ids, SamplingParams(max_bp=60, seed=i)) for i in range(3)]
+    for r in reqs:
+        engine.add(r)
+    engine.step()  # prefill of the first two
+    assert sorted(r.row for r in reqs[:2]) == [0, 1] and reqs[2].row is None
+    engine.scheduler.cancel(reqs[0])
+    assert reqs[0].finish_reason == "cancelled" and 0 in engine.cache.free_rows
+    while engine.scheduler.has_work:
+        engine.step()
+    assert len(reqs[1].bases()) == 60 and len(reqs[2].bases()) == 60
+    assert len(reqs[0].bases()) < 60
