@@ -22,6 +22,7 @@ import torch
 from hexamer.engine import Engine, Request, SamplingParams
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.model import LlamaModel, load_model
+from hexamer.model.cpu import use_onednn_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
 from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
 
@@ -118,12 +119,14 @@ class Carbon:
         dtype: torch.dtype | str = "auto",
         device: str | torch.device | None = None,
         revision: str | None = None,
+        onednn: bool | None = None,
         **engine_options: int | bool | None,
     ) -> Carbon:
         """Load a local Carbon-format folder or a hub id (JSON + safetensors only, no remote code).
 
-        ``dtype="auto"``: float32 on CPU (the fast CPU dtype; bf16 matmul is several times slower
-        without native support), the checkpoint's dtype on GPU.
+        ``dtype="auto"``: float32 on CPU (exact parity with the reference; see docs/benchmarks.md
+        for bf16 on CPUs with native bf16), the checkpoint's dtype on GPU. ``onednn`` (default: on
+        for float32 on CPU) runs the decoder's linear layers through oneDNN's packed kernels.
         """
         folder = resolve_model_dir(name_or_path, revision=revision)
         if device is None:
@@ -133,6 +136,8 @@ class Carbon:
             dtype = torch.float32
         model, _ = load_model(folder, dtype=dtype, device=device)
         model.eval()
+        if onednn is not False:
+            use_onednn_linears(model)
         tokenizer = CarbonTokenizer.from_pretrained(folder)
         return cls(model, tokenizer, **engine_options)  # type: ignore[arg-type]
 
@@ -170,6 +175,29 @@ class Carbon:
         ids.append(self.layout.begin_id)
         ids.extend(self.tokenizer.encode_dna(body, tags=False).tolist())
         return _Prompt(ids=ids, forced=tail, n_oov_bases=_oov_bases(body, k))
+
+    def _request(self, text: str, index: int, prefix: str, params: SamplingParams) -> tuple[Request, _Prompt]:
+        full = (
+            text
+            if not isinstance(text, str) or OPEN_TAG in text or not prefix
+            else f"{prefix}{OPEN_TAG}{text}"
+        )
+        p = self._prompt(full, index)
+        req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
+        try:
+            self.engine.check(req)
+        except ValueError as exc:
+            raise ValueError(f"prompt {index}: {exc}") from None
+        return req, p
+
+    def check_prompt(self, prompt: str, *, prefix: str = "", **options: object) -> None:
+        """Raise the ``ValueError`` that :meth:`generate` would raise for this prompt and options
+        (lets batch jobs report one bad record and go on with the rest)."""
+        self._request(prompt, 0, prefix, SamplingParams(**options))  # type: ignore[arg-type]
+
+    def check_sequence(self, sequence: str, *, prefix: str = "") -> None:
+        """Raise the ``ValueError`` that :meth:`score` would raise for this sequence."""
+        self._dna_inputs(sequence, prefix, 0)
 
     # ------------------------------------------------------------------ generation
     @overload
@@ -213,8 +241,6 @@ class Carbon:
         requests: list[Request] = []
         parsed: list[_Prompt] = []
         for i, text in enumerate(items):
-            full = text if OPEN_TAG in text or not prefix else f"{prefix}{OPEN_TAG}{text}"
-            p = self._prompt(full, i)
             params = SamplingParams(
                 mode=mode,
                 temperature=temperature,
@@ -225,11 +251,7 @@ class Carbon:
                 seed=seeds[i],
                 stop_at_end_tag=stop_at_end_tag,
             )
-            req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
-            try:
-                self.engine.check(req)
-            except ValueError as exc:
-                raise ValueError(f"prompt {i}: {exc}") from None
+            req, p = self._request(text, i, prefix, params)
             requests.append(req)
             parsed.append(p)
 

@@ -1,5 +1,6 @@
 """The ``hexamer`` command line: a thin layer over the Python API."""
 
+from hexamer.cli import jobs as _jobs  # noqa: F401  (registers generate/score)
 from hexamer.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -41,11 +41,21 @@ class CacheManager:
         return rows
 
     def ensure(self, max_len: int, wanted_rows: int) -> KVCache:
-        """A cache with room for ``max_len`` tokens per row; reallocated only when it must grow."""
+        """A cache with room for ``max_len`` tokens in each of the rows the work needs.
+
+        An idle cache is resized to the work (every decode step runs all rows, so a 16-row cache
+        would make a single request pay for 16); a busy one only when it must grow, which is refused.
+        """
         rows = self.rows_for(max_len, wanted_rows)
         cache = self.cache
-        if cache is None or cache.max_len < max_len or cache.batch_size < rows:
-            if cache is not None and sorted(self.free_rows) != list(range(cache.batch_size)):
+        idle = cache is not None and sorted(self.free_rows) == list(range(cache.batch_size))
+        if (
+            cache is None
+            or cache.max_len < max_len
+            or cache.batch_size < rows
+            or (idle and cache.batch_size != rows)
+        ):
+            if cache is not None and not idle:
                 raise RuntimeError("cannot resize the KV cache while requests are running")
             self.cache = cache = KVCache.for_model(self.model, rows, max_len)
             self.free_rows = list(range(rows))

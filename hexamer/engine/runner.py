@@ -76,12 +76,29 @@ class ModelRunner:
 
     @torch.inference_mode()
     def decode(self, requests: list[Request], tokens: dict[int, int]) -> torch.Tensor:
-        """One decode step for every cache row at once (idle rows ride along masked, which costs
-        almost nothing at decode batch sizes and avoids gathering the cache); logits per request."""
+        """One decode step; logits per request.
+
+        When most rows are busy, every cache row runs (idle ones masked): at decode batch sizes an
+        extra row costs almost nothing and the cache need not be gathered. When most rows are idle
+        (the tail of a batch), only the live rows run, gathering their part of the cache.
+        """
         cache = self.cache.cache
         assert cache is not None
         device = self.model.device
         n = cache.batch_size
+        if not self.static_decode and 2 * len(requests) <= n:
+            ordered = sorted(requests, key=lambda r: r.row)
+            ids = torch.tensor([[tokens[r.request_id]] for r in ordered], dtype=torch.int64)
+            out = self.model(
+                ids.to(device),
+                kv_cache=cache,
+                cache_rows=[r.row for r in ordered],
+                logits_at="last",
+                vocab_rows=self._vocab_rows(),
+            )
+            logits = self._dna_logits(out.logits)
+            position = {r.request_id: i for i, r in enumerate(ordered)}
+            return logits[torch.tensor([position[r.request_id] for r in requests], device=logits.device)]
         ids = torch.full((n, 1), self.pad_id, dtype=torch.int64)
         live = torch.zeros((n, 1), dtype=torch.bool)
         for r in requests:

@@ -1,0 +1,360 @@
+"""``hexamer generate`` and ``hexamer score``: batch jobs over sequence files.
+
+A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
+outputs) and every other record is processed. Outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from hexamer.cli.app import app, console, err_console, resolve_model
+
+if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
+    from hexamer.io import BadRecord, SequenceRecord
+
+CHUNK = 256  # records per engine call: bounds memory on huge inputs
+
+
+def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int) -> Carbon:
+    from hexamer.carbon import Carbon
+
+    try:
+        return Carbon.from_pretrained(
+            resolve_model(model), dtype=dtype, device=device, max_batch_size=batch_size
+        )
+    except (FileNotFoundError, ValueError) as exc:  # ModelFolderError is a ValueError
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _records(inputs: list[str], input_file: Path | None) -> Iterator[SequenceRecord | BadRecord]:
+    from hexamer.io import SequenceInputError, SequenceRecord, read_sequences
+
+    if input_file is not None and inputs:
+        raise typer.BadParameter("give sequences as arguments or with --input, not both")
+    if input_file is None:
+        if not inputs:
+            raise typer.BadParameter("give sequences as arguments or a file with --input")
+        yield from (SequenceRecord(id=f"seq{i + 1}", sequence=s, index=i) for i, s in enumerate(inputs))
+        return
+    try:
+        yield from read_sequences(str(input_file))
+    except SequenceInputError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for rec in records:
+        chunk.append(rec)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+
+
+class _Output:
+    """FASTA (good records only) or a table (every record, with status) at ``path``; stdout FASTA
+    when no path is given."""
+
+    def __init__(self, path: Path | None) -> None:
+        from hexamer.io import TableWriter
+
+        self.path = path
+        self.fasta: list[tuple[str, str, str]] = []
+        self.table: TableWriter | None = None
+        self.is_fasta = path is None or path.name.lower().endswith(
+            (".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")
+        )
+        if path is not None and not self.is_fasta:
+            self.table = TableWriter(path)
+
+    def add(self, rows: list[dict[str, Any]], fasta_key: str | None) -> None:
+        if self.table is not None:
+            self.table.write_batch(rows)
+        elif fasta_key is not None:
+            self.fasta.extend(
+                (r["id"], r[fasta_key], r.get("description", "")) for r in rows if r["status"] == "ok"
+            )
+
+    def close(self) -> None:
+        from hexamer.io import write_fasta
+
+        if self.table is not None:
+            self.table.close()
+        elif self.path is not None:
+            write_fasta(self.path, self.fasta)
+        else:
+            for ident, seq, desc in self.fasta:
+                print(f">{ident}{' ' + desc if desc else ''}\n{seq}")
+
+    def abort(self) -> None:
+        if self.table is not None:
+            self.table.abort()
+
+
+def _report(bad: list[str]) -> None:
+    for line in bad[:20]:
+        err_console.print(f"[yellow]skipped[/yellow] {line}")
+    if len(bad) > 20:
+        err_console.print(f"[yellow]... and {len(bad) - 20} more skipped records[/yellow]")
+
+
+@app.command()
+def generate(
+    sequences: Annotated[
+        list[str] | None, typer.Argument(help="Prompts (DNA, or text ending in an open <dna>).")
+    ] = None,
+    input_file: Annotated[
+        Path | None, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet of prompts.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help=".fa/.fasta(.gz), .tsv, .csv, .jsonl or .parquet; default: FASTA on stdout."
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
+    max_bp: Annotated[int, typer.Option(min=1, help="New bases per prompt (exact).")] = 1000,
+    mode: Annotated[str, typer.Option(help="bp (FNS, base by base) or token (whole 6-mers).")] = "bp",
+    temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy.")] = 1.0,
+    top_p: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
+    seed: Annotated[int | None, typer.Option(help="Record i uses seed + i (its index in the input).")] = None,
+    mask: Annotated[
+        str | None, typer.Option(help="IUPAC mask over the first new bases, e.g. NNNATGNNN.")
+    ] = None,
+    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.")] = "",
+    batch_size: Annotated[int, typer.Option(min=1, help="Sequences decoded together.")] = 16,
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    device: Annotated[
+        str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda when present).")
+    ] = None,
+) -> None:
+    """Continue DNA prompts with the model (exact base counts, bp or token level)."""
+    carbon = load_carbon(model, dtype, device, batch_size)
+    options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
+    try:
+        carbon.check_prompt("<dna>", prefix=prefix, **options)
+    except ValueError as exc:  # an option error concerns every record: stop here
+        raise typer.BadParameter(str(exc)) from exc
+    output = _Output(out)
+    bad: list[str] = []
+    done_bp = 0
+    try:
+        with _progress() as progress:
+            task = progress.add_task("generating", total=None, rate="")
+            for chunk in _chunks(_records(sequences or [], input_file), CHUNK):
+                rows, good = _generate_chunk(carbon, chunk, options, prefix, seed, bad)
+                if good:
+                    ok_rows = [r for r in rows if r["status"] == "ok"]
+
+                    def tick(n_bp: int) -> None:
+                        nonlocal done_bp
+                        done_bp += n_bp
+                        elapsed = progress.tasks[task].elapsed or 1e-9
+                        progress.update(task, advance=0, rate=f"{done_bp / elapsed:,.0f} bp/s")
+
+                    gens = carbon.generate(
+                        [r["prompt"] for r in ok_rows],
+                        seed=[r["seed"] for r in ok_rows] if seed is not None else None,
+                        prefix=prefix,
+                        on_progress=tick,
+                        **options,
+                    )
+                    for row, gen in zip(ok_rows, gens, strict=True):
+                        row.update(
+                            sequence=gen.sequence,
+                            n_bp=gen.n_bp,
+                            finish_reason=gen.finish_reason,
+                            n_prompt_oov_bases=gen.n_prompt_oov_bases,
+                        )
+                for row in rows:
+                    row.pop("prompt")
+                    row.pop("seed")
+                output.add(rows, "sequence")
+                progress.update(task, advance=len(rows))
+    except BaseException:
+        output.abort()
+        raise
+    output.close()
+    _report(bad)
+    if out is not None:
+        console.print(f"wrote {out}")
+
+
+def _generate_chunk(
+    carbon: Carbon, chunk: list[Any], options: dict[str, Any], prefix: str, seed: int | None, bad: list[str]
+) -> tuple[list[dict[str, Any]], int]:
+    from hexamer.io import BadRecord, normalize_sequence
+
+    rows: list[dict[str, Any]] = []
+    good = 0
+    for rec in chunk:
+        row: dict[str, Any] = {
+            "id": rec.id,
+            "status": "ok",
+            "error": "",
+            "sequence": "",
+            "n_bp": 0,
+            "finish_reason": "",
+            "n_prompt_oov_bases": 0,
+            "prompt": "",
+            "seed": None if seed is None else seed + rec.index,
+        }
+        if isinstance(rec, BadRecord):
+            row.update(status="skipped", error=rec.reason)
+            bad.append(str(rec))
+        else:
+            prompt = normalize_sequence(rec.sequence)
+            try:
+                carbon.check_prompt(prompt, prefix=prefix, **options)
+                row["prompt"] = prompt
+                good += 1
+            except ValueError as exc:
+                row.update(status="failed", error=str(exc).removeprefix("prompt 0: "))
+                bad.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
+        rows.append(row)
+    return rows, good
+
+
+@app.command()
+def score(
+    sequences: Annotated[list[str] | None, typer.Argument(help="DNA sequences to score.")] = None,
+    input_file: Annotated[
+        Path | None, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help=".tsv, .csv, .jsonl or .parquet; default: TSV on stdout."),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
+    level: Annotated[str, typer.Option(help="bp (mean per-base log-likelihood) or token.")] = "bp",
+    method: Annotated[
+        str, typer.Option(help="fns (published marginals) or exact (within-token chain rule).")
+    ] = "fns",
+    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>.")] = "",
+    per_base: Annotated[
+        bool, typer.Option("--per-base", help="Also write per-base log-probabilities.")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1)] = 16,
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
+) -> None:
+    """Log-likelihood of DNA sequences under the model (bp or token level)."""
+    from hexamer.io import BadRecord, normalize_sequence
+
+    if level not in ("bp", "token"):
+        raise typer.BadParameter("--level must be bp or token")
+    if method not in ("fns", "exact"):
+        raise typer.BadParameter("--method must be fns or exact")
+    if out is not None and out.name.lower().endswith((".fa", ".fasta", ".fa.gz", ".fasta.gz")):
+        raise typer.BadParameter("scores are a table: use .tsv, .csv, .jsonl or .parquet")
+    carbon = load_carbon(model, dtype, device, batch_size)
+    output = _Output(out) if out is not None else None
+    stdout_rows: list[dict[str, Any]] = []
+    bad: list[str] = []
+    scored_bp = 0
+    try:
+        with _progress() as progress:
+            task = progress.add_task("scoring", total=None, rate="")
+            for chunk in _chunks(_records(sequences or [], input_file), CHUNK):
+                rows: list[dict[str, Any]] = []
+                todo: list[tuple[dict[str, Any], str]] = []
+                for rec in chunk:
+                    row: dict[str, Any] = {
+                        "id": rec.id,
+                        "status": "ok",
+                        "error": "",
+                        "length": 0,
+                        "mean_logprob": None,
+                        "n_scored": 0,
+                        "n_oov_bases": 0,
+                    }
+                    if per_base:
+                        row["per_base_logprob"] = None
+                    if isinstance(rec, BadRecord):
+                        row.update(status="skipped", error=rec.reason)
+                        bad.append(str(rec))
+                    else:
+                        seq = normalize_sequence(rec.sequence)
+                        row["length"] = len(seq)
+                        try:
+                            carbon.check_sequence(seq, prefix=prefix)
+                            todo.append((row, seq))
+                        except ValueError as exc:
+                            row.update(status="failed", error=str(exc).replace("sequence 0", "sequence"))
+                            bad.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
+                    rows.append(row)
+                if todo:
+                    results = carbon.score(
+                        [s for _, s in todo],
+                        level=level,  # type: ignore[arg-type]
+                        method=method,  # type: ignore[arg-type]
+                        prefix=prefix,
+                        token_budget=batch_size * 1024,
+                    )
+                    for (row, seq), res in zip(todo, results, strict=True):
+                        row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)
+                        if per_base:
+                            row["per_base_logprob"] = (
+                                res.per_base if res.per_base is not None else res.per_token
+                            )
+                        scored_bp += len(seq)
+                elapsed = progress.tasks[task].elapsed or 1e-9
+                progress.update(task, advance=len(rows), rate=f"{scored_bp / elapsed:,.0f} bp/s")
+                if output is not None:
+                    output.add(rows, None)
+                else:
+                    stdout_rows.extend(rows)
+    except BaseException:
+        if output is not None:
+            output.abort()
+        raise
+    if output is not None:
+        output.close()
+        console.print(f"wrote {out}")
+    else:
+        columns = list(stdout_rows[0]) if stdout_rows else []
+        print("\t".join(columns))
+        for row in stdout_rows:
+            print("\t".join(_cell(row[c]) for c in columns))
+    _report(bad)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if hasattr(value, "tolist"):
+        return ",".join(f"{v:.6g}" for v in value.tolist())
+    return str(value)

@@ -1,0 +1,114 @@
+"""hexamer generate / score: files in, files out, bad records reported while the rest is kept."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from hexamer import Carbon
+from hexamer.cli import app
+
+runner = CliRunner()
+
+FASTA = """>good1 first
+ACGTACGTACGTAAC
+>bad_char
+ACGTXACGT
+>good2
+TTGACATTGACAGG
+>empty
+>good1
+ACGT
+>long
+""" + "ACGT" * 4000 + "\n"
+
+
+@pytest.fixture
+def fasta(tmp_path: Path) -> Path:
+    path = tmp_path / "in.fa"
+    path.write_text(FASTA)
+    return path
+
+
+def test_generate_table_keeps_every_record(tiny_folder: Path, fasta: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gen.tsv"
+    result = runner.invoke(
+        app,
+        ["generate", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--max-bp", "20", "--seed", "3"],
+    )
+    assert result.exit_code == 0, result.output
+    with out.open() as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert [r["id"] for r in rows] == ["good1", "bad_char", "good2", "empty", "good1", "long"]
+    assert [r["status"] for r in rows] == ["ok", "skipped", "ok", "skipped", "skipped", "failed"]
+    assert all(len(r["sequence"]) == 20 for r in rows if r["status"] == "ok")
+    assert "exceeds the model's context" in rows[5]["error"]
+    assert "skipped" in result.output
+    # reproducible and identical to the Python API with seed = seed + record index
+    carbon = Carbon.from_pretrained(tiny_folder)
+    expected = carbon.generate("TTGACATTGACAGG", max_bp=20, seed=3 + 2).sequence
+    assert rows[2]["sequence"] == expected
+
+
+def test_generate_fasta_and_parquet(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gen.fa.gz"
+    result = runner.invoke(
+        app, ["generate", "-m", str(tiny_folder), "ACGTACGT", "TTTTTTGG", "-o", str(out), "--max-bp", "13",
+              "--temperature", "0", "--mode", "token"],
+    )
+    assert result.exit_code == 0, result.output
+    text = gzip.open(out, "rt").read().split()
+    assert text[0] == ">seq1" and len(text[1]) == 13
+    pq_out = tmp_path / "gen.parquet"
+    result = runner.invoke(
+        app, ["generate", "-m", str(tiny_folder), "ACGTACGT", "-o", str(pq_out), "--max-bp", "7", "--mask", "ATG"]
+    )
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(pq_out).to_pylist()
+    assert table[0]["sequence"].startswith("ATG") and table[0]["n_bp"] == 7
+
+
+def test_generate_stdout_and_bad_options(tiny_folder: Path) -> None:
+    result = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    assert ">seq1" in result.stdout
+    bad = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--mode", "codon"])
+    assert bad.exit_code != 0 and "mode must be" in bad.output
+    bad = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--mask", "NNZ"])
+    assert bad.exit_code != 0 and "not an IUPAC" in bad.output
+    none = runner.invoke(app, ["generate", "-m", str(tiny_folder)])
+    assert none.exit_code != 0
+
+
+def test_score_parquet_with_per_base(tiny_folder: Path, fasta: Path, tmp_path: Path) -> None:
+    out = tmp_path / "scores.parquet"
+    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--per-base"])
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(out).to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "skipped", "ok", "skipped", "skipped", "failed"]
+    carbon = Carbon.from_pretrained(tiny_folder)
+    ref = carbon.score("ACGTACGTACGTAAC")
+    assert rows[0]["mean_logprob"] == pytest.approx(ref.mean, abs=1e-5)
+    assert len(rows[0]["per_base_logprob"]) == 15
+    assert rows[0]["n_scored"] == 15
+
+
+def test_score_stdout_tsv(tiny_folder: Path) -> None:
+    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "ACGTACNNNNNNACG", "--method", "exact"])
+    assert result.exit_code == 0, result.output
+    header, line = result.stdout.strip().splitlines()[:2]
+    row = dict(zip(header.split("\t"), line.split("\t"), strict=True))
+    assert row["n_oov_bases"] == "6" and row["n_scored"] == "9" and row["status"] == "ok"
+    bad = runner.invoke(app, ["score", "-m", str(tiny_folder), "ACGT", "-o", "x.fa"])
+    assert bad.exit_code != 0
+
+
+def test_missing_input_file(tiny_folder: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(tmp_path / "nope.fa")])
+    assert result.exit_code == 2
+    assert "nope.fa" in result.output
