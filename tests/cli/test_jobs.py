@@ -15,7 +15,8 @@ from hexamer.cli import app
 
 runner = CliRunner()
 
-FASTA = """>good1 first
+FASTA = (
+    """>good1 first
 ACGTACGTACGTAAC
 >bad_char
 ACGTXACGT
@@ -25,7 +26,10 @@ TTGACATTGACAGG
 >good1
 ACGT
 >long
-""" + "ACGT" * 4000 + "\n"
+"""
+    + "ACGT" * 4000
+    + "\n"
+)
 
 
 @pytest.fixture
@@ -39,7 +43,19 @@ def test_generate_table_keeps_every_record(tiny_folder: Path, fasta: Path, tmp_p
     out = tmp_path / "gen.tsv"
     result = runner.invoke(
         app,
-        ["generate", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--max-bp", "20", "--seed", "3"],
+        [
+            "generate",
+            "-m",
+            str(tiny_folder),
+            "-i",
+            str(fasta),
+            "-o",
+            str(out),
+            "--max-bp",
+            "20",
+            "--seed",
+            "3",
+        ],
     )
     assert result.exit_code == 0, result.output
     with out.open() as f:
@@ -58,15 +74,31 @@ def test_generate_table_keeps_every_record(tiny_folder: Path, fasta: Path, tmp_p
 def test_generate_fasta_and_parquet(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "gen.fa.gz"
     result = runner.invoke(
-        app, ["generate", "-m", str(tiny_folder), "ACGTACGT", "TTTTTTGG", "-o", str(out), "--max-bp", "13",
-              "--temperature", "0", "--mode", "token"],
+        app,
+        [
+            "generate",
+            "-m",
+            str(tiny_folder),
+            "ACGTACGT",
+            "TTTTTTGG",
+            "-o",
+            str(out),
+            "--max-bp",
+            "13",
+            "--temperature",
+            "0",
+            "--mode",
+            "token",
+        ],
     )
     assert result.exit_code == 0, result.output
-    text = gzip.open(out, "rt").read().split()
+    with gzip.open(out, "rt") as f:
+        text = f.read().split()
     assert text[0] == ">seq1" and len(text[1]) == 13
     pq_out = tmp_path / "gen.parquet"
     result = runner.invoke(
-        app, ["generate", "-m", str(tiny_folder), "ACGTACGT", "-o", str(pq_out), "--max-bp", "7", "--mask", "ATG"]
+        app,
+        ["generate", "-m", str(tiny_folder), "ACGTACGT", "-o", str(pq_out), "--max-bp", "7", "--mask", "ATG"],
     )
     assert result.exit_code == 0, result.output
     table = pq.read_table(pq_out).to_pylist()
@@ -74,7 +106,9 @@ def test_generate_fasta_and_parquet(tiny_folder: Path, tmp_path: Path) -> None:
 
 
 def test_generate_stdout_and_bad_options(tiny_folder: Path) -> None:
-    result = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "--seed", "1"])
+    result = runner.invoke(
+        app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "--seed", "1"]
+    )
     assert result.exit_code == 0, result.output
     assert ">seq1" in result.stdout
     bad = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--mode", "codon"])
@@ -87,7 +121,9 @@ def test_generate_stdout_and_bad_options(tiny_folder: Path) -> None:
 
 def test_score_parquet_with_per_base(tiny_folder: Path, fasta: Path, tmp_path: Path) -> None:
     out = tmp_path / "scores.parquet"
-    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--per-base"])
+    result = runner.invoke(
+        app, ["score", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--per-base"]
+    )
     assert result.exit_code == 0, result.output
     rows = pq.read_table(out).to_pylist()
     assert [r["status"] for r in rows] == ["ok", "skipped", "ok", "skipped", "skipped", "failed"]
