@@ -243,6 +243,7 @@ def bench_generate(
         str, typer.Option(help="Comma-separated: hexamer-token, hexamer-bp, transformers.")
     ] = ("hexamer-token,hexamer-bp,transformers"),
     hf_static_cache: Annotated[bool, typer.Option(help="Run transformers with its static cache.")] = False,
+    repeats: Annotated[int, typer.Option(min=1, help="Rounds; each backend keeps its best time.")] = 1,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
 ) -> None:
     """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
@@ -278,6 +279,7 @@ def bench_generate(
         dtype=dtype,
         backends=chosen,
         hf_static_cache=hf_static_cache,
+        repeats=repeats,
         log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
     )
     table = Table(
