@@ -136,7 +136,8 @@ class Carbon:
             dtype = torch.float32
         model, _ = load_model(folder, dtype=dtype, device=device)
         model.eval()
-        if onednn is not False:
+        # oneDNN's packed linears are TorchScript modules, which torch.compile cannot trace through
+        if onednn or (onednn is None and not engine_options.get("compile_decode")):
             use_onednn_linears(model)
         tokenizer = CarbonTokenizer.from_pretrained(folder)
         return cls(model, tokenizer, **engine_options)  # type: ignore[arg-type]
