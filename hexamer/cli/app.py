@@ -65,13 +65,27 @@ def builtin_tiny_model() -> Path:
     return target
 
 
+def default_model() -> tuple[Path, bool]:
+    """The shipped demo model (trained on real DNA), else the tiny random test model; and whether
+    it is the trained one."""
+    try:
+        from hexamer.demo import demo_model_path
+
+        return demo_model_path(), True
+    except (ImportError, FileNotFoundError):
+        return builtin_tiny_model(), False
+
+
 def resolve_model(model: str | None) -> str:
     if model is not None:
         return model
-    path = builtin_tiny_model()
-    console.print(
-        f"[dim]no --model given: using the built-in tiny test model at {path} (random weights, not Carbon)[/dim]"
+    path, trained = default_model()
+    what = (
+        "the built-in demo model (tiny, trained on real DNA)"
+        if trained
+        else "a tiny random-weight test model"
     )
+    err_console.print(f"[dim]no --model given: using {what}, not Carbon ({path})[/dim]")
     return str(path)
 
 
@@ -173,26 +187,67 @@ def info(model: ModelOption = None) -> None:
 
 @app.command()
 def demo() -> None:
-    """A short tour on the built-in tiny model: how mixed text + DNA prompts tokenise."""
-    tok = load_tokenizer(None)
+    """A short tour on the built-in demo model: tokenise, generate with a mask, score."""
+    from hexamer.carbon import Carbon
+
+    path = resolve_model(None)
+    carbon = Carbon.from_pretrained(path)
+    tok = carbon.tokenizer
     console.rule("[bold]hexamer demo[/bold]")
     console.print(
         "Carbon reads text as byte-level BPE and DNA inside [bold]<dna>…</dna>[/bold] as non-overlapping 6-mers.\n"
-        "The tiny model below has random weights and a small BPE; the id layout matches real Carbon's."
+        "This demo model is tiny and not Carbon; the id layout and every code path are the real ones."
     )
     prompt = "<mammalian_species><dna>ATGGCGTACGATTACNNAGC</dna>"
-    console.print(token_table(tok, prompt, f"prompt: {prompt}"))
-    ids = tok.encode(prompt)
-    console.print(f"ids: {ids}")
-    console.print(
-        f"decode(ids): {tok.decode(ids)!r}   (the 2-base tail was padded with 'A'; the chunk with N is <oov>)"
-    )
+    console.print(token_table(tok, prompt, f"1. tokenise: {prompt}"))
+    console.print("   the 2-base tail is padded with 'A'; the chunk holding N becomes <oov>")
     fast = tok.encode_dna("ATGGCGTACGATTACNNAGC")
-    console.print(f"encode_dna fast path gives the same ids: {fast.tolist() == ids[-len(fast) :]}")
     console.print(
-        "\nPoint [bold]--model[/bold] at a real Carbon folder (e.g. a local copy of Carbon-3B) to use real weights:\n"
-        "  hexamer tokenize --model path/to/Carbon-3B '<dna>ACGT...</dna>'"
+        f"   encode_dna fast path gives the same ids: {fast.tolist() == tok.encode(prompt)[-len(fast) :]}"
     )
+
+    context = _demo_context()
+    console.rule("2. generate 60 bp, base-pair level (FNS), with a mask")
+    console.print(f"   prompt: ...{context[-42:]} ({len(context)} bp of real DNA)")
+    mask = "NNNNNNATGNNNNNNNNNNNNNNNNNNNNNTAA"
+    for label, options in (
+        ("greedy ", {"temperature": 0}),
+        ("sampled", {"temperature": 0.8, "top_p": 0.95, "seed": 0}),
+    ):
+        gen = carbon.generate(context, max_bp=60, mode="bp", mask=mask, **options)
+        console.print(f"   {label}: {gen.sequence}")
+    console.print(f"   mask {mask}: positions 7-9 forced to ATG, 31-33 to TAA")
+
+    console.rule("3. score: real DNA vs the same bases shuffled")
+    import random
+
+    real = context[-600:]
+    shuffled = "".join(random.Random(0).sample(real, len(real)))
+    a, b = carbon.score([real, shuffled])
+    console.print(f"   mean log P(base), real:     {a.mean:.4f}")
+    console.print(f"   mean log P(base), shuffled: {b.mean:.4f}   (uniform guessing: {-1.3863:.4f})")
+    console.print(
+        "\nPoint [bold]--model[/bold] at a real Carbon folder (a local copy, or a hub id such as an org/Carbon-3B"
+        " name when online):\n"
+        "  hexamer generate --model path/to/Carbon-3B ATGGCGTACGATTACA --max-bp 1000\n"
+        "  hexamer score --model path/to/Carbon-3B -i seqs.fa -o scores.parquet"
+    )
+
+
+def _demo_context() -> str:
+    """1,200 bp of real DNA (phage lambda) when the shipped data is present, else a fixed sequence."""
+    try:
+        import pysam
+
+        from hexamer.demo import demo_data_files
+
+        for path in demo_data_files():
+            if "lambda" in path.name:
+                with pysam.FastxFile(str(path)) as fx:
+                    return next(iter(fx)).sequence[1000:2200].upper()
+    except (ImportError, StopIteration, OSError):
+        pass
+    return "ATGGCGTACGATTACAGGCATTCGATCGATTTACGGCATCGA" * 30
 
 
 @bench_app.command("tokenizer")
