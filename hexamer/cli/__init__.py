@@ -1,6 +1,7 @@
 """The ``hexamer`` command line: a thin layer over the Python API."""
 
 from hexamer.cli import jobs as _jobs  # noqa: F401  (registers generate/score)
+from hexamer.cli import pipelines as _pipelines  # noqa: F401  (registers vep/embed/plot)
 from hexamer.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -1,0 +1,243 @@
+"""Sequence embeddings from the hidden states of ``<dna>…</dna>``.
+
+Each sequence is fed as ``prefix<dna>SEQ</dna>`` and one hidden layer is pooled:
+
+* ``mean``: the mean over the content tokens (every token between the tags: the 6-mers, the
+  A-padded tail and any ``<oov>`` chunk). Content-token states carry local sequence state (strand,
+  codon phase).
+* ``last``: the state of the last content token.
+* ``sep``: the state of the ``</dna>`` separator, which carries genome/taxonomy-level signal.
+
+``layer`` indexes Hugging Face's ``hidden_states`` convention: 0 is the embedding output, i the
+input of layer i, and ``-1`` (= ``num_layers``) the final normed state; negative indices count
+from the end.
+
+Sequences longer than the context are chunked (:mod:`hexamer.embed.chunks`): ``mean`` is then the
+mean over all content tokens, each taken from the chunk that owns it (equivalently the
+token-count-weighted mean of the chunks' means), and ``last``/``sep`` come from the last chunk,
+which is right-aligned so that it ends with the sequence and carries a full context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import torch
+
+from hexamer.embed.chunks import Chunk, chunk_plan
+from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
+from hexamer.tokenizer.dna import encode_dna
+
+if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
+
+__all__ = ["POOLS", "embed_sequences"]
+
+Pool = Literal["mean", "last", "sep"]
+POOLS: tuple[str, ...] = ("mean", "last", "sep")
+RecordLike = SequenceRecord | BadRecord | tuple[str, str] | str
+
+
+@dataclass
+class _Job:
+    """One record being embedded: its chunks' prompts and the running pooled sum."""
+
+    id: str
+    prompts: list[list[int]]
+    chunks: list[Chunk]
+    offset: int  # prompt index of the first content token
+    total: np.ndarray | None = None
+    count: int = 0
+    error: str | None = None
+
+
+def _as_record(item: RecordLike, index: int) -> SequenceRecord | BadRecord:
+    if isinstance(item, (SequenceRecord, BadRecord)):
+        return item
+    if isinstance(item, str):
+        return SequenceRecord(f"seq{index + 1}", item, index=index)
+    if isinstance(item, tuple) and len(item) == 2:
+        return SequenceRecord(str(item[0]), item[1], index=index)
+    raise TypeError(f"record {index + 1}: expected a SequenceRecord, BadRecord, (id, sequence) or str")
+
+
+def _layer_index(layer: int, n_layers: int) -> int:
+    if not -(n_layers + 1) <= layer <= n_layers:
+        raise ValueError(
+            f"layer {layer} is out of range: the model has {n_layers} layers, so layer must be in "
+            f"[{-(n_layers + 1)}, {n_layers}] (0 = embeddings, {n_layers} or -1 = final normed state)"
+        )
+    return layer % (n_layers + 1)
+
+
+def embed_sequences(
+    carbon: Carbon,
+    records: Iterable[RecordLike],
+    *,
+    pool: Pool = "mean",
+    layer: int = -1,
+    max_tokens: int | None = None,
+    chunk_overlap: int | None = None,
+    prefix: str = "",
+    batch_size: int = 8,
+    token_budget: int = 16384,
+    on_error: Callable[[str, str], None] | None = None,
+) -> Iterator[tuple[str, np.ndarray | None]]:
+    """Yield ``(id, vector)`` per record, in input order; ``vector`` is float32 ``(hidden,)``.
+
+    Records are :class:`~hexamer.io.SequenceRecord`/:class:`~hexamer.io.BadRecord` (as
+    :func:`~hexamer.io.read_sequences` yields them), ``(id, sequence)`` pairs or plain strings. A
+    bad record (reported by the reader, or empty) yields ``(id, None)`` and is passed to
+    ``on_error(id, reason)``; the rest go on. ``max_tokens`` (default: the model's context) caps
+    the tokens per forward, ``chunk_overlap`` (bp, rounded down to whole 6-mers; default a quarter
+    of a chunk, at most 3,072 bp) is the left context shared by consecutive chunks of a long
+    sequence. ``prefix`` (metadata tags) is put before ``<dna>``.
+    """
+    if pool not in POOLS:
+        raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+    n_layers = carbon.model.config.num_hidden_layers
+    layer_i = _layer_index(layer, n_layers)
+    limit = carbon.context_length if max_tokens is None else max_tokens
+    if limit > carbon.context_length:
+        raise ValueError(f"max_tokens={limit} exceeds the model's context of {carbon.context_length}")
+    if chunk_overlap is not None and chunk_overlap < 0:
+        raise ValueError(f"chunk_overlap must be >= 0 bp, got {chunk_overlap}")
+    prefix_ids = carbon.tokenizer.encode(prefix) if prefix else []
+    capacity = limit - len(prefix_ids) - 2
+    k = carbon.layout.k
+    if capacity < 1:
+        raise ValueError(f"max_tokens={limit} leaves no room for DNA after the prefix and the two tags")
+    overlap = min(512, capacity // 4) if chunk_overlap is None else chunk_overlap // k
+    if overlap >= capacity:
+        raise ValueError(
+            f"chunk_overlap={chunk_overlap} bp is not shorter than a chunk ({capacity} tokens = {capacity * k} bp)"
+        )
+    if batch_size < 1 or token_budget < 1:
+        raise ValueError("batch_size and token_budget must be >= 1")
+    return _embed(
+        carbon,
+        records,
+        pool,
+        layer_i,
+        n_layers,
+        prefix_ids,
+        capacity,
+        overlap,
+        batch_size,
+        token_budget,
+        on_error,
+    )
+
+
+def _embed(
+    carbon: Carbon,
+    records: Iterable[RecordLike],
+    pool: Pool,
+    layer: int,
+    n_layers: int,
+    prefix_ids: list[int],
+    capacity: int,
+    overlap: int,
+    batch_size: int,
+    token_budget: int,
+    on_error: Callable[[str, str], None] | None,
+) -> Iterator[tuple[str, np.ndarray | None]]:
+    jobs: list[_Job] = []
+    for i, item in enumerate(records):
+        jobs.append(_prepare(carbon, _as_record(item, i), prefix_ids, capacity, overlap))
+        if sum(len(j.prompts) for j in jobs) >= 64:
+            yield from _finish(carbon, jobs, pool, layer, n_layers, batch_size, token_budget, on_error)
+            jobs = []
+    if jobs:
+        yield from _finish(carbon, jobs, pool, layer, n_layers, batch_size, token_budget, on_error)
+
+
+def _prepare(
+    carbon: Carbon, rec: SequenceRecord | BadRecord, prefix_ids: list[int], capacity: int, overlap: int
+) -> _Job:
+    if isinstance(rec, BadRecord):
+        return _Job(rec.id, [], [], 0, error=rec.reason)
+    if not isinstance(rec.sequence, str):
+        return _Job(rec.id, [], [], 0, error=f"sequence is a {type(rec.sequence).__name__}, not text")
+    seq = normalize_sequence(rec.sequence)
+    if not seq:
+        return _Job(rec.id, [], [], 0, error="empty sequence")
+    lay = carbon.layout
+    ids = encode_dna(seq, lay).ids.tolist()
+    chunks = chunk_plan(len(ids), capacity, overlap)
+    head = [*prefix_ids, lay.begin_id]
+    prompts = [[*head, *ids[c.start : c.end], lay.end_id] for c in chunks]
+    return _Job(rec.id, prompts, chunks, len(head))
+
+
+@torch.inference_mode()
+def _finish(
+    carbon: Carbon,
+    jobs: list[_Job],
+    pool: Pool,
+    layer: int,
+    n_layers: int,
+    batch_size: int,
+    token_budget: int,
+    on_error: Callable[[str, str], None] | None,
+) -> Iterator[tuple[str, np.ndarray | None]]:
+    work = [(j, c) for j, job in enumerate(jobs) for c in range(len(job.prompts))]
+    work.sort(key=lambda jc: len(jobs[jc[0]].prompts[jc[1]]))
+    batch: list[tuple[int, int]] = []
+    for item in work:
+        width = len(jobs[item[0]].prompts[item[1]])
+        if batch and (len(batch) + 1 > batch_size or (len(batch) + 1) * width > token_budget):
+            _run(carbon, jobs, batch, pool, layer, n_layers)
+            batch = []
+        batch.append(item)
+    if batch:
+        _run(carbon, jobs, batch, pool, layer, n_layers)
+    for job in jobs:
+        if job.error is not None or job.total is None:
+            reason = job.error or "nothing to embed"
+            if on_error is not None:
+                on_error(job.id, reason)
+            yield job.id, None
+        elif pool == "mean":
+            yield job.id, (job.total / job.count).astype(np.float32)
+        else:
+            yield job.id, job.total.astype(np.float32)
+
+
+def _run(
+    carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int, n_layers: int
+) -> None:
+    prompts = [jobs[j].prompts[c] for j, c in batch]
+    width = max(map(len, prompts))
+    ids = torch.full((len(prompts), width), carbon.tokenizer.pad_token_id or 0, dtype=torch.int64)
+    mask = torch.zeros((len(prompts), width), dtype=torch.bool)
+    for r, p in enumerate(prompts):
+        ids[r, : len(p)] = torch.tensor(p)
+        mask[r, : len(p)] = True
+    device = carbon.model.device
+    final = layer == n_layers
+    out = carbon.model(
+        ids.to(device),
+        attention_mask=None if bool(mask.all()) else mask.to(device),
+        logits_at="none",
+        return_hidden=final,
+        return_layer_hidden=not final,
+    )
+    hidden = out.hidden if final else out.layer_hidden[layer]  # type: ignore[index]
+    assert hidden is not None
+    hidden = hidden.float()
+    for r, (j, c) in enumerate(batch):
+        job, chunk = jobs[j], jobs[j].chunks[c]
+        last_chunk = c == len(job.chunks) - 1
+        if pool == "mean":
+            lo = job.offset + chunk.own - chunk.start
+            hi = job.offset + chunk.end - chunk.start
+            part = hidden[r, lo:hi].double().sum(0).cpu().numpy()
+            job.total = part if job.total is None else job.total + part
+            job.count += hi - lo
+        elif last_chunk:
+            at = len(prompts[r]) - (2 if pool == "last" else 1)
+            job.total = hidden[r, at].double().cpu().numpy()

@@ -1,0 +1,75 @@
+"""Variant-effect prediction with Carbon models: VCF + FASTA in, scores out.
+
+* :mod:`~hexamer.vep.variants`: VCF/BCF records, one :class:`Variant` per ALT; reference FASTA;
+* :mod:`~hexamer.vep.recipes`: the window-likelihood and next-base recipes, defined exactly, and
+  their plain reference implementation;
+* :mod:`~hexamer.vep.engine`: :func:`score_variants`, the same numbers at throughput (shared
+  prefixes, batching), and :func:`bench_vep`;
+* :mod:`~hexamer.vep.output`: annotated VCF/BCF (``HEXAMER_*`` INFO fields) or a table;
+* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume.
+
+    from hexamer import Carbon
+    from hexamer.vep import score_variants, run_vep
+    m = Carbon.from_pretrained("path/to/Carbon-3B")
+    for row in score_variants(m, "calls.vcf.gz", "hg38.fa.gz", recipe="window"):
+        ...
+    run_vep(m, "calls.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", recipe="next_base", resume=True)
+"""
+
+from hexamer.vep.engine import (
+    ROW_COLUMNS,
+    STATUSES,
+    ContigRenameWarning,
+    VepBench,
+    VepSettings,
+    bench_vep,
+    score_variants,
+    write_random_vcf,
+)
+from hexamer.vep.output import (
+    INFO_RECIPE,
+    INFO_SCORE,
+    INFO_STATUS,
+    VcfWriteResult,
+    output_kind,
+    write_rows,
+    write_vcf,
+    write_vep_output,
+)
+from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, RECIPES
+from hexamer.vep.resume import ResumeError, VepRunResult, run_vep, sidecar_dir
+from hexamer.vep.variants import FastaError, Reference, Variant, VcfInputError, VcfRecord, classify, read_vcf
+
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "DEFAULT_CONTEXT_GRID",
+    "DEFAULT_WINDOW",
+    "INFO_RECIPE",
+    "INFO_SCORE",
+    "INFO_STATUS",
+    "RECIPES",
+    "ROW_COLUMNS",
+    "STATUSES",
+    "ContigRenameWarning",
+    "FastaError",
+    "Reference",
+    "ResumeError",
+    "Variant",
+    "VcfInputError",
+    "VcfRecord",
+    "VcfWriteResult",
+    "VepBench",
+    "VepRunResult",
+    "VepSettings",
+    "bench_vep",
+    "classify",
+    "output_kind",
+    "read_vcf",
+    "run_vep",
+    "score_variants",
+    "sidecar_dir",
+    "write_random_vcf",
+    "write_rows",
+    "write_vcf",
+    "write_vep_output",
+]

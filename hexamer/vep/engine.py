@@ -1,0 +1,794 @@
+"""Variant scoring at throughput: batching, shared reference windows and KV-cache prefix reuse.
+
+The recipes are defined in :mod:`hexamer.vep.recipes`; this module computes the same numbers with
+far fewer model tokens:
+
+* **Window recipe.** All windows of one site (the ref window and every alt window of every
+  record at that position) agree up to the 6-mer holding the first changed base. That shared
+  prefix is run once, its KV cache copied to one row per window, and only the differing suffixes
+  are run, batched across sites. Only the suffix's per-base log-probabilities enter the score:
+  the prefix's are the same in every window and cancel in ``LL(alt) - LL(ref)``.
+* **Next-base recipe.** Variants whose contexts start at the same base (same 6-mer phase, within
+  one grid step, see :func:`~hexamer.vep.recipes.context_anchor`) are one group. Each site's
+  context is then a prefix of the group's sequence (start to last site), so one causal forward over
+  that sequence reads every site's next-base distribution at the position just before it; every
+  ALT of a site uses the same logits. N variants in a cluster cost about one context forward plus
+  the gaps between them instead of N context forwards.
+
+Work is cut into *units* (a few sites or groups) that depend only on the input, never on what was
+already done, so a resumed run recomputes exactly what an uninterrupted one computed and gets
+bit-identical numbers. A unit that raises marks its rows ``failed``; the job goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from hexamer.fns import log_base_marginals
+from hexamer.fns.tables import BASE_INDEX
+from hexamer.model import KVCache
+from hexamer.tokenizer.dna import encode_dna, encode_kmers
+from hexamer.vep.recipes import (
+    DEFAULT_CONTEXT,
+    DEFAULT_CONTEXT_GRID,
+    DEFAULT_WINDOW,
+    RECIPES,
+    NextBaseContext,
+    alt_window,
+    bp_log_likelihood,
+    context_anchor,
+    context_start,
+    leading_n,
+    naive_next_base_scores,
+    naive_window_score,
+    reverse_complement,
+    window_bounds,
+    window_tokens,
+)
+from hexamer.vep.variants import Reference, Variant, VcfRecord, read_vcf
+
+if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
+
+__all__ = [
+    "ROW_COLUMNS",
+    "STATUSES",
+    "ContigRenameWarning",
+    "VepBench",
+    "VepSettings",
+    "bench_vep",
+    "score_variants",
+    "write_random_vcf",
+]
+
+PathLike = str | os.PathLike[str]
+Row = dict[str, Any]
+Key = tuple[int, int]
+
+#: Columns of a result row, in output order.
+ROW_COLUMNS = (
+    "record",
+    "alt_index",
+    "id",
+    "chrom",
+    "pos",
+    "ref",
+    "alt",
+    "kind",
+    "recipe",
+    "score",
+    "status",
+    "reason",
+)
+#: ``ok`` scored; ``skipped`` not scorable by design (symbolic, unknown contig, kind the recipe
+#: does not score, N alleles, too long); ``ref_mismatch`` REF differs from the FASTA; ``failed``
+#: malformed input or an error while scoring.
+STATUSES = ("ok", "skipped", "ref_mismatch", "failed")
+
+
+class ContigRenameWarning(UserWarning):
+    """A VCF contig was matched to a differently spelled FASTA contig (``chr20`` -> ``20``)."""
+
+
+@dataclass(frozen=True)
+class VepSettings:
+    """Everything that decides the numbers (and the work units) of a run."""
+
+    recipe: str = "window"
+    window: int = DEFAULT_WINDOW
+    context: int = DEFAULT_CONTEXT
+    context_grid: int = DEFAULT_CONTEXT_GRID
+    rc_average: bool = False
+    batch_size: int = 8
+    token_budget: int = 16384
+    block_records: int = 50_000
+
+    def checked(self, carbon: Carbon) -> VepSettings:
+        """Validate against the model; the next-base context is clipped to fit it."""
+        if self.recipe not in RECIPES:
+            raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {self.recipe!r}")
+        for name in ("batch_size", "token_budget", "block_records"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        positions = carbon.context_length
+        k = carbon.layout.k
+        if self.recipe == "window":
+            if self.window < 1:
+                raise ValueError(f"window must be >= 1 bp, got {self.window}")
+            if window_tokens(self.window, k) > positions:
+                raise ValueError(
+                    f"a {self.window} bp window needs {window_tokens(self.window, k)} tokens; the model's context "
+                    f"is {positions} tokens (at most {k * (positions - 1)} bp)"
+                )
+            return self
+        if self.rc_average:
+            raise ValueError("rc_average applies to the window recipe only (next_base reads left context)")
+        ctx = NextBaseContext.for_model(self.context, self.context_grid, positions, k)
+        return VepSettings(**{**asdict(self), "context": ctx.context, "context_grid": ctx.grid})
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def _row(v: Variant, recipe: str, status: str, score: float | None = None, reason: str | None = None) -> Row:
+    return {
+        "record": v.record,
+        "alt_index": v.alt_index,
+        "id": v.id,
+        "chrom": v.chrom,
+        "pos": v.pos,
+        "ref": v.ref,
+        "alt": v.alt,
+        "kind": v.kind,
+        "recipe": recipe,
+        "score": score,
+        "status": status,
+        "reason": reason,
+    }
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass
+class _WindowSite:
+    """Variants sharing one ref window ``[start, end)`` of a FASTA contig (sequences are fetched
+    when the unit runs, so a planned block holds coordinates, not megabases of windows)."""
+
+    contig: str
+    start: int
+    end: int
+    members: list[Variant] = field(default_factory=list)
+
+    def windows(self, reference: Reference) -> tuple[str, list[str]]:
+        """The ref window and each member's alt window."""
+        ref = reference.fetch(self.contig, self.start, self.end)
+        return ref, [alt_window(ref, v.start - self.start, v.ref, v.alt) for v in self.members]
+
+    def n_windows(self) -> int:
+        return 1 + len({(v.start, v.ref, v.alt) for v in self.members})
+
+    def max_bases(self) -> int:
+        return self.end - self.start + max(0, *(len(v.alt) - len(v.ref) for v in self.members))
+
+
+@dataclass
+class _NextBaseGroup:
+    """Sites whose contexts start at the same base (so share a prefix), by position."""
+
+    contig: str
+    start: int
+    sites: dict[int, list[Variant]] = field(default_factory=dict)  # p0 -> variants
+
+
+@dataclass
+class _Unit:
+    """One deterministic piece of work and the variants whose rows it produces."""
+
+    variants: list[Variant]
+    run: Callable[[], list[Row]]
+
+    @property
+    def keys(self) -> list[Key]:
+        return [v.key for v in self.variants]
+
+
+class _Planner:
+    """Turns a block of records into rows for what cannot be scored and units for the rest."""
+
+    def __init__(
+        self, carbon: Carbon, reference: Reference, settings: VepSettings, note: Callable[[str], None]
+    ):
+        self.carbon = carbon
+        self.reference = reference
+        self.s = settings
+        self.note = note
+        self.k = carbon.layout.k
+        self._noted: set[str] = set()
+        self._lead: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def plan(self, block: list[VcfRecord]) -> tuple[list[Row], list[Variant]]:
+        rows: list[Row] = []
+        scorable: list[Variant] = []
+        recipe = self.s.recipe
+        for rec in block:
+            ref_check: dict[str, str | None] = {}
+            for v in rec.variants():
+                if v.error is not None:
+                    rows.append(_row(v, recipe, "failed", reason=v.error))
+                    continue
+                if v.skip is not None:
+                    rows.append(_row(v, recipe, "skipped", reason=v.skip))
+                    continue
+                contig, message = self.reference.resolve(v.chrom)
+                if contig is None:
+                    rows.append(_row(v, recipe, "skipped", reason=message))
+                    continue
+                if message is not None and v.chrom not in self._noted:
+                    self._noted.add(v.chrom)
+                    self.note(message)
+                if contig not in ref_check:
+                    ref_check[contig] = self._ref_problem(v, contig)
+                if ref_check[contig] is not None:
+                    rows.append(_row(v, recipe, "ref_mismatch", reason=ref_check[contig]))
+                    continue
+                skip = self._recipe_skip(v, contig)
+                if skip is not None:
+                    rows.append(_row(v, recipe, "skipped", reason=skip))
+                    continue
+                scorable.append(v)
+        return rows, scorable
+
+    def _ref_problem(self, v: Variant, contig: str) -> str | None:
+        length = self.reference.lengths[contig]
+        end = v.start + len(v.ref)
+        if end > length:
+            return (
+                f"REF {v.ref} at {v.chrom}:{v.pos} runs past the end of FASTA contig {contig!r} ({length} bp)"
+            )
+        found = self.reference.fetch(contig, v.start, end)
+        if found != v.ref:
+            return f"REF {v.ref} at {v.chrom}:{v.pos} does not match the FASTA ({found})"
+        return None
+
+    def _recipe_skip(self, v: Variant, contig: str) -> str | None:
+        if "N" in v.ref or "N" in v.alt:
+            return "allele contains N: its 6-mer would be <oov> and its bases not scored"
+        if self.s.recipe == "next_base":
+            if v.kind != "SNV":
+                return f"the next_base recipe scores SNVs only (this is a {v.kind})"
+            return None
+        start, end = window_bounds(v.start, len(v.ref), self.reference.lengths[contig], self.s.window)
+        n = (end - start) - len(v.ref) + len(v.alt)
+        tokens = window_tokens(max(n, end - start), self.k)
+        if tokens > self.carbon.context_length:
+            return f"its window needs {tokens} tokens, more than the model's context of {self.carbon.context_length}"
+        return None
+
+    # ---------------------------------------------------------------- units
+
+    def units(self, scorable: list[Variant], runner: _Runner) -> list[_Unit]:
+        if self.s.recipe == "window":
+            return self._window_units(scorable, runner)
+        return self._next_base_units(scorable, runner)
+
+    def _window_units(self, scorable: list[Variant], runner: _Runner) -> list[_Unit]:
+        sites: dict[tuple[str, int, int], _WindowSite] = {}
+        for v in scorable:
+            contig, _ = self.reference.resolve(v.chrom)
+            assert contig is not None
+            start, end = window_bounds(v.start, len(v.ref), self.reference.lengths[contig], self.s.window)
+            site = sites.get((contig, start, end))
+            if site is None:
+                site = sites[(contig, start, end)] = _WindowSite(contig, start, end)
+            site.members.append(v)
+        order = self.reference.order
+        ordered = [sites[key] for key in sorted(sites, key=lambda c: (order[c[0]], c[1], c[2]))]
+        strands = 2 if self.s.rc_average else 1
+        units: list[_Unit] = []
+        batch: list[_WindowSite] = []
+        rows = 0
+        for site in ordered:
+            n = strands * site.n_windows()
+            tokens = window_tokens(site.max_bases(), self.k)
+            if batch and (rows + n > self.s.batch_size or (rows + n) * tokens > self.s.token_budget):
+                units.append(self._window_unit(batch, runner))
+                batch, rows = [], 0
+            batch.append(site)
+            rows += n
+        if batch:
+            units.append(self._window_unit(batch, runner))
+        return units
+
+    def _window_unit(self, sites: list[_WindowSite], runner: _Runner) -> _Unit:
+        return _Unit([v for site in sites for v in site.members], lambda: runner.window(sites))
+
+    def _next_base_units(self, scorable: list[Variant], runner: _Runner) -> list[_Unit]:
+        groups: dict[tuple[str, int], _NextBaseGroup] = {}
+        for v in scorable:
+            contig, _ = self.reference.resolve(v.chrom)
+            assert contig is not None
+            anchor = context_anchor(v.start, self.s.context, self.s.context_grid, self.k)
+            start = context_start(anchor, v.start, self._leading_n(contig, anchor, v.start), self.k)
+            group = groups.get((contig, start))
+            if group is None:
+                group = groups[(contig, start)] = _NextBaseGroup(contig, start)
+            group.sites.setdefault(v.start, []).append(v)
+        order = self.reference.order
+        ordered = [groups[key] for key in sorted(groups, key=lambda c: (order[c[0]], c[1]))]
+        units = [
+            self._next_base_unit(ordered[i : i + self.s.batch_size], runner)
+            for i in range(0, len(ordered), self.s.batch_size)
+        ]
+        return units
+
+    def _leading_n(self, contig: str, anchor: int, p0: int) -> int:
+        """N bases at the anchor, counted up to ``p0`` (cached per anchor; most anchors have none)."""
+        key = (contig, anchor)
+        hit = self._lead.get(key)
+        if hit is not None:
+            n, upto = hit
+            if n < upto - anchor or upto >= p0:  # the run ended before `upto`, or `upto` covers p0
+                return min(n, p0 - anchor)
+        if anchor >= p0 or self.reference.fetch(contig, anchor, anchor + 1) != "N":
+            n = 0
+        else:
+            n = leading_n(self.reference.fetch(contig, anchor, p0))
+        self._lead[key] = (n, p0)
+        return n
+
+    def _next_base_unit(self, groups: list[_NextBaseGroup], runner: _Runner) -> _Unit:
+        variants = [v for g in groups for p in sorted(g.sites) for v in g.sites[p]]
+        return _Unit(variants, lambda: runner.next_base(groups))
+
+
+# --------------------------------------------------------------------------- compute
+
+
+class _Runner:
+    """Model work for the units: the fast engine, or the naive recipe (``naive=True``)."""
+
+    def __init__(self, carbon: Carbon, reference: Reference, settings: VepSettings, naive: bool) -> None:
+        self.carbon = carbon
+        self.reference = reference
+        self.s = settings
+        self.naive = naive
+        self.layout = carbon.layout
+        self.device = carbon.model.device
+        self.rows = (self.layout.kmer_start, self.layout.kmer_stop)
+
+    # ------------------------------------------------------------ window
+    def window(self, sites: list[_WindowSite]) -> list[Row]:
+        recipe = self.s.recipe
+        windows = [site.windows(self.reference) for site in sites]
+        if self.naive:
+            return [
+                _row(v, recipe, "ok", naive_window_score(self.carbon, ref, w, rc_average=self.s.rc_average))
+                for site, (ref, alts) in zip(sites, windows, strict=True)
+                for v, w in zip(site.members, alts, strict=True)
+            ]
+        strands = [lambda x: x, reverse_complement] if self.s.rc_average else [lambda x: x]
+        groups: list[list[str]] = []
+        for ref, alts in windows:
+            strings = list(dict.fromkeys([ref, *alts]))
+            groups.extend([[flip(x) for x in strings] for flip in strands])
+        sums = self.shared_prefix_sums(groups)
+        out = []
+        g = 0
+        for site, (ref, alts) in zip(sites, windows, strict=True):
+            per_strand = []
+            for flip in strands:
+                per_strand.append((flip, dict(zip(groups[g], sums[g], strict=True))))
+                g += 1
+            for v, w in zip(site.members, alts, strict=True):
+                deltas = [table[flip(w)] - table[flip(ref)] for flip, table in per_strand]
+                out.append(_row(v, recipe, "ok", sum(deltas) / len(deltas)))
+        return out
+
+    @torch.inference_mode()
+    def shared_prefix_sums(self, groups: Sequence[Sequence[str]]) -> list[list[float]]:
+        """For each group of DNA strings, the float64 sum of per-base FNS log-probabilities of each
+        string *after* the tokens all strings of the group share.
+
+        The shared tokens are run once per group (their per-base terms are equal in every string and
+        left out); the KV cache of that prefix is copied to one row per string and the suffixes are
+        run as one batch.
+        """
+        lay = self.layout
+        encs = [[encode_dna(x, lay) for x in g] for g in groups]
+        shared: list[int] = []
+        for g in encs:
+            n = min(len(e.ids) for e in g)
+            t0 = n
+            for e in g[1:]:
+                diff = np.flatnonzero((e.ids[:n] != g[0].ids[:n]) | (e.n_real[:n] != g[0].n_real[:n]))
+                if diff.size:
+                    t0 = min(t0, int(diff[0]))
+            shared.append(t0)
+        # suffix rows: strings with at least two tokens after the shared prefix need a forward
+        suffix: list[tuple[int, int]] = [
+            (gi, si) for gi, g in enumerate(encs) for si, e in enumerate(g) if len(e.ids) - shared[gi] >= 2
+        ]
+        prefix_len = [1 + t for t in shared]
+        p_max = max(prefix_len)
+        s_max = max((len(encs[gi][si].ids) - shared[gi] - 1 for gi, si in suffix), default=0)
+        cache = KVCache.for_model(self.carbon.model, len(groups), p_max + s_max)
+        prefixes = [(gi, [lay.begin_id, *g[0].ids[: shared[gi]].tolist()]) for gi, g in enumerate(encs)]
+        first = torch.stack(self._prefill(cache, prefixes))  # (G, 4**k): predicts token shared[g]
+        suffix_logits = None
+        if suffix:
+            src = torch.tensor([gi for gi, _ in suffix])
+            rows_cache = _copy_rows(self.carbon, cache, src)
+            ids = torch.full((len(suffix), s_max), self._pad, dtype=torch.int64)
+            mask = torch.zeros((len(suffix), s_max), dtype=torch.bool)
+            for r, (gi, si) in enumerate(suffix):
+                tail = encs[gi][si].ids[shared[gi] : -1]
+                ids[r, : len(tail)] = torch.from_numpy(tail)
+                mask[r, : len(tail)] = True
+            suffix_logits = self.carbon.model(
+                ids.to(self.device),
+                kv_cache=rows_cache,
+                attention_mask=None if bool(mask.all()) else mask.to(self.device),
+                logits_at="all",
+                vocab_rows=self.rows,
+            ).logits
+        row_of = {key: r for r, key in enumerate(suffix)}
+        result: list[list[float]] = []
+        for gi, g in enumerate(encs):
+            sums = []
+            for si, e in enumerate(g):
+                m = len(e.ids) - shared[gi]
+                if m <= 0:
+                    sums.append(0.0)
+                    continue
+                pred = first[gi : gi + 1]
+                if m >= 2:
+                    assert suffix_logits is not None
+                    pred = torch.cat([pred, suffix_logits[row_of[(gi, si)], : m - 1]])
+                sums.append(self._bp_sum(pred, e.ids[shared[gi] :], e.n_real[shared[gi] :]))
+            result.append(sums)
+        return result
+
+    @property
+    def _pad(self) -> int:
+        return self.carbon.tokenizer.pad_token_id or 0
+
+    def _bp_sum(self, pred: torch.Tensor, ids: np.ndarray, n_real: np.ndarray) -> float:
+        return bp_log_likelihood(pred, ids - self.layout.kmer_start, n_real)
+
+    # ------------------------------------------------------------ next base
+    def next_base(self, groups: list[_NextBaseGroup]) -> list[Row]:
+        recipe = self.s.recipe
+        out: list[Row] = []
+        if self.naive:
+            for g in groups:
+                for p0 in sorted(g.sites):
+                    ctx = self.reference.fetch(g.contig, g.start, p0)
+                    for v in g.sites[p0]:
+                        (score,) = naive_next_base_scores(self.carbon, ctx, v.ref, [v.alt])
+                        out.append(_row(v, recipe, "ok", score))
+            return out
+        firsts = self.next_base_logprobs(groups)
+        for g, per_site in zip(groups, firsts, strict=True):
+            for p0, lp in zip(sorted(g.sites), per_site, strict=True):
+                for v in g.sites[p0]:
+                    out.append(_row(v, recipe, "ok", float(lp[BASE_INDEX[v.ref]] - lp[BASE_INDEX[v.alt]])))
+        return out
+
+    @torch.inference_mode()
+    def next_base_logprobs(self, groups: Sequence[_NextBaseGroup]) -> list[list[torch.Tensor]]:
+        """Per group, per site (ascending): float64 ``log P_0(b)`` (ATCG order) of the base at the site.
+
+        Every site's context is a prefix of the group's sequence ``[start, last site)``, so one
+        causal forward over that sequence holds them all: the hidden state just before site j sees
+        exactly site j's context. The logits are computed at those positions only. (Prefilling a
+        ``KVCache`` with the first context and feeding the gaps site by site gives the same numbers
+        and the same token count, but every step then attends through an explicit mask and batched
+        steps are padded to the longest gap: it measured 2-3x slower on CPU.)
+        """
+        lay = self.layout
+        model = self.carbon.model
+        result: list[list[torch.Tensor]] = []
+        for g in groups:
+            positions = sorted(g.sites)
+            seq = self.reference.fetch(g.contig, g.start, positions[-1])
+            ids = torch.tensor([[lay.begin_id, *encode_kmers(seq, lay).tolist()]], device=self.device)
+            hidden = model(ids, logits_at="none", return_hidden=True).hidden
+            assert hidden is not None
+            at = torch.tensor([(p - g.start) // lay.k for p in positions], device=self.device)
+            logits = model.compute_logits(hidden[0, at], self.rows)
+            result.append(self._first_base(logits))
+        return result
+
+    @staticmethod
+    def _first_base(logits: torch.Tensor) -> list[torch.Tensor]:
+        return list(log_base_marginals(logits.double())[:, 0].cpu())
+
+    def _prefill(self, cache: KVCache, rows: list[tuple[int, list[int]]]) -> list[torch.Tensor]:
+        """Fill empty cache rows; rows of equal length share a forward (no padding, so attention
+        takes its plain causal path). Returns each row's last-position logits, in ``rows`` order."""
+        by_len: dict[int, list[int]] = {}
+        for i, (_, ids) in enumerate(rows):
+            by_len.setdefault(len(ids), []).append(i)
+        out: list[torch.Tensor | None] = [None] * len(rows)
+        for members in by_len.values():
+            logits = self._batch_forward(cache, [rows[i] for i in members])
+            for i, row in zip(members, logits, strict=True):
+                out[i] = row
+        return [x for x in out if x is not None]
+
+    def _batch_forward(self, cache: KVCache, rows: list[tuple[int, list[int]]]) -> torch.Tensor:
+        """Append each ``(cache row, ids)`` to its row (right-padded); ``(B, 4**k)`` last-token logits."""
+        width = max(len(ids) for _, ids in rows)
+        ids = torch.full((len(rows), width), self._pad, dtype=torch.int64)
+        mask = torch.zeros((len(rows), width), dtype=torch.bool)
+        for r, (_, seq) in enumerate(rows):
+            ids[r, : len(seq)] = torch.tensor(seq)
+            mask[r, : len(seq)] = True
+        last = torch.tensor([len(seq) - 1 for _, seq in rows])
+        cache_rows = [gi for gi, _ in rows]
+        logits = self.carbon.model(
+            ids.to(self.device),
+            kv_cache=cache,
+            attention_mask=None if bool(mask.all()) else mask.to(self.device),
+            cache_rows=None if cache_rows == list(range(cache.batch_size)) else cache_rows,
+            logits_at=last.to(self.device),
+            vocab_rows=self.rows,
+        ).logits
+        assert logits is not None
+        return logits
+
+
+def _copy_rows(carbon: Carbon, cache: KVCache, src: torch.Tensor) -> KVCache:
+    """A new cache whose row i is a copy of ``cache`` row ``src[i]`` (the shared prefix per string)."""
+    out = KVCache.for_model(carbon.model, len(src), cache.max_len)
+    dev = src.to(cache.device)
+    for layer in range(len(cache.k)):
+        out.k[layer].copy_(cache.k[layer].index_select(0, dev))
+        out.v[layer].copy_(cache.v[layer].index_select(0, dev))
+    out.valid.copy_(cache.valid.index_select(0, dev))
+    out.lengths.copy_(cache.lengths.index_select(0, src.cpu()))
+    return out
+
+
+# --------------------------------------------------------------------------- driving
+
+
+def _blocks(records: Iterator[VcfRecord], size: int) -> Iterator[list[VcfRecord]]:
+    block: list[VcfRecord] = []
+    for rec in records:
+        block.append(rec)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def _default_note(message: str) -> None:
+    warnings.warn(message, ContigRenameWarning, stacklevel=4)
+
+
+def iter_blocks(
+    carbon: Carbon,
+    vcf: PathLike,
+    reference: Reference,
+    settings: VepSettings,
+    *,
+    done: Mapping[Key, Row] | None = None,
+    naive: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Iterator[Iterator[list[Row]]]:
+    """Per block of input records, an iterator over the row lists of its units (the resume layer's
+    view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
+    The VCF header is read now, so a bad file raises here."""
+    settings = settings.checked(carbon)
+    planner = _Planner(carbon, reference, settings, on_note or _default_note)
+    runner = _Runner(carbon, reference, settings, naive)
+    records = read_vcf(vcf)
+    return (
+        _block_units(planner, runner, b, done, on_progress) for b in _blocks(records, settings.block_records)
+    )
+
+
+def _block_units(
+    planner: _Planner,
+    runner: _Runner,
+    block: list[VcfRecord],
+    done: Mapping[Key, Row] | None,
+    on_progress: Callable[[int], None] | None,
+) -> Iterator[list[Row]]:
+    rows, scorable = planner.plan(block)
+    if rows:
+        if on_progress is not None:
+            on_progress(len(rows))
+        yield rows
+    for unit in planner.units(scorable, runner):
+        if done is not None and all(key in done for key in unit.keys):
+            rows = [done[key] for key in unit.keys]
+        else:
+            try:
+                rows = unit.run()
+            except Exception as exc:  # one unit's failure must not end the job
+                reason = f"scoring failed: {type(exc).__name__}: {exc}"
+                rows = [_row(v, planner.s.recipe, "failed", reason=reason) for v in unit.variants]
+        if on_progress is not None:
+            on_progress(len(rows))
+        yield rows
+
+
+def score_variants(
+    carbon: Carbon,
+    vcf: PathLike,
+    fasta: PathLike,
+    *,
+    recipe: str = "window",
+    window: int = DEFAULT_WINDOW,
+    context: int = DEFAULT_CONTEXT,
+    context_grid: int = DEFAULT_CONTEXT_GRID,
+    rc_average: bool = False,
+    batch_size: int = 8,
+    token_budget: int = 16384,
+    block_records: int = 50_000,
+    naive: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Iterator[Row]:
+    """Score every ALT allele of every record of a VCF/BCF against a reference FASTA.
+
+    Yields one row per (record, ALT) in input order, for every input record (malformed, symbolic,
+    mismatching ones included), with the columns :data:`ROW_COLUMNS`; ``status`` is one of
+    :data:`STATUSES` and ``reason`` says why a row was not scored. Scores: window recipe
+    ``LL(alt) - LL(ref)``, next-base ``log P(ref) - log P(alt)`` (definitions in
+    :mod:`hexamer.vep.recipes`). ``naive=True`` computes the same scores the slow, obvious way (one
+    full forward per window or per ALT), for tests and benchmarks. ``on_progress(n)`` is called
+    with the number of rows each finished unit produced; ``on_note(message)`` receives notes such
+    as contig renames (default: a :class:`ContigRenameWarning`). A bad file raises at the call.
+    """
+    settings = VepSettings(
+        recipe=recipe,
+        window=window,
+        context=context,
+        context_grid=context_grid,
+        rc_average=rc_average,
+        batch_size=batch_size,
+        token_budget=token_budget,
+        block_records=block_records,
+    ).checked(carbon)
+    reference = Reference(fasta)
+    try:
+        blocks = iter_blocks(
+            carbon, vcf, reference, settings, naive=naive, on_progress=on_progress, on_note=on_note
+        )
+    except BaseException:
+        reference.close()
+        raise
+    return _ordered_rows(blocks, reference)
+
+
+def _ordered_rows(blocks: Iterator[Iterator[list[Row]]], reference: Reference) -> Iterator[Row]:
+    with reference:
+        for units in blocks:
+            rows = [row for unit in units for row in unit]
+            rows.sort(key=lambda r: (r["record"], r["alt_index"]))
+            yield from rows
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+@dataclass
+class VepBench:
+    """Throughput of the engine against the naive recipe on the same variants."""
+
+    recipe: str
+    n_variants: int
+    engine_s: float
+    naive_s: float
+    engine_variants_per_s: float
+    naive_variants_per_s: float
+    speedup: float
+    max_abs_diff: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def bench_vep(
+    carbon: Carbon,
+    vcf: PathLike,
+    fasta: PathLike,
+    *,
+    recipe: str = "window",
+    repeats: int = 1,
+    **options: Any,
+) -> VepBench:
+    """Time :func:`score_variants` with the engine and with ``naive=True`` on the same input.
+
+    Variants per second count the ``ok`` rows; ``max_abs_diff`` is the largest score difference
+    between the two (they compute the same recipe, so it is rounding only). Best of ``repeats``.
+    """
+
+    def run(naive: bool) -> tuple[float, dict[Key, float]]:
+        best = math.inf
+        scores: dict[Key, float] = {}
+        for _ in range(max(1, repeats)):
+            t0 = time.perf_counter()
+            rows = list(
+                score_variants(
+                    carbon, vcf, fasta, recipe=recipe, naive=naive, on_note=lambda _: None, **options
+                )
+            )
+            best = min(best, time.perf_counter() - t0)
+            scores = {(r["record"], r["alt_index"]): r["score"] for r in rows if r["status"] == "ok"}
+        return best, scores
+
+    engine_s, engine = run(False)
+    naive_s, naive = run(True)
+    if engine.keys() != naive.keys():
+        raise RuntimeError("engine and naive runs scored different variants")
+    n = len(engine)
+    diff = max((abs(engine[k] - naive[k]) for k in engine), default=0.0)
+    return VepBench(
+        recipe=recipe,
+        n_variants=n,
+        engine_s=engine_s,
+        naive_s=naive_s,
+        engine_variants_per_s=n / engine_s if engine_s else math.inf,
+        naive_variants_per_s=n / naive_s if naive_s else math.inf,
+        speedup=naive_s / engine_s if engine_s else math.inf,
+        max_abs_diff=diff,
+    )
+
+
+def write_random_vcf(
+    fasta: PathLike,
+    path: PathLike,
+    *,
+    n_sites: int,
+    alts_per_site: int = 1,
+    region: tuple[str, int, int] | None = None,
+    seed: int = 0,
+) -> int:
+    """Write a sorted VCF of random SNV sites (``alts_per_site`` of the 3 possible ALTs each) on
+    A/C/G/T reference bases of ``region`` (contig, 0-based start, end; default the first contig).
+    For benchmarks and tests; returns the number of records."""
+    if not 1 <= alts_per_site <= 3:
+        raise ValueError(f"alts_per_site must be 1..3, got {alts_per_site}")
+    rng = random.Random(seed)
+    with Reference(fasta) as ref:
+        contig, start, end = region or (next(iter(ref.lengths)), 0, next(iter(ref.lengths.values())))
+        seq = ref.fetch(contig, start, end)
+        length = ref.lengths[contig]
+    candidates = [i for i, b in enumerate(seq) if b in "ACGT"]
+    if n_sites > len(candidates):
+        raise ValueError(f"region has {len(candidates)} A/C/G/T bases, fewer than n_sites={n_sites}")
+    picks = sorted(rng.sample(candidates, n_sites))
+    lines = [
+        "##fileformat=VCFv4.2",
+        f"##contig=<ID={contig},length={length}>",
+        "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO",
+    ]
+    for i in picks:
+        base = seq[i]
+        alts = rng.sample([b for b in "ACGT" if b != base], alts_per_site)
+        lines.append(f"{contig}\t{start + i + 1}\tv{start + i + 1}\t{base}\t{','.join(alts)}\t.\t.\t.")
+    from hexamer.io import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return len(picks)

@@ -1,0 +1,85 @@
+"""hexamer vep / embed / plot from the command line, on the shipped chr20 slice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pysam
+from typer.testing import CliRunner
+
+from hexamer.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
+
+
+def test_vep_table_and_vcf(tiny_folder: Path, tmp_path: Path) -> None:
+    table = tmp_path / "scores.parquet"
+    args = [
+        "vep",
+        "-m",
+        str(tiny_folder),
+        "--vcf",
+        str(DATA / "edge_cases.vcf"),
+        "--fasta",
+        str(DATA / "chr20_slice.fa.gz"),
+        "--window",
+        "600",
+    ]
+    result = runner.invoke(app, [*args, "-o", str(table)])
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(table).to_pylist()
+    n_records = sum(
+        1 for line in (DATA / "edge_cases.vcf").read_text().splitlines() if line and line[0] != "#"
+    )
+    assert len({r["record"] for r in rows}) == n_records  # every input record is in the output
+    assert {r["status"] for r in rows} >= {"ok", "skipped"}
+    vcf_out = tmp_path / "scored.vcf.gz"
+    result = runner.invoke(app, [*args, "-o", str(vcf_out)])
+    assert result.exit_code == 0, result.output
+    with pysam.VariantFile(str(vcf_out)) as vf:
+        assert "HEXAMER_SCORE" in vf.header.info
+    plot = tmp_path / "hist.png"
+    result = runner.invoke(app, ["plot", "hist", str(table), "-o", str(plot), "--by", "status"])
+    assert result.exit_code == 0, result.output
+    assert plot.stat().st_size > 1000
+
+
+def test_vep_bad_input(tiny_folder: Path, tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "vep",
+            "-m",
+            str(tiny_folder),
+            "--vcf",
+            str(tmp_path / "none.vcf"),
+            "--fasta",
+            str(DATA / "chr20_slice.fa.gz"),
+            "-o",
+            str(tmp_path / "x.tsv"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "none.vcf" in result.output
+
+
+def test_embed_and_roc(tiny_folder: Path, tmp_path: Path) -> None:
+    fasta = tmp_path / "seqs.fa"
+    fasta.write_text(">a\nACGTACGTTGCA\n>b\nTTTTGGGGCCCCAAAA\n>bad\nACGTX\n")
+    out = tmp_path / "emb.parquet"
+    result = runner.invoke(
+        app, ["embed", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--pool", "sep"]
+    )
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert table.num_rows == 3  # the bad record stays, with its reason
+    bad = next(r for r in table.to_pylist() if r["id"] == "bad")
+    assert bad["embedding"] is None and "'X'" in bad["error"]
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("score\tlabel\n0.1\t0\n0.9\t1\n0.4\t0\n0.8\t1\n")
+    png = tmp_path / "roc.svg"
+    result = runner.invoke(app, ["plot", "roc", str(labels), "-o", str(png), "--label-col", "label"])
+    assert result.exit_code == 0, result.output
+    assert "1.0000" in result.output and png.is_file()

@@ -1,0 +1,245 @@
+"""score_variants: every record accounted for, statuses, and engine == naive recipe."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hexamer import Carbon
+from hexamer.vep import ContigRenameWarning, Reference, bench_vep, read_vcf, score_variants, write_random_vcf
+from hexamer.vep import engine as engine_mod
+from hexamer.vep.recipes import (
+    NextBaseContext,
+    alt_window,
+    context_anchor,
+    context_start,
+    naive_window_score,
+    reverse_complement,
+    window_bounds,
+)
+
+from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF
+
+TOL = 1e-4
+
+
+def _rows(carbon: Carbon, vcf: Path, **kw: object) -> list[dict]:
+    return list(score_variants(carbon, vcf, FASTA, on_note=lambda _: None, **kw))  # type: ignore[arg-type]
+
+
+def _input_keys(vcf: Path) -> list[tuple[int, int]]:
+    return [v.key for rec in read_vcf(vcf) for v in rec.variants()]
+
+
+@pytest.mark.parametrize("recipe", ["window", "next_base"])
+@pytest.mark.parametrize("vcf", [EDGE_VCF, MALFORMED_VCF, SLICE_VCF], ids=lambda p: p.stem)
+def test_every_input_record_and_alt_gets_one_row_in_order(carbon: Carbon, recipe: str, vcf: Path) -> None:
+    rows = _rows(carbon, vcf, recipe=recipe, window=600, context=600, context_grid=600)
+    assert [(r["record"], r["alt_index"]) for r in rows] == _input_keys(vcf)
+    assert {r["record"] for r in rows} == set(range(len(list(read_vcf(vcf)))))
+    for r in rows:
+        assert r["status"] in ("ok", "skipped", "ref_mismatch", "failed")
+        assert (r["score"] is not None) == (r["status"] == "ok")
+        assert (r["reason"] is None) == (r["status"] == "ok")
+        assert r["recipe"] == recipe
+
+
+def _by_id(rows: list[dict]) -> dict[str, dict]:
+    return {f"{r['id']}/{r['alt_index']}": r for r in rows}
+
+
+def test_edge_case_statuses(carbon: Carbon) -> None:
+    window = _by_id(_rows(carbon, EDGE_VCF, recipe="window", window=600))
+    expected = {
+        "multi_snv/0": "ok",
+        "multi_snv/2": "ok",
+        "same_site/0": "ok",
+        "mnv/0": "ok",
+        "deletion/0": "ok",
+        "insertion/0": "ok",
+        "complex/0": "ok",
+        "sv_del/0": "skipped",
+        "star/0": "ok",
+        "star/1": "skipped",
+        "breakend/0": "skipped",
+        "ref_mismatch/0": "ref_mismatch",
+        "no_alt/0": "skipped",
+        "lower_case/0": "ok",
+        "chr_prefix/0": "ok",
+        "unknown_contig/0": "skipped",
+        "in_gap/0": "skipped",
+        "after_gap/0": "ok",
+        "contig_start/0": "skipped",
+        "contig_end/0": "ok",
+        "del_past_end/0": "ref_mismatch",
+    }
+    assert {k: window[k]["status"] for k in expected} == expected
+    assert "does not match the FASTA (C)" in window["ref_mismatch/0"]["reason"]
+    assert "runs past the end" in window["del_past_end/0"]["reason"]
+    assert "chrUn_gl000220" in window["unknown_contig/0"]["reason"]
+    # the same ALT at the same site, from two records, is one window: identical scores
+    assert window["same_site/0"]["score"] == window["multi_snv/0"]["score"]
+    nb = _by_id(_rows(carbon, EDGE_VCF, recipe="next_base", context=600, context_grid=600))
+    for key in ("mnv/0", "deletion/0", "insertion/0", "complex/0"):
+        assert nb[key]["status"] == "skipped" and "SNVs only" in nb[key]["reason"]
+    assert nb["multi_snv/1"]["status"] == "ok" and nb["contig_end/0"]["status"] == "ok"
+
+
+def test_contig_rename_is_announced_once(carbon: Carbon) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        list(score_variants(carbon, EDGE_VCF, FASTA, recipe="next_base", context=600, context_grid=600))
+    notes = [str(w.message) for w in caught if issubclass(w.category, ContigRenameWarning)]
+    assert notes == ["VCF contig 'chr20' is not in the FASTA; using its contig '20'"]
+
+
+def _compare(a: list[dict], b: list[dict]) -> float:
+    assert [(r["record"], r["alt_index"], r["status"]) for r in a] == [
+        (r["record"], r["alt_index"], r["status"]) for r in b
+    ]
+    diffs = [abs(x["score"] - y["score"]) for x, y in zip(a, b, strict=True) if x["status"] == "ok"]
+    assert diffs
+    return max(diffs)
+
+
+@pytest.mark.parametrize(
+    ("vcf", "window"), [(EDGE_VCF, 1200), (SLICE_VCF, 5000)], ids=["edge-1200", "slice-5000"]
+)
+def test_window_engine_equals_naive_recipe(carbon: Carbon, vcf: Path, window: int) -> None:
+    fast = _rows(carbon, vcf, recipe="window", window=window, batch_size=4)
+    naive = _rows(carbon, vcf, recipe="window", window=window, naive=True)
+    assert _compare(fast, naive) < TOL
+    # indels too: the insertion/deletion rows are scored and match
+    kinds = {r["kind"] for r in fast if r["status"] == "ok"}
+    assert {"SNV", "insertion"} <= kinds
+
+
+def test_window_rc_average(carbon: Carbon) -> None:
+    fast = _rows(carbon, SLICE_VCF, recipe="window", window=900, rc_average=True)
+    naive = _rows(carbon, SLICE_VCF, recipe="window", window=900, rc_average=True, naive=True)
+    assert _compare(fast, naive) < TOL
+    forward = _rows(carbon, SLICE_VCF, recipe="window", window=900)
+    # rc averaging = mean of the forward delta and the delta of the reverse-complemented windows
+    with Reference(FASTA) as ref:
+        for row, fwd in zip(fast, forward, strict=True):
+            if row["status"] != "ok":
+                continue
+            start, end = window_bounds(row["pos"] - 1, len(row["ref"]), 440_000, 900)
+            ref_win = ref.fetch("20", start, end)
+            alt_win = alt_window(ref_win, row["pos"] - 1 - start, row["ref"], row["alt"])
+            rc = naive_window_score(carbon, reverse_complement(ref_win), reverse_complement(alt_win))
+            assert row["score"] == pytest.approx((fwd["score"] + rc) / 2, abs=TOL)
+            assert row["score"] != pytest.approx(fwd["score"], abs=1e-9)
+
+
+def test_window_is_centred_and_clipped() -> None:
+    assert window_bounds(10_000, 1, 440_000, 8192) == (10_000 - 4096, 10_000 + 4096)
+    assert window_bounds(100, 1, 440_000, 8192) == (0, 4196)  # clipped at the contig start
+    assert window_bounds(439_999, 1, 440_000, 8192) == (439_999 - 4096, 440_000)  # and at the end
+    assert window_bounds(1000, 50, 440_000, 60) == (970, 1050)  # a long REF always fits
+    assert alt_window("AAACCCGGG", 3, "CCC", "T") == "AAATGGG"
+    assert reverse_complement("ACGTN") == "NACGT"
+
+
+def test_next_base_shared_prefix_equals_naive_per_variant(carbon: Carbon, tmp_path: Path) -> None:
+    # 30 SNV sites in 3 kb (1-3 ALTs each): with a 1,200 bp grid they share few prefills
+    vcf = tmp_path / "cluster.vcf"
+    write_random_vcf(FASTA, vcf, n_sites=30, alts_per_site=2, region=("20", 100_000, 103_000), seed=3)
+    calls: list[int] = []
+    original = engine_mod._Runner.next_base_logprobs
+
+    def counting(self: object, groups: list) -> list:
+        calls.extend(len(g.sites) for g in groups)
+        return original(self, groups)  # type: ignore[arg-type]
+
+    engine_mod._Runner.next_base_logprobs = counting  # type: ignore[method-assign]
+    try:
+        fast = _rows(carbon, vcf, recipe="next_base", context=3000, context_grid=1200)
+    finally:
+        engine_mod._Runner.next_base_logprobs = original  # type: ignore[method-assign]
+    naive = _rows(carbon, vcf, recipe="next_base", context=3000, context_grid=1200, naive=True)
+    assert _compare(fast, naive) < TOL
+    assert sum(calls) == 30 and len(calls) < 20  # 30 sites, far fewer forwards
+    # real GoNL SNVs too, and the edge cases (contig end, after the N gap, multi-allelic)
+    for path in (SLICE_VCF, EDGE_VCF):
+        a = _rows(carbon, path, recipe="next_base", context=1800, context_grid=600)
+        b = _rows(carbon, path, recipe="next_base", context=1800, context_grid=600, naive=True)
+        assert _compare(a, b) < TOL
+
+
+@given(
+    p0=st.integers(0, 10**7),
+    context=st.integers(0, 5000).map(lambda x: x - x % 6),
+    grid=st.integers(1, 3000).map(lambda x: 6 * x),
+)
+def test_context_anchor_properties(p0: int, context: int, grid: int) -> None:
+    a = context_anchor(p0, context, grid)
+    assert (p0 - a) % 6 == 0 and a >= 0
+    if p0 - context >= 6:
+        assert context <= p0 - a < context + grid
+    exact = context_anchor(p0, context, 6)
+    assert exact == max(p0 - context, p0 % 6) or p0 - context < 0
+
+
+def test_context_start_drops_leading_n_and_keeps_phase() -> None:
+    assert context_start(100, 160, 0) == 100
+    assert context_start(100, 160, 7) == 112
+    assert context_start(100, 160, 500) == 160  # all N: empty context
+    with Reference(FASTA) as ref:
+        # 20:60004 (after the 60 kb N gap): the context starts at the first 6-mer boundary past the gap
+        p0 = 60_003
+        anchor = context_anchor(p0, 1800, 600)
+        seq = ref.fetch("20", anchor, p0)
+        start = context_start(anchor, p0, len(seq) - len(seq.lstrip("N")))
+        assert (p0 - start) % 6 == 0 and start >= 60_000 and start < 60_006
+
+
+def test_next_base_context_is_clipped_to_the_model(carbon: Carbon) -> None:
+    limit = 6 * (carbon.context_length - 1)
+    ctx = NextBaseContext.for_model(24576, 6144, carbon.context_length)
+    assert ctx.context == limit and ctx.grid == 6
+    ctx = NextBaseContext.for_model(3001, 1000, carbon.context_length)
+    assert ctx.context == 3000 and ctx.grid == 996
+    rows = _rows(carbon, SLICE_VCF, recipe="next_base")  # defaults are longer than the tiny model
+    assert sum(r["status"] == "ok" for r in rows) == 7
+
+
+def test_bad_settings_raise(carbon: Carbon) -> None:
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        score_variants(carbon, SLICE_VCF, FASTA, recipe="exact")
+    with pytest.raises(ValueError, match="needs 2049 tokens"):
+        score_variants(carbon, SLICE_VCF, FASTA, window=12_288)
+    with pytest.raises(ValueError, match="rc_average applies to the window recipe"):
+        score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", rc_average=True)
+    with pytest.raises(ValueError, match="no such file"):
+        score_variants(carbon, SLICE_VCF.with_name("missing.vcf"), FASTA)
+
+
+def test_a_failing_unit_marks_its_rows_failed_and_the_job_goes_on(
+    carbon: Carbon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(self: object, groups: list) -> list:
+        raise RuntimeError("out of memory (simulated)")
+
+    monkeypatch.setattr(engine_mod._Runner, "shared_prefix_sums", boom)
+    rows = _rows(carbon, EDGE_VCF, recipe="window", window=600)
+    assert [(r["record"], r["alt_index"]) for r in rows] == _input_keys(EDGE_VCF)
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all("out of memory (simulated)" in r["reason"] for r in failed)
+    assert all(r["id"] for r in failed)  # full rows, not bare keys
+    assert {r["status"] for r in rows} == {"failed", "skipped", "ref_mismatch"}
+
+
+def test_bench_vep_reports_both_runs(carbon: Carbon, tmp_path: Path) -> None:
+    vcf = tmp_path / "sat.vcf"
+    write_random_vcf(FASTA, vcf, n_sites=4, alts_per_site=3, region=("20", 200_000, 210_000), seed=1)
+    result = bench_vep(carbon, vcf, FASTA, recipe="window", window=600)
+    assert result.n_variants == 12
+    assert result.max_abs_diff < TOL
+    assert result.engine_s > 0 and result.naive_s > 0
+    assert np.isclose(result.speedup, result.naive_s / result.engine_s)

@@ -1,0 +1,166 @@
+"""Annotated VCF/BCF and table outputs."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pysam
+import pytest
+
+from hexamer import Carbon
+from hexamer.vep import (
+    INFO_RECIPE,
+    INFO_SCORE,
+    INFO_STATUS,
+    ROW_COLUMNS,
+    output_kind,
+    read_vcf,
+    score_variants,
+    write_rows,
+    write_vcf,
+    write_vep_output,
+)
+
+from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF
+
+
+def _rows(carbon: Carbon, vcf: Path) -> list[dict]:
+    return list(score_variants(carbon, vcf, FASTA, recipe="window", window=600, on_note=lambda _: None))
+
+
+def test_output_kind() -> None:
+    assert output_kind("a.vcf.gz") == output_kind("a.bcf") == output_kind("a.VCF") == "vcf"
+    assert output_kind("a.parquet") == output_kind("a.tsv") == "table"
+    with pytest.raises(ValueError, match="supported extensions"):
+        output_kind("a.xlsx")
+
+
+def test_sorted_vcf_gz_is_indexed_and_reads_back(carbon: Carbon, tmp_path: Path) -> None:
+    rows = _rows(carbon, SLICE_VCF)
+    out = tmp_path / "scored.vcf.gz"
+    result = write_vcf(out, SLICE_VCF, rows, recipe="window")
+    assert result.n_records == 9 and result.n_malformed == 0
+    assert result.index == str(out) + ".tbi" and Path(result.index).exists()
+    with pysam.VariantFile(str(out)) as vf:
+        info = vf.header.info
+        assert info[INFO_SCORE].number == "A" and info[INFO_SCORE].type == "Float"
+        assert info[INFO_STATUS].number == "A" and info[INFO_STATUS].type == "String"
+        assert info[INFO_RECIPE].number == 1
+        records = list(vf)
+        assert len(records) == 9
+        for rec, row in zip(records, rows, strict=True):
+            # VCF text keeps ~6 significant digits (htslib's %g); tables keep full precision
+            assert rec.info[INFO_SCORE][0] == pytest.approx(row["score"], rel=1e-5)
+            assert rec.info[INFO_STATUS] == ("ok",)
+            assert rec.info[INFO_RECIPE] == "window"
+            assert rec.info["AN"] > 0  # input INFO kept
+        assert [r.pos for r in vf.fetch("20", 60_300, 61_000)] == [60309, 60573, 60828]  # the index works
+
+
+def test_unsorted_vcf_keeps_every_record_and_drops_a_stale_index(carbon: Carbon, tmp_path: Path) -> None:
+    rows = _rows(carbon, EDGE_VCF)
+    out = tmp_path / "edge.vcf.gz"
+    stale = tmp_path / "edge.vcf.gz.tbi"
+    stale.write_bytes(b"old")
+    result = write_vcf(out, EDGE_VCF, rows, recipe="window")
+    assert result.index is None and not stale.exists()
+    with pysam.VariantFile(str(out)) as vf:
+        records = list(vf)
+    assert len(records) == len(list(read_vcf(EDGE_VCF)))  # every input record is there
+    by_id = {r.id: r for r in records}
+    assert by_id["multi_snv"].info[INFO_STATUS] == ("ok", "ok", "ok")
+    assert by_id["star"].info[INFO_STATUS] == ("ok", "skipped")
+    assert by_id["star"].info[INFO_SCORE][1] is None
+    assert by_id["ref_mismatch"].info[INFO_STATUS] == ("ref_mismatch",)
+    assert INFO_SCORE not in by_id["no_alt"].info and by_id["no_alt"].info[INFO_RECIPE] == "window"
+    assert by_id["sv_del"].info["SVTYPE"] == "DEL"
+
+
+@pytest.mark.parametrize("name", ["x.vcf", "x.bcf"])
+def test_plain_vcf_and_bcf(carbon: Carbon, tmp_path: Path, name: str) -> None:
+    rows = _rows(carbon, MALFORMED_VCF)
+    out = tmp_path / name
+    result = write_vcf(out, MALFORMED_VCF, rows, recipe="window")
+    assert result.n_malformed == 2  # the two lines htslib cannot parse cannot be written back
+    assert result.n_records == 5
+    assert result.index is None  # plain VCF is never indexed; this BCF is unsorted (POS 0)
+    with pysam.VariantFile(str(out)) as vf:
+        statuses = {r.id: r.info[INFO_STATUS][0] for r in vf}
+    assert statuses == {
+        "good1": "ok",
+        "good2": "ok",
+        "bad_ref": "failed",
+        "pos_zero": "failed",
+        "good3": "ok",
+    }
+
+
+def test_sorted_bcf_gets_a_csi_index(carbon: Carbon, tmp_path: Path) -> None:
+    out = tmp_path / "scored.bcf"
+    result = write_vcf(out, SLICE_VCF, _rows(carbon, SLICE_VCF), recipe="window")
+    assert result.index == str(out) + ".csi"
+    with pysam.VariantFile(str(out)) as vf:
+        assert len(list(vf.fetch("20", 421_000, 422_000))) == 2
+
+
+def test_existing_conflicting_header_field_is_refused(carbon: Carbon, tmp_path: Path) -> None:
+    src = tmp_path / "in.vcf"
+    text = SLICE_VCF.read_text().replace(
+        "#CHROM", '##INFO=<ID=HEXAMER_SCORE,Number=1,Type=String,Description="other tool">\n#CHROM', 1
+    )
+    src.write_text(text)
+    with pytest.raises(ValueError, match="already defines INFO HEXAMER_SCORE"):
+        write_vcf(tmp_path / "out.vcf", src, [], recipe="window")
+    assert not (tmp_path / "out.vcf").exists()
+
+
+@pytest.mark.parametrize("ext", ["parquet", "tsv", "csv", "jsonl"])
+def test_table_outputs_hold_every_row(carbon: Carbon, tmp_path: Path, ext: str) -> None:
+    rows = _rows(carbon, EDGE_VCF)
+    out = tmp_path / f"scores.{ext}"
+    assert write_vep_output(out, EDGE_VCF, list(reversed(rows)), recipe="window") == len(rows)
+    if ext == "parquet":
+        table = pq.read_table(out)
+        assert table.column_names == list(ROW_COLUMNS)
+        back = table.to_pylist()
+        assert back == rows  # input order restored, types kept
+    elif ext in ("tsv", "csv"):
+        with open(out, newline="") as f:
+            back = list(csv.DictReader(f, delimiter="\t" if ext == "tsv" else ","))
+        assert [int(r["record"]) for r in back] == [r["record"] for r in rows]
+        assert [r["status"] for r in back] == [r["status"] for r in rows]
+    else:
+        assert len(out.read_text().splitlines()) == len(rows)
+
+
+def test_empty_table_still_has_columns(tmp_path: Path) -> None:
+    write_rows(tmp_path / "none.tsv", [])
+    assert (tmp_path / "none.tsv").read_text().strip().split("\t") == list(ROW_COLUMNS)
+    write_rows(tmp_path / "none.parquet", [])
+    assert pq.read_table(tmp_path / "none.parquet").column_names == list(ROW_COLUMNS)
+
+
+def test_undeclared_tags_and_samples_survive(carbon: Carbon, tmp_path: Path) -> None:
+    # htslib ends the process when it translates a record parsed with an undeclared tag; the
+    # writer must declare them first. Genotypes must come through untouched.
+    src = tmp_path / "undeclared.vcf"
+    src.write_text(
+        "##fileformat=VCFv4.2\n"
+        '##FORMAT=<ID=GT,Number=1,Type=String,Description="Genotype">\n'
+        "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\tS1\tS2\n"
+        "20\t60309\tv1\tG\tT\t50\tLowQual\tDP=7;SVTYPE=X\tGT:AD\t0|1:3,4\t1/1:0,9\n"
+        "20\t62400\tv2\tA\t<DEL>\t.\tPASS\tEND=62900\tGT\t0/1\t./.\n"
+    )
+    rows = list(score_variants(carbon, src, FASTA, window=600))
+    out = tmp_path / "out.vcf.gz"
+    result = write_vcf(out, src, rows, recipe="window")
+    assert result.n_records == 2
+    with pysam.VariantFile(str(out)) as vf:
+        recs = list(vf)
+    assert recs[0].info["DP"] in ("7", 7) and list(recs[0].filter) == ["LowQual"]
+    assert recs[0].samples["S1"]["GT"] == (0, 1) and recs[0].samples["S1"].phased
+    assert recs[0].samples["S2"]["GT"] == (1, 1)
+    assert recs[0].info[INFO_STATUS] == ("ok",)
+    assert recs[1].stop == 62900 and recs[1].info[INFO_STATUS] == ("skipped",)
