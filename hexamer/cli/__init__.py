@@ -3,5 +3,8 @@
 from hexamer.cli import jobs as _jobs  # noqa: F401  (registers generate/score)
 from hexamer.cli import pipelines as _pipelines  # noqa: F401  (registers vep/embed/plot)
 from hexamer.cli.app import app, main
+from hexamer.cli.train_cmd import register as _register_train
+
+_register_train(app)
 
 __all__ = ["app", "main"]

@@ -37,12 +37,20 @@ def test_info(tiny_folder: Path) -> None:
     assert "4,608 ids" in result.stdout
 
 
-def test_demo_builds_the_builtin_model_once(tmp_path: Path) -> None:
-    first = runner.invoke(app, ["demo"])
-    assert first.exit_code == 0, first.output
-    assert "encode_dna fast path gives the same ids: True" in first.stdout
+def test_demo_runs_on_the_shipped_demo_model() -> None:
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "encode_dna fast path gives the same ids: True" in result.stdout
+    assert "generate 60 bp" in result.stdout and "mean log P(base), real" in result.stdout
+    assert "built-in demo model" in result.output
+
+
+def test_builtin_tiny_model_is_built_once(tmp_path: Path) -> None:
+    from hexamer.cli.app import builtin_tiny_model
+
+    first = builtin_tiny_model()
+    assert (first / "config.json").is_file() and builtin_tiny_model() == first
     assert len(list((tmp_path / "cache").iterdir())) == 1
-    assert runner.invoke(app, ["demo"]).exit_code == 0
 
 
 def test_bad_model_folder_is_a_clean_error(tmp_path: Path) -> None:

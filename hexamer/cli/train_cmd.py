@@ -1,0 +1,203 @@
+"""``hexamer train``: the CLI face of :func:`hexamer.train.train`.
+
+The options are generated from :class:`~hexamer.train.TrainConfig`'s fields (name, type, help), so
+the CLI, the JSON config and the Python API can never drift apart. Precedence: defaults, then
+``--config FILE.json``, then the options given on the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["config_from_cli", "register"]
+
+_console = Console()
+_err = Console(stderr=True, soft_wrap=True)
+
+#: Fields that are not plain options: ``data`` is the positional argument, ``file_tags`` is
+#: given as repeated ``--file-tag PATH=TAG``.
+_SPECIAL = ("data", "file_tags")
+
+
+_METAVARS: dict[Any, str] = {int: "INT", float: "FLOAT", str: "TEXT"}
+
+#: Help panels: each starts at the named field and runs until the next one (field order).
+_PANELS = (("val_data", "Data"), ("init", "Model"), ("steps", "Optimisation"), ("output_dir", "Run"))
+
+
+def _panel(name: str) -> str:
+    from hexamer.train.config import TrainConfig
+
+    order = [f.name for f in dataclasses.fields(TrainConfig)]
+    panel = _PANELS[0][1]
+    for first, title in _PANELS:
+        if order.index(name) >= order.index(first):
+            panel = title
+    return panel
+
+
+def _option_type(name: str, hint: Any) -> tuple[Any, dict[str, Any]]:
+    """(python type for typer, extra Option kwargs) for a TrainConfig field type."""
+    args = [a for a in get_args(hint) if a is not type(None)]
+    base = args[0] if get_origin(hint) in (typing.Union, types.UnionType) else hint
+    if get_origin(base) is Literal:
+        choices = [str(a) for a in get_args(base)]
+        return enum.StrEnum(f"{name.title().replace('_', '')}Choice", {c: c for c in choices}), {}
+    if get_origin(base) is list:
+        return list[str], {"metavar": "PATH"}
+    return base, {}
+
+
+def _param(name: str, annotation: Any, default: Any = None, positional: bool = False) -> inspect.Parameter:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if positional else inspect.Parameter.KEYWORD_ONLY
+    return inspect.Parameter(name, kind, default=default, annotation=annotation)
+
+
+def _parameters() -> list[inspect.Parameter]:
+    from hexamer.train.config import TrainConfig
+
+    hints = typing.get_type_hints(TrainConfig)
+    params = [
+        _param(
+            "data",
+            Annotated[
+                list[str] | None,
+                typer.Argument(
+                    metavar="DATA...",
+                    help="Training sequence files (FASTA/FASTQ/.txt/Parquet/TSV/CSV).",
+                    show_default=False,
+                ),
+            ],
+            positional=True,
+        ),
+        _param(
+            "config_file",
+            Annotated[
+                Path | None,
+                typer.Option(
+                    "--config", metavar="JSON", help="TrainConfig options as JSON (CLI options win)."
+                ),
+            ],
+        ),
+        _param(
+            "file_tag",
+            Annotated[
+                list[str] | None,
+                typer.Option(
+                    "--file-tag",
+                    metavar="PATH=TAG",
+                    help="Tag for one data file (repeatable).",
+                    rich_help_panel="Data",
+                ),
+            ],
+        ),
+    ]
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in _SPECIAL:
+            continue
+        py_type, extra = _option_type(f.name, hints[f.name])
+        flag = "--" + f.name.replace("_", "-")
+        decls = [f"{flag}/--no-{flag[2:]}"] if py_type is bool else [flag]
+        default = f.default if f.default is not dataclasses.MISSING else None
+        help_text = escape(f.metadata.get("help", ""))
+        if default not in (None, "", [], {}):
+            help_text += escape(f" [default: {default}]")
+        option = typer.Option(
+            *decls,
+            help=help_text,
+            show_default=False,
+            rich_help_panel=_panel(f.name),
+            **{"metavar": _METAVARS.get(py_type), **extra},
+        )
+        params.append(_param(f.name, Annotated[py_type | None, option]))
+    params += [
+        _param(
+            "print_config",
+            Annotated[bool, typer.Option("--print-config", help="Print the resolved JSON config and exit.")],
+            default=False,
+        ),
+        _param(
+            "quiet", Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")], default=False
+        ),
+    ]
+    return params
+
+
+def config_from_cli(values: dict[str, Any]) -> Any:
+    """Resolve a :class:`TrainConfig` from parsed CLI values (``None`` = not given)."""
+    from hexamer.train.config import TrainConfig
+
+    config_file = values.pop("config_file", None)
+    base = TrainConfig.from_json(config_file).to_dict() if config_file else TrainConfig().to_dict()
+    data = values.pop("data", None)
+    if data:
+        base["data"] = list(data)
+    tags = values.pop("file_tag", None)
+    if tags:
+        parsed = dict(base.get("file_tags") or {})
+        for item in tags:
+            path, sep, tag = item.partition("=")
+            if not sep or not path:
+                raise ValueError(f"--file-tag must be PATH=TAG, got {item!r}")
+            parsed[path] = tag
+        base["file_tags"] = parsed
+    for name, value in values.items():
+        if isinstance(value, enum.Enum):
+            value = value.value
+        if value is not None:
+            base[name] = list(value) if isinstance(value, list | tuple) else value
+    return TrainConfig.from_dict(base)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``train`` command to ``app``."""
+
+    def train_command(**values: Any) -> None:
+        from hexamer.io import SequenceInputError
+        from hexamer.train import train
+
+        print_config = values.pop("print_config", False)
+        quiet = values.pop("quiet", False)
+        try:
+            config = config_from_cli(values)
+        except (ValueError, FileNotFoundError, TypeError) as exc:
+            _err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        if print_config:
+            _console.print_json(config.to_json())
+            return
+        if not config.data:
+            _err.print("[red]error:[/red] give training files as arguments or 'data' in --config")
+            raise typer.Exit(2)
+        try:
+            result = train(config, progress=not quiet, console=_console)
+        except (ValueError, FileNotFoundError, SequenceInputError) as exc:
+            _err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        val = result.last_validation
+        acc = f", held-out per-base accuracy {val['val_accuracy']:.4f}" if val else ""
+        _console.print(
+            f"step {result.step}: loss {result.final_loss:.4f}{acc}; "
+            f"{result.train_seconds:.0f} s training, {result.bases_per_second:,.0f} bp/s"
+        )
+        where = result.final_dir or result.checkpoint
+        _console.print(f"model: {where}")
+
+    params = _parameters()
+    train_command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    train_command.__annotations__ = {p.name: p.annotation for p in params}
+    app.command(
+        "train",
+        help="Train or fine-tune a Carbon-format model with token CE then FNS (see docs/training.md).",
+        no_args_is_help=True,
+    )(train_command)

@@ -1,0 +1,90 @@
+"""``hexamer train`` through typer, and the held-out baselines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from hexamer.cli.train_cmd import register
+from hexamer.train.data import Segment
+from hexamer.train.evaluate import composition_accuracy, markov_accuracy
+
+TINY = [
+    "--window-bp", "120", "--batch-size", "2", "--warmup-steps", "1", "--hidden-size", "32",
+    "--intermediate-size", "64", "--num-layers", "1", "--num-heads", "2", "--num-kv-heads", "1",
+    "--context-length", "64", "--eval-every", "0", "--save-every", "0", "--threads", "1", "--device", "cpu",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.command()
+    def other() -> None:  # a second command, so 'train' is a subcommand as in the real CLI
+        """Unused."""
+
+    register(app)
+    return app
+
+
+def test_cli_trains_and_resumes(app: typer.Typer, dna_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["train", str(dna_file), "--output-dir", str(out), "--steps", "4", *TINY, "--quiet"]
+    first = CliRunner().invoke(app, [*args, "--stop-at", "2"])
+    assert first.exit_code == 0, first.output
+    assert (out / "checkpoint-0000002" / "optimizer.safetensors").is_file()
+    second = CliRunner().invoke(app, [*args, "--resume"])
+    assert second.exit_code == 0, second.output
+    assert "held-out per-base accuracy" in second.output
+    assert (out / "final" / "model.safetensors").is_file()
+    saved = json.loads((out / "train_config.json").read_text())
+    assert saved["steps"] == 4 and saved["resume"] is True
+
+
+def test_cli_config_file_and_overrides(app: typer.Typer, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"data": ["x.fa"], "steps": 7, "lr": 0.01}))
+    res = CliRunner().invoke(
+        app, ["train", "--config", str(cfg), "--lr", "0.002", "--schedule", "wsd", "--file-tag", "x.fa=<t>",
+              "--no-tie-embeddings", "--print-config"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    printed = json.loads(res.output)
+    assert printed["steps"] == 7 and printed["lr"] == 0.002 and printed["schedule"] == "wsd"
+    assert printed["file_tags"] == {"x.fa": "<t>"} and printed["tie_embeddings"] is False
+
+
+def test_cli_errors_exit_2(app: typer.Typer, tmp_path: Path) -> None:
+    empty = tmp_path / "e.fa"
+    empty.write_text("")
+    res = CliRunner().invoke(app, ["train", str(empty), "--output-dir", str(tmp_path / "o"), *TINY])
+    assert res.exit_code == 2 and "empty" in res.output
+    res = CliRunner().invoke(app, ["train", "x.fa", "--init", "huge"])
+    assert res.exit_code == 2 and "huge" in res.output
+    res = CliRunner().invoke(app, ["train", "x.fa", "--objective", "kl"])
+    assert res.exit_code == 2
+    res = CliRunner().invoke(app, ["train", "x.fa", "--file-tag", "notag"])
+    assert res.exit_code == 2 and "PATH=TAG" in res.output
+
+
+def test_baselines_on_a_periodic_sequence() -> None:
+    seq = "ACGTTGCA" * 200  # every 2-mer of the period is distinct: order >= 2 predicts exactly
+    train = [Segment("a", seq[:1200])]
+    windows = [("", seq[1200:1560])]
+    # a window's first bases have no context inside it: lower orders take over (back-off), so only
+    # the first two bases (orders 0 and 1) can miss
+    assert markov_accuracy(train, windows, order=8, aligned=False) >= 358 / 360
+    # aligned: base j of a 6-mer from the bases before the 6-mer; only the first 6-mer is blind
+    assert markov_accuracy(train, windows, order=8, aligned=True) >= 354 / 360
+    assert composition_accuracy(train, windows) == pytest.approx(0.25)
+
+
+def test_baselines_skip_oov_chunks() -> None:
+    train = [Segment("a", "A" * 30)]
+    windows = [("", "AAAAAANAAAAAAAAA")]  # the chunk holding N is not scored (as by the model)
+    assert composition_accuracy(train, windows) == 1.0
