@@ -17,6 +17,7 @@ from rich.table import Table
 from hexamer import __version__
 
 if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
     from hexamer.tokenizer import CarbonTokenizer
 
 app = typer.Typer(
@@ -226,12 +227,52 @@ def demo() -> None:
     a, b = carbon.score([real, shuffled])
     console.print(f"   mean log P(base), real:     {a.mean:.4f}")
     console.print(f"   mean log P(base), shuffled: {b.mean:.4f}   (uniform guessing: {-1.3863:.4f})")
+    _demo_vep_and_embed(carbon)
     console.print(
         "\nPoint [bold]--model[/bold] at a real Carbon folder (a local copy, or a hub id such as an org/Carbon-3B"
         " name when online):\n"
         "  hexamer generate --model path/to/Carbon-3B ATGGCGTACGATTACA --max-bp 1000\n"
         "  hexamer score --model path/to/Carbon-3B -i seqs.fa -o scores.parquet"
     )
+
+
+def _demo_vep_and_embed(carbon: Carbon) -> None:
+    """Score a small VCF of random SNVs on the shipped phage lambda genome, and embed three sequences."""
+    import tempfile
+
+    import numpy as np
+
+    from hexamer.demo import demo_data_files
+
+    lam = next((p for p in demo_data_files() if "lambda" in p.name), None)
+    if lam is None:
+        return
+    from hexamer.embed import embed_sequences
+    from hexamer.io import SequenceRecord
+    from hexamer.vep import score_variants, write_random_vcf
+
+    console.rule("4. variant effects: 6 random SNVs on phage lambda (window recipe, 1,200 bp)")
+    with tempfile.TemporaryDirectory() as tmp:
+        vcf = Path(tmp) / "demo.vcf"
+        write_random_vcf(lam, vcf, n_sites=6, region=None, seed=1)
+        for row in score_variants(carbon, vcf, lam, recipe="window", window=1200, on_note=lambda _: None):
+            score = f"{row['score']:+.4f}" if row["score"] is not None else "—"
+            console.print(
+                f"   {row['chrom']}:{row['pos']} {row['ref']}>{row['alt']}  LL(alt)-LL(ref) = {score}  {row['status']}"
+            )
+    console.rule("5. embeddings: mean-pooled final hidden states")
+    context = _demo_context()
+    records = [
+        SequenceRecord("lambda_a", context[:600]),
+        SequenceRecord("lambda_b", context[600:1200]),
+        SequenceRecord("CAG_repeat", "CAG" * 200),
+    ]
+    vectors = dict(embed_sequences(carbon, records, pool="mean"))
+    names = list(vectors)
+    unit = {n: v / np.linalg.norm(v) for n, v in vectors.items() if v is not None}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            console.print(f"   cosine({a}, {b}) = {float(unit[a] @ unit[b]):.3f}")
 
 
 def _demo_context() -> str:

@@ -42,6 +42,7 @@ def test_demo_runs_on_the_shipped_demo_model() -> None:
     assert result.exit_code == 0, result.output
     assert "encode_dna fast path gives the same ids: True" in result.stdout
     assert "generate 60 bp" in result.stdout and "mean log P(base), real" in result.stdout
+    assert "LL(alt)-LL(ref)" in result.stdout and "cosine(lambda_a, lambda_b)" in result.stdout
     assert "built-in demo model" in result.output
 
 
