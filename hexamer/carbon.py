@@ -24,6 +24,7 @@ from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases
 from hexamer.model import LlamaModel, load_model
 from hexamer.model.cpu import use_onednn_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
+from hexamer.tokenizer.dna import encode_dna, oov_bases
 from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
 
 _ACGT = set("ACGT")
@@ -67,17 +68,6 @@ class _Prompt:
     ids: list[int]
     forced: str
     n_oov_bases: int
-
-
-def _oov_bases(content: str, k: int) -> int:
-    """Bases that fall in a chunk the tokenizer turns into ``<oov>``."""
-    lost = 0
-    upper = content.upper()
-    for start in range(0, len(upper), k):
-        chunk = upper[start : start + k]
-        if not set(chunk) <= _ACGT:
-            lost += len(chunk)
-    return lost
 
 
 class Carbon:
@@ -173,9 +163,10 @@ class Carbon:
                 f"trim or fix the last {r} bases"
             )
         ids = self.tokenizer.encode(prefix) if prefix else []
+        dna = encode_dna(body, self.layout)
         ids.append(self.layout.begin_id)
-        ids.extend(self.tokenizer.encode_dna(body, tags=False).tolist())
-        return _Prompt(ids=ids, forced=tail, n_oov_bases=_oov_bases(body, k))
+        ids.extend(dna.ids.tolist())
+        return _Prompt(ids=ids, forced=tail, n_oov_bases=dna.n_oov_bases)
 
     def _request(self, text: str, index: int, prefix: str, params: SamplingParams) -> tuple[Request, _Prompt]:
         full = (
@@ -285,8 +276,6 @@ class Carbon:
         content = sequence.strip()
         if not content:
             raise ValueError(f"sequence {index} is empty")
-        from hexamer.tokenizer.dna import encode_dna
-
         dna = encode_dna(content, self.layout)
         ids = self.tokenizer.encode(prefix) if prefix else []
         start = len(ids) + 1
@@ -361,7 +350,7 @@ class Carbon:
                 pred = logits[row, start - 1 : start - 1 + n]
                 tgt = torch.from_numpy(np.where(n_real > 0, targets, 0))
                 real = torch.from_numpy(n_real)
-                n_oov = _oov_bases(content, k)
+                n_oov = oov_bases(n_real, len(content), k)
                 if level == "bp":
                     s = score_bases(pred, tgt, real, method=method)
                     per_base = np.full(n * k, np.nan, dtype=np.float32)

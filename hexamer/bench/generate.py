@@ -35,17 +35,15 @@ class GenerateBenchRow:
 
 def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
     """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
-    from hexamer.testing import build_carbon_folder
+    from hexamer.testing import build_carbon_folder_once
 
-    folder = cache_root / f"bench-{shape}-qwen3-{dtype}"
-    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
-        return folder
-    staging = folder.with_name(folder.name + ".partial")
-    build_carbon_folder(
-        staging, shape=shape, bpe="qwen3", dtype=dtype, shards=1 if shape in ("tiny", "500m") else 4
+    return build_carbon_folder_once(
+        cache_root / f"bench-{shape}-qwen3-{dtype}",
+        shape=shape,
+        bpe="qwen3",
+        dtype=dtype,
+        shards=1 if shape in ("tiny", "500m") else 4,
     )
-    staging.rename(folder)
-    return folder
 
 
 def _timed(fn: Callable[[], object]) -> float:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -50,20 +48,9 @@ def cache_dir() -> Path:
 
 def builtin_tiny_model() -> Path:
     """A tiny random-weight Carbon-format folder, built once into the cache (atomically)."""
-    from hexamer.testing import build_carbon_folder
+    from hexamer.testing import build_carbon_folder_once
 
-    target = cache_dir() / f"tiny-random-{__version__}"
-    if (target / "config.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=target.parent))
-    try:
-        build_carbon_folder(staging)
-        with contextlib.suppress(OSError):  # another process may have won the race
-            staging.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return build_carbon_folder_once(cache_dir() / f"tiny-random-{__version__}")
 
 
 def default_model() -> tuple[Path, bool]:
@@ -238,7 +225,6 @@ def demo() -> None:
 
 def _demo_vep_and_embed(carbon: Carbon) -> None:
     """Score a small VCF of random SNVs on the shipped phage lambda genome, and embed three sequences."""
-    import tempfile
 
     import numpy as np
 

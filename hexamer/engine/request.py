@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from hexamer.engine.params import SamplingParams
+from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.layout import BASES
 
 _ids = itertools.count()
@@ -98,9 +99,5 @@ class Request:
 
     def bases(self) -> str:
         """New bases only: the forced prefix is removed and the output trimmed to ``max_bp``."""
-        letters = np.frombuffer(BASES.encode(), dtype=np.uint8)
-        idx = np.asarray(self.output_kmers, dtype=np.int64)
-        shifts = 2 * np.arange(self.k - 1, -1, -1)
-        seq = letters[(idx[:, None] >> shifts) & 3].tobytes().decode("ascii") if idx.size else ""
-        seq = seq[len(self.forced) :]
+        seq = kmers_to_bases(self.output_kmers, self.k)[len(self.forced) :]
         return seq[: self.params.max_bp] if self.params.max_bp is not None else seq

@@ -301,3 +301,29 @@ def build_carbon_folder(
         tensors = random_llama_weights(config, seed=seed, dtype=getattr(torch, dtype))
         save_safetensors(tensors, folder, shards=shards)
     return folder
+
+
+def build_carbon_folder_once(target: str | os.PathLike[str], **options: Any) -> Path:
+    """``build_carbon_folder(target, **options)`` unless ``target`` is already complete.
+
+    The folder is built in a hidden sibling and renamed into place, so an interrupted build never
+    leaves a half-written folder that later runs would take for a finished one.
+    """
+    import shutil
+    import tempfile
+
+    folder = Path(target)
+    if (folder / "config.json").is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        build_carbon_folder(staging, **options)
+        try:
+            staging.rename(folder)
+        except OSError:  # another process finished first
+            if not (folder / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder

@@ -64,6 +64,20 @@ class DnaEncoding:
         """How many ``A`` were appended to complete the last token."""
         return (-self.n_bases) % self.k
 
+    @property
+    def n_oov_bases(self) -> int:
+        """Bases lost in ``<oov>`` chunks (a chunk holding any non-ACGT character)."""
+        return oov_bases(self.n_real, self.n_bases, self.k)
+
+
+def oov_bases(n_real: np.ndarray, n_bases: int, k: int = 6) -> int:
+    """Bases inside ``<oov>`` tokens, from the per-token real-base counts (0 marks ``<oov>``)."""
+    oov = np.asarray(n_real) == 0
+    lost = int(oov.sum()) * k
+    if oov.size and oov[-1] and n_bases % k:  # a short tail chunk holds fewer than k bases
+        lost -= k - n_bases % k
+    return lost
+
 
 def encode_kmers(content: str | bytes, layout: DnaLayout, *, lead: int = 0, trail: int = 0) -> np.ndarray:
     """k-mer ids (int64) for DNA content that has already been stripped; the fast path.
@@ -136,6 +150,12 @@ def _encode(data: bytes, layout: DnaLayout, lead: int, trail: int) -> tuple[np.n
     return out, ok
 
 
+def kmers_to_bases(index: np.ndarray | list[int], k: int = 6) -> str:
+    """Bases of k-mer *indices* (id minus the first k-mer id), concatenated."""
+    idx = np.asarray(index, dtype=np.int64)
+    return _letter_table(k)[idx].tobytes().decode("ascii") if idx.size else ""
+
+
 def decode_kmers(ids: np.ndarray | list[int], layout: DnaLayout) -> str:
     """Bases of a run of k-mer ids (the padded tail is not removed, as in the official decode)."""
     arr = np.asarray(ids, dtype=np.int64)
@@ -145,7 +165,7 @@ def decode_kmers(ids: np.ndarray | list[int], layout: DnaLayout) -> str:
     if index.min() < 0 or index.max() >= layout.n_kmers:
         bad = int(arr[(index < 0) | (index >= layout.n_kmers)][0])
         raise ValueError(f"token id {bad} is not a {layout.k}-mer id")
-    return _letter_table(layout.k)[index].tobytes().decode("ascii")
+    return kmers_to_bases(index, layout.k)
 
 
 def kmer_digits(ids: np.ndarray, layout: DnaLayout) -> np.ndarray:
