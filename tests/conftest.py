@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from hexamer.testing import build_carbon_folder
 from hexamer.tokenizer import CarbonTokenizer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Test models are far too small for two threads; one is faster and steadier on a busy machine
+    (OpenMP threads spin-wait when another process holds a core). Tests that need more set it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -26,13 +25,6 @@ def _readme_number(label: str) -> float:
     assert match, f"no '{label}' line with a bold number in {README}"
     return float(match.group(1))
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

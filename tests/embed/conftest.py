@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from hexamer import Carbon
-
-
-@pytest.fixture(scope="package", autouse=True)
-def one_thread() -> Iterator[None]:
-    """The tiny model's ops are far too small for two threads; one is faster and steadier on a busy
-    machine (OpenMP threads spin-wait when another process holds a core)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from hexamer import Carbon
 
@@ -16,15 +14,6 @@ SLICE_VCF = DATA / "chr20_slice.vcf"
 EDGE_VCF = DATA / "edge_cases.vcf"
 MALFORMED_VCF = DATA / "malformed.vcf"
 
-
-@pytest.fixture(scope="package", autouse=True)
-def one_thread() -> Iterator[None]:
-    """The tiny model's ops are far too small for two threads; one is faster and steadier on a busy
-    machine (OpenMP threads spin-wait when another process holds a core)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
