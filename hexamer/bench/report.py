@@ -1,0 +1,151 @@
+"""One table format for every ``hexamer bench`` command: printed with rich, saved as JSON, plotted.
+
+A benchmark fills a :class:`BenchReport` (rows are plain dicts) and hands it to :func:`emit`, so
+every table carries the machine it ran on and the command that produced it, and every plot looks
+alike. Ratios are always against a peer measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def machine_info() -> dict[str, Any]:
+    """What the figures depend on: CPU/GPU, threads, library versions."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "processor": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+@dataclass
+class BenchReport:
+    """A benchmark's result: ``rows`` of dicts whose keys include every name in ``columns``.
+
+    ``formats`` maps a column to a format spec (``"{:,.1f}"``); ``notes`` are printed under the
+    table (ratios, skipped backends and why).
+    """
+
+    name: str
+    title: str
+    columns: Sequence[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    formats: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    command: str = field(default_factory=lambda: " ".join(["hexamer", *sys.argv[1:]]))
+    machine: dict[str, Any] = field(default_factory=machine_info)
+
+    def cell(self, row: dict[str, Any], column: str) -> str:
+        value = row.get(column)
+        if value is None:
+            return "—"
+        spec = self.formats.get(column)
+        if spec is not None and isinstance(value, int | float):
+            return spec.format(value)
+        if isinstance(value, float):
+            return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+        return str(value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "command": self.command,
+            "machine": self.machine,
+            "columns": list(self.columns),
+            "rows": self.rows,
+            "notes": self.notes,
+        }
+
+    def to_markdown(self) -> str:
+        """The table as Markdown, for docs/benchmarks.md."""
+        head = "| " + " | ".join(self.columns) + " |"
+        rule = "|" + "|".join("---" for _ in self.columns) + "|"
+        body = ["| " + " | ".join(self.cell(r, c) for c in self.columns) + " |" for r in self.rows]
+        return "\n".join([head, rule, *body])
+
+    def write_json(self, path: Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.as_dict(), indent=2, default=str))
+        tmp.replace(path)
+        return path
+
+    def plot(self, path: Path, *, x: str, y: str, group: str | None = None, log_y: bool = False) -> Path:
+        """Grouped bar chart of ``y`` per ``x`` (one bar colour per ``group`` value), saved as PNG/SVG."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        xs = list(dict.fromkeys(str(r.get(x)) for r in self.rows))
+        groups = list(dict.fromkeys(str(r.get(group)) for r in self.rows)) if group else [y]
+        width = 0.8 / max(1, len(groups))
+        fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(xs) * max(1, len(groups)) ** 0.5), 3.6))
+        for gi, g in enumerate(groups):
+            values = []
+            for xv in xs:
+                match = [
+                    r for r in self.rows if str(r.get(x)) == xv and (group is None or str(r.get(group)) == g)
+                ]
+                v = match[0].get(y) if match else None
+                values.append(float(v) if isinstance(v, int | float) else 0.0)
+            pos = [i + (gi - (len(groups) - 1) / 2) * width for i in range(len(xs))]
+            ax.bar(pos, values, width=width, label=g if group else None)
+        ax.set_xticks(range(len(xs)), xs, rotation=20 if max(map(len, xs), default=0) > 8 else 0)
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_title(self.title, fontsize=9)
+        if group:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path
+
+
+def print_report(report: BenchReport, console: Any | None = None) -> None:
+    """Print the table and its notes with rich."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=report.title)
+    for i, col in enumerate(report.columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in report.rows:
+        table.add_row(*(report.cell(row, c) for c in report.columns))
+    console.print(table)
+    for note in report.notes:
+        console.print(note)

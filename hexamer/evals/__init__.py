@@ -1,0 +1,1 @@
+"""The published zero-shot evaluation suite (see docs/evals.md)."""

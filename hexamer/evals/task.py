@@ -1,0 +1,65 @@
+"""The contract every zero-shot task follows, so one runner can cache, resume, bootstrap and report them.
+
+A task turns the public dataset's own file into examples (plain dicts with a unique ``"id"``), scores
+examples into per-example records (dicts with the same ``"id"``, JSON-serialisable values only), and
+computes its metrics from records with scikit-learn/scipy. The runner (:mod:`hexamer.evals.runner`)
+owns caching, ``--limit``, bootstrap confidence intervals, JSON and the report.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
+
+Level = Literal["token", "bp"]
+Example = dict[str, Any]
+Record = dict[str, Any]
+
+
+class DatasetSchemaError(ValueError):
+    """A data file does not have the public dataset's columns; the message lists what was expected."""
+
+
+@dataclass
+class EvalContext:
+    """What scoring needs besides the examples."""
+
+    carbon: Carbon
+    level: Level = "token"
+    batch_size: int = 16
+    options: Mapping[str, Any] = field(default_factory=dict)  # task options, e.g. {"window": 8192}
+
+
+class Task(ABC):
+    """One published zero-shot task (see ``shared/spec/evals.md`` for each definition)."""
+
+    name: ClassVar[str]  # CLI name, e.g. "brca2"
+    title: ClassVar[str]  # human name, e.g. "BRCA2 VEP"
+    headline: ClassVar[str]  # key of the metric the report leads with, e.g. "auroc"
+    levels: ClassVar[tuple[Level, ...]] = ("token", "bp")  # scoring levels the task allows
+    #: column name -> what it holds, shown in the error when a file does not match
+    expected_columns: ClassVar[Mapping[str, str]] = {}
+    #: published reference numbers: model -> {metric: value (fraction, not %)}
+    reference: ClassVar[Mapping[str, Mapping[str, float]]] = {}
+
+    @abstractmethod
+    def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:
+        """Read the dataset file(s) at ``data`` (a file or a folder in the public layout)."""
+
+    @abstractmethod
+    def score(self, examples: list[Example], ctx: EvalContext) -> Iterator[Record]:
+        """Yield one record per example (any order; the runner caches each as it arrives)."""
+
+    @abstractmethod
+    def metrics(self, records: list[Record]) -> dict[str, float]:
+        """All metrics of this task from its records; must include :attr:`headline`."""
+
+    def plots(self, records: list[Record], out_dir: Path) -> list[Path]:
+        """Figures for the report (PNG); none by default."""
+        return []

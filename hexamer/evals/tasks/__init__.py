@@ -1,0 +1,1 @@
+"""One module per published task family."""
