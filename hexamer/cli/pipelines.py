@@ -11,6 +11,22 @@ from hexamer.cli.app import app, console, err_console
 from hexamer.cli.jobs import _progress, load_carbon
 
 
+def set_threads(threads: int | None) -> None:
+    """``--threads``: PyTorch intra-op threads (None keeps PyTorch's default, one per core)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def check_plot_path(path: Path) -> None:
+    """Fail before hours of scoring, not after, on a plot path that cannot be written."""
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise typer.BadParameter(f"--plot must end in .png, .svg or .pdf, got {path.name!r}")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"--plot folder {str(path.parent)!r} does not exist")
+
+
 @app.command()
 def vep(
     vcf: Annotated[Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain or bgzipped.")],
@@ -36,11 +52,21 @@ def vep(
     ] = False,
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="CPU threads for PyTorch (default: all cores).")
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw the score distribution per variant kind (.png/.svg/.pdf)."),
+    ] = None,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status)."""
     from hexamer.vep import FastaError, VcfInputError
     from hexamer.vep.resume import ResumeError, run_vep
 
+    set_threads(threads)
+    if plot is not None:
+        check_plot_path(plot)
     carbon = load_carbon(model, dtype, device, batch_size)
     try:
         with _progress() as progress:
@@ -71,6 +97,14 @@ def vep(
         raise typer.Exit(2) from exc
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(result.status_counts.items()))
     console.print(f"wrote {result.output} ({result.n_rows} rows; {counts})")
+    if plot is not None:
+        if not result.scores:
+            err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
+            return
+        from hexamer import plots
+
+        drawn = plots.plot_score_hist(plot, result.scores, result.kinds)
+        console.print(f"wrote {plot} ({drawn})")
 
 
 @app.command()
@@ -92,6 +126,9 @@ def embed(
     batch_size: Annotated[int, typer.Option(min=1)] = 8,
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="CPU threads for PyTorch (default: all cores).")
+    ] = None,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
     from hexamer.embed import embed_sequences, write_embeddings
@@ -99,6 +136,7 @@ def embed(
 
     if pool not in ("mean", "last", "sep"):
         raise typer.BadParameter("--pool must be mean, last or sep")
+    set_threads(threads)
     carbon = load_carbon(model, dtype, device, batch_size)
     errors: dict[str, str] = {}
 

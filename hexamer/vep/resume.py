@@ -52,6 +52,9 @@ class VepRunResult:
     status_counts: dict[str, int] = field(default_factory=dict)
     n_resumed: int = 0
     vcf: VcfWriteResult | None = None
+    #: scores of the ``ok`` rows and their variant kinds (snv, mnv, ins, del, ...), for plots
+    scores: list[float] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
 
 
 def sidecar_dir(output: PathLike) -> Path:
@@ -172,10 +175,13 @@ def run_vep(
     result = write_vep_output(out, vcf, rows.values(), recipe=checked.recipe)
     shutil.rmtree(side, ignore_errors=True)
     counts = Counter(str(r["status"]) for r in rows.values())
+    ok = [r for r in rows.values() if r["status"] == "ok" and r["score"] is not None]
     return VepRunResult(
         output=str(out),
         n_rows=len(rows),
         status_counts=dict(counts),
         n_resumed=len(done),
         vcf=result if isinstance(result, VcfWriteResult) else None,
+        scores=[float(r["score"]) for r in ok],
+        kinds=[str(r["kind"]) for r in ok],
     )

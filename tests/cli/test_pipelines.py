@@ -46,6 +46,24 @@ def test_vep_table_and_vcf(tiny_folder: Path, tmp_path: Path) -> None:
     assert plot.stat().st_size > 1000
 
 
+def test_vep_plot_and_threads(tiny_folder: Path, tmp_path: Path) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    plot = tmp_path / "dist.png"
+    args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "edge_cases.vcf")]
+    args += ["--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(tmp_path / "s.tsv")]
+    try:
+        result = runner.invoke(app, [*args, "--plot", str(plot), "--threads", "1"])
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code == 0, result.output
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "'SNV': 9" in result.output  # counts per variant kind are printed
+    bad = runner.invoke(app, [*args, "--plot", str(tmp_path / "dist.txt")])
+    assert bad.exit_code != 0 and ".png" in bad.output
+
+
 def test_vep_bad_input(tiny_folder: Path, tmp_path: Path) -> None:
     result = runner.invoke(
         app,

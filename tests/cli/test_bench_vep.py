@@ -1,0 +1,35 @@
+"""``hexamer bench vep``: both methods score the same variants and agree; JSON and plot written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from hexamer.cli import app
+
+runner = CliRunner()
+
+
+def test_bench_vep_quick(tiny_folder: Path, tmp_path: Path) -> None:
+    out, png = tmp_path / "vep.json", tmp_path / "vep.png"
+    args = ["bench", "vep", "-m", str(tiny_folder), "--quick", "--sites", "3", "--alts-per-site", "2"]
+    result = runner.invoke(app, [*args, "--json", str(out), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["recipe"], r["method"]) for r in rows} == {
+        (recipe, method)
+        for recipe in ("window", "next_base")
+        for method in ("hexamer engine", "naive (published)")
+    }
+    for r in rows:
+        assert r["variants"] == 6 and r["variants/s"] > 0
+        if r["method"] == "hexamer engine":
+            assert r["max abs diff"] <= 1e-4 and r["speed-up"] > 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_vep_bad_recipe(tiny_folder: Path) -> None:
+    result = runner.invoke(app, ["bench", "vep", "-m", str(tiny_folder), "--recipes", "nope"])
+    assert result.exit_code == 2 and "nope" in result.output
