@@ -135,7 +135,8 @@ def fns_loss(
 
     targets = flat_labels[is_kmer] - kmer_start
     digits = kmer_digits(k, logits.device)[targets]  # (M, k)
-    rows = flat_logits[is_kmer]
+    # every position a k-mer label (the usual DNA batch): a view, not an (M, V) copy and its scatter
+    rows = flat_logits if bool(is_kmer.all()) else flat_logits[is_kmer]
     n_kmer = is_kmer.sum()
     n_ce = is_ce.sum()
     if reference_bug:

@@ -159,3 +159,26 @@ def test_shape_errors() -> None:
         token_log_prob(torch.zeros(1, 4096), torch.tensor([4096]))
     with pytest.raises(TypeError):
         base_marginals(torch.zeros(2, 4096, dtype=torch.long))
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0, 400.0])
+def test_fast_base_mass_equals_logsumexp_form(scale: float) -> None:
+    """The exp-and-sum path (with its exact fallback for underflowing rows) equals k logsumexps,
+    values and gradients, from ordinary logits to ones where whole bases underflow."""
+    from hexamer.fns.marginals import _log_base_mass, _log_base_mass_exact
+
+    gen = torch.Generator().manual_seed(3)
+    x = (torch.randn(5, 4**6, generator=gen, dtype=torch.float64) * scale).float()
+    x[1, :1024] -= 1e4  # base A at position 0 far below the rest
+    x[2] = -torch.inf  # a fully masked row
+    a = x.clone().requires_grad_(True)
+    b = x.clone().requires_grad_(True)
+    fast, exact = _log_base_mass(a, 6), _log_base_mass_exact(b, 6)
+    assert torch.equal(torch.isneginf(fast), torch.isneginf(exact))
+    finite = torch.isfinite(exact)
+    torch.testing.assert_close(fast[finite], exact[finite], rtol=1e-5, atol=1e-4)
+    w = torch.randn(fast.shape, generator=gen).float()
+    (fast[finite] * w[finite]).sum().backward()
+    (exact[finite] * w[finite]).sum().backward()
+    live = [0, 1, 3, 4]  # the all--inf row has no meaningful gradient in either form
+    torch.testing.assert_close(a.grad[live], b.grad[live], rtol=1e-4, atol=1e-6)
