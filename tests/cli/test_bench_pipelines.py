@@ -1,4 +1,4 @@
-"""``hexamer bench vep``: both methods score the same variants and agree; JSON and plot written."""
+"""``hexamer bench vep`` / ``bench embed``: both sides compute the same thing and agree; JSON/plot written."""
 
 from __future__ import annotations
 
@@ -33,3 +33,14 @@ def test_bench_vep_quick(tiny_folder: Path, tmp_path: Path) -> None:
 def test_bench_vep_bad_recipe(tiny_folder: Path) -> None:
     result = runner.invoke(app, ["bench", "vep", "-m", str(tiny_folder), "--recipes", "nope"])
     assert result.exit_code == 2 and "nope" in result.output
+
+
+def test_bench_embed_matches_transformers(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "embed.json"
+    args = ["bench", "embed", "-m", str(tiny_folder), "--sequences", "5", "--length", "200"]
+    result = runner.invoke(app, [*args, "--batch-size", "2", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = {r["backend"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"hexamer", "transformers"}
+    assert rows["hexamer"]["max abs diff"] < 1e-4  # same vectors as the peer
+    assert rows["hexamer"]["sequences/s"] > 0 and rows["transformers"]["× transformers"] == 1.0
