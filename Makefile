@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.hexamer-installed
 
-.PHONY: setup test test-all demo lint bench-tokenizer clean
+.PHONY: setup test test-all demo lint bench-tokenizer bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ lint: setup
 
 bench-tokenizer: setup
 	$(VENV)/bin/hexamer bench tokenizer
+
+bench-quick: setup
+	$(VENV)/bin/hexamer bench all --quick --out bench-results
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

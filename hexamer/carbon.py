@@ -14,18 +14,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 import torch
 
 from hexamer.engine import Engine, Request, SamplingParams
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
-from hexamer.model import LlamaModel, load_model
+from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_onednn_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
 from hexamer.tokenizer.dna import encode_dna, oov_bases
 from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
+
+if TYPE_CHECKING:
+    from hexamer.engine.speculative import SpecStats
+
+if TYPE_CHECKING:
+    from hexamer.remote import RemoteCarbon
 
 _ACGT = set("ACGT")
 
@@ -91,15 +97,15 @@ class Carbon:
         self.model = model
         self.tokenizer = tokenizer
         self.layout = tokenizer.layout
-        self.engine = Engine(
-            model,
-            tokenizer.layout,
-            max_batch_size=max_batch_size,
-            kv_cache_bytes=kv_cache_bytes,
-            dna_only_logits=dna_only_logits,
-            static_decode=static_decode,
-            compile_decode=compile_decode,
-        )
+        self.last_spec_stats: SpecStats | None = None  # set by generate(..., draft=...)
+        self._engine_options = {
+            "max_batch_size": max_batch_size,
+            "kv_cache_bytes": kv_cache_bytes,
+            "dna_only_logits": dna_only_logits,
+            "static_decode": static_decode,
+            "compile_decode": compile_decode,
+        }
+        self.engine = Engine(model, tokenizer.layout, **self._engine_options)  # type: ignore[arg-type]
 
     @classmethod
     def from_pretrained(
@@ -132,9 +138,38 @@ class Carbon:
         tokenizer = CarbonTokenizer.from_pretrained(folder)
         return cls(model, tokenizer, **engine_options)  # type: ignore[arg-type]
 
+    @classmethod
+    def from_server(
+        cls, url: str, *, model: str | None = None, api_key: str | None = None, **options: object
+    ) -> RemoteCarbon:
+        """The same API served by a vLLM / SGLang / hexamer server (see :mod:`hexamer.remote`);
+        ``tokenizer=`` names the local folder or hub id to tokenise with (default: the served name)."""
+        from hexamer.remote import RemoteCarbon
+
+        return RemoteCarbon(url, model=model, api_key=api_key, **options)  # type: ignore[arg-type]
+
     @property
     def context_length(self) -> int:
         return self.model.config.max_position_embeddings
+
+    def with_rope(self, rope: RopeConfig, *, max_position_embeddings: int) -> Carbon:
+        """This model with another RoPE scaling and context window (e.g. YaRN x4 for long prompts,
+        like ``--with_yarn`` of the published NIAH script), sharing weights and tokenizer; ``self``
+        is left unchanged. Same effect as loading with ``rope_scaling`` patched into config.json."""
+        import copy
+        import dataclasses
+
+        from hexamer.model import rope_frequencies
+
+        if max_position_embeddings < 1:
+            raise ValueError(f"max_position_embeddings must be >= 1, got {max_position_embeddings}")
+        model = copy.copy(self.model)  # shallow: parameters and submodules are shared
+        model.config = dataclasses.replace(
+            self.model.config, rope=rope, max_position_embeddings=max_position_embeddings
+        )
+        model._inv_freq, model.rope_scale = rope_frequencies(rope, model.config.head_dim)
+        model._inv_freq_cache = {}
+        return Carbon(model, self.tokenizer, **self._engine_options)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ prompts
     def _prompt(self, prompt: str, index: int) -> _Prompt:
@@ -211,6 +246,8 @@ class Carbon:
         prefix: str = "",
         stop_at_end_tag: bool = False,
         on_progress: Callable[[int], None] | None = None,
+        draft: Carbon | None = None,
+        num_speculative: int | Literal["auto"] = "auto",
     ) -> Generation | list[Generation]:
         """Continue each prompt with new DNA.
 
@@ -219,6 +256,10 @@ class Carbon:
         With ``seed=s`` prompt i uses seed ``s + i``; a list pins each prompt's seed. A request's
         output depends only on its prompt, options and seed, never on the rest of the batch.
         ``on_progress(n_bp)`` is called as requests finish with the bases they produced.
+        ``draft`` (a smaller model with the same tokenizer) turns on speculative decoding with
+        ``num_speculative`` drafted 6-mers per round (``"auto"``: adaptive); the output is distributed
+        exactly as without it (greedy: identical) and ``last_spec_stats`` reports acceptance
+        (docs/speculative.md).
         """
         single = isinstance(prompts, str)
         items = [prompts] if single else list(prompts)
@@ -251,7 +292,14 @@ class Carbon:
             if on_progress is not None and done:
                 on_progress(sum(len(r.bases()) for r in done))
 
-        self.engine.run(requests, on_step=progress)
+        if draft is None:
+            self.engine.run(requests, on_step=progress)
+        else:
+            from hexamer.engine.speculative import run_speculative
+
+            self.last_spec_stats = run_speculative(
+                self, draft, requests, num_speculative=num_speculative, on_step=progress
+            )
         out = [
             Generation(
                 prompt=text,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from hexamer.bench.report import BenchReport
 from hexamer.bench.tokenizer import random_dna
 
 
@@ -47,10 +48,12 @@ def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> 
 
 
 def _timed(fn: Callable[[], object]) -> float:
-    gc.collect()
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    from hexamer.bench.backends import gc_paused
+
+    with gc_paused():
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
 
 
 def run_generate_bench(
@@ -131,6 +134,7 @@ def run_generate_bench(
         measured: dict[str, float] = {}
         for name in backends:
             warm[name]()
+        gc.collect()
         for round_ in range(repeats):
             for name in backends:
                 log(f"batch {batch}: running {name} (round {round_ + 1}/{repeats}) ...")
@@ -153,3 +157,31 @@ def run_generate_bench(
                 )
             )
     return rows
+
+
+def generate_report(
+    rows: list[GenerateBenchRow], *, prompt_bp: int, new_bp: int, dtype: str, repeats: int = 1
+) -> BenchReport:
+    """The rows as the shared table (JSON/Markdown/PNG), with the bp-vs-token cost per batch."""
+    report = BenchReport(
+        name="generate",
+        title=f"generation, {prompt_bp} bp in / {new_bp} bp out, {dtype}, end to end (best of {repeats})",
+        columns=("backend", "batch", "seconds", "bp/s", "× transformers"),
+        rows=[
+            {
+                **r.as_dict(),
+                "bp/s": r.bp_per_s,
+                "× transformers": r.ratio_vs_transformers,
+            }
+            for r in rows
+        ],
+        formats={"seconds": "{:.2f}", "bp/s": "{:,.1f}", "× transformers": "{:.2f}×"},
+    )
+    by_key = {(r.backend, r.batch): r for r in rows}
+    for b in dict.fromkeys(r.batch for r in rows):
+        tok, bp = by_key.get(("hexamer-token", b)), by_key.get(("hexamer-bp", b))
+        if tok and bp:
+            report.notes.append(
+                f"batch {b}: bp-level costs {100 * (tok.bp_per_s / bp.bp_per_s - 1):+.1f}% vs token-level"
+            )
+    return report

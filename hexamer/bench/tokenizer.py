@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from hexamer.bench.report import BenchReport
 from hexamer.tokenizer import CarbonTokenizer
 
 
@@ -122,3 +123,24 @@ def run_tokenizer_bench(
                 row.ratio_vs_peer = peer_rows[row.operation] / row.seconds
         rows.extend(measured)
     return rows
+
+
+def tokenizer_report(rows: list[TokenizerBenchRow], repeats: int) -> BenchReport:
+    """The rows as the shared table (JSON/Markdown/PNG)."""
+    return BenchReport(
+        name="tokenizer",
+        title=f"tokenizer throughput (best of {repeats}; single thread)",
+        columns=("op", "implementation", "bp", "seconds", "Mbp/s", "× per-chunk loop"),
+        rows=[
+            {
+                **r.as_dict(),
+                "op": r.operation,
+                "implementation": r.implementation,
+                "bp": r.n_bp,
+                "Mbp/s": r.mbp_per_s,
+                "× per-chunk loop": r.ratio_vs_peer,
+            }
+            for r in rows
+        ],
+        formats={"bp": "{:,}", "seconds": "{:.4f}", "Mbp/s": "{:,.1f}", "× per-chunk loop": "{:.1f}×"},
+    )

@@ -158,9 +158,17 @@ def generate(
     device: Annotated[
         str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda when present).")
     ] = None,
+    draft: Annotated[
+        str | None,
+        typer.Option("--draft", help="Smaller model with the same tokenizer: speculative decoding."),
+    ] = None,
+    spec_k: Annotated[
+        str, typer.Option("--spec-k", help="6-mers drafted per round: a number or auto.")
+    ] = "auto",
 ) -> None:
     """Continue DNA prompts with the model (exact base counts, bp or token level)."""
     carbon = load_carbon(model, dtype, device, batch_size)
+    spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
     try:
         carbon.check_prompt("<dna>", prefix=prefix, **options)
@@ -189,7 +197,10 @@ def generate(
                         prefix=prefix,
                         on_progress=tick,
                         **options,
+                        **spec_options,
                     )
+                    if spec_total is not None and carbon.last_spec_stats is not None:
+                        spec_total.merge(carbon.last_spec_stats)
                     for row, gen in zip(ok_rows, gens, strict=True):
                         row.update(
                             sequence=gen.sequence,
@@ -207,8 +218,34 @@ def generate(
         raise
     output.close()
     _report(bad)
+    if spec_total is not None:
+        err_console.print(f"speculative decoding: {spec_total.summary()}")
     if out is not None:
         console.print(f"wrote {out}")
+
+
+def _speculative_options(
+    carbon: Carbon, draft: str | None, spec_k: str, dtype: str, device: str | None, batch_size: int
+) -> tuple[dict[str, Any], Any]:
+    """``generate`` options for ``--draft``/``--spec-k`` (empty without a draft) and a stats total."""
+    if draft is None:
+        return {}, None
+    from hexamer.engine.speculative import SpecConfig, SpecStats, check_compatible
+
+    try:
+        SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise typer.BadParameter(f"--spec-k: {exc}") from exc
+    draft_carbon = load_carbon(draft, dtype, device, batch_size)
+    try:
+        check_compatible(carbon, draft_carbon)
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    return {
+        "draft": draft_carbon,
+        "num_speculative": spec_k if spec_k == "auto" else int(spec_k),
+    }, SpecStats()
 
 
 def _generate_chunk(

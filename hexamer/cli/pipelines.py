@@ -27,6 +27,22 @@ def check_plot_path(path: Path) -> None:
         raise typer.BadParameter(f"--plot folder {str(path.parent)!r} does not exist")
 
 
+def connect_server(
+    url: str, model: str | None, api_key: str | None, tokenizer: str | None, top_n: int | None, in_flight: int
+):  # -> RemoteCarbon (imported lazily: the CLI must start fast)
+    """``--server``: a remote scorer, or a clean exit naming what failed."""
+    from hexamer.carbon import Carbon
+    from hexamer.remote import RemoteError
+
+    try:
+        return Carbon.from_server(
+            url, model=model, api_key=api_key, tokenizer=tokenizer, top_n=top_n, max_in_flight=in_flight
+        )
+    except (RemoteError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
 @app.command()
 def vep(
     vcf: Annotated[Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain or bgzipped.")],
@@ -59,6 +75,19 @@ def vep(
         Path | None,
         typer.Option("--plot", help="Also draw the score distribution per variant kind (.png/.svg/.pdf)."),
     ] = None,
+    server: Annotated[
+        str | None, typer.Option(help="Score on a vLLM / SGLang / hexamer server at this URL instead.")
+    ] = None,
+    served_model: Annotated[
+        str | None, typer.Option(help="--server: model name (default: the first).")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="HEXAMER_API_KEY", help="--server: API key.")] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="--server: local Carbon folder or hub id to tokenise with.")
+    ] = None,
+    top_n: Annotated[
+        int | None, typer.Option(min=1, help="--server: log-probabilities per position.")
+    ] = None,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status)."""
     from hexamer.vep import FastaError, VcfInputError
@@ -67,7 +96,13 @@ def vep(
     set_threads(threads)
     if plot is not None:
         check_plot_path(plot)
-    carbon = load_carbon(model, dtype, device, batch_size)
+    if server is not None and model is not None:
+        raise typer.BadParameter("give --model (local) or --server (remote), not both")
+    carbon = (
+        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+        if server is not None
+        else load_carbon(model, dtype, device, batch_size)
+    )
     try:
         with _progress() as progress:
             task = progress.add_task("scoring variants", total=None, rate="")
@@ -95,6 +130,9 @@ def vep(
     except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    finally:
+        if server is not None:
+            carbon.close()
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(result.status_counts.items()))
     console.print(f"wrote {result.output} ({result.n_rows} rows; {counts})")
     if plot is not None:

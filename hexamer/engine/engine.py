@@ -4,7 +4,8 @@
     engine.run([Request(prompt_ids, SamplingParams(max_bp=1000, seed=0)), ...])
 
 Requests are admitted into free cache rows as they free up (continuous batching); each decode step
-advances every running request by one 6-mer.
+advances every running request by one 6-mer (or, for ``mode="text"`` requests, one token of the
+whole vocabulary; both kinds share steps).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass, field
 import torch
 
 from hexamer.engine.kv_manager import CacheManager
+from hexamer.engine.logprobs import logprobs_of
 from hexamer.engine.request import Request, RequestState
 from hexamer.engine.runner import ModelRunner
-from hexamer.engine.sampler import END, sample_next
+from hexamer.engine.sampler import END, sample_next, sample_text
 from hexamer.engine.scheduler import Scheduler
 from hexamer.model import LlamaModel
 from hexamer.tokenizer.layout import DnaLayout
@@ -54,6 +56,8 @@ class Engine:
         self.scheduler = Scheduler(self.cache, prefill_token_budget)
         self.stats = EngineStats()
         self.max_len = model.config.max_position_embeddings
+        #: the requests the latest step advanced (what a streaming server reports after a step)
+        self.last_step_requests: list[Request] = []
 
     def check(self, request: Request) -> None:
         if request.total_len > self.max_len:
@@ -66,22 +70,55 @@ class Engine:
         self.check(request)
         self.scheduler.add(request)
 
+    def cancel(self, request: Request) -> None:
+        """Drop a request (waiting or running); its cache row is free for the next one at once."""
+        self.scheduler.cancel(request)
+
+    def _pick(self, logits: torch.Tensor, requests: list[Request], full: bool) -> list[int]:
+        """Next pick per request: a k-mer index (or END) for DNA modes, a token id for text mode."""
+        if not full:
+            return sample_next(logits, requests, self.layout.k)
+        picks = [0] * len(requests)
+        text = [i for i, r in enumerate(requests) if r.is_text]
+        dna = [i for i, r in enumerate(requests) if not r.is_text]
+        if dna:
+            sel = torch.tensor(dna, device=logits.device)
+            block = logits.index_select(0, sel)[:, self.layout.end_id : self.layout.kmer_stop]
+            for i, v in zip(dna, sample_next(block, [requests[i] for i in dna], self.layout.k), strict=True):
+                picks[i] = v
+        sel = torch.tensor(text, device=logits.device)
+        text_logits = logits.index_select(0, sel)
+        text_reqs = [requests[i] for i in text]
+        chosen = sample_text(text_logits, text_reqs)
+        want = [j for j, r in enumerate(text_reqs) if r.params.logprobs is not None]
+        for j in want:  # raw distribution, before temperature and filters
+            r = text_reqs[j]
+            rec = logprobs_of(text_logits[j : j + 1], torch.tensor([chosen[j]]), r.params.logprobs or 0)
+            r.logprobs.append(rec)
+        for i, v in zip(text, chosen, strict=True):
+            picks[i] = v
+        return picks
+
     def step(self) -> list[Request]:
         """Run one prefill or decode step; returns the requests that finished in it."""
         step = self.scheduler.next_step()
         if step is None:
+            self.last_step_requests = []
             return []
         start = time.perf_counter()
+        full = any(r.is_text for r in step.requests)
         if step.kind == "prefill":
-            logits = self.runner.prefill(step.requests)
+            logits = self.runner.prefill(step.requests, full)
             self.stats.prefill_tokens += sum(len(r.prompt_ids) for r in step.requests)
         else:
             tokens = {r.request_id: self._last_token(r) for r in step.requests}
-            logits = self.runner.decode(step.requests, tokens)
-        picks = sample_next(logits, step.requests, self.layout.k)
+            logits = self.runner.decode(step.requests, tokens, full)
+        picks = self._pick(logits, step.requests, full)
         finished = []
         for req, pick in zip(step.requests, picks, strict=True):
-            if pick == END:
+            if req.is_text:
+                req.append_token(pick)
+            elif pick == END:
                 req.ended_with_tag = True
                 req.finish("end_tag")
             else:
@@ -97,9 +134,12 @@ class Engine:
             self.stats.decode_tokens += len(step.requests)
             self.stats.decode_seconds += elapsed
         self.stats.step_seconds.append(elapsed)
+        self.last_step_requests = step.requests
         return finished
 
     def _last_token(self, req: Request) -> int:
+        if req.is_text:
+            return req.last_token_id
         return self.layout.kmer_start + req.output_kmers[-1]
 
     def run(

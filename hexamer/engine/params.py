@@ -61,9 +61,20 @@ class SamplingParams:
     mask: IUPAC string or ``(n, 4)`` A,C,G,T bool array constraining the first n new bases.
     seed: seeds this request's own random generator, so its output never depends on other requests.
     stop_at_end_tag: token mode only: let the model emit ``</dna>`` and stop there.
+
+    ``mode="text"`` samples over the whole vocabulary (text, tags, 6-mers, EOS), as an
+    OpenAI-style completion server does; it takes ``max_new_tokens`` and the text-only options
+    below, which the DNA modes refuse:
+
+    ignore_eos: keep going past EOS. stop_token_ids: extra ids that end the request (kept in the
+        output). min_tokens: EOS and stop ids are banned until this many tokens exist.
+    top_k / min_p: the usual filters (0 = off). allowed_token_ids: sample only among these ids.
+    logprobs: also record the sampled token's log-probability, rank and the top-N alternatives
+        (raw model distribution, before temperature and filters). prompt_logprobs: the same for
+        every prompt token (one forward over the prompt).
     """
 
-    mode: Literal["bp", "token"] = "bp"
+    mode: Literal["bp", "token", "text"] = "bp"
     temperature: float = 1.0
     top_p: float = 1.0
     max_bp: int | None = None
@@ -71,10 +82,19 @@ class SamplingParams:
     mask: str | np.ndarray | None = field(default=None, compare=False)
     seed: int | None = None
     stop_at_end_tag: bool = False
+    ignore_eos: bool = False
+    stop_token_ids: tuple[int, ...] = ()
+    min_tokens: int = 0
+    top_k: int = 0
+    min_p: float = 0.0
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    allowed_token_ids: tuple[int, ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("bp", "token"):
-            raise ValueError(f"mode must be 'bp' or 'token', got {self.mode!r}")
+        if self.mode not in ("bp", "token", "text"):
+            raise ValueError(f"mode must be 'bp', 'token' or 'text', got {self.mode!r}")
+        self._check_text_options()
         if (
             not isinstance(self.temperature, int | float)
             or not math.isfinite(self.temperature)
@@ -101,6 +121,38 @@ class SamplingParams:
             if len(atcg) > limit:
                 raise ValueError(f"mask covers {len(atcg)} bases but only {limit} will be generated")
             object.__setattr__(self, "_mask_atcg", atcg)
+
+    def _check_text_options(self) -> None:
+        defaults = {
+            "ignore_eos": False, "stop_token_ids": (), "min_tokens": 0, "top_k": 0, "min_p": 0.0,
+            "logprobs": None, "prompt_logprobs": None, "allowed_token_ids": None,
+        }  # fmt: skip
+        if self.mode != "text":
+            used = [name for name, value in defaults.items() if getattr(self, name) != value]
+            if used:
+                raise ValueError(f"{', '.join(used)} only apply to mode='text'")
+            return
+        if self.max_bp is not None or self.mask is not None or self.stop_at_end_tag:
+            raise ValueError("mode='text' takes max_new_tokens (no max_bp, mask or stop_at_end_tag)")
+        for name in ("min_tokens", "top_k"):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < (-1 if name == "top_k" else 0)
+            ):
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if not isinstance(self.min_p, int | float) or not 0 <= self.min_p <= 1:
+            raise ValueError(f"min_p must lie in [0, 1], got {self.min_p!r}")
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+        if self.allowed_token_ids is not None:
+            if not self.allowed_token_ids:
+                raise ValueError("allowed_token_ids must not be empty")
+            object.__setattr__(self, "allowed_token_ids", tuple(int(t) for t in self.allowed_token_ids))
 
     @property
     def greedy(self) -> bool:

@@ -17,6 +17,25 @@ from hexamer.tokenizer.layout import BASES
 _ids = itertools.count()
 
 
+@dataclass
+class TokenLogprobs:
+    """Log-probabilities of a run of tokens under the raw model distribution (mode="text").
+
+    Row i: ``logprob[i]`` of the token at that position, its 1-based ``rank`` in the vocabulary
+    (tokens with a log-probability at least as high), and the ``top_ids``/``top_logprobs`` of the
+    N most likely tokens (N columns, best first; N may be 0).
+    """
+
+    token_ids: np.ndarray
+    logprob: np.ndarray
+    rank: np.ndarray
+    top_ids: np.ndarray
+    top_logprobs: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
 class RequestState(Enum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -42,10 +61,29 @@ class Request:
     output_kmers: list[int] = field(default_factory=list)  # k-mer indices (id - kmer_start)
     finish_reason: str | None = None
     ended_with_tag: bool = False
+    #: mode="text": ids that end the request unless ``params.ignore_eos`` (the model's EOS ids)
+    eos_token_ids: tuple[int, ...] = ()
+    #: mode="text": every generated id (EOS/stop ids included), per-token logprob records, what
+    #: stopped it (a stop token id) and the prompt's logprobs when asked for
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprobs] = field(default_factory=list)
+    stop_reason: int | None = None
+    prompt_logprobs: TokenLogprobs | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
             raise ValueError("a request needs at least one prompt token")
+        if self.params.mode == "text":
+            if self.forced:
+                raise ValueError("mode='text' requests take no forced bases")
+            self.n_tokens = int(self.params.max_new_tokens or 0)
+            self._constraint = np.ones((0, 4), dtype=bool)
+            self._constrained_tokens: set[int] = set()
+            p = self.params
+            self.generator = torch.Generator().manual_seed(
+                p.seed if p.seed is not None else secrets.randbits(63)
+            )
+            return
         if any(b not in BASES for b in self.forced) or len(self.forced) >= self.k:
             raise ValueError(f"forced prefix must be fewer than {self.k} of A/C/G/T, got {self.forced!r}")
         p = self.params
@@ -74,8 +112,36 @@ class Request:
         return len(self.prompt_ids) + self.n_tokens
 
     @property
+    def is_text(self) -> bool:
+        return self.params.mode == "text"
+
+    @property
     def n_generated(self) -> int:
-        return len(self.output_kmers)
+        return len(self.output_ids) if self.is_text else len(self.output_kmers)
+
+    @property
+    def last_token_id(self) -> int:
+        """Id of the newest token (text mode), to feed back in the next decode step."""
+        return self.output_ids[-1]
+
+    def banned_now(self) -> tuple[int, ...]:
+        """Text mode: ids that may not be sampled yet (EOS and stop ids before ``min_tokens``)."""
+        p = self.params
+        if self.n_generated >= p.min_tokens:
+            return ()
+        return (*(() if p.ignore_eos else self.eos_token_ids), *p.stop_token_ids)
+
+    def append_token(self, token_id: int) -> None:
+        """Text mode: record one sampled id and finish on a stop id, EOS or the length limit."""
+        token_id = int(token_id)
+        self.output_ids.append(token_id)
+        if token_id in self.params.stop_token_ids:
+            self.stop_reason = token_id
+            self.finish("stop")
+        elif not self.params.ignore_eos and token_id in self.eos_token_ids:
+            self.finish("stop")
+        elif self.n_generated >= self.n_tokens:
+            self.finish("length")
 
     @property
     def last_token_index(self) -> int:

@@ -2,7 +2,9 @@
 
 Inside a DNA region only the 6-mer rows of the LM head matter (plus ``</dna>``), so the runner asks
 the model for the contiguous block ``</dna>, <oov>, 6-mers`` — a view of the head, no copy — which
-skips ~97% of Carbon's 155,776-row output matmul on every decode step.
+skips ~97% of Carbon's 155,776-row output matmul on every decode step. A step that holds a
+text-mode request (whole-vocabulary sampling) asks for the full head instead, for every row; the
+engine then hands DNA rows their block of it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from hexamer.engine.kv_manager import CacheManager
+from hexamer.engine.logprobs import prompt_logprobs
 from hexamer.engine.request import Request
 from hexamer.model import LlamaModel
 from hexamer.tokenizer.layout import DnaLayout
@@ -47,12 +50,17 @@ class ModelRunner:
             return logits
         return logits[:, self.layout.end_id : self.layout.kmer_stop]
 
-    def _vocab_rows(self) -> tuple[int, int] | None:
-        return (self.layout.end_id, self.layout.kmer_stop) if self.dna_only_logits else None
+    def _vocab_rows(self, full: bool = False) -> tuple[int, int] | None:
+        return (self.layout.end_id, self.layout.kmer_stop) if self.dna_only_logits and not full else None
+
+    def _logits(self, logits: torch.Tensor, full: bool) -> torch.Tensor:
+        return logits if full else self._dna_logits(logits)
 
     @torch.inference_mode()
-    def prefill(self, requests: list[Request]) -> torch.Tensor:
-        """Run the prompts of newly admitted requests into their rows; logits of their last token."""
+    def prefill(self, requests: list[Request], full: bool = False) -> torch.Tensor:
+        """Run the prompts of newly admitted requests into their rows; logits of their last token
+        (the DNA block, or the whole vocabulary with ``full``). Requests asking for prompt
+        logprobs get them here, from the same forward."""
         cache = self.cache.cache
         assert cache is not None
         device = self.model.device
@@ -64,19 +72,28 @@ class ModelRunner:
             ids[i, width - lengths[i] :] = torch.tensor(r.prompt_ids)
             mask[i, width - lengths[i] :] = True
         rows = [r.row for r in requests]
+        want = [r.is_text and r.params.prompt_logprobs is not None for r in requests]
         out = self.model(
             ids.to(device),
             kv_cache=cache,
             attention_mask=None if min(lengths) == width else mask.to(device),
             cache_rows=None if rows == list(range(cache.batch_size)) else rows,
             logits_at="last",
-            vocab_rows=self._vocab_rows(),
+            vocab_rows=self._vocab_rows(full),
+            return_hidden=any(want),
         )
-        return self._dna_logits(out.logits)
+        for i, r in enumerate(requests):
+            if want[i]:
+                assert out.hidden is not None
+                hidden = out.hidden[i, width - lengths[i] : width - 1]
+                r.prompt_logprobs = prompt_logprobs(
+                    self.model, hidden, r.prompt_ids, r.params.prompt_logprobs or 0
+                )
+        return self._logits(out.logits, full)
 
     @torch.inference_mode()
-    def decode(self, requests: list[Request], tokens: dict[int, int]) -> torch.Tensor:
-        """One decode step; logits per request.
+    def decode(self, requests: list[Request], tokens: dict[int, int], full: bool = False) -> torch.Tensor:
+        """One decode step; logits per request (the DNA block, or everything with ``full``).
 
         When most rows are busy, every cache row runs (idle ones masked): at decode batch sizes an
         extra row costs almost nothing and the cache need not be gathered. When most rows are idle
@@ -94,9 +111,9 @@ class ModelRunner:
                 kv_cache=cache,
                 cache_rows=[r.row for r in ordered],
                 logits_at="last",
-                vocab_rows=self._vocab_rows(),
+                vocab_rows=self._vocab_rows(full),
             )
-            logits = self._dna_logits(out.logits)
+            logits = self._logits(out.logits, full)
             position = {r.request_id: i for i, r in enumerate(ordered)}
             return logits[torch.tensor([position[r.request_id] for r in requests], device=logits.device)]
         ids = torch.full((n, 1), self.pad_id, dtype=torch.int64)
@@ -105,22 +122,24 @@ class ModelRunner:
             ids[r.row, 0] = tokens[r.request_id]
             live[r.row, 0] = True
         if self.static_decode:
-            return self._decode_static(requests, ids, live[:, 0])
+            return self._decode_static(requests, ids, live[:, 0], full)
         all_live = bool(live.all())
         out = self.model(
             ids.to(device),
             kv_cache=cache,
             attention_mask=None if all_live else live.to(device),
             logits_at="last",
-            vocab_rows=self._vocab_rows(),
+            vocab_rows=self._vocab_rows(full),
         )
         if not all_live:
             idle = [i for i in range(n) if not live[i, 0]]
             cache.reset(idle)
-        logits = self._dna_logits(out.logits)
+        logits = self._logits(out.logits, full)
         return logits[torch.tensor([r.row for r in requests], device=logits.device)]
 
-    def _decode_static(self, requests: list[Request], ids: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+    def _decode_static(
+        self, requests: list[Request], ids: torch.Tensor, live: torch.Tensor, full: bool = False
+    ) -> torch.Tensor:
         cache = self.cache.cache
         assert cache is not None
         device = self.model.device
@@ -130,10 +149,10 @@ class ModelRunner:
         positions = cache.num_real_tokens()[:, None]
         cache.lengths += 1
         logits = self._decode_fn(
-            ids.to(device), positions, slots.to(device), live.to(device), cache, self._vocab_rows()
+            ids.to(device), positions, slots.to(device), live.to(device), cache, self._vocab_rows(full)
         )
         idle = (~live).nonzero().flatten().tolist()
         if idle:
             cache.reset(idle)
-        logits = self._dna_logits(logits)
+        logits = self._logits(logits, full)
         return logits[torch.tensor([r.row for r in requests], device=logits.device)]

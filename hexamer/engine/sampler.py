@@ -100,3 +100,61 @@ def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> li
         for i, v in zip(rows, values, strict=True):
             result[i] = v
     return result
+
+
+def _text_filter(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
+    if top_k > 0 and top_k < probs.shape[-1]:
+        kth = torch.topk(probs, top_k, dim=-1).values[:, -1:]
+        probs = torch.where(probs >= kth, probs, 0.0)
+    if min_p > 0:
+        probs = torch.where(probs >= min_p * probs.amax(-1, keepdim=True), probs, 0.0)
+    if top_p < 1:
+        probs = torch.where(nucleus_mask(probs, top_p), probs, 0.0)
+    return probs
+
+
+def _text_bans(reqs: list[Request], vocab: int, device: torch.device) -> torch.Tensor | None:
+    """``(G, V)`` True where a token may not be sampled now, or None when nothing is banned."""
+    banned = None
+    for i, r in enumerate(reqs):
+        allowed = r.params.allowed_token_ids
+        ban_now = r.banned_now()
+        if allowed is None and not ban_now:
+            continue
+        if banned is None:
+            banned = torch.zeros((len(reqs), vocab), dtype=torch.bool)
+        if allowed is not None:
+            banned[i] = True
+            banned[i, torch.tensor(allowed, dtype=torch.int64)] = False
+        if ban_now:
+            banned[i, torch.tensor(ban_now, dtype=torch.int64)] = True
+    return None if banned is None else banned.to(device)
+
+
+def sample_text(logits: torch.Tensor, requests: list[Request]) -> list[int]:
+    """Next token id for text-mode requests from whole-vocabulary ``logits`` ``(B, V)``.
+
+    Greedy at temperature 0; otherwise softmax at the temperature, then top-k, min-p and top-p,
+    and one uniform from each request's own generator (so a request's draw never depends on its
+    batch). Banned ids (``allowed_token_ids``, EOS before ``min_tokens``) are never picked.
+    """
+    result: list[int] = [0] * len(requests)
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, r in enumerate(requests):
+        p = r.params
+        groups[(p.temperature, p.top_p, p.top_k, p.min_p)].append(i)
+    for (temperature, top_p, top_k, min_p), rows in groups.items():
+        reqs = [requests[i] for i in rows]
+        x = logits.index_select(0, torch.tensor(rows, device=logits.device)).to(torch.float32)
+        banned = _text_bans(reqs, x.shape[-1], x.device)
+        if banned is not None:
+            x = x.masked_fill(banned, -torch.inf)
+        if temperature == 0:
+            values = x.argmax(-1).tolist()
+        else:
+            probs = _text_filter(torch.softmax(x / temperature, dim=-1), top_k, top_p, min_p)
+            u = torch.cat([_uniform(r) for r in reqs]).to(probs.device)
+            values = sample_from_probs(probs, u).tolist()
+        for i, v in zip(rows, values, strict=True):
+            result[i] = int(v)
+    return result

@@ -37,10 +37,23 @@ class Scheduler:
         """Prefill first (new requests start as soon as a row frees up), else decode all running."""
         admitted: list[Request] = []
         budget = self.prefill_token_budget
+        cache = self.cache.cache
+        max_len = cache.max_len if cache is not None else None
+        width = 0
         while self.waiting:
             req = self.waiting[0]
             cost = len(req.prompt_ids)
             if admitted and cost > budget:
+                break
+            # prompts are left-padded to the longest one and padding takes cache slots: a short
+            # prompt with a long output must not share a prefill with a long prompt if that would
+            # overflow its row (it is admitted in the next step instead)
+            new_width = max(width, cost)
+            if (
+                admitted
+                and max_len is not None
+                and any(new_width + r.n_tokens > max_len for r in (*admitted, req))
+            ):
                 break
             row = self.cache.allocate()
             if row is None:
@@ -50,6 +63,7 @@ class Scheduler:
             req.state = RequestState.RUNNING
             admitted.append(req)
             budget -= cost
+            width = new_width
         if admitted:
             self.running.extend(admitted)
             return Step("prefill", admitted)

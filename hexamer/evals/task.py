@@ -34,6 +34,9 @@ class EvalContext:
     level: Level = "token"
     batch_size: int = 16
     options: Mapping[str, Any] = field(default_factory=dict)  # task options, e.g. {"window": 8192}
+    notes: list[str] = field(
+        default_factory=list
+    )  # tasks add remarks for the report (e.g. a clipped context)
 
 
 class Task(ABC):
@@ -47,6 +50,20 @@ class Task(ABC):
     expected_columns: ClassVar[Mapping[str, str]] = {}
     #: published reference numbers: model -> {metric: value (fraction, not %)}
     reference: ClassVar[Mapping[str, Mapping[str, float]]] = {}
+    #: where ``hexamer eval --suite all --data-root DATA`` looks for this task's data: paths relative
+    #: to DATA (files or folders, the public dataset's own names), the first that exists is used
+    data_candidates: ClassVar[tuple[str, ...]] = ()
+    #: metric name -> key in the published script's summary JSON (e.g. ``"auroc": "AUROC"``); a
+    #: metric ``"a.b"`` is nested as ``{"A": {"b": ...}}`` when ``"a"`` is mapped to ``"A"``
+    summary_keys: ClassVar[Mapping[str, str]] = {}
+    #: task options and their defaults (``hexamer eval --option key=value``); when set, only these
+    #: keys reach the task and the cache key, other keys given on the command line are ignored
+    default_options: ClassVar[Mapping[str, Any]] = {}
+
+    def configure(self, options: Mapping[str, Any]) -> None:
+        """Called by the runner with the task's options before :meth:`load` (e.g. which split to
+        read); the same options reach :meth:`score` through :attr:`EvalContext.options`."""
+        self.configured_options = dict(options)
 
     @abstractmethod
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:

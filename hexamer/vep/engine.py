@@ -365,9 +365,10 @@ class _Runner:
         self.carbon = carbon
         self.reference = reference
         self.s = settings
-        self.naive = naive
+        remote = getattr(carbon, "is_remote", False)  # hexamer.remote: per-window/per-site calls only
+        self.naive = naive or remote
         self.layout = carbon.layout
-        self.device = carbon.model.device
+        self.device = torch.device("cpu") if remote else carbon.model.device
         self.rows = (self.layout.kmer_start, self.layout.kmer_stop)
 
     # ------------------------------------------------------------ window
@@ -375,6 +376,10 @@ class _Runner:
         recipe = self.s.recipe
         windows = [site.windows(self.reference) for site in sites]
         if self.naive:
+            prefetch = getattr(self.carbon, "prefetch_windows", None)  # remote: all windows concurrently
+            if prefetch is not None:
+                flips = [reverse_complement] if self.s.rc_average else []
+                prefetch([f(x) for ref, alts in windows for x in [ref, *alts] for f in [str, *flips]])
             return [
                 _row(v, recipe, "ok", naive_window_score(self.carbon, ref, w, rc_average=self.s.rc_average))
                 for site, (ref, alts) in zip(sites, windows, strict=True)
@@ -474,6 +479,9 @@ class _Runner:
         recipe = self.s.recipe
         out: list[Row] = []
         if self.naive:
+            prefetch = getattr(self.carbon, "prefetch_next_base", None)  # remote: all sites concurrently
+            if prefetch is not None:
+                prefetch([self.reference.fetch(g.contig, g.start, p0) for g in groups for p0 in g.sites])
             for g in groups:
                 for p0 in sorted(g.sites):
                     ctx = self.reference.fetch(g.contig, g.start, p0)

@@ -119,6 +119,9 @@ def window_ll(carbon: Carbon, seq: str) -> float:
     taken in float64: in float32 each term carries ~1e-6 of rounding (a logsumexp of ~7 minus
     another), which over an 8 kb window adds up to ~1e-4 in a difference of two LLs.
     """
+    remote = getattr(carbon, "window_ll", None)  # hexamer.remote computes it from server log-probs
+    if remote is not None:
+        return float(remote(seq))
     ids, start, targets, n_real, _ = carbon._dna_inputs(seq, "", 0)
     logits = carbon._kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
     return bp_log_likelihood(logits, targets, n_real)
@@ -199,6 +202,10 @@ def naive_next_base_scores(carbon: Carbon, context: str, ref: str, alts: Sequenc
     layout = carbon.layout
     if len(context) % layout.k:
         raise ValueError(f"context of {len(context)} bp is not a whole number of {layout.k}-mers")
+    remote = getattr(carbon, "next_base_log_marginals", None)  # hexamer.remote: from server log-probs
+    if remote is not None:
+        first = remote(context)
+        return [float(first[BASE_INDEX[ref]] - first[BASE_INDEX[alt]]) for alt in alts]
     ids = [layout.begin_id, *encode_kmers(context, layout).tolist()]
     out = []
     for alt in alts:

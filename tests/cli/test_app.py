@@ -78,7 +78,7 @@ def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
-    rows = json.loads(out.read_text())
+    rows = json.loads(out.read_text())["rows"]  # a hexamer.bench.report.BenchReport
     assert {r["n_bp"] for r in rows} == {6000, 10000}
     assert all(r["mbp_per_s"] > 0 for r in rows)
     bad = runner.invoke(app, ["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "abc"])

@@ -1,0 +1,327 @@
+"""``hexamer bench serve``: the published serving workload against any OpenAI-compatible server.
+
+The shape of the Carbon serving runs (``vllm bench serve --endpoint /v1/completions``): N prompts of
+random DNA (``<dna>`` + random 6-mers, sent as token ids so every prompt has exactly the asked
+length), a fixed number of new tokens per request with ``ignore_eos`` (so every request generates
+all of them), greedy decoding, all requests sent at once or at a Poisson rate, at most C in flight.
+Every request is streamed, and the summary has the figures ``vllm bench serve`` prints: request and
+token throughput, TTFT (time to first token), TPOT (time per output token after the first:
+``(latency - TTFT) / (output tokens - 1)``), ITL (time between streamed chunks) and end-to-end
+latency, each as mean, median and p99 in ms; plus bp/s = output tok/s x 6 (one 6-mer per token).
+
+Defaults reproduce the published orchestrator (``run_serving_benchmarks.py``): 16 prompts, 1,000 bp
+of context (the last 996 bp: 166 6-mers after ``<dna>`` = 167 prompt tokens) and 1,000 bp out
+(167 tokens), temperature 0. ``input_len``/``output_len`` set token counts directly (the A10
+runs of seed 002: 2,048 in, 8,192 out, 256 prompts, concurrency 12).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hexamer.bench.report import BenchReport
+from hexamer.remote.http import Connection
+
+QUICK = {"num_prompts": 8, "input_bp": 60, "output_bp": 60, "max_concurrency": 4}
+
+
+@dataclass
+class RequestResult:
+    """Timings of one streamed request (seconds)."""
+
+    ok: bool
+    prompt_len: int
+    output_len: int = 0
+    ttft: float = 0.0
+    latency: float = 0.0
+    itls: list[float] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class Workload:
+    prompts: list[list[int]]
+    output_len: int
+
+    @property
+    def input_len(self) -> int:
+        return len(self.prompts[0])
+
+
+def random_prompts(num_prompts: int, input_len: int, layout: Any, seed: int) -> list[list[int]]:
+    """``<dna>`` + ``input_len - 1`` random 6-mer ids per prompt (a fixed seed: the same prompts
+    for every server compared)."""
+    if input_len < 2:
+        raise ValueError(f"input length must be at least 2 tokens (<dna> + one 6-mer), got {input_len}")
+    rng = np.random.default_rng(seed)
+    kmers = rng.integers(layout.kmer_start, layout.kmer_stop, size=(num_prompts, input_len - 1))
+    return [[layout.begin_id, *row.tolist()] for row in kmers]
+
+
+def token_lengths(input_bp: int, output_bp: int, k: int = 6) -> tuple[int, int]:
+    """The orchestrator's rule: the last floor(in/k) whole k-mers after ``<dna>``; ceil(out/k) new."""
+    if input_bp < k or output_bp < 1:
+        raise ValueError(f"need input_bp >= {k} and output_bp >= 1, got {input_bp} and {output_bp}")
+    return 1 + input_bp // k, -(-output_bp // k)
+
+
+async def _one(conn: Connection, body: dict[str, Any]) -> RequestResult:
+    result = RequestResult(ok=False, prompt_len=len(body["prompt"]))
+    start = time.perf_counter()
+    last = start
+    chunks = 0
+    usage: int | None = None
+    try:
+        async for event in conn.stream_events("/v1/completions", body):
+            now = time.perf_counter()
+            if isinstance(event.get("usage"), dict) and event["usage"].get("completion_tokens") is not None:
+                usage = int(event["usage"]["completion_tokens"])
+            if event.get("object") == "error" or "error" in event:  # an error sent inside the stream
+                detail = event.get("error", event)
+                raise RuntimeError(str(detail.get("message", detail) if isinstance(detail, dict) else detail))
+            if not event.get("choices"):  # the usage-only chunk; a token's text may be "" (partial UTF-8)
+                continue
+            if chunks == 0:
+                result.ttft = now - start
+            else:
+                result.itls.append(now - last)
+            last = now
+            chunks += 1
+        result.latency = time.perf_counter() - start
+        result.output_len = usage if usage is not None else chunks
+        result.ok = chunks > 0
+        if not result.ok:
+            result.error = "the stream carried no token"
+    except Exception as exc:  # a failed request is counted, never fatal
+        result.error = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+async def _run(
+    conn: Connection,
+    model: str,
+    work: Workload,
+    *,
+    temperature: float,
+    request_rate: float,
+    seed: int,
+    log: Callable[[str], None],
+) -> tuple[list[RequestResult], float]:
+    def body(prompt: list[int], max_tokens: int) -> dict[str, Any]:
+        return {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    warm = await _one(conn, body(work.prompts[0], min(4, work.output_len)))
+    if not warm.ok:
+        raise RuntimeError(f"the warm-up request to {conn.url('/v1/completions')} failed: {warm.error}")
+    rng = random.Random(seed)
+    tasks = []
+    start = time.perf_counter()
+    for prompt in work.prompts:
+        tasks.append(asyncio.create_task(_one(conn, body(prompt, work.output_len))))
+        if math.isfinite(request_rate):
+            await asyncio.sleep(rng.expovariate(request_rate))
+    results = []
+    for done in asyncio.as_completed(tasks):
+        results.append(await done)
+        if len(results) % max(1, len(tasks) // 4) == 0:
+            log(f"{len(results)}/{len(tasks)} requests done")
+    return results, time.perf_counter() - start
+
+
+def _ms(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "median": None, "p99": None}
+    arr = np.asarray(values) * 1000
+    return {"mean": float(arr.mean()), "median": float(np.median(arr)), "p99": float(np.percentile(arr, 99))}
+
+
+def summarize(results: list[RequestResult], duration: float, k: int = 6) -> dict[str, Any]:
+    """vLLM's summary keys (``request_throughput``, ``mean_ttft_ms``, ``p99_itl_ms``, ...) + bp/s."""
+    ok = [r for r in results if r.ok]
+    total_in = sum(r.prompt_len for r in ok)
+    total_out = sum(r.output_len for r in ok)
+    summary: dict[str, Any] = {
+        "completed": len(ok),
+        "failed": len(results) - len(ok),
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": len(ok) / duration,
+        "output_throughput": total_out / duration,
+        "total_token_throughput": (total_in + total_out) / duration,
+        "output_bp_throughput": total_out * k / duration,
+    }
+    tpots = [(r.latency - r.ttft) / (r.output_len - 1) for r in ok if r.output_len > 1]
+    series = {
+        "ttft": [r.ttft for r in ok],
+        "tpot": tpots,
+        "itl": [x for r in ok for x in r.itls],
+        "e2el": [r.latency for r in ok],
+    }
+    for name, values in series.items():
+        for stat, value in _ms(values).items():
+            summary[f"{stat}_{name}_ms"] = value
+    errors = [r.error for r in results if not r.ok and r.error]
+    summary["first_error"] = errors[0] if errors else None
+    return summary
+
+
+_ROWS = [
+    ("Successful requests", "completed"),
+    ("Failed requests", "failed"),
+    ("Benchmark duration (s)", "duration"),
+    ("Total input tokens", "total_input_tokens"),
+    ("Total generated tokens", "total_output_tokens"),
+    ("Request throughput (req/s)", "request_throughput"),
+    ("Output token throughput (tok/s)", "output_throughput"),
+    ("Total token throughput (tok/s)", "total_token_throughput"),
+    ("Output throughput (bp/s)", "output_bp_throughput"),
+]
+_LATENCIES = [("TTFT (ms)", "ttft"), ("TPOT (ms)", "tpot"), ("ITL (ms)", "itl"), ("E2E latency (ms)", "e2el")]
+
+
+def build_report(summary: dict[str, Any], title: str, notes: list[str]) -> BenchReport:
+    report = BenchReport(
+        name="serve",
+        title=title,
+        columns=["metric", "value", "mean", "median", "p99"],
+        formats={"mean": "{:,.2f}", "median": "{:,.2f}", "p99": "{:,.2f}"},
+        notes=notes,
+    )
+    for label, key in _ROWS:
+        value = summary[key]
+        report.rows.append({"metric": label, "key": key, "value": value})
+    for label, key in _LATENCIES:
+        report.rows.append(
+            {
+                "metric": label,
+                "key": key,
+                **{stat: summary[f"{stat}_{key}_ms"] for stat in ("mean", "median", "p99")},
+            }
+        )
+    return report
+
+
+def latency_plot(report: BenchReport, path: Path) -> Path:
+    """Grouped bars: mean / median / p99 of TTFT, TPOT, ITL and E2E latency (ms, log scale)."""
+    long = BenchReport(name="serve-latency", title=report.title, columns=["metric", "stat", "ms"])
+    for row in report.rows:
+        if "mean" in row:
+            for stat in ("mean", "median", "p99"):
+                long.rows.append(
+                    {"metric": row["metric"].replace(" (ms)", ""), "stat": stat, "ms": row[stat]}
+                )
+    return long.plot(path, x="metric", y="ms", group="stat", log_y=True)
+
+
+@contextlib.contextmanager
+def _target(
+    url: str | None, model: str | None, quick: bool, settings: dict[str, Any]
+) -> Iterator[tuple[str, str]]:
+    """(base URL, what it is): the given server, or hexamer's own started in this process."""
+    if url is not None:
+        if model is not None:
+            raise ValueError("give --url (a running server) or --model (start hexamer's), not both")
+        yield url, "remote server"
+        return
+    from hexamer.server.testing import serve_in_thread
+
+    if model is None:
+        from hexamer.cli.app import builtin_tiny_model, default_model
+
+        model = str(builtin_tiny_model() if quick else default_model()[0])
+    with serve_in_thread(model, **settings) as local_url:
+        yield local_url, f"hexamer server in this process ({Path(model).name})"
+
+
+def run_serve_bench(
+    *,
+    url: str | None = None,
+    model: str | None = None,
+    served_model: str | None = None,
+    api_key: str | None = None,
+    tokenizer: str | None = None,
+    num_prompts: int = 16,
+    input_bp: int = 1000,
+    output_bp: int = 1000,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    max_concurrency: int | None = None,
+    request_rate: float = math.inf,
+    temperature: float = 0.0,
+    seed: int = 0,
+    quick: bool = False,
+    server_settings: dict[str, Any] | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> BenchReport:
+    """Run the workload against ``url`` (or hexamer's server for ``model``, started here) and return
+    the summary. ``quick``: 8 prompts of 60 bp in / 60 bp out, 4 at a time (seconds on a tiny model)."""
+    from hexamer.remote.client import _load_tokenizer
+    from hexamer.remote.protocol import detect
+
+    if quick:
+        num_prompts = min(num_prompts, QUICK["num_prompts"])
+        input_bp, output_bp = QUICK["input_bp"], QUICK["output_bp"]
+        max_concurrency = max_concurrency or QUICK["max_concurrency"]
+    if num_prompts < 1:
+        raise ValueError(f"num_prompts must be >= 1, got {num_prompts}")
+    if not (request_rate > 0):
+        raise ValueError(f"request_rate must be > 0 (inf = all at once), got {request_rate}")
+    concurrency = min(max_concurrency or num_prompts, num_prompts)
+    settings = {"max_num_seqs": max(concurrency, 1), **(server_settings or {})}
+    with _target(url, model, quick, settings) as (base, what):
+        conn = Connection(base, api_key=api_key, max_in_flight=concurrency, max_retries=0, timeout=3600)
+        try:
+            info = conn.run(detect(conn))
+            name = served_model or (info.models[0] if info.models else None)
+            if name is None:
+                raise ValueError(f"{base}/v1/models lists no model; pass --served-model")
+            tok, _ = _load_tokenizer(tokenizer, info, name)
+            k = tok.layout.k
+            in_len, out_len = token_lengths(input_bp, output_bp, k)
+            in_len, out_len = input_len or in_len, output_len or out_len
+            work = Workload(random_prompts(num_prompts, in_len, tok.layout, seed), out_len)
+            log(
+                f"{what} at {base} ({info.backend}): {num_prompts} prompts, {in_len} in / {out_len} out tokens"
+            )
+            results, duration = conn.run(
+                _run(conn, name, work, temperature=temperature, request_rate=request_rate, seed=seed, log=log)
+            )
+        finally:
+            conn.close()
+    summary = summarize(results, duration, k)
+    rate = "all at once" if not math.isfinite(request_rate) else f"Poisson {request_rate:g} req/s"
+    shown = Path(name).name if Path(name).is_absolute() else name  # a local folder: its name only
+    title = (
+        f"serving: {shown} on {info.backend} — {num_prompts} prompts × {in_len} in / {out_len} out tokens, "
+        f"≤{concurrency} in flight, {rate}"
+    )
+    notes = [
+        f"target: {what} at {base}; streamed /v1/completions, ignore_eos, temperature {temperature:g}, "
+        f"random <dna> + 6-mer prompts (seed {seed})",
+        f"bp/s = output tok/s × {k} (one {k}-mer per token); TPOT = (latency − TTFT) / (tokens − 1); "
+        "ITL = gap between streamed chunks",
+    ]
+    if url is None:
+        notes.append("the load generator shares this process and its CPU cores with the server")
+    if summary["failed"]:
+        notes.append(f"{summary['failed']} requests failed; first error: {summary['first_error']}")
+    return build_report(summary, title, notes)

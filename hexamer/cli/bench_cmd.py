@@ -1,0 +1,310 @@
+"""``hexamer bench tokenizer|generate|throughput|fns|roofline|all``: parse options, run, print, save.
+
+Every table goes through :class:`hexamer.bench.report.BenchReport`: printed with rich, and on request
+written as JSON (``--json``), plotted (``--plot``) or both into a folder (``--out``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hexamer.cli.app import ModelOption, bench_app, cache_dir, console, load_tokenizer
+
+if TYPE_CHECKING:
+    from hexamer.bench.report import BenchReport
+
+ShapeOption = Annotated[str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")]
+DtypeOption = Annotated[str, typer.Option(help="float32 or bfloat16, used by every backend.")]
+BenchModelOption = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
+]
+JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the table as JSON here.")]
+PlotOption = Annotated[Path | None, typer.Option("--plot", help="Also write a PNG bar chart here.")]
+ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
+
+
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(f"{option} must be integers separated by commas, got {text!r}") from exc
+    if not values or min(values) < 1:
+        raise typer.BadParameter(f"{option} needs at least one positive integer, got {text!r}")
+    return values
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in ("float32", "bfloat16"):
+        raise typer.BadParameter("--dtype must be float32 or bfloat16")
+
+
+def _threads(threads: int) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def bench_folder(model: str | None, shape: str, dtype: str) -> str:
+    """``--model`` as given, else a cached random-weight folder of ``--shape`` with the real vocabulary."""
+    if model is not None:
+        return model
+    from hexamer.bench.generate import bench_model_folder
+    from hexamer.testing import SHAPES
+
+    if shape not in SHAPES:
+        raise typer.BadParameter(f"--shape must be one of {sorted(SHAPES)}")
+    console.print(f"[dim]building/using a random-weight {shape} model with the real Carbon vocabulary[/dim]")
+    return str(bench_model_folder(shape, cache_dir(), dtype))
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]{msg}[/dim]", highlight=False)
+
+
+def emit(report: BenchReport, json_out: Path | None, plot_out: Path | None, **plot: Any) -> None:
+    """Print the table; write JSON and the plot where asked."""
+    from hexamer.bench.report import print_report
+
+    print_report(report, console)
+    if json_out is not None:
+        report.write_json(json_out)
+        console.print(f"wrote {json_out}")
+    if plot_out is not None:
+        from hexamer.bench.run_all import PLOTS
+
+        report.plot(plot_out, **(plot or PLOTS[report.name]))
+        console.print(f"wrote {plot_out}")
+
+
+@bench_app.command("tokenizer")
+def bench_tokenizer(
+    model: ModelOption = None,
+    sizes: Annotated[str, typer.Option(help="Comma-separated sequence lengths in bp.")] = "1000000,100000000",
+    repeats: Annotated[int, typer.Option(min=1, help="Runs per case; the best is reported.")] = 3,
+    json_out: JsonOption = None,
+    plot_out: PlotOption = None,
+) -> None:
+    """DNA encode/decode throughput (Mbp/s), with the official per-chunk algorithm as the peer."""
+    from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
+
+    try:
+        size_list = [int(float(s)) for s in sizes.split(",") if s.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"--sizes must be numbers separated by commas, got {sizes!r}") from exc
+    if not size_list or min(size_list) <= 0:
+        raise typer.BadParameter("--sizes needs at least one positive length")
+    tok = load_tokenizer(model)
+    rows = run_tokenizer_bench(tok, size_list, repeats=repeats)
+    emit(tokenizer_report(rows, repeats), json_out, plot_out)
+
+
+@bench_app.command("generate")
+def bench_generate(
+    model: BenchModelOption = None,
+    shape: ShapeOption = "500m",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "16,1",
+    prompt_bp: Annotated[int, typer.Option(min=6)] = 1080,
+    new_bp: Annotated[int, typer.Option(min=1)] = 1080,
+    dtype: DtypeOption = "float32",
+    backends: Annotated[
+        str, typer.Option(help="Comma-separated: hexamer-token, hexamer-bp, transformers.")
+    ] = "hexamer-token,hexamer-bp,transformers",
+    hf_static_cache: Annotated[bool, typer.Option(help="Run transformers with its static cache.")] = False,
+    repeats: Annotated[int, typer.Option(min=1, help="Rounds; each backend keeps its best time.")] = 1,
+    json_out: JsonOption = None,
+    plot_out: PlotOption = None,
+) -> None:
+    """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
+    from hexamer.bench.generate import generate_report, run_generate_bench
+
+    known = {"hexamer-token", "hexamer-bp", "transformers"}
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    if not chosen or not set(chosen) <= known:
+        raise typer.BadParameter(f"--backends must be a comma-separated subset of {sorted(known)}")
+    _check_dtype(dtype)
+    sizes = _ints(batch_sizes, "--batch-sizes")
+    folder = bench_folder(model, shape, dtype)
+    rows = run_generate_bench(
+        folder,
+        batch_sizes=sizes,
+        prompt_bp=prompt_bp,
+        new_bp=new_bp,
+        dtype=dtype,
+        backends=chosen,
+        hf_static_cache=hf_static_cache,
+        repeats=repeats,
+        log=_log,
+    )
+    report = generate_report(rows, prompt_bp=prompt_bp, new_bp=new_bp, dtype=dtype, repeats=repeats)
+    emit(report, json_out, plot_out)
+
+
+@bench_app.command("throughput")
+def bench_throughput(
+    model: BenchModelOption = None,
+    shape: ShapeOption = "500m",
+    dtype: DtypeOption = "float32",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "16,1",
+    prompt_bp: Annotated[int, typer.Option(min=6, help="Prompt length (a multiple of 6).")] = 1080,
+    new_bp: Annotated[int, typer.Option(min=1, help="Bases to generate per prompt.")] = 1080,
+    backends: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: hexamer-token, hexamer-bp, transformers, transformers-static, llama.cpp."
+        ),
+    ] = "hexamer-token,hexamer-bp,transformers,transformers-static,llama.cpp",
+    repeats: Annotated[
+        int, typer.Option(min=1, help="Rounds; each backend keeps its best time per case.")
+    ] = 1,
+    threads: ThreadsOption = 0,
+    json_out: JsonOption = None,
+    plot_out: PlotOption = None,
+) -> None:
+    """The Trainium2 article's DNA suite (7 prompt cases): kbp/s, latency p50/p99, valid DNA % per backend."""
+    from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
+
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    if not chosen or not set(chosen) <= set(BACKENDS):
+        raise typer.BadParameter(f"--backends must be a comma-separated subset of {list(BACKENDS)}")
+    if prompt_bp % 6:
+        raise typer.BadParameter(f"--prompt-bp must be a multiple of 6, got {prompt_bp}")
+    _check_dtype(dtype)
+    sizes = _ints(batch_sizes, "--batch-sizes")
+    _threads(threads)
+    folder = bench_folder(model, shape, dtype)
+    objs = make_backends(folder, chosen, dtype=dtype, max_batch=max(sizes), log=_log)
+    report = run_throughput_bench(
+        objs,
+        batch_sizes=sizes,
+        prompt_bp=prompt_bp,
+        new_bp=new_bp,
+        repeats=repeats,
+        title=f"DNA suite ({shape if model is None else Path(model).name}, {dtype}): "
+        f"{prompt_bp} bp in / {new_bp} bp out, end to end, best of {repeats}",
+        log=_log,
+    )
+    emit(report, json_out, plot_out)
+
+
+def _carbon(folder: str, dtype: str, max_batch: int) -> Any:
+    import torch
+
+    from hexamer import Carbon
+
+    return Carbon.from_pretrained(folder, dtype=getattr(torch, dtype), device="cpu", max_batch_size=max_batch)
+
+
+@bench_app.command("fns")
+def bench_fns(
+    model: BenchModelOption = None,
+    shape: ShapeOption = "500m",
+    dtype: DtypeOption = "float32",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated generation batch sizes.")] = "16,1",
+    new_bp: Annotated[int, typer.Option(min=1, help="Bases generated per prompt.")] = 360,
+    score_sequences: Annotated[int, typer.Option(min=1, help="Sequences scored.")] = 16,
+    score_bp: Annotated[int, typer.Option(min=6, help="Length of each scored sequence.")] = 1080,
+    repeats: Annotated[int, typer.Option(min=1, help="Rounds; each level keeps its best time.")] = 3,
+    threads: ThreadsOption = 0,
+    json_out: JsonOption = None,
+    plot_out: PlotOption = None,
+) -> None:
+    """Cost of base-pair-level (FNS) generation and scoring over token level, same model and run."""
+    from hexamer.bench.fns_cost import run_fns_bench
+    from hexamer.bench.run_all import add_plot_labels
+
+    _check_dtype(dtype)
+    sizes = _ints(batch_sizes, "--batch-sizes")
+    _threads(threads)
+    carbon = _carbon(bench_folder(model, shape, dtype), dtype, max(sizes))
+    report = run_fns_bench(
+        carbon,
+        batch_sizes=sizes,
+        new_bp=new_bp,
+        score_sequences=score_sequences,
+        score_bp=score_bp,
+        repeats=repeats,
+        log=_log,
+    )
+    emit(add_plot_labels(report), json_out, plot_out)
+
+
+@bench_app.command("roofline")
+def bench_roofline(
+    model: BenchModelOption = None,
+    shape: ShapeOption = "500m",
+    dtype: DtypeOption = "float32",
+    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,16",
+    new_bp: Annotated[int, typer.Option(min=6, help="Bases generated per run (decode steps × 6).")] = 360,
+    repeats: Annotated[int, typer.Option(min=1)] = 3,
+    quick: Annotated[bool, typer.Option(help="Smaller bandwidth/matmul probes.")] = False,
+    threads: ThreadsOption = 0,
+    json_out: JsonOption = None,
+    plot_out: PlotOption = None,
+) -> None:
+    """Measure memory bandwidth and matmul FLOP/s, then decode/prefill as a fraction of those limits."""
+    from hexamer.bench.roofline import run_roofline_bench
+    from hexamer.bench.run_all import add_plot_labels
+
+    _check_dtype(dtype)
+    sizes = _ints(batch_sizes, "--batch-sizes")
+    _threads(threads)
+    carbon = _carbon(bench_folder(model, shape, dtype), dtype, max(sizes))
+    report = run_roofline_bench(
+        carbon, batch_sizes=sizes, new_bp=new_bp, repeats=repeats, quick=quick, log=_log
+    )
+    emit(add_plot_labels(report), json_out, plot_out)
+
+
+@bench_app.command("all")
+def bench_all(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the JSON, PNGs and summary.md.")],
+    model: BenchModelOption = None,
+    shape: Annotated[
+        str | None, typer.Option(help="Random-weight shape (default: tiny with --quick, else 500m).")
+    ] = None,
+    dtype: DtypeOption = "float32",
+    quick: Annotated[
+        bool, typer.Option(help="Small shape, short outputs, one round: minutes on a CPU.")
+    ] = False,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated subset: tokenizer, generate, throughput, fns, roofline, spec, serve, llamacpp."
+        ),
+    ] = None,
+    threads: ThreadsOption = 0,
+) -> None:
+    """Every bench table in one run; each writes JSON (+ PNG) into --out, plus a Markdown summary."""
+    from hexamer.bench.run_all import EXTERNAL, PLOTS, run_all
+
+    _check_dtype(dtype)
+    names = set(PLOTS) | set(EXTERNAL)
+    chosen = None if only is None else {x.strip() for x in only.split(",") if x.strip()}
+    if chosen is not None and (not chosen or not chosen <= names):
+        raise typer.BadParameter(f"--only must be a comma-separated subset of {sorted(names)}")
+    _threads(threads)
+    folder = bench_folder(model, shape or ("tiny" if quick else "500m"), dtype)
+    outcomes = run_all(
+        out,
+        folder=folder,
+        quick=quick,
+        dtype=dtype,
+        only=chosen,
+        command=" ".join(["hexamer", *sys.argv[1:]]),
+        log=_log,
+    )
+    from hexamer.bench.report import print_report
+
+    for o in outcomes:
+        if o.report is not None:
+            print_report(o.report, console)
+        else:
+            console.print(f"[yellow]{o.name}: {o.status}[/yellow] — {o.reason}")
+    console.print(f"wrote {out / 'summary.md'} and {sum(len(o.files) for o in outcomes)} files")
+    if any(o.status == "failed" for o in outcomes if o.name in PLOTS):
+        raise typer.Exit(1)

@@ -1,0 +1,83 @@
+"""``hexamer bench serve``: streamed serving throughput and latency against any OpenAI-compatible URL."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hexamer.cli.app import bench_app, console, err_console
+
+
+@bench_app.command("serve")
+def bench_serve_cmd(
+    url: Annotated[
+        str | None, typer.Option(help="A running vLLM / SGLang / hexamer server (default: start hexamer's).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Start hexamer's server in this process on this model folder."),
+    ] = None,
+    served_model: Annotated[
+        str | None, typer.Option(help="Model name on the server (default: the first).")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="HEXAMER_API_KEY", help="Bearer API key.")] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="Local Carbon folder or hub id for the DNA token ids (default: served)."),
+    ] = None,
+    num_prompts: Annotated[int, typer.Option(min=1)] = 16,
+    input_bp: Annotated[int, typer.Option(min=6, help="Prompt DNA (whole 6-mers after <dna>).")] = 1000,
+    output_bp: Annotated[int, typer.Option(min=1, help="New DNA per request (ceil(bp/6) tokens).")] = 1000,
+    input_len: Annotated[int | None, typer.Option(min=2, help="Prompt tokens instead of --input-bp.")] = None,
+    output_len: Annotated[int | None, typer.Option(min=1, help="New tokens instead of --output-bp.")] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Requests in flight at most (default: all).")
+    ] = None,
+    request_rate: Annotated[
+        float, typer.Option(help="Poisson arrival rate in req/s (default inf: all at once).")
+    ] = math.inf,
+    temperature: Annotated[float, typer.Option(min=0)] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the random prompts.")] = 0,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="8 prompts, 60 bp in / out, 4 in flight (tiny model by default).")
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
+    ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the latencies (PNG).")] = None,
+) -> None:
+    """The published serving workload (random DNA prompts, fixed lengths, ignore_eos), vLLM-style summary."""
+    from hexamer.bench.report import print_report
+    from hexamer.bench.serve import latency_plot, run_serve_bench
+    from hexamer.remote import RemoteError
+
+    try:
+        report = run_serve_bench(
+            url=url,
+            model=model,
+            served_model=served_model,
+            api_key=api_key,
+            tokenizer=tokenizer,
+            num_prompts=num_prompts,
+            input_bp=input_bp,
+            output_bp=output_bp,
+            input_len=input_len,
+            output_len=output_len,
+            max_concurrency=max_concurrency,
+            request_rate=request_rate,
+            temperature=temperature,
+            seed=seed,
+            quick=quick,
+            log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
+        )
+    except (RemoteError, ValueError, RuntimeError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    print_report(report, console)
+    if json_out is not None:
+        console.print(f"wrote {report.write_json(json_out)}")
+    if plot is not None:
+        console.print(f"wrote {latency_plot(report, plot)}")

@@ -1,0 +1,88 @@
+"""``hexamer bench spec``: target alone vs speculative decoding with a draft, same prompts, same run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hexamer.cli.app import bench_app, console
+
+
+def _floats(text: str, option: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(f"{option} must be numbers separated by commas, got {text!r}") from exc
+    if not values or min(values) < 0:
+        raise typer.BadParameter(f"{option} needs at least one number >= 0")
+    return values
+
+
+def _names(text: str, option: str, allowed: set[str]) -> tuple[str, ...]:
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values or not set(values) <= allowed:
+        raise typer.BadParameter(f"{option} must be a comma-separated subset of {sorted(allowed)}")
+    return values
+
+
+@bench_app.command("spec")
+def bench_spec_cmd(
+    target: Annotated[
+        str | None, typer.Option("--target", help="Target model folder (default: synthetic pairs).")
+    ] = None,
+    draft: Annotated[
+        str | None, typer.Option("--draft", help="Draft model folder (same tokenizer as --target).")
+    ] = None,
+    noises: Annotated[
+        str | None,
+        typer.Option(help="Synthetic pairs: comma-separated noise levels of the target's extra layers."),
+    ] = None,
+    modes: Annotated[str, typer.Option(help="Comma-separated: token, bp.")] = "token,bp",
+    decodings: Annotated[str, typer.Option(help="Comma-separated: greedy, sampled.")] = "greedy,sampled",
+    prompt_bp: Annotated[int | None, typer.Option(min=6, help="Prompt length (bp).")] = None,
+    new_bp: Annotated[int | None, typer.Option(min=1, help="New bases per prompt.")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Prompts decoded together.")] = 1,
+    spec_k: Annotated[
+        str, typer.Option("--spec-k", help="Drafted 6-mers per round: a number or auto.")
+    ] = "auto",
+    temperature: Annotated[float, typer.Option(min=0.0, help="Temperature of the sampled runs.")] = 1.0,
+    repeats: Annotated[int | None, typer.Option(min=1, help="Runs per case; the best is kept.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A seconds-long run on small models.")] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the table as JSON here.")
+    ] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the speed-ups (PNG).")] = None,
+) -> None:
+    """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
+    from hexamer.bench.report import print_report
+    from hexamer.bench.spec import run_spec_bench
+    from hexamer.engine.speculative import SpecConfig
+
+    if (target is None) != (draft is None):
+        raise typer.BadParameter("give both --target and --draft, or neither (synthetic pairs)")
+    try:
+        SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise typer.BadParameter(f"--spec-k: {exc}") from exc
+    report = run_spec_bench(
+        quick=quick,
+        log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
+        target=target,
+        draft=draft,
+        noises=_floats(noises, "--noises") if noises is not None else None,
+        modes=_names(modes, "--modes", {"token", "bp"}),
+        decodings=_names(decodings, "--decodings", {"greedy", "sampled"}),
+        prompt_bp=prompt_bp,
+        new_bp=new_bp,
+        batch=batch,
+        num_speculative=spec_k if spec_k == "auto" else int(spec_k),
+        temperature=temperature,
+        repeats=repeats,
+    )
+    print_report(report, console)
+    if json_out is not None:
+        console.print(f"wrote {report.write_json(json_out)}")
+    if plot is not None:
+        console.print(f"wrote {report.plot(plot, x='pair', y='speed-up', group='case')}")

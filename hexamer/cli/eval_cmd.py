@@ -1,0 +1,207 @@
+"""``hexamer eval``: the published zero-shot tasks on a model, with a cache, CIs and a report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from hexamer.cli.app import ModelOption, app, cache_dir, console, err_console, resolve_model
+
+LEVELS = ("token", "bp", "both")
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """``key=value`` with the value read as JSON when it parses (numbers, true/false, null), else a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise typer.BadParameter(f"--option needs key=value, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def _task_list(task: list[str] | None, suite: str | None) -> list[str]:
+    from hexamer.evals.registry import TASK_NAMES
+
+    if suite is not None:
+        if suite != "all":
+            raise typer.BadParameter(f"--suite takes 'all', got {suite!r}")
+        return list(TASK_NAMES)
+    names = [n.strip() for t in task or [] for n in t.split(",") if n.strip()]
+    if not names:
+        raise typer.BadParameter(f"give --task NAME (one of {', '.join(TASK_NAMES)}) or --suite all")
+    unknown = [n for n in names if n not in TASK_NAMES]
+    if unknown:
+        raise typer.BadParameter(f"unknown task(s) {', '.join(unknown)}; choose from {', '.join(TASK_NAMES)}")
+    return names
+
+
+@app.command("eval")
+def eval_cmd(
+    model: ModelOption = None,
+    task: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--task",
+            "-t",
+            help="Task(s): sr, brca2, traitgym, clinvar_coding, clinvar_noncoding, triplet, codon, niah.",
+        ),
+    ] = None,
+    suite: Annotated[
+        str | None, typer.Option(help="'all': every task whose data is under --data-root.")
+    ] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data", "-d", help="The task's file or folder (local, or hf://datasets/ORG/NAME/FILE)."
+        ),
+    ] = None,
+    data_root: Annotated[
+        Path | None,
+        typer.Option(help="Folder holding the datasets in their public layout (see docs/evals.md)."),
+    ] = None,
+    level: Annotated[str, typer.Option(help="token (the published headline), bp (FNS), or both.")] = "both",
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, help="Score a seeded sample of N rows (as the scripts' --max_samples)."),
+    ] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Sequences per forward pass.")] = 16,
+    cache: Annotated[
+        Path | None,
+        typer.Option("--cache-dir", help="Per-example record cache (default: the hexamer cache)."),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Do not read or write the record cache.")
+    ] = False,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for per-task JSON, records and plots.")
+    ] = Path("hexamer-eval"),
+    report: Annotated[
+        Path | None, typer.Option(help="Also write a report: .html (self-contained), .md or .json.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the --limit sample and the bootstrap.")] = 0,
+    bootstrap: Annotated[
+        int, typer.Option(min=0, help="Bootstrap resamples for the 95% CIs (0: none).")
+    ] = 1000,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-O", help="Task option key=value, e.g. context_length=48000, window=4096."),
+    ] = None,
+    hg38: Annotated[
+        Path | None, typer.Option(help="ClinVar: hg38.parquet (ID, Sequence) or a FASTA.")
+    ] = None,
+    context_length: Annotated[
+        int | None, typer.Option(help="ClinVar: left context in bp (24000 published; 48000 too).")
+    ] = None,
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    device: Annotated[
+        str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda when present).")
+    ] = None,
+) -> None:
+    """Run the published zero-shot tasks (token and/or bp level) and report them beside the published numbers."""
+    from hexamer.carbon import Carbon
+    from hexamer.evals.registry import get_task
+    from hexamer.evals.report import default_meta, write_report
+    from hexamer.evals.runner import EvalResult, run_suite, run_task, write_json
+    from hexamer.evals.task import DatasetSchemaError
+    from hexamer.vep.resume import model_fingerprint
+
+    names = _task_list(task, suite)
+    if level not in LEVELS:
+        raise typer.BadParameter(f"--level must be one of {', '.join(LEVELS)}")
+    levels: tuple[Any, ...] = ("token", "bp") if level == "both" else (level,)
+    if suite is None and data is None and data_root is None:
+        raise typer.BadParameter("give --data PATH (one task) or --data-root DATA")
+    if suite is None and data is not None and len(names) > 1:
+        raise typer.BadParameter("--data is one task's data; for several tasks use --data-root")
+    if report is not None and report.suffix.lower() not in (".html", ".htm", ".md", ".markdown", ".json"):
+        raise typer.BadParameter("--report must end in .html, .md or .json")
+    options: dict[str, Any] = dict(parse_option(o) for o in option or [])
+    if hg38 is not None:
+        options["hg38"] = str(hg38)
+    if context_length is not None:
+        options["context_length"] = context_length
+
+    path = resolve_model(model)
+    carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, max_batch_size=batch_size)
+    run_options: dict[str, Any] = {
+        "limit": limit,
+        "seed": seed,
+        "batch_size": batch_size,
+        "options": options,
+        "cache_dir": None if no_cache else (cache or cache_dir() / "evals"),
+        "out_dir": out,
+        "n_boot": bootstrap,
+    }
+    results: list[EvalResult] = []
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+    with progress:
+        if data is not None and suite is None:
+            from hexamer.evals.data import materialize
+
+            the_task = get_task(names[0])
+            local = materialize(data, export_dir=cache_dir() / "datasets")
+            for lv in levels:
+                if lv not in the_task.levels:
+                    err_console.print(f"[yellow]{names[0]} has no {lv} level; skipped[/yellow]")
+                    continue
+                try:
+                    results.append(
+                        run_task(the_task, local, carbon, level=lv, progress=progress, **run_options)
+                    )
+                except (DatasetSchemaError, FileNotFoundError, ValueError) as exc:
+                    err_console.print(f"[red]error:[/red] {exc}")
+                    raise typer.Exit(2) from exc
+        else:
+            root = data_root if data_root is not None else Path(data or ".")
+            results = run_suite(carbon, root, tasks=names, levels=levels, progress=progress, **run_options)
+
+    _print_table(results)
+    meta = default_meta(str(path), model_fingerprint(carbon), " ".join(["hexamer", *sys.argv[1:]]))
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(results, out / "summary.json", {"meta": meta})
+    console.print(f"wrote {out / 'summary.json'}")
+    if report is not None:
+        write_report(results, report, meta)
+        console.print(f"wrote {report}")
+    if any(r.status == "error" for r in results):
+        raise typer.Exit(1)
+
+
+def _print_table(results: list[Any]) -> None:
+    from hexamer.evals.report import report_rows
+
+    rows = report_rows(results)
+    table = Table(title="zero-shot evaluation (values in %, 95% bootstrap CI)")
+    columns = ("Task", "Level", "n", "Metric", "Value [95% CI]", "Carbon-3B", "Carbon-8B", "Status")
+    for c in columns:
+        table.add_column(c, justify="left" if c in ("Task", "Level", "Metric", "Status") else "right")
+    for row, r in zip(rows, results, strict=True):
+        cells = dict(row)
+        if r.status != "ok":  # the full reason is in summary.json and the report
+            cells["Status"] = f"{r.status}: {r.reason.split(' (', 1)[0][:60]}"
+        table.add_row(*(cells[c] for c in columns))
+    console.print(table)

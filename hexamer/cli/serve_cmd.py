@@ -1,0 +1,82 @@
+"""``hexamer serve``: the OpenAI-compatible + DNA-native HTTP server (docs/server.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from hexamer.cli.app import ModelOption, app, err_console, resolve_model
+from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, ServerSettings
+
+
+@app.command()
+def serve(
+    model: ModelOption = None,
+    host: Annotated[
+        str, typer.Option(help="Interface to bind; 0.0.0.0 exposes the server to the network.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Require 'Authorization: Bearer KEY' (all endpoints but /health).", envvar="HEXAMER_API_KEY"
+        ),
+    ] = None,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="Model id in /v1/models (default: --model).")
+    ] = None,
+    max_num_seqs: Annotated[int, typer.Option(help="Sequences decoded together (KV-cache rows).")] = 64,
+    max_model_len: Annotated[
+        int | None, typer.Option(help="Tokens per sequence (default: the model's context).")
+    ] = None,
+    kv_cache_bytes: Annotated[
+        int | None, typer.Option(help="KV-cache memory budget; fewer rows if needed.")
+    ] = None,
+    max_queue: Annotated[int, typer.Option(help="Waiting sequences beyond which requests get 429.")] = 1024,
+    max_tokens: Annotated[int, typer.Option(help="Largest max_tokens per request.")] = 8192,
+    max_bp: Annotated[int, typer.Option(help="Largest bases per generated or scored sequence.")] = 49152,
+    max_logprobs: Annotated[
+        int, typer.Option(help="Largest logprobs / prompt_logprobs top-N.")
+    ] = DEFAULT_MAX_LOGPROBS,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413 above).")] = 32 * 2**20,
+    timeout: Annotated[float, typer.Option(help="Seconds before a request is cancelled (504).")] = 600.0,
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep}."""
+    import uvicorn
+
+    from hexamer.carbon import Carbon
+    from hexamer.server.app import create_app
+
+    logging.basicConfig(level=log_level.upper(), format="%(message)s", stream=sys.stderr)
+    try:
+        settings = ServerSettings(
+            max_num_seqs=max_num_seqs, max_model_len=max_model_len, max_queue=max_queue, max_tokens=max_tokens,
+            max_bp=max_bp, max_logprobs=max_logprobs, max_body_bytes=max_body_bytes, request_timeout_s=timeout,
+            api_key=api_key, served_model_name=served_model_name, kv_cache_bytes=kv_cache_bytes,
+        )  # fmt: skip
+        path = resolve_model(model)
+        carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, max_batch_size=max_num_seqs)
+        if served_model_name is None:
+            settings.served_model_name = model or os.path.basename(os.path.normpath(path))
+        application = create_app(carbon, settings)
+    except (ValueError, TypeError, OSError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
+        err_console.print(
+            f"[yellow]warning:[/yellow] serving on {host} without --api-key: anyone who can reach it can use it"
+        )
+    uvicorn.run(
+        application,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+    )

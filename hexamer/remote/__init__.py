@@ -1,0 +1,32 @@
+"""Use a Carbon model served by vLLM, SGLang or hexamer's own server through the ``Carbon`` API.
+
+    from hexamer import Carbon
+    m = Carbon.from_server("http://host:8000", model="Carbon-3B", tokenizer="path/to/Carbon-3B")
+    m.score(["ACGT..."], level="bp")
+
+* :mod:`~hexamer.remote.client`: :class:`RemoteCarbon` (score, base_logprobs, generate);
+* :mod:`~hexamer.remote.protocol`: request bodies, response parsers, backend detection;
+* :mod:`~hexamer.remote.marginals`: top-N log-probabilities -> k-mer logits for :mod:`hexamer.fns`;
+* :mod:`~hexamer.remote.http`: bounded concurrency, retries, timeouts, error messages.
+
+Details and limits: ``docs/remote.md``.
+"""
+
+from hexamer.remote.client import RemoteCarbon
+from hexamer.remote.errors import MalformedResponse, RemoteError, TopNWarning
+from hexamer.remote.http import Connection
+from hexamer.remote.marginals import Coverage, kmer_rows
+from hexamer.remote.protocol import BACKENDS, ServerInfo, detect
+
+__all__ = [
+    "BACKENDS",
+    "Connection",
+    "Coverage",
+    "MalformedResponse",
+    "RemoteCarbon",
+    "RemoteError",
+    "ServerInfo",
+    "TopNWarning",
+    "detect",
+    "kmer_rows",
+]

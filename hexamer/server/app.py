@@ -1,0 +1,295 @@
+"""The FastAPI app: routes, API-key check, body limit, metrics and one JSON log line per request.
+
+    from hexamer.server import create_app
+    app = create_app("path/to/Carbon-3B", max_num_seqs=64, api_key="...")   # then run with uvicorn
+
+The model folder is read as data (JSON + safetensors); no code from it is ever executed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hexamer.carbon import Carbon
+from hexamer.engine import Engine
+from hexamer.server.completions import create_completion
+from hexamer.server.detok import TokenStrings
+from hexamer.server.dna import dna_generate, dna_score, dna_vep, embeddings
+from hexamer.server.errors import ApiError, error_response, parse_request
+from hexamer.server.metrics import ServerMetrics
+from hexamer.server.schemas import (
+    CompletionRequest,
+    DnaGenerateRequest,
+    DnaScoreRequest,
+    DnaVepRequest,
+    EmbeddingRequest,
+)
+from hexamer.server.settings import ServerSettings
+from hexamer.server.state import ServerState
+from hexamer.server.worker import EngineWorker
+from hexamer.tokenizer.folder import read_json
+
+access_log = logging.getLogger("hexamer.server.access")
+log = logging.getLogger("hexamer.server")
+
+ROUTES = (
+    "/health",
+    "/metrics",
+    "/v1/models",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/dna/generate",
+    "/v1/dna/score",
+    "/v1/dna/vep",
+)
+OPEN_PATHS = frozenset({"/health"})
+
+
+def _eos_ids(carbon: Carbon, folder: Path | None) -> tuple[int, ...]:
+    """EOS ids: the tokenizer's plus ``generation_config.json``'s (read as JSON, like vLLM does)."""
+    ids = {carbon.tokenizer.eos_token_id} if carbon.tokenizer.eos_token_id is not None else set()
+    if folder is not None:
+        for name in ("generation_config.json", "config.json"):
+            value = (read_json(folder / name) or {}).get("eos_token_id")
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, list):
+                ids.update(v for v in value if isinstance(v, int))
+    return tuple(sorted(ids))
+
+
+def _server_engine(carbon: Carbon, settings: ServerSettings) -> Engine:
+    """An engine of its own (the caller's ``carbon.engine`` stays free for offline use), with the
+    same runner options."""
+    runner = carbon.engine.runner
+    return Engine(
+        carbon.model,
+        carbon.layout,
+        max_batch_size=settings.max_num_seqs,
+        kv_cache_bytes=settings.kv_cache_bytes,
+        dna_only_logits=runner.dna_only_logits,
+        static_decode=runner.static_decode,
+        compile_decode=runner._decode_fn != carbon.model.decode_static,
+    )
+
+
+def build_state(model: str | os.PathLike[str] | Carbon, settings: ServerSettings) -> ServerState:
+    if isinstance(model, Carbon):
+        carbon, folder = model, None
+        name = getattr(carbon.tokenizer, "name_or_path", None) or "hexamer"
+    else:
+        carbon = Carbon.from_pretrained(model, max_batch_size=settings.max_num_seqs)
+        folder = Path(str(carbon.tokenizer.name_or_path or model))
+        name = str(model)
+    if folder is None and carbon.tokenizer.name_or_path:
+        folder = Path(str(carbon.tokenizer.name_or_path))
+    metrics = ServerMetrics()
+    engine = _server_engine(carbon, settings)
+    max_len = min(settings.max_model_len or carbon.context_length, carbon.context_length)
+    worker = EngineWorker(
+        engine, max_len=max_len, max_rows=settings.max_num_seqs, max_queue=settings.max_queue, metrics=metrics
+    )
+    metrics.kv_rows.set(worker.rows)
+    metrics.kv_bytes.set(engine.cache.used_bytes)
+    return ServerState(
+        carbon=carbon,
+        settings=settings,
+        worker=worker,
+        metrics=metrics,
+        strings=TokenStrings(carbon.tokenizer),
+        model_name=settings.served_model_name or str(name),
+        model_root=str(folder) if folder is not None else str(name),
+        eos_ids=_eos_ids(carbon, folder if folder is not None and folder.is_dir() else None),
+    )
+
+
+class GuardMiddleware:
+    """Pure ASGI (never buffers a stream): request id, API key, Content-Length limit, metrics and
+    one JSON access-log line per request, written when its last byte has been sent."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+        key = state.settings.api_key
+        self.key = key.encode() if key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        path = scope.get("path", "")
+        endpoint = path if path in ROUTES else "other"
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        request_id = headers.get("x-request-id") or secrets.token_hex(8)
+        scope.setdefault("state", {})
+        status = {"code": 500}
+
+        async def send_wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            denied = self._deny(path, headers)
+            if denied is not None:
+                await denied(scope, receive, send_wrapped)
+            else:
+                await self.app(scope, receive, send_wrapped)
+        finally:
+            latency = time.perf_counter() - start
+            m = self.state.metrics
+            m.requests.labels(endpoint, str(status["code"])).inc()
+            m.latency.labels(endpoint).observe(latency)
+            usage = scope["state"].get("usage") or {}
+            if endpoint != "/metrics" and endpoint != "/health":
+                access_log.info(
+                    json.dumps(
+                        {
+                            "request_id": request_id,
+                            "method": scope.get("method"),
+                            "endpoint": path,
+                            "status": status["code"],
+                            "latency_s": round(latency, 6),
+                            **{k: v for k, v in usage.items() if isinstance(v, int)},
+                        }
+                    )
+                )
+
+    def _deny(self, path: str, headers: dict[str, str]) -> Response | None:
+        if self.key is not None and path not in OPEN_PATHS:
+            auth = headers.get("authorization", "")
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.key):
+                return error_response(401, "invalid or missing API key (send 'Authorization: Bearer <key>')")
+        length = headers.get("content-length")
+        if length is not None:
+            try:
+                size = int(length)
+            except ValueError:
+                return error_response(400, "Content-Length is not a number")
+            if size > self.state.settings.max_body_bytes:
+                return error_response(
+                    413,
+                    f"request body of {size} bytes exceeds the limit of {self.state.settings.max_body_bytes}",
+                )
+        return None
+
+
+Handler = Callable[[ServerState, HttpRequest, Any], Awaitable[Response]]
+
+
+def create_app(
+    model: str | os.PathLike[str] | Carbon,
+    settings: ServerSettings | None = None,
+    **options: Any,
+) -> FastAPI:
+    """The server app for a model folder (or a loaded :class:`Carbon`); ``options`` are
+    :class:`ServerSettings` fields. The engine thread starts with the app and stops with it."""
+    if settings is None:
+        settings = ServerSettings.from_options(**options)
+    elif options:
+        raise TypeError("give either settings or keyword options, not both")
+    state = build_state(model, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.worker.start()
+        log.info(
+            json.dumps(
+                {
+                    "event": "ready",
+                    "model": state.model_name,
+                    "kv_rows": state.worker.rows,
+                    "max_model_len": state.max_len,
+                }
+            )
+        )
+        yield
+        await asyncio.to_thread(state.worker.stop, settings.shutdown_grace_s)
+        log.info(json.dumps({"event": "stopped"}))
+
+    app = FastAPI(title="hexamer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.hexamer = state
+    app.add_middleware(GuardMiddleware, state=state)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: HttpRequest, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.message, exc.param)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: HttpRequest, exc: Exception) -> JSONResponse:  # a bug, never a crash
+        log.exception("unhandled error")
+        return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    def post(path: str, schema: type[BaseModel], handler: Handler) -> None:
+        async def endpoint(request: HttpRequest) -> Response:
+            body = await parse_request(request, schema, settings.max_body_bytes)
+            return await handler(state, request, body)
+
+        app.add_api_route(path, endpoint, methods=["POST"], include_in_schema=False)
+
+    post("/v1/completions", CompletionRequest, create_completion)
+    post("/v1/embeddings", EmbeddingRequest, embeddings)
+    post("/v1/dna/generate", DnaGenerateRequest, dna_generate)
+    post("/v1/dna/score", DnaScoreRequest, dna_score)
+    post("/v1/dna/vep", DnaVepRequest, dna_vep)
+
+    @app.get("/health", include_in_schema=False)
+    async def health() -> Response:
+        w = state.worker
+        return JSONResponse(
+            {
+                "status": "ok" if w.accepting else "shutting_down",
+                "model": state.model_name,
+                "running": w.running,
+                "waiting": w.waiting,
+                "kv_rows_used": w.rows_used,
+                "kv_rows": w.rows,
+            },
+            status_code=200 if w.accepting else 503,
+        )
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/v1/models", include_in_schema=False)
+    async def models() -> Response:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": state.model_name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "hexamer",
+                        "root": state.model_root,
+                        "parent": None,
+                        "max_model_len": state.max_len,
+                        "permission": [],
+                    }
+                ],
+            }
+        )
+
+    return app

@@ -1,0 +1,490 @@
+"""DNA-native endpoints (``/v1/dna/generate``, ``/v1/dna/score``, ``/v1/dna/vep``) and
+``/v1/embeddings``: thin layers over :class:`~hexamer.Carbon`, :mod:`hexamer.vep` and
+:mod:`hexamer.embed`, so a server answer equals the library's for the same inputs and seeds.
+
+Generation goes through the shared engine (it batches with completions); scoring, VEP and
+embeddings run as one job each on the engine thread, between decode steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import numpy as np
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+
+from hexamer.embed import embed_sequences
+from hexamer.engine import Request, RequestState, SamplingParams
+from hexamer.server.errors import ApiError, error_body
+from hexamer.server.schemas import DnaGenerateRequest, DnaScoreRequest, DnaVepRequest, EmbeddingRequest
+from hexamer.server.state import ServerState
+from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response, sse
+from hexamer.server.worker import QueueFull, ShuttingDown, Submission
+from hexamer.tokenizer.dna import kmers_to_bases
+from hexamer.tokenizer.segment import OPEN_TAG
+from hexamer.vep.recipes import alt_window, naive_window_score, window_bounds, window_tokens
+
+T = TypeVar("T")
+_IUPAC = frozenset("ACGTURYSWKMBDHVNacgturyswkmbdhvn")
+
+
+def dna_problem(seq: str) -> str | None:
+    """Why ``seq`` is not DNA (IUPAC nucleotide codes), or None."""
+    for i, ch in enumerate(seq):
+        if ch not in _IUPAC and not ch.isspace():
+            return f"character {i + 1} is {ch!r}, not a nucleotide code (A C G T or IUPAC N R Y ...)"
+    return None
+
+
+def _as_list(value: str | list[str], field: str, limit: int) -> list[str]:
+    items = [value] if isinstance(value, str) else list(value)
+    if not items:
+        raise ApiError(400, f"{field}: give at least one", field)
+    if len(items) > limit:
+        raise ApiError(400, f"{field}: {len(items)} items exceed the limit of {limit}", field)
+    return items
+
+
+def _prefix(tags: list[str] | None, prefix: str) -> str:
+    out = []
+    for tag in tags or []:
+        tag = tag.strip()
+        if not tag:
+            raise ApiError(400, "tags: empty tag", "tags")
+        out.append(tag if tag.startswith("<") and tag.endswith(">") else f"<{tag}>")
+    return "".join(out) + prefix
+
+
+async def _job(state: ServerState, fn: Callable[[], T]) -> T:
+    """Run on the engine thread; a ValueError/TypeError from the library is the client's (400)."""
+    try:
+        return await state.worker.run_job(fn)
+    except ShuttingDown as exc:
+        raise ApiError(503, str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------- generate
+class DnaGenerateRun:
+    def __init__(self, state: ServerState, http: HttpRequest, body: DnaGenerateRequest) -> None:
+        state.check_model(body.model)
+        s = state.settings
+        self.state, self.http, self.body = state, http, body
+        prompts = _as_list(body.prompt, "prompt", s.max_prompts)
+        if body.n > s.max_n:
+            raise ApiError(400, f"n: {body.n} exceeds the limit of {s.max_n}", "n")
+        if (body.max_bp is None) == (body.max_tokens is None):
+            raise ApiError(400, "give exactly one of max_bp and max_tokens", "max_bp")
+        bp = body.max_bp if body.max_bp is not None else 6 * (body.max_tokens or 0)
+        if bp > s.max_bp:
+            raise ApiError(400, f"max_bp: {bp} bases exceed the server limit of {s.max_bp}", "max_bp")
+        prefix = _prefix(body.tags, body.prefix)
+        carbon = state.carbon
+        loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[tuple[int, int, bool]] = asyncio.Queue()
+        self.requests: list[Request] = []
+        self.prompt_index: list[int] = []
+        self.subs: list[Submission] = []
+        for i, text in enumerate(prompts):
+            where = "prompt" if len(prompts) == 1 else f"prompt[{i}]"
+            dna = text[text.rfind(OPEN_TAG) + len(OPEN_TAG) :] if OPEN_TAG in text else text
+            problem = dna_problem(dna)
+            if problem:
+                raise ApiError(400, f"{where}: {problem}", "prompt")
+            for j in range(body.n):
+                c = i * body.n + j
+                try:
+                    params = SamplingParams(
+                        mode=body.mode,
+                        temperature=body.temperature,
+                        top_p=body.top_p,
+                        max_bp=body.max_bp,
+                        max_new_tokens=body.max_tokens,
+                        mask=body.mask,
+                        seed=None if body.seed is None else body.seed + c,
+                        stop_at_end_tag=body.stop_at_end_tag,
+                    )
+                    req, _ = carbon._request(text, i, prefix, params)
+                except (ValueError, TypeError) as exc:
+                    raise ApiError(400, f"{where}: {exc}", "prompt") from None
+                if req.total_len > state.max_len:
+                    raise ApiError(
+                        400,
+                        f"{where}: {len(req.prompt_ids)} prompt tokens + {req.n_tokens} new tokens exceed "
+                        f"the server's max_model_len of {state.max_len}",
+                        "prompt",
+                    )
+                self.requests.append(req)
+                self.prompt_index.append(i)
+                self.subs.append(Submission(req, c, loop, self.queue))
+        try:
+            state.worker.submit(self.subs)
+        except QueueFull as exc:
+            raise ApiError(429, str(exc)) from None
+        except ShuttingDown as exc:
+            raise ApiError(503, str(exc)) from None
+        state.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in self.requests[:: body.n]))
+        self.id = f"dnagen-{secrets.token_hex(12)}"
+        self.created = int(time.time())
+        self.deadline = time.monotonic() + s.request_timeout_s
+        self.finished = [False] * len(self.requests)
+        self.sent_bp = [0] * len(self.requests)
+        self.first: list[float | None] = [None] * len(self.requests)
+
+    def cancel_unfinished(self) -> None:
+        self.state.worker.cancel([s for s, done in zip(self.subs, self.finished, strict=True) if not done])
+
+    def _bases_so_far(self, req: Request, count: int) -> str:
+        seq = kmers_to_bases(req.output_kmers[:count], req.k)[len(req.forced) :]
+        return seq[: req.params.max_bp] if req.params.max_bp is not None else seq
+
+    def _event(self, index: int, count: int, finished: bool) -> None:
+        if self.first[index] is None and count:
+            self.first[index] = now = time.perf_counter()
+            self.state.metrics.ttft.observe(now - self.subs[index].submitted_at)
+        if finished:
+            self.finished[index] = True
+            if self.subs[index].error is not None:
+                raise ApiError(503, self.subs[index].error or "aborted")
+
+    async def _next(self, watcher: asyncio.Future[Any] | None) -> tuple[int, int, bool]:
+        remaining = self.deadline - time.monotonic()
+        getter = asyncio.ensure_future(self.queue.get())
+        waits: set[asyncio.Future[Any]] = {getter} | ({watcher} if watcher else set())
+        done, _ = await asyncio.wait(waits, timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            return getter.result()
+        getter.cancel()
+        if watcher is not None and watcher in done:
+            raise ConnectionResetError
+        raise ApiError(504, f"request timed out after {self.state.settings.request_timeout_s:g} s")
+
+    def _choice(self, c: int) -> dict[str, Any]:
+        req = self.requests[c]
+        seq = req.bases()
+        return {
+            "index": c,
+            "prompt_index": self.prompt_index[c],
+            "sequence": seq,
+            "n_bp": len(seq),
+            "n_new_tokens": req.n_generated + (1 if req.ended_with_tag else 0),
+            "finish_reason": req.finish_reason or "length",
+        }
+
+    def usage(self) -> dict[str, int]:
+        prompt = sum(len(r.prompt_ids) for r in self.requests[:: self.body.n])
+        done = sum(r.n_generated for r in self.requests)
+        bp = sum(len(r.bases()) for r in self.requests if r.state is RequestState.FINISHED)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": done,
+            "total_tokens": prompt + done,
+            "generated_bp": bp,
+        }
+
+    async def respond(self) -> Response:
+        if self.body.stream:
+            return DisconnectAwareStream(self._stream(), on_close=self.cancel_unfinished)
+        watcher = asyncio.ensure_future(_wait_disconnect(self.http))
+        try:
+            while not all(self.finished):
+                self._event(*await self._next(watcher))
+        except ConnectionResetError:
+            return Response(status_code=499)
+        finally:
+            watcher.cancel()
+            self.cancel_unfinished()
+        usage = self.usage()
+        self.state.metrics.generated_bp.inc(usage["generated_bp"])
+        self.http.state.usage = usage
+        return json_response(
+            dumps(
+                {
+                    "id": self.id,
+                    "object": "dna.generation",
+                    "created": self.created,
+                    "model": self.state.model_name,
+                    "choices": [self._choice(c) for c in range(len(self.requests))],
+                    "usage": usage,
+                }
+            )
+        )
+
+    async def _stream(self) -> AsyncIterator[str]:
+        try:
+            while not all(self.finished):
+                try:
+                    index, count, finished = await self._next(None)
+                    self._event(index, count, finished)
+                except ApiError as exc:
+                    yield sse(exc.body())
+                    break
+                req = self.requests[index]
+                bases = req.bases() if finished else self._bases_so_far(req, count)
+                delta = bases[self.sent_bp[index] :]
+                self.sent_bp[index] = len(bases)
+                self.state.metrics.generated_bp.inc(len(delta))
+                if not delta and not finished:
+                    continue
+                yield sse(
+                    {
+                        "id": self.id,
+                        "object": "dna.generation.chunk",
+                        "created": self.created,
+                        "model": self.state.model_name,
+                        "choices": [
+                            {
+                                "index": index,
+                                "prompt_index": self.prompt_index[index],
+                                "delta": delta,
+                                "finish_reason": (req.finish_reason or "length") if finished else None,
+                            }
+                        ],
+                    }
+                )
+            self.http.state.usage = self.usage()
+            yield "data: [DONE]\n\n"
+        finally:
+            self.cancel_unfinished()
+
+
+async def _wait_disconnect(http: HttpRequest) -> None:
+    while True:
+        message = await http.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def dna_generate(state: ServerState, http: HttpRequest, body: DnaGenerateRequest) -> Response:
+    return await DnaGenerateRun(state, http, body).respond()
+
+
+# ---------------------------------------------------------------------------------------- score
+def _check_sequences(state: ServerState, items: list[str], field: str, prefix: str) -> None:
+    for i, seq in enumerate(items):
+        where = field if len(items) == 1 else f"{field}[{i}]"
+        problem = dna_problem(seq)
+        if problem:
+            raise ApiError(400, f"{where}: {problem}", field)
+        try:
+            state.carbon.check_sequence(seq, prefix=prefix)
+        except (ValueError, TypeError) as exc:
+            raise ApiError(400, f"{where}: {exc}", field) from None
+        if len(seq) > state.settings.max_bp:
+            raise ApiError(
+                400, f"{where}: {len(seq)} bases exceed the server limit of {state.settings.max_bp}", field
+            )
+
+
+def _tokens(state: ServerState, seqs: list[str], prefix: str) -> int:
+    extra = len(state.tokenizer.encode(prefix)) if prefix else 0
+    k = state.carbon.layout.k
+    return sum(extra + 1 + -(-len(s.strip()) // k) for s in seqs)
+
+
+def _array(values: np.ndarray | None) -> list[float | None] | None:
+    if values is None:
+        return None
+    return [None if not np.isfinite(v) else float(v) for v in values.tolist()]
+
+
+async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest) -> Response:
+    state.check_model(body.model)
+    seqs = _as_list(body.sequences, "sequences", state.settings.max_prompts)
+    prefix = _prefix(body.tags, body.prefix)
+    _check_sequences(state, seqs, "sequences", prefix)
+    results = await _job(
+        state, lambda: state.carbon.score(seqs, level=body.level, method=body.method, prefix=prefix)
+    )
+    assert isinstance(results, list)
+    data = []
+    for i, r in enumerate(results):
+        arr = r.per_base if body.level == "bp" else r.per_token
+        item: dict[str, Any] = {
+            "index": i,
+            "mean": r.mean,
+            "sum": float(np.nansum(arr)) if arr is not None else None,
+            "n_scored": r.n_scored,
+            "n_oov_bases": r.n_oov_bases,
+        }
+        if body.per_position:
+            item["per_base" if body.level == "bp" else "per_token"] = _array(arr)
+        data.append(item)
+    state.metrics.scored_bp.inc(sum(len(s.strip()) for s in seqs))
+    tokens = _tokens(state, seqs, prefix)
+    http.state.usage = {"prompt_tokens": tokens}
+    return json_response(
+        dumps(
+            {
+                "object": "dna.score",
+                "model": state.model_name,
+                "level": body.level,
+                "method": body.method,
+                "data": data,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------- vep
+async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) -> Response:
+    """Window recipe of :mod:`hexamer.vep.recipes`: LL(alt window) - LL(ref window)."""
+    state.check_model(body.model)
+    if not body.variants:
+        raise ApiError(400, "variants: give at least one variant", "variants")
+    if len(body.variants) > state.settings.max_prompts:
+        raise ApiError(
+            400,
+            f"variants: {len(body.variants)} exceed the limit of {state.settings.max_prompts}",
+            "variants",
+        )
+    context = state.carbon.context_length
+    rows: list[dict[str, Any]] = []
+    work: list[tuple[int, str, str]] = []
+    for i, v in enumerate(body.variants):
+        row: dict[str, Any] = {"index": i, "id": v.id, "status": "ok", "score": None, "reason": None}
+        rows.append(row)
+        seq = v.sequence.strip().upper()
+        ref, alt = v.ref.strip().upper(), v.alt.strip().upper()
+        p0 = v.pos - body.position_base
+        problem = dna_problem(seq)
+        if problem:
+            raise ApiError(400, f"variants[{i}].sequence: {problem}", "variants")
+        if len(seq) > state.settings.max_bp:
+            raise ApiError(
+                400,
+                f"variants[{i}].sequence: {len(seq)} bases exceed the limit of {state.settings.max_bp}",
+                "variants",
+            )
+        if not ref or not alt or set(ref + alt) - set("ACGTN"):
+            row.update(
+                status="failed", reason=f"ref {v.ref!r} and alt {v.alt!r} must be non-empty A/C/G/T/N alleles"
+            )
+            continue
+        if not 0 <= p0 <= len(seq) - len(ref):
+            row.update(
+                status="failed",
+                reason=f"pos {v.pos} ({body.position_base}-based) puts ref outside the sequence of {len(seq)} bp",
+            )
+            continue
+        if seq[p0 : p0 + len(ref)] != ref:
+            row.update(
+                status="ref_mismatch",
+                reason=f"sequence has {seq[p0 : p0 + len(ref)]!r} at pos {v.pos}, not ref {ref!r}",
+            )
+            continue
+        start, end = window_bounds(p0, len(ref), len(seq), body.window)
+        ref_win = seq[start:end]
+        alt_win = alt_window(ref_win, p0 - start, ref, alt)
+        if window_tokens(max(len(ref_win), len(alt_win))) > context:
+            row.update(
+                status="failed",
+                reason=f"a {body.window} bp window does not fit the model's context of {context} tokens",
+            )
+            continue
+        row.update(window_start=start, window_end=end)
+        work.append((i, ref_win, alt_win))
+
+    def score_all() -> list[float]:
+        return [naive_window_score(state.carbon, r, a, rc_average=body.rc_average) for _, r, a in work]
+
+    scores = await _job(state, score_all) if work else []
+    for (i, r, _), score in zip(work, scores, strict=True):
+        rows[i]["score"] = float(score)
+        state.metrics.scored_bp.inc(len(r))
+    http.state.usage = {"variants": len(rows)}
+    return json_response(
+        dumps(
+            {
+                "object": "dna.vep",
+                "model": state.model_name,
+                "recipe": "window",
+                "window": body.window,
+                "rc_average": body.rc_average,
+                "position_base": body.position_base,
+                "data": rows,
+            }
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------- embeddings
+async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingRequest) -> Response:
+    state.check_model(body.model)
+    raw = body.input
+    if isinstance(raw, str):
+        items = [raw]
+    elif raw and all(isinstance(x, str) for x in raw):
+        items = list(raw)  # type: ignore[arg-type]
+    elif not raw:
+        raise ApiError(400, "input: give at least one sequence", "input")
+    else:
+        raise ApiError(400, "input: token-id input is not supported; send DNA sequences as strings", "input")
+    if len(items) > state.settings.max_prompts:
+        raise ApiError(
+            400, f"input: {len(items)} sequences exceed the limit of {state.settings.max_prompts}", "input"
+        )
+    hidden = state.carbon.model.config.hidden_size
+    if body.dimensions is not None and body.dimensions != hidden:
+        raise ApiError(400, f"dimensions: this model's embeddings have {hidden} dimensions", "dimensions")
+    for i, seq in enumerate(items):
+        where = "input" if len(items) == 1 else f"input[{i}]"
+        if not seq.strip():
+            raise ApiError(400, f"{where}: the sequence is empty", "input")
+        problem = dna_problem(seq)
+        if problem:
+            raise ApiError(400, f"{where}: {problem}", "input")
+        if len(seq) > state.settings.max_bp:
+            raise ApiError(
+                400, f"{where}: {len(seq)} bases exceed the limit of {state.settings.max_bp}", "input"
+            )
+    errors: list[str] = []
+
+    def run() -> list[np.ndarray | None]:
+        records = [(str(i), s) for i, s in enumerate(items)]
+        out = embed_sequences(
+            state.carbon, records, pool=body.pool, layer=body.layer, prefix=body.prefix,
+            on_error=lambda rid, reason: errors.append(f"input[{rid}]: {reason}"),
+        )  # fmt: skip
+        return [vec for _, vec in out]
+
+    vectors = await _job(state, run)
+    if errors:
+        raise ApiError(400, errors[0], "input")
+    data = []
+    for i, vec in enumerate(vectors):
+        assert vec is not None
+        v = vec.astype(np.float32)
+        if body.normalize:
+            v = v / max(float(np.linalg.norm(v)), 1e-12)
+        emb: Any = (
+            base64.b64encode(v.astype("<f4").tobytes()).decode()
+            if body.encoding_format == "base64"
+            else v.tolist()
+        )
+        data.append({"index": i, "object": "embedding", "embedding": emb})
+    tokens = _tokens(state, items, body.prefix) + len(items)
+    http.state.usage = {"prompt_tokens": tokens}
+    return json_response(
+        dumps(
+            {
+                "id": f"embd-{secrets.token_hex(12)}",
+                "object": "list",
+                "created": int(time.time()),
+                "model": state.model_name,
+                "data": data,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+    )
+
+
+__all__ = ["dna_generate", "dna_problem", "dna_score", "dna_vep", "embeddings", "error_body"]

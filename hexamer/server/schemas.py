@@ -1,0 +1,142 @@
+"""Request bodies, validated strictly: unknown fields and wrong JSON types are 400s naming the field.
+
+The completion and embedding bodies accept every field of the OpenAI API and the vLLM extras its
+clients send (``ignore_eos``, ``min_tokens``, ``top_k``, ``prompt_logprobs``, ...), so the official
+``openai`` client and vLLM's benchmark client work unchanged; the few we cannot honour (penalties,
+guided decoding, beam search) are refused with a clear message when set to a non-default value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hexamer.vep.recipes import DEFAULT_WINDOW
+
+_I64 = 2**63
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class StreamOptions(_Body):
+    include_usage: bool | None = True
+    continuous_usage_stats: bool | None = False
+
+
+class CompletionRequest(_Body):
+    # OpenAI fields
+    model: str | None = None
+    prompt: str | list[str] | list[int] | list[list[int]]
+    best_of: int | None = None
+    echo: bool | None = False
+    frequency_penalty: float | None = 0.0
+    logit_bias: dict[str, float] | None = None
+    logprobs: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=16, ge=0)
+    n: int = Field(default=1, ge=1)
+    presence_penalty: float | None = 0.0
+    seed: int | None = Field(default=None, ge=-_I64, lt=_I64)
+    stop: str | list[str] | None = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    suffix: str | None = None
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    user: str | None = None
+    # vLLM sampling extras
+    use_beam_search: bool = False
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: float | None = None
+    length_penalty: float = 1.0
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    min_tokens: int = Field(default=0, ge=0)
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    truncate_prompt_tokens: int | None = Field(default=None, ge=1)
+    allowed_token_ids: list[int] | None = None
+    prompt_logprobs: int | None = Field(default=None, ge=0)
+    # vLLM extra parameters
+    add_special_tokens: bool = True
+    response_format: dict[str, Any] | None = None
+    guided_json: Any = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+    guided_decoding_backend: str | None = None
+    guided_whitespace_pattern: str | None = None
+    priority: int = 0
+    request_id: str | None = None
+    logits_processors: list[Any] | None = None
+    return_tokens_as_token_ids: bool | None = None
+    return_token_ids: bool | None = None
+    cache_salt: str | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    vllm_xargs: dict[str, Any] | None = None
+    prompt_embeds: Any = None
+
+
+class EmbeddingRequest(_Body):
+    model: str | None = None
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+    # vLLM extras
+    truncate_prompt_tokens: int | None = None
+    add_special_tokens: bool = True
+    priority: int = 0
+    request_id: str | None = None
+    normalize: bool | None = None
+    # hexamer extras
+    pool: Literal["mean", "last", "sep"] = "mean"
+    layer: int = -1
+    prefix: str = ""
+
+
+class DnaGenerateRequest(_Body):
+    model: str | None = None
+    prompt: str | list[str]
+    max_bp: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    mode: Literal["bp", "token"] = "bp"
+    temperature: float = Field(default=1.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    seed: int | None = Field(default=None, ge=-_I64, lt=_I64)
+    n: int = Field(default=1, ge=1)
+    mask: str | None = None
+    prefix: str = ""
+    tags: list[str] | None = None
+    stop_at_end_tag: bool = False
+    stream: bool = False
+
+
+class DnaScoreRequest(_Body):
+    model: str | None = None
+    sequences: str | list[str]
+    level: Literal["bp", "token"] = "bp"
+    method: Literal["fns", "exact"] = "fns"
+    prefix: str = ""
+    tags: list[str] | None = None
+    per_position: bool = False
+
+
+class Variant(_Body):
+    sequence: str
+    pos: int
+    ref: str
+    alt: str
+    id: str | None = None
+
+
+class DnaVepRequest(_Body):
+    model: str | None = None
+    variants: list[Variant]
+    position_base: Literal[0, 1] = 1
+    window: int = Field(default=DEFAULT_WINDOW, ge=6)
+    rc_average: bool = False

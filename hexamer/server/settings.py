@@ -1,0 +1,62 @@
+"""Server limits and options, in one place, with the defaults `hexamer serve` uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+#: enough for a client that asks for every 6-mer (4,096) plus the rest of the DNA block and text
+DEFAULT_MAX_LOGPROBS = 4096 + 128
+
+
+@dataclass
+class ServerSettings:
+    """What the server accepts and how much work it takes on.
+
+    max_num_seqs: sequences decoded together (KV-cache rows). max_model_len: tokens per sequence,
+        prompt included (default: the model's context). max_queue: requests waiting for a row
+        beyond which new ones get 429. max_tokens / max_bp: per request (per choice).
+    max_logprobs: largest ``logprobs`` / ``prompt_logprobs`` top-N. max_prompts: prompts (or
+        sequences, variants) per request. max_body_bytes: request body size (413 above).
+    request_timeout_s: a request still running after this is cancelled (504).
+    api_key: when set, every endpoint but ``/health`` needs ``Authorization: Bearer <key>``.
+    served_model_name: the model id reported by ``/v1/models`` and accepted in ``model``.
+    shutdown_grace_s: on shutdown, in-flight requests get this long to finish, then are cancelled.
+    """
+
+    max_num_seqs: int = 64
+    max_model_len: int | None = None
+    max_queue: int = 1024
+    max_tokens: int = 8192
+    max_bp: int = 49152
+    max_logprobs: int = DEFAULT_MAX_LOGPROBS
+    max_prompts: int = 256
+    max_n: int = 64
+    max_body_bytes: int = 32 * 2**20
+    request_timeout_s: float = 600.0
+    api_key: str | None = None
+    served_model_name: str | None = None
+    shutdown_grace_s: float = 10.0
+    kv_cache_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("api_key", "served_model_name"):
+                if value is not None and (not isinstance(value, str) or not value):
+                    raise ValueError(f"{f.name} must be a non-empty string")
+                continue
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"server setting {f.name} must be a positive number, got {value!r}")
+
+    @classmethod
+    def from_options(cls, **options: object) -> ServerSettings:
+        """Settings from keyword options; an unknown name is an error naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(
+                f"unknown server setting(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
+        return cls(**options)  # type: ignore[arg-type]

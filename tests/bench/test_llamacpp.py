@@ -1,0 +1,248 @@
+"""llama.cpp peer: conversion plumbing, the parity gate and sampling are tested without llama.cpp;
+the end-to-end checks (convert, tokenize, logits, generate) run only where llama-cpp-python and the
+converter are present, and are marked slow (the converter takes ~20 s even on a tiny model)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hexamer.bench import llamacpp
+from hexamer.bench.llamacpp import (
+    LlamaCppBackend,
+    ParityError,
+    ParityReport,
+    compare_logits,
+    convert_to_gguf,
+    converter_command,
+    default_gguf_path,
+    find_converter,
+    sample_rows,
+)
+from hexamer.testing import build_carbon_folder
+
+
+def _fake_tree(root: Path) -> Path:
+    (root / "gguf-py" / "gguf").mkdir(parents=True)
+    (root / "convert_hf_to_gguf.py").write_text("raise SystemExit('not run in tests')\n")
+    return root
+
+
+# ------------------------------------------------------------------ conversion plumbing
+def test_converter_command_runs_our_entry_with_the_converter(tmp_path: Path) -> None:
+    cmd = converter_command(tmp_path / "m", tmp_path / "m.gguf", "bf16", tmp_path / "convert_hf_to_gguf.py")
+    assert cmd[:4] == [sys.executable, "-m", "hexamer.bench.llamacpp", "_convert"]
+    assert cmd[4:] == [
+        str(tmp_path / "convert_hf_to_gguf.py"),
+        str(tmp_path / "m"),
+        "--outfile",
+        str(tmp_path / "m.gguf"),
+        "--outtype",
+        "bf16",
+    ]
+    with pytest.raises(ValueError, match="outtype"):
+        converter_command(tmp_path, tmp_path / "x", "q4_0", tmp_path / "c.py")
+
+
+def test_find_converter_accepts_checkout_and_sdist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = _fake_tree(tmp_path / "llama.cpp")
+    assert find_converter(checkout) == checkout / "convert_hf_to_gguf.py"
+    sdist = tmp_path / "llama_cpp_python-0.3.36"
+    _fake_tree(sdist / "vendor" / "llama.cpp")
+    monkeypatch.setenv("HEXAMER_LLAMA_CPP_DIR", str(sdist))
+    assert find_converter() == sdist / "vendor" / "llama.cpp" / "convert_hf_to_gguf.py"
+    monkeypatch.setenv("HEXAMER_LLAMA_CPP_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="HEXAMER_LLAMA_CPP_DIR"):
+        find_converter()
+
+
+def test_find_converter_looks_in_the_hexamer_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HEXAMER_LLAMA_CPP_DIR", raising=False)
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    tree = _fake_tree(tmp_path / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp")
+    assert find_converter() == tree / "convert_hf_to_gguf.py"
+
+
+def test_fresh_cached_gguf_is_reused_without_a_converter(
+    tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HEXAMER_LLAMA_CPP_DIR", str(tmp_path / "nowhere"))
+    out = tmp_path / "cached.gguf"
+    out.write_bytes(b"GGUF")
+    future = time.time() + 60
+    os.utime(out, (future, future))
+    assert convert_to_gguf(tiny_folder, out, "f32") == out
+    os.utime(out, (0, 0))  # older than the folder: must convert again, and no converter is found
+    with pytest.raises(FileNotFoundError, match=r"convert_hf_to_gguf\.py"):
+        convert_to_gguf(tiny_folder, out, "f32")
+    assert default_gguf_path(tiny_folder, "bf16") == tiny_folder.resolve().parent / "model.bf16.gguf"
+    with pytest.raises(FileNotFoundError, match=r"config\.json"):
+        convert_to_gguf(tmp_path, out, "f32")
+
+
+def test_converter_tokenizer_matches_what_the_converter_reads(tmp_path: Path) -> None:
+    folder = build_carbon_folder(tmp_path / "real", bpe="qwen3", weights=False)
+    tok = llamacpp._ConverterTokenizer(folder)
+    assert len(tok.vocab) == 155_775  # CCCCCC: the BPE id wins, as in the official get_vocab()
+    assert tok.vocab["CCCCCC"] == 91443 and tok.dna_token_to_id["CCCCCC"] == 154402
+    assert len(tok.kmers) == 4096 and tok.kmers[0] == "AAAAAA"
+    added = tok.get_added_vocab()
+    assert added["<dna>"] == 151669 and added["<oov>"] == 151671 and added["<|endoftext|>"] == 151643
+    assert tok.added_tokens_decoder[151669].special and not tok.added_tokens_decoder[added["<think>"]].special
+    assert tok.encode("<dna>CCCCCC</dna>") == [151669, 154402, 151670]
+
+
+# ------------------------------------------------------------------ parity logic
+def test_compare_logits_on_synthetic_arrays() -> None:
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=(5, 40)).astype(np.float32)
+    other = ref.copy()
+    other[2, 7] += 0.25
+    stats = compare_logits(ref, other, (10, 30))
+    assert stats["max_abs_diff"] == pytest.approx(0.25, rel=1e-6)
+    assert stats["max_abs_logit"] == pytest.approx(float(np.abs(ref).max()))
+    assert stats["top1"] == 1.0  # the perturbed column is outside the 6-mer rows
+    swapped = ref.copy()
+    swapped[0, 10:30] = swapped[0, 10:30][::-1]
+    assert compare_logits(ref, swapped, (10, 30))["top1"] == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="shapes"):
+        compare_logits(ref, ref[:, :3], (0, 3))
+
+
+def _report(**over: object) -> ParityReport:
+    base = dict(
+        outtype="f32",
+        n_prompts=4,
+        ids_equal=4,
+        positions=100,
+        max_abs_diff=1e-4,
+        max_abs_logit=2.0,
+        top1_agreement=1.0,
+        top1_agreement_full=1.0,
+    )
+    return ParityReport(**(base | over))  # type: ignore[arg-type]
+
+
+def test_parity_gate() -> None:
+    assert _report().check().relative_diff == pytest.approx(5e-5)
+    with pytest.raises(ParityError, match="token ids differ on 1 of 4"):
+        _report(ids_equal=3).check()
+    with pytest.raises(ParityError, match="max \\|logit diff\\|"):
+        _report(max_abs_diff=0.5).check()
+    with pytest.raises(ParityError, match="top-1"):
+        _report(top1_agreement=0.5).check()
+    _report(outtype="bf16", max_abs_diff=0.05).check()  # bf16 tolerance is looser
+    with pytest.raises(ParityError):
+        _report(max_abs_diff=float("nan")).check()
+    assert "ids equal on 4/4" in _report(greedy_tokens=8, greedy_match=8).summary()
+
+
+def test_sample_rows() -> None:
+    logits = np.array([[0.0, 5.0, 1.0], [3.0, 0.0, 0.0]])
+    rngs = [np.random.default_rng(i) for i in range(2)]
+    assert sample_rows(logits, 0.0, rngs).tolist() == [1, 0]
+    # row i depends only on rngs[i]
+    a = sample_rows(logits, 1.0, [np.random.default_rng(5), np.random.default_rng(6)])
+    b = sample_rows(logits[::-1], 1.0, [np.random.default_rng(6), np.random.default_rng(5)])
+    assert a.tolist() == b[::-1].tolist()
+    # the empirical distribution follows softmax(logits / T)
+    draws = 20_000
+    rng = [np.random.default_rng(1)] * draws
+    row = np.log(np.array([[0.1, 0.2, 0.7]]))
+    counts = np.bincount(sample_rows(np.repeat(row, draws, 0), 1.0, rng), minlength=3) / draws
+    assert np.allclose(counts, [0.1, 0.2, 0.7], atol=0.015)
+    hot = np.bincount(sample_rows(np.repeat(row, draws, 0), 0.5, rng), minlength=3) / draws
+    assert np.allclose(hot, np.array([0.01, 0.04, 0.49]) / 0.54, atol=0.015)
+
+
+def test_backend_reports_missing_llama_cpp(tiny_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = llamacpp.importlib.util.find_spec
+    monkeypatch.setattr(
+        llamacpp.importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a)
+    )
+    backend = LlamaCppBackend(tiny_folder)
+    ok, why = backend.available()
+    assert not ok and "hexamer[bench]" in why
+    with pytest.raises(RuntimeError, match="not installed"):
+        backend.load()
+    with pytest.raises(ValueError, match="dtype"):
+        LlamaCppBackend(tiny_folder, dtype="int8")
+    with pytest.raises(ValueError, match="kv_type"):
+        LlamaCppBackend(tiny_folder, kv_type="q4")
+
+
+# ------------------------------------------------------------------ with llama.cpp
+def _llama_ready() -> str | None:
+    ok, why = llamacpp.llama_cpp_available()
+    if not ok:
+        return why
+    try:
+        find_converter()
+    except FileNotFoundError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    reason = _llama_ready()
+    if reason:
+        pytest.skip(f"llama.cpp peer not available: {reason}")
+    folder = build_carbon_folder(tmp_path_factory.mktemp("lcpp") / "model", bpe="qwen3", num_hidden_layers=2)
+    return folder, convert_to_gguf(folder, outtype="f32")
+
+
+@pytest.mark.slow
+def test_llama_cpp_matches_hexamer(converted: tuple[Path, Path]) -> None:
+    import torch
+
+    from hexamer import Carbon
+    from hexamer.bench.tokenizer import random_dna
+
+    folder, gguf = converted
+    carbon = Carbon.from_pretrained(folder, dtype=torch.float32)
+    backend = LlamaCppBackend(folder, gguf_path=gguf)
+    assert backend.available() == (True, "")
+    assert backend.tokenize("<dna>CCCCCC</dna>") == [151669, 154402, 151670]
+    assert backend.tokenize("<dna>acgtacNNNNNNAT") == carbon.tokenizer.encode("<dna>acgtacNNNNNNAT")
+    prompts = [random_dna(120, seed=i) for i in range(3)]
+    report = backend.check_parity(carbon, prompts, logit_prompts=2, greedy_tokens=8)
+    assert report.ids_equal == 3 and report.positions == 42 and report.relative_diff < 2e-3
+    assert report.greedy_match == 8
+    assert any("whitespace" in d for d in report.documented)
+    # a sequence's output depends on its seed only, not on the batch it ran in
+    solo, timings = backend.generate(prompts, 20, batch=1, seed=3)
+    together, t3 = backend.generate(prompts, 20, batch=3, seed=3)
+    assert solo == together and all(len(s) == 20 and set(s) <= set("ACGT") for s in solo)
+    assert len(timings.step_s) == 3 * 3 and len(t3.step_s) == 3 and t3.new_tokens == 4
+    with pytest.raises(ValueError, match="whole 6-mers"):
+        backend.generate(["ACGTA"], 6)
+    backend.close()
+
+
+@pytest.mark.slow
+def test_run_llamacpp_bench_quick(converted: tuple[Path, Path]) -> None:
+    folder, _ = converted
+    lines: list[str] = []
+    report = llamacpp.run_llamacpp_bench(
+        quick=True,
+        folder=folder,
+        batch_sizes=(1, 2),
+        hexamer_modes=("token", "bp"),
+        threads=1,
+        log=lines.append,
+    )
+    assert [(r["backend"], r["batch"]) for r in report.rows] == [
+        (b, n) for n in (1, 2) for b in ("hexamer token level", "hexamer bp level", "llama.cpp")
+    ]
+    assert all(r["bp/s"] > 0 and r["median step ms"] > 0 and r["prefill s"] > 0 for r in report.rows)
+    assert all(r["× llama.cpp"] == 1.0 for r in report.rows if r["backend"] == "llama.cpp")
+    with pytest.raises(ValueError, match="hexamer_modes"):
+        llamacpp.run_llamacpp_bench(quick=True, folder=folder, hexamer_modes=("fast",))
+    assert any(line.startswith("parity (f32)") for line in lines)
+    assert "| backend | batch |" in report.to_markdown()

@@ -1,0 +1,111 @@
+"""``hexamer bench serve``: the workload, the vLLM-style summary, and runs against real servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from hexamer import Carbon
+from hexamer.bench.serve import RequestResult, random_prompts, run_serve_bench, summarize, token_lengths
+from hexamer.cli import app
+from hexamer.tokenizer import DnaLayout
+from tests.remote.fake_server import FakeSettings, make_app, serve
+
+
+@pytest.fixture(scope="module")
+def local(tiny_folder: Path) -> Carbon:
+    return Carbon.from_pretrained(tiny_folder)
+
+
+def test_published_shape() -> None:
+    assert token_lengths(1000, 1000) == (167, 167)  # <dna> + 166 6-mers (996 bp); ceil(1000 / 6)
+    assert token_lengths(60, 60) == (11, 10)
+    with pytest.raises(ValueError):
+        token_lengths(5, 10)
+
+
+def test_random_prompts_are_dna_and_seeded() -> None:
+    lay = DnaLayout(dna_start_id=426)
+    a = random_prompts(3, 20, lay, seed=1)
+    assert a == random_prompts(3, 20, lay, seed=1) != random_prompts(3, 20, lay, seed=2)
+    assert all(len(p) == 20 and p[0] == lay.begin_id for p in a)
+    assert all(lay.kmer_start <= t < lay.kmer_stop for p in a for t in p[1:])
+
+
+def test_summary_matches_a_hand_computation() -> None:
+    results = [
+        RequestResult(ok=True, prompt_len=10, output_len=5, ttft=0.1, latency=0.5, itls=[0.1, 0.1, 0.1, 0.1]),
+        RequestResult(ok=True, prompt_len=10, output_len=3, ttft=0.3, latency=0.7, itls=[0.2, 0.2]),
+        RequestResult(ok=False, prompt_len=10, error="HTTP 503"),
+    ]
+    s = summarize(results, duration=2.0)
+    assert (s["completed"], s["failed"], s["first_error"]) == (2, 1, "HTTP 503")
+    assert s["output_throughput"] == pytest.approx(4.0) and s["output_bp_throughput"] == pytest.approx(24.0)
+    assert s["total_token_throughput"] == pytest.approx(14.0) and s["request_throughput"] == pytest.approx(
+        1.0
+    )
+    assert s["mean_ttft_ms"] == pytest.approx(200.0) and s["median_ttft_ms"] == pytest.approx(200.0)
+    assert s["mean_tpot_ms"] == pytest.approx((400 / 4 + 400 / 2) / 2)
+    itl = np.array([0.1] * 4 + [0.2] * 2) * 1000
+    assert s["mean_itl_ms"] == pytest.approx(itl.mean()) and s["p99_itl_ms"] == pytest.approx(
+        np.percentile(itl, 99)
+    )
+    assert s["p99_e2el_ms"] == pytest.approx(np.percentile([500, 700], 99))
+
+
+def test_against_a_vllm_format_server(local: Carbon, tiny_folder: Path) -> None:
+    with serve(make_app(local, FakeSettings())) as url:
+        report = run_serve_bench(
+            url=url, tokenizer=str(tiny_folder), num_prompts=5, input_len=7, output_len=4
+        )
+    rows = {r["key"]: r for r in report.rows}
+    assert rows["completed"]["value"] == 5 and rows["failed"]["value"] == 0
+    assert rows["total_input_tokens"]["value"] == 35 and rows["total_output_tokens"]["value"] == 20
+    assert rows["output_bp_throughput"]["value"] == pytest.approx(6 * rows["output_throughput"]["value"])
+    assert 0 < rows["ttft"]["median"] <= rows["e2el"]["median"]
+    assert "vllm" in report.title
+
+
+def test_quick_on_hexamer_server_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    lines: list[str] = []
+    report = run_serve_bench(quick=True, log=lines.append)
+    rows = {r["key"]: r for r in report.rows}
+    assert rows["completed"]["value"] == 8 and rows["total_output_tokens"]["value"] == 80
+    assert "hexamer server in this process" in lines[0]
+    assert "on hexamer" in report.title and report.machine["cpu_count"]
+
+
+def test_cli_bench_serve(local: Carbon, tiny_folder: Path, tmp_path: Path) -> None:
+    with serve(make_app(local, FakeSettings(api_key="k"))) as url:
+        args = ["bench", "serve", "--url", url, "--tokenizer", str(tiny_folder), "--quick", "--api-key", "k"]
+        result = CliRunner().invoke(
+            app, [*args, "--json", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")]
+        )
+        assert result.exit_code == 0, result.output
+        assert "Output token throughput (tok/s)" in result.output and "TPOT (ms)" in result.output
+        data = json.loads((tmp_path / "s.json").read_text())
+        assert {r["key"] for r in data["rows"]} >= {
+            "output_throughput",
+            "ttft",
+            "itl",
+            "output_bp_throughput",
+        }
+        assert (tmp_path / "s.png").stat().st_size > 0
+        bad = CliRunner().invoke(app, args[:-2])  # no API key
+        assert bad.exit_code == 2 and "HTTP 401" in bad.output
+    both = CliRunner().invoke(app, ["bench", "serve", "--url", "http://x", "--model", str(tiny_folder)])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_errors_inside_the_stream_are_reported(local: Carbon, tiny_folder: Path) -> None:
+    expected = r"warm-up request to .*/v1/completions failed: RuntimeError: engine died"
+    with (
+        serve(make_app(local, FakeSettings(stream_error="engine died"))) as url,
+        pytest.raises(RuntimeError, match=expected),
+    ):
+        run_serve_bench(url=url, tokenizer=str(tiny_folder), quick=True)

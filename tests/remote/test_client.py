@@ -1,0 +1,97 @@
+"""RemoteCarbon against fake vLLM / SGLang servers: the numbers must equal the local Carbon's."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hexamer import Carbon
+from hexamer.remote import RemoteCarbon, TopNWarning
+
+SEQS = ["ACGTACGGTTACGATCGATCGGGCTAAATCG", "TTTTGGGGCCCCAAAATTGCAN", "GATTACAGATTACAGATTACA"]
+
+
+def remote(url: str, folder: Path, **options) -> RemoteCarbon:
+    return Carbon.from_server(url, tokenizer=folder, top_n=4608, **options)
+
+
+@pytest.fixture(scope="module", params=["vllm", "sglang"])
+def both(request, vllm_url: str, sglang_url: str, tiny_folder: Path):
+    url = vllm_url if request.param == "vllm" else sglang_url
+    with remote(url, tiny_folder) as m:
+        yield m
+
+
+def test_backend_detected(both: RemoteCarbon) -> None:
+    assert both.backend in ("vllm", "sglang")
+    assert both.served_model == "tiny-carbon"
+    assert both.context_length == 2048  # from the tokenizer folder's config.json
+
+
+@pytest.mark.parametrize("level,method", [("bp", "fns"), ("bp", "exact"), ("token", "fns")])
+def test_scores_equal_local(both: RemoteCarbon, local: Carbon, level: str, method: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TopNWarning)
+        got = both.score(SEQS, level=level, method=method, prefix="<x>" if level == "token" else "")
+    want = local.score(SEQS, level=level, method=method, prefix="<x>" if level == "token" else "")
+    for g, w in zip(got, want, strict=True):
+        assert g.mean == pytest.approx(w.mean, abs=1e-4)
+        assert (g.n_scored, g.n_oov_bases) == (w.n_scored, w.n_oov_bases)
+        a, b = (g.per_base, w.per_base) if level == "bp" else (g.per_token, w.per_token)
+        np.testing.assert_allclose(a, b, atol=1e-4)
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+
+
+@pytest.mark.parametrize("method", ["fns", "exact"])
+def test_base_logprobs_equal_local(both: RemoteCarbon, local: Carbon, method: str) -> None:
+    got = both.base_logprobs(SEQS[0], method=method)
+    want = local.base_logprobs(SEQS[0], method=method)
+    assert got.shape == (len(SEQS[0]), 4)
+    np.testing.assert_allclose(got, want, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["bp", "token"])
+def test_client_side_generation_equals_local(both: RemoteCarbon, local: Carbon, mode: str) -> None:
+    prompts = ["ACGTACGGTTAC", "<x><dna>TTTTGGGGCCCCAAA"]  # the second ends mid-6-mer: forced tail
+    opts = {"max_bp": 17, "mode": mode, "temperature": 0.9, "top_p": 0.95, "seed": 7, "mask": "NNRY"}
+    got = both.generate(prompts, sampler="client", **opts)
+    want = local.generate(prompts, **opts)
+    for g, w in zip(got, want, strict=True):
+        assert g.sequence == w.sequence
+        assert len(g.sequence) == 17
+        assert g.token_ids == w.token_ids
+        assert g.finish_reason == w.finish_reason == "length"
+
+
+def test_greedy_bp_generation_equals_local(both: RemoteCarbon, local: Carbon) -> None:
+    got = both.generate("GATTACAGATTACA", max_new_tokens=3, temperature=0)
+    assert got.sequence == local.generate("GATTACAGATTACA", max_new_tokens=3, temperature=0).sequence
+
+
+def test_server_side_token_generation(vllm_url: str, tiny_folder: Path, local: Carbon) -> None:
+    with remote(vllm_url, tiny_folder) as m:
+        progress: list[int] = []
+        got = m.generate(
+            ["ACGTAC", "GGGGGGTTTTTT"], max_bp=20, mode="token", temperature=0, on_progress=progress.append
+        )
+        want = local.generate(["ACGTAC", "GGGGGGTTTTTT"], max_bp=20, mode="token", temperature=0)
+        assert [g.sequence for g in got] == [w.sequence for w in want]
+        assert sorted(progress) == [20, 20]
+        with pytest.raises(ValueError, match="sampler='server' needs mode='token'"):
+            m.generate("ACGTAC", max_bp=6, mode="bp", sampler="server")
+
+
+def test_bad_input_raises_like_local(both: RemoteCarbon, local: Carbon) -> None:
+    for call in (
+        lambda c: c.score(""),
+        lambda c: c.generate("ACGTN", max_bp=3),
+        lambda c: c.score("A", level="x"),
+    ):
+        with pytest.raises(ValueError) as remote_err:
+            call(both)
+        with pytest.raises(ValueError) as local_err:
+            call(local)
+        assert str(remote_err.value) == str(local_err.value)

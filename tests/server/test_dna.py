@@ -1,0 +1,102 @@
+"""DNA endpoints and embeddings equal the library's answers for the same inputs and seeds."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from hexamer import Carbon
+from hexamer.embed import embed_sequences
+from hexamer.vep.recipes import alt_window, naive_window_score, window_bounds
+
+
+def _post(url: str, path: str, **body: object) -> dict:
+    r = httpx.post(f"{url}{path}", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize("mode", ["bp", "token"])
+def test_generate_equals_carbon(url: str, ref: Carbon, mode: str) -> None:
+    prompts = ["ACGTACGGTAC", "<mammalian_species><dna>TTGACA"]
+    out = _post(
+        url, "/v1/dna/generate", prompt=prompts, max_bp=23, mode=mode, seed=4, n=2, top_p=0.9, temperature=0.8
+    )
+    want = ref.generate(
+        [p for p in prompts for _ in range(2)], max_bp=23, mode=mode, seed=4, top_p=0.9, temperature=0.8
+    )
+    assert [c["sequence"] for c in out["choices"]] == [g.sequence for g in want]
+    assert [c["prompt_index"] for c in out["choices"]] == [0, 0, 1, 1]
+    assert all(c["n_bp"] == 23 for c in out["choices"])
+    assert out["usage"]["generated_bp"] == 4 * 23
+
+
+def test_generate_mask_tags_and_stream(url: str, ref: Carbon) -> None:
+    body = {
+        "prompt": "ACGTAC",
+        "max_bp": 14,
+        "mask": "NNNATGNNNRY",
+        "temperature": 0,
+        "tags": ["mammalian_species"],
+    }
+    out = _post(url, "/v1/dna/generate", **body)
+    want = ref.generate("ACGTAC", max_bp=14, mask="NNNATGNNNRY", temperature=0, prefix="<mammalian_species>")
+    assert out["choices"][0]["sequence"] == want.sequence and want.sequence[3:6] == "ATG"
+    text = ""
+    with httpx.stream("POST", f"{url}/v1/dna/generate", json={**body, "stream": True}, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                text += json.loads(line[6:])["choices"][0]["delta"]
+    assert text == want.sequence
+
+
+@pytest.mark.parametrize(("level", "method"), [("bp", "fns"), ("bp", "exact"), ("token", "fns")])
+def test_score_equals_carbon(url: str, ref: Carbon, level: str, method: str) -> None:
+    seqs = ["ACGTACGGTACCATNNACGT", "TTGACA"]
+    out = _post(url, "/v1/dna/score", sequences=seqs, level=level, method=method, per_position=True)
+    want = ref.score(seqs, level=level, method=method)
+    for got, w in zip(out["data"], want, strict=True):
+        assert got["mean"] == pytest.approx(w.mean, abs=1e-6)
+        assert got["n_scored"] == w.n_scored and got["n_oov_bases"] == w.n_oov_bases
+        arr = w.per_base if level == "bp" else w.per_token
+        key = "per_base" if level == "bp" else "per_token"
+        assert np.allclose(np.array(got[key], dtype=float), arr, equal_nan=True, atol=1e-6)
+
+
+def test_vep_equals_window_recipe(url: str, ref: Carbon) -> None:
+    rng = np.random.default_rng(0)
+    seq = "".join(rng.choice(list("ACGT"), 300))
+    p0 = 150
+    alt = "A" if seq[p0] != "A" else "C"
+    variants = [
+        {"sequence": seq, "pos": p0 + 1, "ref": seq[p0], "alt": alt, "id": "snv"},
+        {"sequence": seq, "pos": p0 + 1, "ref": seq[p0 : p0 + 3], "alt": seq[p0], "id": "del"},
+        {"sequence": seq, "pos": 10, "ref": "N", "alt": "A", "id": "bad"},
+    ]
+    out = _post(url, "/v1/dna/vep", variants=variants, window=120, rc_average=True, position_base=1)
+    rows = out["data"]
+    for v, row in zip(variants[:2], rows[:2], strict=True):
+        q0 = int(v["pos"]) - 1
+        start, end = window_bounds(q0, len(v["ref"]), len(seq), 120)
+        ref_win = seq[start:end]
+        want = naive_window_score(
+            ref, ref_win, alt_window(ref_win, q0 - start, v["ref"], v["alt"]), rc_average=True
+        )
+        assert row["status"] == "ok" and row["score"] == pytest.approx(want, abs=1e-6)
+    assert rows[2]["status"] == "ref_mismatch" and rows[2]["score"] is None
+
+
+def test_embeddings_equal_hexamer_embed(url: str, ref: Carbon) -> None:
+    seqs = ["ACGTACGGTACCAT", "TTGACATTGACA"]
+    want = [v for _, v in embed_sequences(ref, seqs, pool="mean")]
+    out = _post(url, "/v1/embeddings", input=seqs, model=None)
+    for got, w in zip(out["data"], want, strict=True):
+        assert np.allclose(got["embedding"], w, atol=1e-5)
+    b64 = _post(url, "/v1/embeddings", input=seqs[0], encoding_format="base64", pool="last")
+    vec = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
+    last = next(iter(embed_sequences(ref, [seqs[0]], pool="last")))[1]
+    assert np.allclose(vec, last, atol=1e-5)
