@@ -132,7 +132,7 @@ class Carbon:
             dtype = torch.float32
         model, _ = load_model(folder, dtype=dtype, device=device)
         model.eval()
-        # oneDNN's packed linears are TorchScript modules, which torch.compile cannot trace through
+        # packed oneDNN linears are left out under compile_decode: that combination is not yet tested
         if onednn or (onednn is None and not engine_options.get("compile_decode")):
             use_onednn_linears(model)
         tokenizer = CarbonTokenizer.from_pretrained(folder)

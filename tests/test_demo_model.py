@@ -26,7 +26,6 @@ def _readme_number(label: str) -> float:
     return float(match.group(1))
 
 
-
 @pytest.fixture(scope="module")
 def carbon() -> Carbon:
     return Carbon.from_pretrained(demo_model_path())

@@ -734,7 +734,7 @@ def run_llamacpp_bench(
     *,
     quick: bool = False,
     log: Callable[[str], None] = print,
-    shape: str = "500m",
+    shape: str | None = None,
     dtype: str = "float32",
     batch_sizes: tuple[int, ...] = (1, 16),
     prompt_bp: int = 1080,
@@ -747,7 +747,8 @@ def run_llamacpp_bench(
 ) -> BenchReport:
     """hexamer vs llama.cpp generation bp/s on the same weights and threads, after a parity gate.
 
-    The folder is ``bench_model_folder(shape)`` (random weights, real vocabulary) unless given.
+    The folder is ``bench_model_folder(shape)`` (random weights, real vocabulary; default shape
+    ``tiny`` with ``quick``, else ``500m``) unless given.
     ``threads`` (default: torch's current setting) is used by both. ``hexamer_modes`` adds
     ``"bp"`` (FNS base-level sampling) to the like-for-like token-level run. ``quick`` shrinks the
     workload (batch <= 4, 120 bp in / 60 bp out) to check the plumbing. Backends alternate within
@@ -764,6 +765,7 @@ def run_llamacpp_bench(
     bad = [m for m in hexamer_modes if m not in ("token", "bp")]
     if bad or not hexamer_modes:
         raise ValueError(f"hexamer_modes must be a non-empty subset of token, bp; got {hexamer_modes}")
+    shape = shape or ("tiny" if quick else "500m")
     if quick:
         batch_sizes = tuple(min(b, 4) for b in batch_sizes)
         prompt_bp, new_bp = min(prompt_bp, 120), min(new_bp, 60)

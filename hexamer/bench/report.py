@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +125,7 @@ class BenchReport:
         ax.set_ylabel(y)
         if log_y:
             ax.set_yscale("log")
-        ax.set_title(self.title, fontsize=9)
+        ax.set_title(textwrap.fill(self.title, 80), fontsize=9)
         if group:
             ax.legend(fontsize=8)
         fig.tight_layout()

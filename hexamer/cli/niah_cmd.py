@@ -13,7 +13,10 @@ from hexamer.cli.app import app, console, err_console
 
 @app.command("build-niah")
 def build_niah_cmd(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: one OUT/niah_{task}_{L}/test.parquet per cell.")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Output folder: one OUT/niah_{task}_{L}/test.parquet per cell."),
+    ],
     fasta: Annotated[
         list[Path] | None,
         typer.Option(
@@ -22,20 +25,26 @@ def build_niah_cmd(
             "Default: the shipped 100 kbp human chr20 slice (enough for contexts up to 16k tokens).",
         ),
     ] = None,
-    ctx: Annotated[str, typer.Option(help="Context lengths in 6-mer tokens, e.g. 4k,8k,16k or 256.")] = "4k,8k",
+    ctx: Annotated[
+        str, typer.Option(help="Context lengths in 6-mer tokens, e.g. 4k,8k,16k or 256.")
+    ] = "4k,8k",
     tasks: Annotated[
         str, typer.Option(help="Tasks: niah and/or neardup_dX (decoy keys X bp away from the true key).")
     ] = "niah,neardup_d4,neardup_d2,neardup_d1",
     n: Annotated[int, typer.Option("--n", min=1, help="Rows per cell.")] = 500,
     seed: Annotated[int, typer.Option(help="Random seed (a cell is fully determined by it).")] = 42,
-    depths: Annotated[str, typer.Option(help="Needle depths in percent of the haystack (rows cycle).")] = "10,25,50,75,90",
+    depths: Annotated[
+        str, typer.Option(help="Needle depths in percent of the haystack (rows cycle).")
+    ] = "10,25,50,75,90",
     distractors: Annotated[int, typer.Option(min=0, help="Decoy pairs in the neardup tasks.")] = 8,
     key_len: Annotated[int, typer.Option(help="KEY length in bp (a multiple of 6).")] = 24,
     value_len: Annotated[int, typer.Option(help="VALUE length in bp (a multiple of 6).")] = 24,
     stitch_from: Annotated[
         str, typer.Option(help="Contexts of at least this many tokens use stitched A/C/G/T runs.")
     ] = "32k",
-    min_run: Annotated[int, typer.Option(min=1, help="Shortest A/C/G/T run used in stitched haystacks (bp).")] = 1000,
+    min_run: Annotated[
+        int, typer.Option(min=1, help="Shortest A/C/G/T run used in stitched haystacks (bp).")
+    ] = 1000,
 ) -> None:
     """Build Genome-NIAH cells: random KEY/VALUE pairs planted in a real-genome haystack, in the
     public dataset's schema (uid, prompt, value, value_len_bp, context_length_tokens,

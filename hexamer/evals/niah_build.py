@@ -152,7 +152,9 @@ def _distance(task: str) -> int:
         d = int(task[len("neardup_d") :])
         if d >= 1:
             return d
-    raise ValueError(f"unknown NIAH task {task!r}: use niah or neardup_dX (X >= 1, e.g. {', '.join(DIFFICULTIES)})")
+    raise ValueError(
+        f"unknown NIAH task {task!r}: use niah or neardup_dX (X >= 1, e.g. {', '.join(DIFFICULTIES)})"
+    )
 
 
 def _random_dna(rng: np.random.Generator, n: int) -> str:
@@ -294,7 +296,9 @@ def _row(cfg: NiahBuildConfig, genome: Genome, task: str, ctx_tokens: int, row: 
         # at offsets <= bg_before and after-decoys >= it, and the stable sort keeps that order
         inserts = [(o * unit, pairs[i], i) for i, o in enumerate(before)]
         inserts.append((bg_before, key + value, -1))
-        inserts += [(bg_before + o * unit, pairs[len(before) + i], len(before) + i) for i, o in enumerate(after)]
+        inserts += [
+            (bg_before + o * unit, pairs[len(before) + i], len(before) + i) for i, o in enumerate(after)
+        ]
         inserts.sort(key=lambda t: t[0])
         haystack, starts = _assemble(background, [(o, sq) for o, sq, _ in inserts])
         prompt = haystack + key
@@ -396,13 +400,22 @@ def build_niah(cfg: NiahBuildConfig, out: str | Path, *, row_group: int = 16) ->
                     writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
             written.append(path)
             cells.append(
-                {"config": config, "task": task, "context_length_tokens": ctx_tokens, "rows": cfg.n,
-                 "prompt_bp": prompt_length_bp(ctx_tokens, cfg.value_len, cfg.k),
-                 "haystack": "stitched" if ctx_tokens >= cfg.stitch_from else "contiguous",
-                 "file": str(path.relative_to(out))}
+                {
+                    "config": config,
+                    "task": task,
+                    "context_length_tokens": ctx_tokens,
+                    "rows": cfg.n,
+                    "prompt_bp": prompt_length_bp(ctx_tokens, cfg.value_len, cfg.k),
+                    "haystack": "stitched" if ctx_tokens >= cfg.stitch_from else "contiguous",
+                    "file": str(path.relative_to(out)),
+                }
             )
-    manifest = {"builder": "hexamer build-niah", "config": asdict(cfg), "cells": cells,
-                "genomes": [{"path": g.path, "records": len(g.seqs), "acgt_bp": g.acgt_bp} for g in genomes]}
+    manifest = {
+        "builder": "hexamer build-niah",
+        "config": asdict(cfg),
+        "cells": cells,
+        "genomes": [{"path": g.path, "records": len(g.seqs), "acgt_bp": g.acgt_bp} for g in genomes],
+    }
     with atomic_path(out / "manifest.json") as tmp:
         Path(tmp).write_text(json.dumps(manifest, indent=2))
     return written

@@ -35,10 +35,22 @@ def _rows(human: str, n: int, ctx: int, start: int, prompt_bp: int = 90) -> list
     rows = []
     for i in range(n):
         a = start + 200 * i
-        prompt, value, wrong = human[a : a + prompt_bp], human[a + 1000 : a + 1024], human[a + 2000 : a + 2024]
+        prompt, value, wrong = (
+            human[a : a + prompt_bp],
+            human[a + 1000 : a + 1024],
+            human[a + 2000 : a + 2024],
+        )
         rows.append(
-            {"uid": f"u{i}", "prompt": prompt, "value": value, "value_len_bp": 24, "context_length_tokens": ctx,
-             "positive_sequence": prompt + value, "negative_sequence": prompt + wrong, "kingdom": "animals"}
+            {
+                "uid": f"u{i}",
+                "prompt": prompt,
+                "value": value,
+                "value_len_bp": 24,
+                "context_length_tokens": ctx,
+                "positive_sequence": prompt + value,
+                "negative_sequence": prompt + wrong,
+                "kingdom": "animals",
+            }
         )
     return rows
 
@@ -55,7 +67,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory, human_dna: str) -> Path:
     root = tmp_path_factory.mktemp("niah") / "genomic-niah"
     rows = _rows(human_dna, 4, 4096, 0) + _rows(human_dna, 1, 8192, 5000)  # one row of another context
     _write(root / "data" / "niah_4k" / "test-00000-of-00001.parquet", rows)
-    _write(root / "data" / "niah_neardup_d2_4k" / "test-00000-of-00001.parquet", _rows(human_dna, 3, 4096, 9000))
+    _write(
+        root / "data" / "niah_neardup_d2_4k" / "test-00000-of-00001.parquet", _rows(human_dna, 3, 4096, 9000)
+    )
     return root
 
 
@@ -126,7 +140,9 @@ def _greedy_bp(carbon: Carbon, prompt: str, n_tokens: int) -> str:
     out = ""
     for _ in range(n_tokens):
         with torch.inference_mode():
-            logits = carbon.model(torch.tensor([ids]), logits_at="all").logits[0, -1, lay.kmer_start : lay.kmer_stop]
+            logits = carbon.model(torch.tensor([ids]), logits_at="all").logits[
+                0, -1, lay.kmer_start : lay.kmer_stop
+            ]
         digits = log_base_marginals(logits.float()).argmax(-1).tolist()  # (6,) in A,T,C,G order
         kmer = "".join(BASES[d] for d in digits)
         ids.append(lay.kmer_start + lay.kmers.index(kmer))
@@ -145,7 +161,7 @@ def _token_ll(carbon: Carbon, prompt: str, value: str) -> float:
 
 
 def _bp_ll(carbon: Carbon, prompt: str, value: str) -> float:
-    lp = carbon.base_logprobs(prompt + value)[-len(value):]  # (24, 4), columns A, C, G, T
+    lp = carbon.base_logprobs(prompt + value)[-len(value) :]  # (24, 4), columns A, C, G, T
     return float(np.mean([lp[i, "ACGT".index(b)] for i, b in enumerate(value)]))
 
 
@@ -162,7 +178,9 @@ def test_score_matches_independent_paths(built: Path, carbon: Carbon) -> None:
             assert r["pred"] == greedy(carbon, e["prompt"], 4)
             v = e["value"]
             assert r["gen_exact_match"] == int(r["pred"] == v)
-            assert r["gen_base_accuracy"] == pytest.approx(sum(a == b for a, b in zip(r["pred"], v, strict=True)) / 24)
+            assert r["gen_base_accuracy"] == pytest.approx(
+                sum(a == b for a, b in zip(r["pred"], v, strict=True)) / 24
+            )
             assert r["ll_pos"] == pytest.approx(ll(carbon, e["prompt"], v), abs=2e-4)
             assert r["ll_neg"] == pytest.approx(ll(carbon, e["prompt"], e["neg_value"]), abs=2e-4)
             assert r["ll_correct"] == int(r["ll_pos"] > r["ll_neg"])
@@ -184,21 +202,49 @@ def test_retrieval_is_scored_right(carbon: Carbon, human_dna: str) -> None:
     must be an exact match (checks the comparison and the prompt/value plumbing)."""
     prompt = human_dna[3000:3600]
     own = _greedy_token(carbon, prompt, 4)
-    ex = [{"id": "x", "config": "niah_128", "task": "niah", "ctx": 128, "uid": "x", "file": "f", "row": 0,
-           "prompt": "GA" + prompt, "value": own, "value_len_bp": 24, "pos_value": own,
-           "neg_value": human_dna[:24], "depth": 0.5}]
+    ex = [
+        {
+            "id": "x",
+            "config": "niah_128",
+            "task": "niah",
+            "ctx": 128,
+            "uid": "x",
+            "file": "f",
+            "row": 0,
+            "prompt": "GA" + prompt,
+            "value": own,
+            "value_len_bp": 24,
+            "pos_value": own,
+            "neg_value": human_dna[:24],
+            "depth": 0.5,
+        }
+    ]
     (rec,) = GenomeNiah().score(ex, EvalContext(carbon=carbon, level="token"))
     assert rec["trimmed_bp"] == 2  # cut from the left to whole 6-mers
     assert rec["pred"] == own and rec["gen_exact_match"] == 1 and rec["gen_base_accuracy"] == 1.0
 
 
 def test_bad_rows_do_not_stop_the_batch(carbon: Carbon, human_dna: str) -> None:
-    good = {"id": "g", "config": "niah_128", "task": "niah", "ctx": 128, "uid": "g", "file": "f", "row": 0,
-            "prompt": human_dna[:120], "value": human_dna[200:224], "value_len_bp": 24,
-            "pos_value": human_dna[200:224], "neg_value": None, "depth": None}
+    good = {
+        "id": "g",
+        "config": "niah_128",
+        "task": "niah",
+        "ctx": 128,
+        "uid": "g",
+        "file": "f",
+        "row": 0,
+        "prompt": human_dna[:120],
+        "value": human_dna[200:224],
+        "value_len_bp": 24,
+        "pos_value": human_dna[200:224],
+        "neg_value": None,
+        "depth": None,
+    }
     bad = dict(good, id="b", value_len_bp=30)
     long = dict(good, id="l", prompt=human_dna[: 6 * carbon.context_length])
-    recs = {r["id"]: r for r in GenomeNiah().score([bad, good, long], EvalContext(carbon=carbon, level="token"))}
+    recs = {
+        r["id"]: r for r in GenomeNiah().score([bad, good, long], EvalContext(carbon=carbon, level="token"))
+    }
     assert "value_len_bp" in recs["b"]["error"]
     assert "context" in recs["l"]["error"]
     assert recs["g"]["gen_exact_match"] in (0, 1) and recs["g"]["ll_correct"] is None and recs["g"]["ll_note"]
@@ -208,14 +254,45 @@ def test_bad_rows_do_not_stop_the_batch(carbon: Carbon, human_dna: str) -> None:
 
 def test_metrics_hand_computed() -> None:
     recs = [
-        {"id": "1", "config": "niah_4k", "task": "niah", "ctx": 4096, "gen_exact_match": 1, "gen_base_accuracy": 1.0,
-         "ll_correct": 1, "ll_margin": 0.5},
-        {"id": "2", "config": "niah_4k", "task": "niah", "ctx": 4096, "gen_exact_match": 0, "gen_base_accuracy": 0.5,
-         "ll_correct": 0, "ll_margin": -0.1},
-        {"id": "3", "config": "niah_neardup_d2_8k", "task": "neardup_d2", "ctx": 8192, "gen_exact_match": 0,
-         "gen_base_accuracy": 0.25, "ll_correct": 1, "ll_margin": 0.2},
-        {"id": "4", "config": "niah_neardup_d2_8k", "task": "neardup_d2", "ctx": 8192, "gen_exact_match": None,
-         "gen_base_accuracy": None, "error": "too long"},
+        {
+            "id": "1",
+            "config": "niah_4k",
+            "task": "niah",
+            "ctx": 4096,
+            "gen_exact_match": 1,
+            "gen_base_accuracy": 1.0,
+            "ll_correct": 1,
+            "ll_margin": 0.5,
+        },
+        {
+            "id": "2",
+            "config": "niah_4k",
+            "task": "niah",
+            "ctx": 4096,
+            "gen_exact_match": 0,
+            "gen_base_accuracy": 0.5,
+            "ll_correct": 0,
+            "ll_margin": -0.1,
+        },
+        {
+            "id": "3",
+            "config": "niah_neardup_d2_8k",
+            "task": "neardup_d2",
+            "ctx": 8192,
+            "gen_exact_match": 0,
+            "gen_base_accuracy": 0.25,
+            "ll_correct": 1,
+            "ll_margin": 0.2,
+        },
+        {
+            "id": "4",
+            "config": "niah_neardup_d2_8k",
+            "task": "neardup_d2",
+            "ctx": 8192,
+            "gen_exact_match": None,
+            "gen_base_accuracy": None,
+            "error": "too long",
+        },
     ]
     m = GenomeNiah().metrics(recs)
     assert m["gen_exact_match"] == pytest.approx(1 / 3)
@@ -228,9 +305,17 @@ def test_metrics_hand_computed() -> None:
 
 def test_heatmap(tmp_path: Path) -> None:
     recs = [
-        {"id": str(i), "config": cell_name(t, c), "task": t, "ctx": c, "gen_exact_match": int(i % 2 == 0),
-         "with_yarn": True}
-        for i, (t, c) in enumerate([("niah", 4096), ("niah", 8192), ("neardup_d2", 4096), ("neardup_d4", 65536)])
+        {
+            "id": str(i),
+            "config": cell_name(t, c),
+            "task": t,
+            "ctx": c,
+            "gen_exact_match": int(i % 2 == 0),
+            "with_yarn": True,
+        }
+        for i, (t, c) in enumerate(
+            [("niah", 4096), ("niah", 8192), ("neardup_d2", 4096), ("neardup_d4", 65536)]
+        )
     ]
     (path,) = GenomeNiah().plots(recs, tmp_path / "p")
     assert path.name == "niah-heatmap.png" and path.read_bytes()[:4] == b"\x89PNG"

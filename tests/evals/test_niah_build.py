@@ -40,7 +40,7 @@ def _independent_checks(row: dict, cfg: NiahBuildConfig, task: str, ctx: int, hu
     assert prompt.endswith(key)
     assert row["positive_sequence"] == prompt + value
     neg = row["negative_sequence"]
-    assert neg.startswith(prompt) and len(neg) == len(prompt) + 24 and neg[len(prompt):] != value
+    assert neg.startswith(prompt) and len(neg) == len(prompt) + 24 and neg[len(prompt) :] != value
     # the planted pair: at its stated depth, on a 6-mer boundary, the key nowhere else
     pos = row["needle_pos_bp"]
     assert prompt[pos : pos + 48] == key + value and pos % 6 == 0
@@ -136,7 +136,12 @@ def test_files_in_public_schema_read_by_task(tmp_path: Path) -> None:
     assert (tmp_path / "genome-niah" / "manifest.json").is_file()
     ex = GenomeNiah().load(tmp_path / "genome-niah")
     assert len(ex) == 20
-    assert {(e["task"], e["ctx"]) for e in ex} == {("niah", 128), ("niah", 256), ("neardup_d2", 128), ("neardup_d2", 256)}
+    assert {(e["task"], e["ctx"]) for e in ex} == {
+        ("niah", 128),
+        ("niah", 256),
+        ("neardup_d2", 128),
+        ("neardup_d2", 256),
+    }
     assert all(parse_cell(e["config"]) == (e["task"], e["ctx"]) for e in ex)
     assert all(e["neg_value"] and len(e["neg_value"]) == 24 for e in ex)
     # same seed, same bytes of data
@@ -149,12 +154,27 @@ def test_cli(tmp_path: Path) -> None:
     out = tmp_path / "cells"
     result = CliRunner().invoke(
         app,
-        ["build-niah", "--out", str(out), "--ctx", "128", "--tasks", "niah,neardup_d1", "--n", "3",
-         "--seed", "42", "--depths", "50"],
+        [
+            "build-niah",
+            "--out",
+            str(out),
+            "--ctx",
+            "128",
+            "--tasks",
+            "niah,neardup_d1",
+            "--n",
+            "3",
+            "--seed",
+            "42",
+            "--depths",
+            "50",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert (out / "niah_128" / "test.parquet").is_file()
     rows = pq.read_table(out / "niah_neardup_d1_128" / "test.parquet").to_pylist()
     assert len(rows) == 3 and all(r["depth"] == 0.5 and r["hamming"] == 1 for r in rows)
-    bad = CliRunner().invoke(app, ["build-niah", "--out", str(out), "--ctx", "64", "--tasks", "neardup_d2", "--n", "1"])
+    bad = CliRunner().invoke(
+        app, ["build-niah", "--out", str(out), "--ctx", "64", "--tasks", "neardup_d2", "--n", "1"]
+    )
     assert bad.exit_code == 2 and "too short" in bad.output

@@ -21,8 +21,22 @@ from hexamer.evals.tasks.perturbation import SynonymousCodon, TripletExpansion, 
 from hexamer.tokenizer.dna import encode_dna
 
 # most frequent human codon per amino acid (a stand-in for the CoCoPUTs tables)
-_BEST = {"GCT": "GCC", "GCA": "GCC", "GGT": "GGC", "GGA": "GGC", "CTT": "CTG", "TTA": "CTG", "AAA": "AAG",
-         "GAA": "GAG", "GAT": "GAC", "TCT": "AGC", "CGT": "CGG", "ACT": "ACC", "GTT": "GTG", "TTT": "TTC"}
+_BEST = {
+    "GCT": "GCC",
+    "GCA": "GCC",
+    "GGT": "GGC",
+    "GGA": "GGC",
+    "CTT": "CTG",
+    "TTA": "CTG",
+    "AAA": "AAG",
+    "GAA": "GAG",
+    "GAT": "GAC",
+    "TCT": "AGC",
+    "CGT": "CGG",
+    "ACT": "ACC",
+    "GTT": "GTG",
+    "TTT": "TTC",
+}
 
 
 def _cds_rows(dna: str, n: int, length: int, seed: int, kind: str) -> list[dict]:
@@ -51,9 +65,13 @@ def _write_parquet(path: Path, rows: list[dict]) -> Path:
 def bench(tmp_path_factory: pytest.TempPathFactory, human_dna: str, lambda_dna: str) -> Path:
     """``perturbation-bench`` in the Hub layout: CONFIG/test-00000-of-00001.parquet."""
     root = tmp_path_factory.mktemp("pb") / "perturbation-bench"
-    _write_parquet(root / "motif_human" / "test-00000-of-00001.parquet", _cds_rows(human_dna, 7, 150, 1, "motif"))
+    _write_parquet(
+        root / "motif_human" / "test-00000-of-00001.parquet", _cds_rows(human_dna, 7, 150, 1, "motif")
+    )
     _write_parquet(root / "syn_human" / "test-00000-of-00001.parquet", _cds_rows(human_dna, 6, 120, 2, "syn"))
-    _write_parquet(root / "syn_mouse" / "test-00000-of-00001.parquet", _cds_rows(lambda_dna, 4, 120, 3, "syn"))
+    _write_parquet(
+        root / "syn_mouse" / "test-00000-of-00001.parquet", _cds_rows(lambda_dna, 4, 120, 3, "syn")
+    )
     return root
 
 
@@ -99,7 +117,9 @@ def test_schema_error_lists_columns(tmp_path: Path) -> None:
     with pytest.raises(DatasetSchemaError) as err:
         TripletExpansion().load(tmp_path)
     msg = str(err.value)
-    assert "sequence (or input)" in msg and "original_sequence" in msg and "found: original_sequence, seq" in msg
+    assert (
+        "sequence (or input)" in msg and "original_sequence" in msg and "found: original_sequence, seq" in msg
+    )
 
 
 def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:

@@ -94,5 +94,7 @@ def test_oov_base_count_matches_a_plain_count() -> None:
     rng = random.Random(7)
     for _ in range(200):
         seq = "".join(rng.choice("ACGTN") for _ in range(rng.randrange(0, 40)))
-        plain_lost = sum(len(seq[i : i + 6]) for i in range(0, len(seq), 6) if set(seq[i : i + 6]) - set("ACGT"))
+        plain_lost = sum(
+            len(seq[i : i + 6]) for i in range(0, len(seq), 6) if set(seq[i : i + 6]) - set("ACGT")
+        )
         assert encode_dna(seq, LAYOUT).n_oov_bases == plain_lost

@@ -15,7 +15,6 @@ EDGE_VCF = DATA / "edge_cases.vcf"
 MALFORMED_VCF = DATA / "malformed.vcf"
 
 
-
 @pytest.fixture(scope="session")
 def carbon(tiny_folder: Path) -> Carbon:
     return Carbon.from_pretrained(tiny_folder)

@@ -163,7 +163,11 @@ def value_logliks(
     rows = len(values)
     cache = KVCache.for_model(model, rows, len(ids) + n_val)
     out = model(
-        torch.tensor([ids], device=device), kv_cache=cache, cache_rows=[0], logits_at="none", return_hidden=True
+        torch.tensor([ids], device=device),
+        kv_cache=cache,
+        cache_rows=[0],
+        logits_at="none",
+        return_hidden=True,
     )
     assert out.hidden is not None
     first = out.hidden[:, -1:].expand(rows, 1, -1)  # predicts every value's first token
@@ -289,6 +293,7 @@ class GenomeNiah(Task):
         tasks, ctx = options.get("tasks", "all"), options.get("ctx", "all")
         self._tasks = None if _is_all(tasks) else {t.strip() for t in _items(tasks)}
         self._ctx = None if _is_all(ctx) else {parse_ctx(c) for c in _items(ctx)}
+
     data_candidates = ("genomic-niah", "genome-niah", "niah")
     #: fractions, from the report's Table 5 and Figure 5. The plain model names hold the YaRN runs
     #: (how Carbon is published) and, as ``gen_exact_match``, the report's headline: plain niah at
@@ -396,8 +401,16 @@ class GenomeNiah(Task):
             task = _task_of_row(r)
         config = cell_name(task, ctx_tokens) if ctx_tokens > 0 else f"niah_{task}_unknown"
         prompt, pos, neg = r["prompt"], r["positive_sequence"], r["negative_sequence"]
-        neg_value = neg[len(prompt) :] if isinstance(neg, str) and isinstance(prompt, str) and neg.startswith(prompt) else None
-        pos_value = pos[len(prompt) :] if isinstance(pos, str) and isinstance(prompt, str) and pos.startswith(prompt) else None
+        neg_value = (
+            neg[len(prompt) :]
+            if isinstance(neg, str) and isinstance(prompt, str) and neg.startswith(prompt)
+            else None
+        )
+        pos_value = (
+            pos[len(prompt) :]
+            if isinstance(pos, str) and isinstance(prompt, str) and pos.startswith(prompt)
+            else None
+        )
         depth = r.get("depth")
         return {
             "id": f"{config}:{r['uid']}",
@@ -454,7 +467,9 @@ class GenomeNiah(Task):
                 n_tok = n_prefix + (len(e["prompt"]) - trimmed) // k + math.ceil(vlen / k)
                 rec.update(n_tokens=n_tok, trimmed_bp=trimmed)
                 if n_tok > carbon.context_length:
-                    problem = f"needs {n_tok} tokens, more than the model's context of {carbon.context_length}"
+                    problem = (
+                        f"needs {n_tok} tokens, more than the model's context of {carbon.context_length}"
+                    )
             if problem is not None:
                 rec.update(error=problem, pred=None, gen_exact_match=None, gen_base_accuracy=None)
                 yield rec
@@ -486,13 +501,20 @@ class GenomeNiah(Task):
         preds = self._generate(carbon, batch, ctx.level, prefix)
         for (e, rec, prompt, vlen), pred in zip(batch, preds, strict=True):
             if isinstance(pred, Exception):
-                rec.update(error=f"generation failed: {pred}", pred=None, gen_exact_match=None, gen_base_accuracy=None)
+                rec.update(
+                    error=f"generation failed: {pred}",
+                    pred=None,
+                    gen_exact_match=None,
+                    gen_base_accuracy=None,
+                )
                 yield rec
                 continue
             value = e["value"]
             rec["pred"] = pred
             rec["gen_exact_match"] = int(pred == value)
-            rec["gen_base_accuracy"] = sum(1 for j in range(min(len(pred), vlen)) if pred[j] == value[j]) / vlen
+            rec["gen_base_accuracy"] = (
+                sum(1 for j in range(min(len(pred), vlen)) if pred[j] == value[j]) / vlen
+            )
             if likelihood:
                 rec.update(self._likelihood(carbon, e, prompt, ctx.level, prefix))
             yield rec
@@ -529,15 +551,31 @@ class GenomeNiah(Task):
         pos = e["pos_value"] if isinstance(e["pos_value"], str) and e["pos_value"] else e["value"]
         neg = e["neg_value"]
         if not isinstance(neg, str) or not neg:
-            return {"ll_pos": None, "ll_neg": None, "ll_correct": None, "ll_margin": None,
-                    "ll_note": "negative_sequence does not start with the prompt"}
+            return {
+                "ll_pos": None,
+                "ll_neg": None,
+                "ll_correct": None,
+                "ll_margin": None,
+                "ll_note": "negative_sequence does not start with the prompt",
+            }
         try:
             lp, ln = value_logliks(carbon, prompt, [pos, neg], level=level, prefix=prefix)  # type: ignore[arg-type]
         except (ValueError, RuntimeError) as exc:
-            return {"ll_pos": None, "ll_neg": None, "ll_correct": None, "ll_margin": None, "ll_note": str(exc)}
+            return {
+                "ll_pos": None,
+                "ll_neg": None,
+                "ll_correct": None,
+                "ll_margin": None,
+                "ll_note": str(exc),
+            }
         if not (math.isfinite(lp) and math.isfinite(ln)):
-            return {"ll_pos": None, "ll_neg": None, "ll_correct": None, "ll_margin": None,
-                    "ll_note": "value has no whole 6-mer to score"}
+            return {
+                "ll_pos": None,
+                "ll_neg": None,
+                "ll_correct": None,
+                "ll_margin": None,
+                "ll_note": "value has no whole 6-mer to score",
+            }
         return {"ll_pos": lp, "ll_neg": ln, "ll_correct": int(lp > ln), "ll_margin": lp - ln}
 
     # ------------------------------------------------------------------ metrics
@@ -567,8 +605,12 @@ class GenomeNiah(Task):
         yarn = {bool(r.get("with_yarn")) for r in records}
         suffix = " (YaRN)" if yarn == {True} else "" if yarn == {False} else " (mixed YaRN)"
         path = Path(out_dir) / "niah-heatmap.png"
-        plot_niah_heatmap(path, {key: float(np.mean(v)) for key, v in cells.items()},
-                          {key: len(v) for key, v in cells.items()}, title=f"Genome-NIAH exact match{suffix}")
+        plot_niah_heatmap(
+            path,
+            {key: float(np.mean(v)) for key, v in cells.items()},
+            {key: len(v) for key, v in cells.items()},
+            title=f"Genome-NIAH exact match{suffix}",
+        )
         return [path]
 
 
@@ -643,8 +685,15 @@ def plot_niah_heatmap(
             if np.isfinite(grid[i, j]):
                 n = (counts or {}).get((tasks[i], ctxs[j]))
                 label = f"{grid[i, j]:.2f}" + (f"\nn={n}" if n is not None else "")
-                ax.text(j, i, label, ha="center", va="center", fontsize=8,
-                        color="black" if grid[i, j] > 0.6 else "white")
+                ax.text(
+                    j,
+                    i,
+                    label,
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if grid[i, j] > 0.6 else "white",
+                )
     fig.colorbar(image, ax=ax, label="exact match")
     ax.set_title(title)
     path = Path(path)

@@ -101,10 +101,14 @@ class PerturbationTask(Task):
         if chosen is None or str(chosen).strip().lower() in ("", "all"):
             self._only = None
             return
-        names = [str(c).strip() for c in (chosen if isinstance(chosen, list | tuple) else str(chosen).split(","))]
+        names = [
+            str(c).strip() for c in (chosen if isinstance(chosen, list | tuple) else str(chosen).split(","))
+        ]
         unknown = [n for n in names if n and n not in self.subsets]
         if unknown:
-            raise ValueError(f"{self.name}: unknown subset(s) {', '.join(unknown)}; choose from {', '.join(self.subsets)}")
+            raise ValueError(
+                f"{self.name}: unknown subset(s) {', '.join(unknown)}; choose from {', '.join(self.subsets)}"
+            )
         self._only = tuple(n for n in names if n)
 
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:
@@ -153,12 +157,16 @@ class PerturbationTask(Task):
         names = table_columns(path)
         negative = next((c for c in NEGATIVES if c in names), None)
         if POSITIVE not in names or negative is None:
-            missing = [c for c in (POSITIVE,) if c not in names] + ([] if negative else ["sequence (or input)"])
+            missing = [c for c in (POSITIVE,) if c not in names] + (
+                [] if negative else ["sequence (or input)"]
+            )
             lines = [f"{path}: missing column(s) {', '.join(missing)}; expected columns:"]
             lines += [f"  {k}: {v}" for k, v in self.expected_columns.items()]
             lines.append(f"found: {', '.join(names) if names else '(none)'}")
             raise DatasetSchemaError("\n".join(lines))
-        rows = read_rows(path, required=[POSITIVE, negative], expected=self.expected_columns, limit=limit, seed=seed)
+        rows = read_rows(
+            path, required=[POSITIVE, negative], expected=self.expected_columns, limit=limit, seed=seed
+        )
         for r in rows:
             r["_neg"] = r.pop(negative)
         return rows
@@ -173,7 +181,12 @@ class PerturbationTask(Task):
             unique = list(dict.fromkeys([e["pos"] for e in good] + [e["neg"] for e in good]))
             values = (
                 sequence_loglik(
-                    ctx.carbon, unique, level=ctx.level, batch_size=ctx.batch_size, prefix=prefix, on_error="nan"
+                    ctx.carbon,
+                    unique,
+                    level=ctx.level,
+                    batch_size=ctx.batch_size,
+                    prefix=prefix,
+                    on_error="nan",
                 )
                 if unique
                 else np.zeros(0)
