@@ -263,30 +263,19 @@ class Carbon:
         """
         single = isinstance(prompts, str)
         items = [prompts] if single else list(prompts)
-        if not items:
-            raise ValueError("no prompts given")
-        if isinstance(seed, Sequence) and not isinstance(seed, str):
-            seeds = list(seed)
-            if len(seeds) != len(items):
-                raise ValueError(f"got {len(seeds)} seeds for {len(items)} prompts")
-        else:
-            seeds = [None if seed is None else int(seed) + i for i in range(len(items))]
-        requests: list[Request] = []
-        parsed: list[_Prompt] = []
-        for i, text in enumerate(items):
-            params = SamplingParams(
-                mode=mode,
-                temperature=temperature,
-                top_p=top_p,
-                max_bp=max_bp,
-                max_new_tokens=max_new_tokens,
-                mask=mask,
-                seed=seeds[i],
-                stop_at_end_tag=stop_at_end_tag,
-            )
-            req, p = self._request(text, i, prefix, params)
-            requests.append(req)
-            parsed.append(p)
+        requests, parsed = build_requests(
+            self,
+            items,
+            seed=seed,
+            prefix=prefix,
+            mode=mode,
+            temperature=temperature,
+            top_p=top_p,
+            max_bp=max_bp,
+            max_new_tokens=max_new_tokens,
+            mask=mask,
+            stop_at_end_tag=stop_at_end_tag,
+        )
 
         def progress(done: list[Request]) -> None:
             if on_progress is not None and done:
@@ -441,3 +430,32 @@ class Carbon:
         else:
             raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
         return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
+
+
+def build_requests(
+    owner: Carbon | RemoteCarbon,
+    prompts: str | Sequence[str],
+    *,
+    seed: int | Sequence[int] | None,
+    prefix: str,
+    **options: object,
+) -> tuple[list[Request], list[_Prompt]]:
+    """One checked engine request per prompt (``owner._request``), with ``generate``'s seed rule:
+    ``seed=s`` gives prompt i seed ``s + i``; a list pins each prompt's seed."""
+    items = [prompts] if isinstance(prompts, str) else list(prompts)
+    if not items:
+        raise ValueError("no prompts given")
+    if isinstance(seed, Sequence) and not isinstance(seed, str):
+        seeds = list(seed)
+        if len(seeds) != len(items):
+            raise ValueError(f"got {len(seeds)} seeds for {len(items)} prompts")
+    else:
+        seeds = [None if seed is None else int(seed) + i for i in range(len(items))]
+    requests: list[Request] = []
+    parsed: list[_Prompt] = []
+    for i, text in enumerate(items):
+        params = SamplingParams(seed=seeds[i], **options)  # type: ignore[arg-type]
+        req, p = owner._request(text, i, prefix, params)
+        requests.append(req)
+        parsed.append(p)
+    return requests, parsed

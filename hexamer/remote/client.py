@@ -35,7 +35,7 @@ from typing import Any, Literal, overload
 import numpy as np
 import torch
 
-from hexamer.carbon import Carbon, Generation, ScoreResult, _Prompt
+from hexamer.carbon import Carbon, Generation, ScoreResult, _Prompt, build_requests
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.request import RequestState
 from hexamer.engine.sampler import END, sample_next
@@ -451,30 +451,19 @@ class RemoteCarbon:
             raise ValueError(f"sampler must be 'auto', 'client' or 'server', got {sampler!r}")
         single = isinstance(prompts, str)
         items = [prompts] if single else list(prompts)
-        if not items:
-            raise ValueError("no prompts given")
-        if isinstance(seed, Sequence) and not isinstance(seed, str):
-            seeds = list(seed)
-            if len(seeds) != len(items):
-                raise ValueError(f"got {len(seeds)} seeds for {len(items)} prompts")
-        else:
-            seeds = [None if seed is None else int(seed) + i for i in range(len(items))]
-        requests: list[Request] = []
-        parsed: list[_Prompt] = []
-        for i, text in enumerate(items):
-            params = SamplingParams(
-                mode=mode,
-                temperature=temperature,
-                top_p=top_p,
-                max_bp=max_bp,
-                max_new_tokens=max_new_tokens,
-                mask=mask,
-                seed=seeds[i],
-                stop_at_end_tag=stop_at_end_tag,
-            )
-            req, p = self._request(text, i, prefix, params)  # type: ignore[arg-type]
-            requests.append(req)
-            parsed.append(p)
+        requests, parsed = build_requests(
+            self,
+            items,
+            seed=seed,
+            prefix=prefix,
+            mode=mode,
+            temperature=temperature,
+            top_p=top_p,
+            max_bp=max_bp,
+            max_new_tokens=max_new_tokens,
+            mask=mask,
+            stop_at_end_tag=stop_at_end_tag,
+        )
         server_ok = (
             self.format.server_generation
             and mode == "token"
