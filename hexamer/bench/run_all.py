@@ -34,6 +34,13 @@ EXTERNAL = {
     "llamacpp": ("hexamer.bench.llamacpp", "run_llamacpp_bench"),
 }
 
+#: How tables of the EXTERNAL benches are plotted. Kept apart from PLOTS, whose keys are also the
+#: benches whose failure fails ``hexamer bench all``. spec: speed-up over the target alone per
+#: synthetic pair (noise level), one bar per mode and decoding (as ``hexamer bench spec --plot``).
+EXTERNAL_PLOTS: dict[str, dict[str, Any]] = {
+    "spec": {"x": "pair", "y": "speed-up", "group": "case"},
+}
+
 
 @dataclass
 class BenchOutcome:
@@ -46,10 +53,11 @@ class BenchOutcome:
 
 
 def save_report(report: BenchReport, out_dir: Path, plot: dict[str, Any] | None = None) -> list[Path]:
-    """Write ``<name>.json`` and, when a plot is defined, ``<name>.png`` into ``out_dir``."""
+    """Write ``<name>.json`` and, when a plot is defined (``plot``, else :data:`PLOTS` or
+    :data:`EXTERNAL_PLOTS`), ``<name>.png`` into ``out_dir``."""
     out_dir = Path(out_dir)
     files = [report.write_json(out_dir / f"{report.name}.json")]
-    spec = plot if plot is not None else PLOTS.get(report.name)
+    spec = plot if plot is not None else PLOTS.get(report.name, EXTERNAL_PLOTS.get(report.name))
     if spec and report.rows:
         files.append(report.plot(out_dir / f"{report.name}.png", **spec))
     return files

@@ -57,6 +57,7 @@ def bench_spec_cmd(
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
     from hexamer.bench.report import print_report
+    from hexamer.bench.run_all import EXTERNAL_PLOTS
     from hexamer.bench.spec import run_spec_bench
     from hexamer.engine.speculative import SpecConfig
 
@@ -85,4 +86,4 @@ def bench_spec_cmd(
     if json_out is not None:
         console.print(f"wrote {report.write_json(json_out)}")
     if plot is not None:
-        console.print(f"wrote {report.plot(plot, x='pair', y='speed-up', group='case')}")
+        console.print(f"wrote {report.plot(plot, **EXTERNAL_PLOTS['spec'])}")

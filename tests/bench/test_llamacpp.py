@@ -23,6 +23,8 @@ from hexamer.bench.llamacpp import (
     default_gguf_path,
     find_converter,
     sample_rows,
+    top1_agreement,
+    top1_margins,
 )
 from hexamer.testing import build_carbon_folder
 
@@ -114,6 +116,27 @@ def test_compare_logits_on_synthetic_arrays() -> None:
         compare_logits(ref, ref[:, :3], (0, 3))
 
 
+def test_top1_agreement_counts_near_ties() -> None:
+    # row 0: exact agreement; row 1: a near-tie the other engine breaks the other way;
+    # row 2: a real disagreement (llama.cpp's pick is far below hexamer's best)
+    ref = np.array([[3.0, 1.0, 0.0, -1.0], [1.0, 0.9995, 0.2, 0.0], [2.0, 0.0, 0.5, 0.1]])
+    other = np.array([[3.0001, 1.0, 0.0, -1.0], [0.9996, 1.0004, 0.2, 0.0], [0.0, 2.0, 0.5, 0.1]])
+    assert top1_margins(ref, other) == pytest.approx([0.0, 0.0005, 2.0])
+    assert top1_agreement(ref[:1], other[:1], tie_tol=1e-3) == (1.0, 1.0)
+    assert top1_agreement(ref[1:2], other[1:2], tie_tol=1e-3) == (0.0, 1.0)  # flip within tolerance
+    assert top1_agreement(ref[1:2], other[1:2]) == (0.0, 0.0)  # tie_tol 0: the raw argmax test
+    assert top1_agreement(ref[2:], other[2:], tie_tol=1e-3) == (0.0, 0.0)  # not a tie: still a miss
+    raw, tie_aware = top1_agreement(ref, other, tie_tol=1e-3)
+    assert raw == pytest.approx(1 / 3) and tie_aware == pytest.approx(2 / 3)
+    assert top1_agreement(ref, other, tie_tol=5.0) == pytest.approx((1 / 3, 1.0))
+    with pytest.raises(ValueError, match="tie_tol"):
+        top1_agreement(ref, other, tie_tol=-1.0)
+    with pytest.raises(ValueError, match="shapes"):
+        top1_margins(ref, other[:, :3])
+    stats = compare_logits(ref, other, (0, 4))
+    assert stats["top1"] == pytest.approx(1 / 3) and stats["flip_margins"] == pytest.approx([0.0005, 2.0])
+
+
 def _report(**over: object) -> ParityReport:
     base = dict(
         outtype="f32",
@@ -140,6 +163,24 @@ def test_parity_gate() -> None:
     with pytest.raises(ParityError):
         _report(max_abs_diff=float("nan")).check()
     assert "ids equal on 4/4" in _report(greedy_tokens=8, greedy_match=8).summary()
+
+
+def test_parity_gate_forgives_near_ties_only() -> None:
+    # 5 of 100 positions flipped (95% raw < 97%): near-ties pass, real disagreements do not
+    near = _report(top1_agreement=0.95, flip_margins=[1e-4] * 5)
+    assert near.tie_tolerance() == pytest.approx(2e-3 * 2.0)  # f32 tolerance x max |logit|
+    assert near.top1_agreement_tie_aware() == pytest.approx(1.0)
+    near.check()
+    summary = near.summary()
+    assert "95.0% raw" in summary and "100.0% tie-aware" in summary
+    far = _report(top1_agreement=0.95, flip_margins=[1e-4, 1e-4, 0.3, 0.4, 0.5])
+    assert far.top1_agreement_tie_aware() == pytest.approx(0.97)
+    far.check()  # 97% tie-aware is just enough
+    worse = _report(top1_agreement=0.94, flip_margins=[1e-4, 0.2, 0.3, 0.4, 0.5, 0.6])
+    with pytest.raises(ParityError, match=r"95\.0% < 97% .*\(94\.0% raw\)"):
+        worse.check()
+    # the tie tolerance follows the gate's own tolerances
+    worse.check({"f32": (0.2, 0.97)})
 
 
 def test_sample_rows() -> None:
@@ -214,6 +255,7 @@ def test_llama_cpp_matches_hexamer(converted: tuple[Path, Path]) -> None:
     report = backend.check_parity(carbon, prompts, logit_prompts=2, greedy_tokens=8)
     assert report.ids_equal == 3 and report.positions == 42 and report.relative_diff < 2e-3
     assert report.greedy_match == 8
+    assert report.top1_agreement_tie_aware() == 1.0  # any flip lies within the logit discrepancy
     assert any("whitespace" in d for d in report.documented)
     # a sequence's output depends on its seed only, not on the batch it ran in
     solo, timings = backend.generate(prompts, 20, batch=1, seed=3)

@@ -4,13 +4,15 @@ recorded and do not stop the others."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hexamer.bench import run_all as run_all_module
 from hexamer.bench.report import BenchReport
-from hexamer.bench.run_all import run_all, run_external
+from hexamer.bench.run_all import EXTERNAL_PLOTS, run_all, run_external
+from hexamer.bench.spec import PairShape, run_spec_bench
 
 pytest.importorskip("transformers")
 
@@ -24,6 +26,19 @@ def fake_bench(*, quick: bool, log: object) -> BenchReport:
 
 def broken_bench(*, quick: bool, log: object) -> BenchReport:
     raise RuntimeError("no GPU here")
+
+
+def small_spec_bench(*, quick: bool, log: Callable[[str], None]) -> BenchReport:
+    """The real speculative-decoding bench on a very small synthetic pair (built under $HEXAMER_CACHE)."""
+    return run_spec_bench(
+        quick=quick,
+        log=log,
+        shape=PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0),
+        noises=(0.0, 0.05),
+        modes=("token",),
+        prompt_bp=12,
+        new_bp=18,
+    )
 
 
 @pytest.fixture
@@ -81,3 +96,22 @@ def test_only_and_missing_function(
     assert [(o.name, o.status) for o in outcomes] == [("tokenizer", "ok"), ("spec", "skipped")]
     assert "has no nothing_here()" in outcomes[1].reason
     assert run_external("spec", quick=True, log=print).status == "skipped"
+
+
+def test_spec_table_is_plotted(tmp_path: Path, tiny_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(run_all_module, "EXTERNAL", {"spec": (__name__, "small_spec_bench")})
+    out = tmp_path / "bench"
+    outcomes = run_all(out, folder=tiny_folder, only={"spec"})
+    assert [(o.name, o.status) for o in outcomes] == [("spec", "ok")]
+    assert outcomes[0].files == [out / "spec.json", out / "spec.png"]
+    assert (out / "spec.png").stat().st_size > 1000
+    report = outcomes[0].report
+    assert report is not None and not any("plot failed" in n for n in report.notes)
+    # the plot reads columns the bench really fills: one bar per (noise level, mode/decoding)
+    plot = EXTERNAL_PLOTS["spec"]
+    assert {(r[plot["x"]], r[plot["group"]]) for r in report.rows} == {
+        (f"noise {n:g}", f"token {d}") for n in (0.0, 0.05) for d in ("greedy", "sampled")
+    }
+    assert all(r[plot["y"]] > 0 for r in report.rows)
+    assert "spec.png" in (out / "summary.md").read_text()

@@ -21,13 +21,25 @@ def test_bench_vep_quick(tiny_folder: Path, tmp_path: Path) -> None:
     assert {(r["recipe"], r["method"]) for r in rows} == {
         (recipe, method)
         for recipe in ("window", "next_base")
-        for method in ("hexamer engine", "naive (published)")
+        for method in ("hexamer engine", "naive (hexamer model)", "transformers (published scripts)")
     }
     for r in rows:
-        assert r["variants"] == 6 and r["variants/s"] > 0
+        assert r["variants"] == 6 and r["variants/s"] > 0 and r["× vs engine"] > 0
         if r["method"] == "hexamer engine":
-            assert r["max abs diff"] <= 1e-4 and r["speed-up"] > 0
+            assert r["max abs diff"] <= 1e-4 and r["speed-up"] > 0 and r["× vs engine"] == 1.0
+        if r["method"] == "transformers (published scripts)":
+            assert r["max abs diff"] <= 1e-4  # same scores as the engine, key by key
+    assert "transformers (published scripts)" in result.output
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_vep_no_published(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "vep.json"
+    args = ["bench", "vep", "-m", str(tiny_folder), "--quick", "--sites", "2", "--alts-per-site", "1"]
+    result = runner.invoke(app, [*args, "--recipes", "window", "--no-published", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    methods = [r["method"] for r in json.loads(out.read_text())["rows"]]
+    assert methods == ["hexamer engine", "naive (hexamer model)"]
 
 
 def test_bench_vep_bad_recipe(tiny_folder: Path) -> None:
@@ -44,3 +56,14 @@ def test_bench_embed_matches_transformers(tiny_folder: Path, tmp_path: Path) -> 
     assert set(rows) == {"hexamer", "transformers"}
     assert rows["hexamer"]["max abs diff"] < 1e-4  # same vectors as the peer
     assert rows["hexamer"]["sequences/s"] > 0 and rows["transformers"]["× transformers"] == 1.0
+
+
+def test_bench_vep_published_needs_transformers(tiny_folder: Path, monkeypatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else real(name, *a)
+    )
+    result = runner.invoke(app, ["bench", "vep", "-m", str(tiny_folder), "--quick", "--published"])
+    assert result.exit_code == 2 and "transformers" in result.output
