@@ -16,6 +16,10 @@
   columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input order.
 
 Both are written atomically: a killed job leaves the previous file (or none), never half of one.
+Rows are sorted in memory by ``(record, alt_index)`` first, unless ``presorted=True`` says they
+already are: then they are streamed (any iterable, read once), tables in batches of
+:data:`TABLE_BATCH_ROWS` rows and the VCF by walking the input and the rows together, so memory
+does not grow with the number of rows (:func:`hexamer.vep.resume.run_vep` writes this way).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from hexamer.io import TableWriter, atomic_path, table_format
@@ -39,6 +44,7 @@ __all__ = [
     "INFO_RECIPE",
     "INFO_SCORE",
     "INFO_STATUS",
+    "TABLE_BATCH_ROWS",
     "VcfWriteResult",
     "output_kind",
     "row_schema",
@@ -73,6 +79,8 @@ _INFO = (
     ),
 )
 _VCF_SUFFIXES = {".vcf": "w", ".vcf.gz": "wz", ".vcf.bgz": "wz", ".bcf": "wb"}
+#: Rows per batch (and Parquet row group) when a table is written.
+TABLE_BATCH_ROWS = 16_384
 
 
 def output_kind(path: PathLike) -> str:
@@ -92,18 +100,43 @@ def row_schema() -> pa.Schema:
     return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])
 
 
-def _sorted_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    out = [{c: row.get(c) for c in ROW_COLUMNS} for row in rows]
-    out.sort(key=lambda r: (r["record"], r["alt_index"]))
-    return out
+def _key(row: Mapping[str, Any]) -> tuple[int, int]:
+    return row["record"], row["alt_index"]
 
 
-def write_rows(path: PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
-    """Write result rows as a table (format by extension), in input order; returns the row count."""
-    ordered = _sorted_rows(rows)
+def _in_order(rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """``rows`` as they come, checked to be sorted by ``(record, alt_index)`` (ties allowed)."""
+    last: tuple[int, int] | None = None
+    for row in rows:
+        key = _key(row)
+        if last is not None and key < last:
+            raise ValueError(
+                f"presorted rows are not sorted by (record, alt_index): {key} comes after {last}"
+            )
+        last = key
+        yield row
+
+
+def _ordered(rows: Iterable[Mapping[str, Any]], presorted: bool) -> Iterator[Mapping[str, Any]]:
+    """Rows in ``(record, alt_index)`` order: streamed when ``presorted``, else sorted in memory
+    (a stable sort, so of rows with the same key the last one given comes last)."""
+    return _in_order(rows) if presorted else iter(sorted(rows, key=_key))
+
+
+def write_rows(path: PathLike, rows: Iterable[Mapping[str, Any]], *, presorted: bool = False) -> int:
+    """Write result rows as a table (format by extension), in input order; returns the row count.
+
+    With ``presorted=True`` the rows must already be sorted by ``(record, alt_index)`` (else
+    ``ValueError``, and nothing is written) and are streamed in batches of
+    :data:`TABLE_BATCH_ROWS`; otherwise they are sorted in memory first.
+    """
+    ordered = _ordered(rows, presorted)
+    n = 0
     with TableWriter(path, format=table_format(path), schema=row_schema()) as writer:
-        writer.write_batch(ordered)
-    return len(ordered)
+        while batch := [{c: row.get(c) for c in ROW_COLUMNS} for row in islice(ordered, TABLE_BATCH_ROWS)]:
+            writer.write_batch(batch)
+            n += len(batch)
+    return n
 
 
 @dataclass
@@ -183,24 +216,59 @@ def _declared_source(vcf_in: PathLike) -> Iterator[tuple[str, Any]]:
 
 
 def write_vcf(
-    path: PathLike, vcf_in: PathLike, rows: Iterable[Mapping[str, Any]], *, recipe: str
+    path: PathLike,
+    vcf_in: PathLike,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    recipe: str,
+    presorted: bool = False,
+    contigs: Iterable[str] | None = None,
 ) -> VcfWriteResult:
     """Write ``vcf_in`` with the ``HEXAMER_*`` INFO fields of ``rows`` (from :func:`score_variants`).
 
     Rows are matched to records by ``(record, alt_index)``; the output format follows the
-    extension (.vcf, .vcf.gz/.vcf.bgz, .bcf).
+    extension (.vcf, .vcf.gz/.vcf.bgz, .bcf). With ``presorted=True`` the rows must be sorted by
+    ``(record, alt_index)`` and are read once, alongside the input records (memory does not grow
+    with their number); otherwise they are sorted in memory first. ``contigs`` are the rows'
+    chromosomes, declared in the header when it lacks them; by default they are taken from the
+    rows, which needs them in memory, so a presorted stream without ``contigs`` declares none
+    (every record written keeps its own contig, already declared by the input's header).
     """
     out_path = os.fspath(path)
     mode = next((m for s, m in _VCF_SUFFIXES.items() if out_path.lower().endswith(s)), None)
     if mode is None:
         raise ValueError(f"{out_path!r}: a VCF output must end in {', '.join(_VCF_SUFFIXES)}")
-    by_key: dict[tuple[int, int], Mapping[str, Any]] = {(r["record"], r["alt_index"]): r for r in rows}
+    if presorted:
+        ordered: Iterator[Mapping[str, Any]] = _in_order(rows)
+    else:
+        in_memory = list(rows)
+        if contigs is None:
+            contigs = [r["chrom"] for r in in_memory if r.get("chrom")]
+        in_memory.sort(key=_key)
+        ordered = iter(in_memory)
     with _declared_source(vcf_in) as (source, header):
         _add_info(header)
-        for chrom in dict.fromkeys(r["chrom"] for r in by_key.values() if r.get("chrom")):
-            if chrom not in header.contigs:
+        for chrom in dict.fromkeys(contigs or ()):
+            if chrom and chrom not in header.contigs:
                 header.contigs.add(chrom)
-        return _write_records(out_path, mode, source, header, by_key, recipe)
+        return _write_records(out_path, mode, source, header, ordered, recipe)
+
+
+class _RowCursor:
+    """Walks rows sorted by ``(record, alt_index)`` along the input records (increasing index)."""
+
+    def __init__(self, rows: Iterator[Mapping[str, Any]]) -> None:
+        self._rows = rows
+        self._next = next(rows, None)
+
+    def take(self, record: int) -> dict[int, Mapping[str, Any]]:
+        """The rows of ``record`` by ALT index; rows of records before it are passed over."""
+        found: dict[int, Mapping[str, Any]] = {}
+        while self._next is not None and self._next["record"] <= record:
+            if self._next["record"] == record:
+                found[self._next["alt_index"]] = self._next  # a repeated key: the last one wins
+            self._next = next(self._rows, None)
+        return found
 
 
 def _write_records(
@@ -208,11 +276,12 @@ def _write_records(
     mode: str,
     source: str,
     header: Any,
-    by_key: Mapping[tuple[int, int], Mapping[str, Any]],
+    rows: Iterator[Mapping[str, Any]],
     recipe: str,
 ) -> VcfWriteResult:
     import pysam
 
+    cursor = _RowCursor(rows)
     n_records = n_malformed = 0
     seen_contigs: list[str] = []
     last_pos = 0
@@ -227,7 +296,8 @@ def _write_records(
                 rec.translate(header)
                 n_alts = len(rec.alts or ())
                 if n_alts:
-                    found = [by_key.get((item.index, j)) for j in range(n_alts)]
+                    mine = cursor.take(item.index)
+                    found = [mine.get(j) for j in range(n_alts)]
                     rec.info[INFO_SCORE] = tuple(None if r is None else r.get("score") for r in found)
                     rec.info[INFO_STATUS] = tuple("." if r is None else str(r.get("status")) for r in found)
                 rec.info[INFO_RECIPE] = recipe
@@ -250,9 +320,18 @@ def _write_records(
 
 
 def write_vep_output(
-    path: PathLike, vcf_in: PathLike, rows: Iterable[Mapping[str, Any]], *, recipe: str
+    path: PathLike,
+    vcf_in: PathLike,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    recipe: str,
+    presorted: bool = False,
+    contigs: Iterable[str] | None = None,
 ) -> VcfWriteResult | int:
-    """Write rows as an annotated VCF or a table, by the extension of ``path``."""
+    """Write rows as an annotated VCF or a table, by the extension of ``path``.
+
+    ``presorted`` and ``contigs`` are as for :func:`write_vcf` (tables ignore ``contigs``).
+    """
     if output_kind(path) == "vcf":
-        return write_vcf(path, vcf_in, rows, recipe=recipe)
-    return write_rows(path, rows)
+        return write_vcf(path, vcf_in, rows, recipe=recipe, presorted=presorted, contigs=contigs)
+    return write_rows(path, rows, presorted=presorted)

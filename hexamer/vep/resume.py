@@ -3,26 +3,39 @@ uninterrupted run would have written, byte for byte.
 
 While scoring, finished rows go to a sidecar folder next to the output,
 ``.NAME.hexamer-resume/``: a ``meta.json`` describing the job (settings, input files' size and
-mtime, a fingerprint of the model) and ``rows-NNNNNN.parquet`` chunks, each written atomically and
-holding whole work units only. On restart with ``resume=True`` the chunks are loaded, units whose
-rows are all there are not recomputed, and everything else is computed exactly as before (units
-depend only on the input, so batch shapes and numbers are the same). The final output is assembled
-from all rows at the end and written atomically; the sidecar is then removed. A sidecar made by a
-different job (other settings, inputs or model) is refused rather than mixed in.
+mtime, a fingerprint of the model) and Parquet chunks of rows, each written atomically, sorted by
+``(record, alt_index)`` and holding whole work units only: ``rows-NNNNNN.parquet`` every
+``checkpoint_rows`` rows (or ``checkpoint_seconds``), and ``rows-FFFFFF-LLLLLL.parquet`` where
+:data:`CHUNK_FANIN` consecutive chunks of the same span were merged into one, so N checkpoints
+leave O(log N) chunks. On restart with ``resume=True`` only the keys of the checkpointed rows are
+loaded (about a byte per record), units whose rows are all there are not recomputed, and
+everything else is computed exactly as before (units depend only on the input, so batch shapes and
+numbers are the same). The final output is a k-way merge of the chunks, read in batches and
+streamed into the writer, written atomically; the sidecar is then removed. So memory does not grow
+with the number of rows, except for the ``ok`` scores (8 bytes each) and kinds (1 byte) that
+:class:`VepRunResult` keeps for plots. A sidecar made by a different job (other settings, inputs
+or model) is refused rather than mixed in.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import heapq
 import json
 import os
+import re
 import shutil
 import time
+from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
 
 from hexamer.io import TableWriter, atomic_path
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, iter_blocks
@@ -32,11 +45,22 @@ from hexamer.vep.variants import Reference
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
-__all__ = ["ResumeError", "VepRunResult", "model_fingerprint", "run_vep", "sidecar_dir"]
+__all__ = ["CHUNK_FANIN", "ResumeError", "VepRunResult", "model_fingerprint", "run_vep", "sidecar_dir"]
 
 PathLike = str | os.PathLike[str]
+Row = dict[str, Any]
+Key = tuple[int, int]
 _META = "meta.json"
 _VERSION = 1
+_CHUNK_NAME = re.compile(r"^rows-(\d+)(?:-(\d+))?\.parquet$")
+#: This many consecutive checkpoint chunks of the same span are merged into one.
+CHUNK_FANIN = 16
+#: The final merge reads at most this many chunks at once (more only after unusual histories).
+_MAX_MERGE = 64
+#: Rows read at a time, shared out among the chunks being merged.
+_READ_ROWS = 16_384
+#: Rows per batch (Parquet row group) written to a chunk.
+_WRITE_ROWS = 16_384
 
 
 class ResumeError(ValueError):
@@ -52,9 +76,10 @@ class VepRunResult:
     status_counts: dict[str, int] = field(default_factory=dict)
     n_resumed: int = 0
     vcf: VcfWriteResult | None = None
-    #: scores of the ``ok`` rows and their variant kinds (snv, mnv, ins, del, ...), for plots
-    scores: list[float] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)
+    #: scores of the ``ok`` rows (an ``array('d')``) and their variant kinds (SNV, MNV, insertion,
+    #: ...: a sequence of str stored as one byte each), in output order, for plots
+    scores: Sequence[float] = field(default_factory=lambda: array("d"))
+    kinds: Sequence[str] = field(default_factory=lambda: _Labels())
 
 
 def sidecar_dir(output: PathLike) -> Path:
@@ -81,20 +106,290 @@ def _file_id(path: PathLike) -> dict[str, Any]:
     return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _load_chunks(side: Path) -> tuple[dict[tuple[int, int], dict[str, Any]], int]:
+def _key(row: Mapping[str, Any]) -> Key:
+    return row["record"], row["alt_index"]
+
+
+class _Labels(Sequence[str]):
+    """Strings from a small vocabulary (variant kinds), one small integer code per item."""
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self._names: list[str] = []
+        self._code: dict[str, int] = {}
+        self._codes = array("B")
+        for value in values:
+            self.append(value)
+
+    def append(self, value: str) -> None:
+        code = self._code.get(value)
+        if code is None:
+            code = self._code[value] = len(self._names)
+            self._names.append(value)
+            if code > 255 and self._codes.typecode == "B":
+                self._codes = array("I", self._codes)
+        self._codes.append(code)
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self._names[c] for c in self._codes[index]]
+        return self._names[self._codes[index]]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self._names
+        return (names[c] for c in self._codes)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} labels of {self._names!r}>"
+
+
+class _DoneKeys(Mapping[Key, Row]):
+    """The keys ``(record, alt_index)`` of checkpointed rows, in about one byte per record: a
+    bitmask of ALT indices 0-7 per record, and a set for higher ones.
+
+    The engine asks ``key in done`` and, for a unit whose keys are all in, ``done[key]``; those rows
+    are already in a chunk (the resume loop drops them), so the value is a stub holding the key.
+    """
+
+    _BITS = 8
+
+    def __init__(self) -> None:
+        self._mask = np.zeros(0, dtype=np.uint8)
+        self._view: memoryview | None = None
+        self._extra: set[Key] = set()
+        self._n = 0
+
+    def add(self, records: np.ndarray, alts: np.ndarray) -> None:
+        records = np.asarray(records, dtype=np.int64)
+        alts = np.asarray(alts, dtype=np.int64)
+        if records.size == 0:
+            return
+        if int(records.min()) < 0 or int(alts.min()) < 0:
+            raise ValueError("negative record or ALT index in a checkpoint chunk")
+        top = int(records.max()) + 1
+        if top > len(self._mask):
+            grown = np.zeros(max(top, len(self._mask) * 3 // 2), dtype=np.uint8)
+            grown[: len(self._mask)] = self._mask
+            self._mask = grown
+        self._view = None
+        small = alts < self._BITS
+        for a in np.unique(alts[small]).tolist():
+            rec = np.unique(records[small & (alts == a)])
+            bit = np.uint8(1 << a)
+            self._n += int(np.count_nonzero((self._mask[rec] & bit) == 0))
+            self._mask[rec] |= bit
+        for key in zip(records[~small].tolist(), alts[~small].tolist(), strict=True):
+            if key not in self._extra:
+                self._extra.add(key)
+                self._n += 1
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        record, alt = key
+        if 0 <= alt < self._BITS:
+            if self._view is None:
+                self._view = memoryview(self._mask)
+            return 0 <= record < len(self._view) and bool(self._view[record] >> alt & 1)
+        return key in self._extra
+
+    def __getitem__(self, key: Key) -> Row:
+        if key not in self:
+            raise KeyError(key)
+        return {"record": key[0], "alt_index": key[1]}
+
+    def __iter__(self) -> Iterator[Key]:
+        for record in np.flatnonzero(self._mask).tolist():
+            bits = int(self._mask[record])
+            yield from ((record, a) for a in range(self._BITS) if bits >> a & 1)
+        yield from sorted(self._extra)
+
+    def __len__(self) -> int:
+        return self._n
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """A sorted chunk holding the rows of checkpoints ``first`` to ``last`` (merged when several)."""
+
+    first: int
+    last: int
+    path: Path
+
+    @property
+    def span(self) -> int:
+        return self.last - self.first + 1
+
+
+def _chunk_name(first: int, last: int) -> str:
+    return f"rows-{first:06d}.parquet" if first == last else f"rows-{first:06d}-{last:06d}.parquet"
+
+
+def _write_chunk(path: Path, rows: Iterable[Row]) -> None:
+    """Write rows (plain values, in the order given) to a Parquet chunk, atomically."""
+    import pyarrow as pa
+
+    schema = row_schema()
+    it = iter(rows)
+    with TableWriter(path, schema=schema) as writer:
+        while batch := list(islice(it, _WRITE_ROWS)):
+            writer.write_batch(pa.Table.from_pylist(batch, schema=schema))
+
+
+def _read_rows(path: Path, batch_rows: int) -> Iterator[Row]:
     import pyarrow.parquet as pq
 
-    done: dict[tuple[int, int], dict[str, Any]] = {}
-    chunks = sorted(side.glob("rows-*.parquet"))
-    for chunk in chunks:
-        for row in pq.read_table(chunk).to_pylist():
-            done[(row["record"], row["alt_index"])] = row
-    return done, len(chunks)
+    with pq.ParquetFile(path) as pf:
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=list(ROW_COLUMNS)):
+            yield from batch.to_pylist()
 
 
-def _write_chunk(side: Path, n: int, rows: list[dict[str, Any]]) -> None:
-    with TableWriter(side / f"rows-{n:06d}.parquet", schema=row_schema()) as writer:
-        writer.write_batch([{c: r.get(c) for c in ROW_COLUMNS} for r in rows])
+def _merged(paths: Sequence[Path]) -> Iterator[Row]:
+    """The rows of sorted chunks as one sorted stream, read lazily (a key met twice is kept once)."""
+    batch_rows = max(256, _READ_ROWS // max(1, len(paths)))
+    last: Key | None = None
+    for row in heapq.merge(*(_read_rows(p, batch_rows) for p in paths), key=_key):
+        key = _key(row)
+        if key != last:
+            last = key
+            yield row
+
+
+def _keys_sorted(records: np.ndarray, alts: np.ndarray, before: Key | None) -> bool:
+    if before is not None and records.size:
+        records = np.concatenate([[before[0]], records])
+        alts = np.concatenate([[before[1]], alts])
+    d_rec, d_alt = np.diff(records), np.diff(alts)
+    return bool(np.all((d_rec > 0) | ((d_rec == 0) & (d_alt >= 0))))
+
+
+class _Chunks:
+    """The sidecar's row chunks: each written sorted by ``(record, alt_index)``; every
+    :data:`CHUNK_FANIN` consecutive chunks of one span are merged into one (so N checkpoints leave
+    O(log N) chunks), and the final output is a k-way merge of them all."""
+
+    def __init__(self, side: Path) -> None:
+        self.side = side
+        self.chunks: list[_Chunk] = []
+
+    def scan(self) -> None:
+        """Find the chunks of an earlier run. A chunk inside a merged one (the merge was killed
+        before it removed its inputs) is deleted; chunks of an older version are sorted."""
+        found: list[_Chunk] = []
+        for path in self.side.glob("rows-*.parquet"):
+            m = _CHUNK_NAME.match(path.name)
+            if m is not None:
+                found.append(_Chunk(int(m[1]), int(m[2] or m[1]), path))
+        found.sort(key=lambda c: (c.first, -c.last))
+        self.chunks = []
+        reach = -1
+        for chunk in found:
+            if chunk.last <= reach:
+                chunk.path.unlink()
+                continue
+            self.chunks.append(chunk)
+            reach = chunk.last
+
+    def load_keys(self) -> _DoneKeys:
+        """The keys of every checkpointed row (read two columns at a time, not the rows)."""
+        import pyarrow.parquet as pq
+
+        done = _DoneKeys()
+        for chunk in self.chunks:
+            before: Key | None = None
+            in_order = True
+            with pq.ParquetFile(chunk.path) as pf:
+                for batch in pf.iter_batches(batch_size=_READ_ROWS, columns=["record", "alt_index"]):
+                    records = batch.column(0).to_numpy(zero_copy_only=False)
+                    alts = batch.column(1).to_numpy(zero_copy_only=False)
+                    done.add(records, alts)
+                    if in_order and records.size:
+                        in_order = _keys_sorted(records, alts, before)
+                        before = (int(records[-1]), int(alts[-1]))
+            if not in_order:  # written unsorted by an older hexamer: a checkpoint's worth of rows
+                rows = pq.read_table(chunk.path).to_pylist()
+                rows.sort(key=_key)
+                _write_chunk(chunk.path, rows)
+        self._compact()
+        return done
+
+    def add(self, rows: list[Row]) -> None:
+        """Checkpoint ``rows`` (whole work units) as a new chunk, sorted."""
+        rows.sort(key=_key)
+        n = self.chunks[-1].last + 1 if self.chunks else 0
+        path = self.side / _chunk_name(n, n)
+        _write_chunk(path, rows)
+        self.chunks.append(_Chunk(n, n, path))
+        self._compact()
+
+    def _compact(self) -> None:
+        while len(self.chunks) >= CHUNK_FANIN and len({c.span for c in self.chunks[-CHUNK_FANIN:]}) == 1:
+            self._merge_last(CHUNK_FANIN)
+
+    def _merge_last(self, n: int) -> None:
+        group = self.chunks[-n:]
+        merged = _Chunk(
+            group[0].first, group[-1].last, self.side / _chunk_name(group[0].first, group[-1].last)
+        )
+        _write_chunk(merged.path, _merged([c.path for c in group]))
+        for chunk in group:  # killed here: the next scan deletes what is left of them
+            chunk.path.unlink(missing_ok=True)
+        self.chunks[-n:] = [merged]
+
+    def contigs(self) -> list[str]:
+        """The rows' chromosomes, in the order of the first record naming each."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        first: dict[str, int] = {}
+        for chunk in self.chunks:
+            with pq.ParquetFile(chunk.path) as pf:
+                for batch in pf.iter_batches(batch_size=_READ_ROWS, columns=["record", "chrom"]):
+                    table = pa.Table.from_batches([batch]).group_by("chrom").aggregate([("record", "min")])
+                    for chrom, record in zip(
+                        table["chrom"].to_pylist(), table["record_min"].to_pylist(), strict=True
+                    ):
+                        if chrom and record < first.get(chrom, record + 1):
+                            first[chrom] = record
+        return sorted(first, key=first.__getitem__)
+
+    def rows(self) -> Iterator[Row]:
+        """Every checkpointed row, sorted by ``(record, alt_index)``, read lazily."""
+        while len(self.chunks) > _MAX_MERGE:  # only after unusual histories; see _compact
+            self._merge_last(CHUNK_FANIN)
+        return _merged([c.path for c in self.chunks])
+
+
+class _Tally:
+    """Counts the rows streaming into the output; keeps the ``ok`` scores and kinds for plots."""
+
+    def __init__(self) -> None:
+        self.n_rows = 0
+        self.counts: Counter[str] = Counter()
+        self.scores = array("d")
+        self.kinds = _Labels()
+
+    def watch(self, rows: Iterable[Row]) -> Iterator[Row]:
+        for row in rows:
+            self.n_rows += 1
+            self.counts[str(row["status"])] += 1
+            if row["status"] == "ok" and row["score"] is not None:
+                self.scores.append(float(row["score"]))
+                self.kinds.append(str(row["kind"]))
+            yield row
 
 
 def run_vep(
@@ -132,8 +427,8 @@ def run_vep(
         "output": out.name,
     }
     side = sidecar_dir(out)
-    done: dict[tuple[int, int], dict[str, Any]] = {}
-    n_chunks = 0
+    chunks = _Chunks(side)
+    done = _DoneKeys()
     if side.exists() and resume:
         try:
             old = json.loads((side / _META).read_text())
@@ -147,7 +442,8 @@ def run_vep(
                 f"{side} was made by a different job (changed: {', '.join(changed)}); "
                 "remove it or run without resume to start over"
             )
-        done, n_chunks = _load_chunks(side)
+        chunks.scan()
+        done = chunks.load_keys()
     elif side.exists():
         shutil.rmtree(side)
     if not side.exists():
@@ -155,36 +451,46 @@ def run_vep(
         with atomic_path(side / _META) as tmp:
             tmp.write_text(json.dumps(meta, indent=1))
 
-    rows: dict[tuple[int, int], dict[str, Any]] = dict(done)
-    pending: list[dict[str, Any]] = []
+    n_resumed = len(done)
+    pending: list[Row] = []
     last_flush = time.monotonic()
     with Reference(fasta) as reference:
         for units in iter_blocks(
-            carbon, vcf, reference, checked, done=done, on_progress=on_progress, on_note=on_note
+            carbon,
+            vcf,
+            reference,
+            checked,
+            done=done if n_resumed else None,
+            on_progress=on_progress,
+            on_note=on_note,
         ):
             for unit_rows in units:
-                for row in unit_rows:
-                    key = (row["record"], row["alt_index"])
-                    if key not in done:
-                        pending.append(row)
-                    rows[key] = row
+                if n_resumed:  # rows of checkpointed units are stubs: their rows are in a chunk
+                    pending.extend(r for r in unit_rows if (r["record"], r["alt_index"]) not in done)
+                else:
+                    pending.extend(unit_rows)
                 if pending and (
                     len(pending) >= checkpoint_rows or time.monotonic() - last_flush >= checkpoint_seconds
                 ):
-                    _write_chunk(side, n_chunks, pending)
-                    n_chunks += 1
+                    chunks.add(pending)
                     pending = []
                     last_flush = time.monotonic()
-    result = write_vep_output(out, vcf, rows.values(), recipe=checked.recipe)
+    if pending:
+        chunks.add(pending)
+    del done, pending
+
+    tally = _Tally()
+    contigs = chunks.contigs() if output_kind(out) == "vcf" else None
+    rows = tally.watch(chunks.rows())
+    result = write_vep_output(out, vcf, rows, recipe=checked.recipe, presorted=True, contigs=contigs)
+    collections.deque(rows, maxlen=0)  # rows the VCF had no record for (malformed lines) still count
     shutil.rmtree(side, ignore_errors=True)
-    counts = Counter(str(r["status"]) for r in rows.values())
-    ok = [r for r in rows.values() if r["status"] == "ok" and r["score"] is not None]
     return VepRunResult(
         output=str(out),
-        n_rows=len(rows),
-        status_counts=dict(counts),
-        n_resumed=len(done),
+        n_rows=tally.n_rows,
+        status_counts=dict(tally.counts),
+        n_resumed=n_resumed,
         vcf=result if isinstance(result, VcfWriteResult) else None,
-        scores=[float(r["score"]) for r in ok],
-        kinds=[str(r["kind"]) for r in ok],
+        scores=tally.scores,
+        kinds=tally.kinds,
     )

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import csv
+import random
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pysam
 import pytest
 
 from hexamer import Carbon
+from hexamer.io import TableWriter
 from hexamer.vep import (
     INFO_RECIPE,
     INFO_SCORE,
@@ -22,6 +27,8 @@ from hexamer.vep import (
     write_vcf,
     write_vep_output,
 )
+from hexamer.vep import output as output_mod
+from hexamer.vep.output import TABLE_BATCH_ROWS
 
 from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF
 
@@ -164,3 +171,119 @@ def test_undeclared_tags_and_samples_survive(carbon: Carbon, tmp_path: Path) -> 
     assert recs[0].samples["S2"]["GT"] == (1, 1)
     assert recs[0].info[INFO_STATUS] == ("ok",)
     assert recs[1].stop == 62900 and recs[1].info[INFO_STATUS] == ("skipped",)
+
+
+# --------------------------------------------------------------------------- streamed (presorted) rows
+
+
+def _synthetic(n: int, counter: list[int] | None = None) -> Iterator[dict]:
+    """``n`` result rows in (record, alt_index) order, made one at a time (``counter[0]``: made so far)."""
+    for i in range(n):
+        if counter is not None:
+            counter[0] += 1
+        yield {
+            "record": i // 2,
+            "alt_index": i % 2,
+            "id": f"rs{i}",
+            "chrom": "20",
+            "pos": 1000 + i // 2,
+            "ref": "A",
+            "alt": "GT"[i % 2],
+            "kind": "SNV",
+            "recipe": "window",
+            "score": i / 7,
+            "status": "ok",
+            "reason": None,
+        }
+
+
+@pytest.mark.parametrize("ext", ["parquet", "tsv"])
+def test_presorted_rows_stream_in_batches(tmp_path: Path, ext: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = [0]
+    written: list[tuple[int, int]] = []  # (rows in the batch, rows made when it was written)
+    original = TableWriter.write_batch
+
+    def spy(self: TableWriter, rows: Any) -> None:
+        written.append((len(rows), made[0]))
+        original(self, rows)
+
+    monkeypatch.setattr(TableWriter, "write_batch", spy)
+    n = 2 * TABLE_BATCH_ROWS + 123
+    out = tmp_path / f"streamed.{ext}"
+    assert write_rows(out, _synthetic(n, made), presorted=True) == n
+    assert [size for size, _ in written] == [TABLE_BATCH_ROWS, TABLE_BATCH_ROWS, 123]
+    total = 0
+    for size, made_then in written:
+        total += size
+        assert made_then <= total + 1  # never more than one batch (and one row) ahead of the file
+    # the same rows given unsorted, in memory, make the same file
+    shuffled = list(_synthetic(n))
+    random.Random(0).shuffle(shuffled)
+    again = tmp_path / f"in_memory.{ext}"
+    assert write_rows(again, shuffled) == n
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_streaming_write_rows_memory_stays_flat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output_mod, "TABLE_BATCH_ROWS", 4096)  # smaller batches: a quicker test
+    n = 100_000
+    tracemalloc.start()
+    try:
+        sample = list(_synthetic(n // 10))
+        list_cost = 10 * tracemalloc.get_traced_memory()[0]  # what a list of all n rows would take
+        del sample
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        assert write_rows(tmp_path / "big.parquet", _synthetic(n), presorted=True) == n
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < list_cost / 5, (peak, list_cost)
+    assert pq.ParquetFile(tmp_path / "big.parquet").metadata.num_rows == n
+
+
+def test_presorted_rows_out_of_order_are_refused(carbon: Carbon, tmp_path: Path) -> None:
+    rows = list(_synthetic(10))
+    rows[3], rows[7] = rows[7], rows[3]
+    with pytest.raises(ValueError, match="not sorted"):
+        write_rows(tmp_path / "x.tsv", iter(rows), presorted=True)
+    assert not (tmp_path / "x.tsv").exists()
+    scored = _rows(carbon, SLICE_VCF)
+    with pytest.raises(ValueError, match="not sorted"):
+        write_vcf(tmp_path / "x.vcf.gz", SLICE_VCF, reversed(scored), recipe="window", presorted=True)
+    assert not (tmp_path / "x.vcf.gz").exists()
+
+
+@pytest.mark.parametrize("vcf", [EDGE_VCF, MALFORMED_VCF], ids=["edge", "malformed"])
+def test_vcf_reads_presorted_rows_alongside_the_records(
+    carbon: Carbon, tmp_path: Path, vcf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = _rows(carbon, vcf)
+    ahead: list[int] = []  # per record written: rows taken beyond those of records up to it
+    taken = [0]
+
+    def counted() -> Iterator[dict]:
+        for row in rows:
+            taken[0] += 1
+            yield row
+
+    original = output_mod.read_vcf
+
+    def spying_read_vcf(path: Any, **kw: Any) -> Iterator[Any]:
+        for item in original(path, **kw):
+            yield item
+            ahead.append(taken[0] - sum(r["record"] < item.index for r in rows))
+
+    monkeypatch.setattr(output_mod, "read_vcf", spying_read_vcf)
+    streamed = tmp_path / "streamed.vcf.gz"
+    write_vcf(streamed, vcf, counted(), recipe="window", presorted=True)
+    assert ahead and max(ahead) <= max(r["alt_index"] for r in rows) + 2  # its own rows and one more
+    monkeypatch.setattr(output_mod, "read_vcf", original)
+    in_memory = tmp_path / "in_memory.vcf.gz"
+    write_vcf(in_memory, vcf, list(reversed(rows)), recipe="window")
+    assert _vcf_body(streamed) == _vcf_body(in_memory)
+
+
+def _vcf_body(path: Path) -> list[str]:
+    with pysam.VariantFile(str(path)) as vf:
+        return [str(vf.header), *(str(r) for r in vf)]

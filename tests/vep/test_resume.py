@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import random
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from hexamer import Carbon
-from hexamer.vep import ResumeError, run_vep, sidecar_dir, write_random_vcf
+from hexamer.vep import (
+    ResumeError,
+    run_vep,
+    score_variants,
+    sidecar_dir,
+    write_random_vcf,
+    write_rows,
+    write_vep_output,
+)
 from hexamer.vep import engine as engine_mod
+from hexamer.vep import resume as resume_mod
 
-from .conftest import EDGE_VCF, FASTA
+from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF
 
 
 class Killed(Exception):
@@ -126,3 +139,252 @@ def test_bad_output_paths_fail_before_any_work(carbon: Carbon, job_vcf: Path, tm
         run_vep(carbon, job_vcf, FASTA, tmp_path / "out.xlsx", **SETTINGS)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run_vep(carbon, job_vcf, FASTA, tmp_path / "no" / "out.tsv", **SETTINGS)
+
+
+# --------------------------------------------------------------------------- sorted chunks, k-way merge
+
+
+@pytest.fixture
+def small_fanin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Merge every 3 chunks of one span, so these small jobs build several levels of chunks."""
+    monkeypatch.setattr(resume_mod, "CHUNK_FANIN", 3)
+
+
+@pytest.fixture(scope="module")
+def clean_output(
+    carbon: Carbon, job_vcf: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], bytes]:
+    """The uninterrupted run's output, by extension (default checkpoints: a single chunk)."""
+    cache: dict[str, bytes] = {}
+
+    def get(ext: str) -> bytes:
+        if ext not in cache:
+            out = tmp_path_factory.mktemp("clean") / f"clean.{ext}"
+            run_vep(carbon, job_vcf, FASTA, out, on_note=lambda _: None, **SETTINGS)
+            cache[ext] = out.read_bytes()
+        return cache[ext]
+
+    return get
+
+
+def _chunk_keys(path: Path) -> list[tuple[int, int]]:
+    table = pq.read_table(path, columns=["record", "alt_index"])
+    return list(zip(table["record"].to_pylist(), table["alt_index"].to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("ext", ["parquet", "tsv", "vcf.gz"])
+def test_merged_chunks_equal_the_in_memory_output(
+    carbon: Carbon,
+    job_vcf: Path,
+    tmp_path: Path,
+    ext: str,
+    small_fanin: None,
+    clean_output: Callable[[str], bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    arrived: list[list[tuple[int, int]]] = []  # rows of each checkpoint, as the engine gave them
+    n_chunks: list[int] = []
+    original = resume_mod._Chunks.add
+
+    def spy(self: resume_mod._Chunks, rows: list[dict]) -> None:
+        arrived.append([(r["record"], r["alt_index"]) for r in rows])
+        original(self, rows)
+        files = sorted(self.side.glob("rows-*.parquet"))
+        n_chunks.append(len(files))
+        for path in files:
+            keys = _chunk_keys(path)
+            assert keys == sorted(keys), path.name  # every chunk is sorted on disk
+
+    monkeypatch.setattr(resume_mod._Chunks, "add", spy)
+    out = tmp_path / f"out.{ext}"
+    result = run_vep(carbon, job_vcf, FASTA, out, checkpoint_rows=4, on_note=lambda _: None, **SETTINGS)
+    flat = [key for keys in arrived for key in keys]
+    assert flat != sorted(flat)  # the engine gives rows out of record order (locus order in a block)
+    assert any(keys != sorted(keys) for keys in arrived)  # ... even within one checkpoint
+    assert len(arrived) >= 9 and max(n_chunks) <= 2 * 2  # 9+ checkpoints, 2 levels of at most 2 chunks
+    assert result.n_rows == len(flat) == len(set(flat))
+
+    # the same rows, all in memory, through the writers' sorting path
+    rows = list(score_variants(carbon, job_vcf, FASTA, on_note=lambda _: None, **SETTINGS))
+    random.Random(1).shuffle(rows)
+    in_memory = tmp_path / f"in_memory.{ext}"
+    write_vep_output(in_memory, job_vcf, rows, recipe="window")
+    assert out.read_bytes() == in_memory.read_bytes() == clean_output(ext)
+    ok = [r for r in sorted(rows, key=lambda r: (r["record"], r["alt_index"])) if r["status"] == "ok"]
+    assert list(result.scores) == [r["score"] for r in ok]
+    assert list(result.kinds) == [r["kind"] for r in ok] and result.kinds == [r["kind"] for r in ok]
+    assert result.status_counts == dict(Counter(r["status"] for r in rows))
+
+
+@pytest.mark.parametrize(
+    ("ext", "kills"),
+    [
+        ("parquet", (1,)),
+        ("tsv", (25,)),
+        ("vcf.gz", (55,)),
+        ("parquet", (8, 30, 60)),  # killed again while resuming, twice
+        ("vcf.gz", (20, 45)),
+    ],
+)
+def test_resume_after_kills_anywhere_is_byte_identical(
+    carbon: Carbon,
+    job_vcf: Path,
+    tmp_path: Path,
+    ext: str,
+    kills: tuple[int, ...],
+    small_fanin: None,
+    clean_output: Callable[[str], bytes],
+) -> None:
+    out = tmp_path / f"out.{ext}"
+    for i, after in enumerate(kills):
+        with pytest.raises(Killed):
+            run_vep(
+                carbon,
+                job_vcf,
+                FASTA,
+                out,
+                resume=i > 0,
+                checkpoint_rows=2,
+                on_progress=_killer(after),
+                on_note=lambda _: None,
+                **SETTINGS,
+            )
+        assert not out.exists()
+    result = run_vep(
+        carbon, job_vcf, FASTA, out, resume=True, checkpoint_rows=2, on_note=lambda _: None, **SETTINGS
+    )
+    assert (result.n_resumed > 0) == (kills != (1,))  # killed in its first unit: nothing was kept
+    assert out.read_bytes() == clean_output(ext)
+    assert not sidecar_dir(out).exists()
+
+
+def test_merge_killed_before_removing_its_inputs(
+    carbon: Carbon,
+    job_vcf: Path,
+    tmp_path: Path,
+    small_fanin: None,
+    clean_output: Callable[[str], bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "out.tsv"
+    calls = [0]
+    original = resume_mod._Chunks._merge_last
+
+    def merge_then_die(self: resume_mod._Chunks, n: int) -> None:
+        calls[0] += 1
+        if calls[0] < 3:
+            original(self, n)
+            return
+        group = self.chunks[-n:]
+        name = resume_mod._chunk_name(group[0].first, group[-1].last)
+        write_rows(self.side / name, resume_mod._merged([c.path for c in group]), presorted=True)
+        raise Killed  # the merged chunk is there, its inputs too
+
+    monkeypatch.setattr(resume_mod._Chunks, "_merge_last", merge_then_die)
+    with pytest.raises(Killed):
+        run_vep(carbon, job_vcf, FASTA, out, checkpoint_rows=1, on_note=lambda _: None, **SETTINGS)
+    names = sorted(p.name for p in sidecar_dir(out).glob("rows-*.parquet"))
+    assert any(name.count("-") == 2 for name in names) and len(names) > 3
+    monkeypatch.setattr(resume_mod._Chunks, "_merge_last", original)
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
+    assert result.n_resumed > 0 and result.n_rows == sum(result.status_counts.values())
+    assert out.read_bytes() == clean_output("tsv")
+
+
+def test_unsorted_chunks_of_an_older_version_are_sorted_on_resume(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path, clean_output: Callable[[str], bytes]
+) -> None:
+    out = tmp_path / "out.parquet"
+    with pytest.raises(Killed):
+        run_vep(
+            carbon,
+            job_vcf,
+            FASTA,
+            out,
+            checkpoint_rows=10,
+            on_progress=_killer(40),
+            on_note=lambda _: None,
+            **SETTINGS,
+        )
+    chunks = sorted(sidecar_dir(out).glob("rows-*.parquet"))
+    assert chunks
+    for path in chunks:  # as the previous version wrote them: in the engine's order
+        table = pq.read_table(path)
+        pq.write_table(table.take(list(reversed(range(table.num_rows)))), path)
+    assert any(_chunk_keys(p) != sorted(_chunk_keys(p)) for p in chunks)
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
+    assert result.n_resumed > 0
+    assert out.read_bytes() == clean_output("parquet")
+
+
+def test_done_keys_are_compact_and_answer_what_the_engine_asks() -> None:
+    done = resume_mod._DoneKeys()
+    done.add(np.array([0, 0, 5, 5, 5, 1_000]), np.array([0, 1, 0, 2, 12, 7]))
+    done.add(np.array([5, 3]), np.array([2, 0]))  # a key seen again is counted once
+    keys = {(0, 0), (0, 1), (5, 0), (5, 2), (5, 12), (1_000, 7), (3, 0)}
+    assert len(done) == len(keys) and set(done) == keys
+    assert all(k in done for k in keys)
+    assert (0, 2) not in done and (5, 11) not in done and (1_001, 0) not in done and (-1, 0) not in done
+    assert done[(5, 12)] == {"record": 5, "alt_index": 12}
+    with pytest.raises(KeyError):
+        done[(4, 0)]
+    assert done._mask.nbytes <= 2_000  # about a byte per record
+
+
+def test_chunk_store_merges_in_tiers_and_streams_sorted(tmp_path: Path, small_fanin: None) -> None:
+    rng = random.Random(3)
+    keys = [(r, a) for r in range(150) for a in range(rng.randint(1, 3))]
+    order = keys[:]
+    rng.shuffle(order)
+    store = resume_mod._Chunks(tmp_path)
+    most = adds = i = 0
+    while i < len(order):
+        n = rng.randint(1, 9)
+        store.add([_row(*key) for key in order[i : i + n]])
+        adds += 1
+        i += n
+        most = max(most, len(list(tmp_path.glob("rows-*.parquet"))))
+    assert adds > 27 and most <= 2 * 4  # (fan-in - 1) per level, log3(~60 checkpoints) levels
+    got = [(r["record"], r["alt_index"]) for r in store.rows()]
+    assert got == keys
+    again = resume_mod._Chunks(tmp_path)
+    again.scan()
+    assert set(again.load_keys()) == set(keys)
+    assert [(r["record"], r["alt_index"]) for r in again.rows()] == keys
+
+
+def _row(record: int, alt: int) -> dict:
+    return {"record": record, "alt_index": alt, "chrom": "20", "status": "ok", "score": record / 3}
+
+
+def test_sorted_vcf_output_is_indexed_and_trailing_malformed_rows_count(
+    carbon: Carbon, tmp_path: Path, small_fanin: None
+) -> None:
+    src = tmp_path / "in.vcf"
+    src.write_text(
+        MALFORMED_VCF.read_text().replace("\t0\tpos_zero", "\t60950\tpos_fine") + "20\tlast\n20\tlast2\n"
+    )
+    rows = list(score_variants(carbon, src, FASTA, on_note=lambda _: None, **SETTINGS))
+    assert rows[-1]["status"] == "failed"  # the last lines cannot be written back to a VCF
+    out = tmp_path / "out.vcf.gz"
+    with pytest.raises(Killed):
+        run_vep(
+            carbon,
+            src,
+            FASTA,
+            out,
+            checkpoint_rows=1,
+            on_progress=_killer(7),
+            on_note=lambda _: None,
+            **SETTINGS,
+        )
+    result = run_vep(
+        carbon, src, FASTA, out, resume=True, checkpoint_rows=1, on_note=lambda _: None, **SETTINGS
+    )
+    assert result.n_resumed > 0
+    assert result.n_rows == len(rows) and result.status_counts == dict(Counter(r["status"] for r in rows))
+    assert result.vcf is not None and result.vcf.n_malformed == 4
+    assert result.vcf.index == str(out) + ".tbi" and Path(result.vcf.index).exists()
+    in_memory = tmp_path / "in_memory.vcf.gz"
+    write_vep_output(in_memory, src, rows, recipe="window")
+    assert out.read_bytes() == in_memory.read_bytes()
