@@ -28,7 +28,7 @@ import random
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -100,6 +100,12 @@ class ContigRenameWarning(UserWarning):
     """A VCF contig was matched to a differently spelled FASTA contig (``chr20`` -> ``20``)."""
 
 
+#: Default tokens per forward on CPU. Larger forwards lose more to activations that no longer fit
+#: in cache than they gain from batching: 500M shape, 4 single-ALT SNVs, 8,192 bp windows, 2
+#: threads: 41.9 s at 4,096 tokens vs 54.1 s at 16,384 (docs/benchmarks.md).
+TOKEN_BUDGET_CPU = 4096
+
+
 @dataclass(frozen=True)
 class VepSettings:
     """Everything that decides the numbers (and the work units) of a run."""
@@ -110,13 +116,19 @@ class VepSettings:
     context_grid: int = DEFAULT_CONTEXT_GRID
     rc_average: bool = False
     batch_size: int = 8
-    token_budget: int = 16384
+    #: tokens per forward; None = by device (:data:`TOKEN_BUDGET_CPU` on CPU, else 16,384)
+    token_budget: int | None = None
     block_records: int = 50_000
 
     def checked(self, carbon: Carbon) -> VepSettings:
         """Validate against the model; the next-base context is clipped to fit it."""
         if self.recipe not in RECIPES:
             raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {self.recipe!r}")
+        if self.token_budget is None:
+            model = getattr(carbon, "model", None)  # hexamer.remote has none: its units are per window
+            on_cpu = model is None or model.device.type == "cpu"
+            budget = TOKEN_BUDGET_CPU if on_cpu else 16384
+            return replace(self, token_budget=budget).checked(carbon)
         for name in ("batch_size", "token_budget", "block_records"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -304,7 +316,7 @@ class _Planner:
         for site in ordered:
             n = strands * site.n_windows()
             tokens = window_tokens(site.max_bases(), self.k)
-            if batch and (rows + n > self.s.batch_size or (rows + n) * tokens > self.s.token_budget):
+            if batch and (rows + n > self.s.batch_size or (rows + n) * tokens > (self.s.token_budget or 0)):
                 units.append(self._window_unit(batch, runner))
                 batch, rows = [], 0
             batch.append(site)
@@ -650,7 +662,7 @@ def score_variants(
     context_grid: int = DEFAULT_CONTEXT_GRID,
     rc_average: bool = False,
     batch_size: int = 8,
-    token_budget: int = 16384,
+    token_budget: int | None = None,
     block_records: int = 50_000,
     naive: bool = False,
     on_progress: Callable[[int], None] | None = None,

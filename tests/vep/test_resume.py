@@ -43,6 +43,24 @@ def _killer(after: int) -> Callable[[int], None]:
     return on_progress
 
 
+def _run_until_killed(
+    carbon: Carbon, vcf: Path, out: Path, *, kill_after: int, checkpoint_rows: int, resume: bool = False
+) -> None:
+    """Run the job with a progress hook that raises ``Killed`` after ``kill_after`` rows."""
+    with pytest.raises(Killed):
+        run_vep(
+            carbon,
+            vcf,
+            FASTA,
+            out,
+            resume=resume,
+            checkpoint_rows=checkpoint_rows,
+            on_progress=_killer(kill_after),
+            on_note=lambda _: None,
+            **SETTINGS,
+        )
+
+
 @pytest.fixture(scope="module")
 def job_vcf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Real edge cases plus 24 SNV sites (1-3 ALTs) to make several work units."""
@@ -87,17 +105,7 @@ def test_killed_run_resumes_to_identical_output(
     assert not sidecar_dir(clean).exists()
 
     out = tmp_path / f"out.{ext}"
-    with pytest.raises(Killed):
-        run_vep(
-            carbon,
-            job_vcf,
-            FASTA,
-            out,
-            checkpoint_rows=1,
-            on_progress=_killer(30),
-            on_note=lambda _: None,
-            **SETTINGS,
-        )
+    _run_until_killed(carbon, job_vcf, out, kill_after=30, checkpoint_rows=1)
     side = sidecar_dir(out)
     assert side.is_dir() and list(side.glob("rows-*.parquet"))
     assert not out.exists()  # nothing half-written
@@ -114,17 +122,7 @@ def test_killed_run_resumes_to_identical_output(
 
 def test_resume_refuses_a_sidecar_from_another_job(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.tsv"
-    with pytest.raises(Killed):
-        run_vep(
-            carbon,
-            job_vcf,
-            FASTA,
-            out,
-            checkpoint_rows=1,
-            on_progress=_killer(10),
-            on_note=lambda _: None,
-            **SETTINGS,
-        )
+    _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
     with pytest.raises(ResumeError, match="changed: settings"):
         run_vep(carbon, job_vcf, FASTA, out, resume=True, **{**SETTINGS, "window": 900})
     # without resume the old sidecar is discarded and the job starts over
@@ -237,18 +235,7 @@ def test_resume_after_kills_anywhere_is_byte_identical(
 ) -> None:
     out = tmp_path / f"out.{ext}"
     for i, after in enumerate(kills):
-        with pytest.raises(Killed):
-            run_vep(
-                carbon,
-                job_vcf,
-                FASTA,
-                out,
-                resume=i > 0,
-                checkpoint_rows=2,
-                on_progress=_killer(after),
-                on_note=lambda _: None,
-                **SETTINGS,
-            )
+        _run_until_killed(carbon, job_vcf, out, kill_after=after, checkpoint_rows=2, resume=i > 0)
         assert not out.exists()
     result = run_vep(
         carbon, job_vcf, FASTA, out, resume=True, checkpoint_rows=2, on_note=lambda _: None, **SETTINGS
@@ -295,17 +282,7 @@ def test_unsorted_chunks_of_an_older_version_are_sorted_on_resume(
     carbon: Carbon, job_vcf: Path, tmp_path: Path, clean_output: Callable[[str], bytes]
 ) -> None:
     out = tmp_path / "out.parquet"
-    with pytest.raises(Killed):
-        run_vep(
-            carbon,
-            job_vcf,
-            FASTA,
-            out,
-            checkpoint_rows=10,
-            on_progress=_killer(40),
-            on_note=lambda _: None,
-            **SETTINGS,
-        )
+    _run_until_killed(carbon, job_vcf, out, kill_after=40, checkpoint_rows=10)
     chunks = sorted(sidecar_dir(out).glob("rows-*.parquet"))
     assert chunks
     for path in chunks:  # as the previous version wrote them: in the engine's order
@@ -367,17 +344,7 @@ def test_sorted_vcf_output_is_indexed_and_trailing_malformed_rows_count(
     rows = list(score_variants(carbon, src, FASTA, on_note=lambda _: None, **SETTINGS))
     assert rows[-1]["status"] == "failed"  # the last lines cannot be written back to a VCF
     out = tmp_path / "out.vcf.gz"
-    with pytest.raises(Killed):
-        run_vep(
-            carbon,
-            src,
-            FASTA,
-            out,
-            checkpoint_rows=1,
-            on_progress=_killer(7),
-            on_note=lambda _: None,
-            **SETTINGS,
-        )
+    _run_until_killed(carbon, src, out, kill_after=7, checkpoint_rows=1)
     result = run_vep(
         carbon, src, FASTA, out, resume=True, checkpoint_rows=1, on_note=lambda _: None, **SETTINGS
     )
