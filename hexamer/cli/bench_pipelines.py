@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from hexamer.cli.app import bench_app, cache_dir, console
+from hexamer.cli.app import bench_app, cache_dir
 
 
 @bench_app.command("vep")
@@ -73,13 +73,9 @@ def bench_vep_cmd(
         quick=quick,
         published=published,
     )
-    from hexamer.bench.report import print_report
+    from hexamer.cli.bench_cmd import emit
 
-    print_report(report, console)
-    if json_out is not None:
-        console.print(f"wrote {report.write_json(json_out)}")
-    if plot is not None:
-        console.print(f"wrote {report.plot(plot, x='recipe', y='variants/s', group='method')}")
+    emit(report, json_out, plot, x="recipe", y="variants/s", group="method")
 
 
 def run_vep_bench(
@@ -260,7 +256,7 @@ def bench_embed_cmd(
     ] = None,
 ) -> None:
     """Sequences/s of ``hexamer.embed`` (mean pooling, last layer) vs transformers on the same weights."""
-    from hexamer.bench.report import print_report
+    from hexamer.cli.bench_cmd import emit
 
     report = run_embed_bench(
         model=model,
@@ -271,9 +267,7 @@ def bench_embed_cmd(
         dtype=dtype,
         repeats=repeats,
     )
-    print_report(report, console)
-    if json_out is not None:
-        console.print(f"wrote {report.write_json(json_out)}")
+    emit(report, json_out, None)
 
 
 def run_embed_bench(

@@ -56,9 +56,9 @@ def bench_spec_cmd(
     plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the speed-ups (PNG).")] = None,
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
-    from hexamer.bench.report import print_report
     from hexamer.bench.run_all import EXTERNAL_PLOTS
     from hexamer.bench.spec import run_spec_bench
+    from hexamer.cli.bench_cmd import emit
     from hexamer.engine.speculative import SpecConfig
 
     if (target is None) != (draft is None):
@@ -82,8 +82,4 @@ def bench_spec_cmd(
         temperature=temperature,
         repeats=repeats,
     )
-    print_report(report, console)
-    if json_out is not None:
-        console.print(f"wrote {report.write_json(json_out)}")
-    if plot is not None:
-        console.print(f"wrote {report.plot(plot, **EXTERNAL_PLOTS['spec'])}")
+    emit(report, json_out, plot, **EXTERNAL_PLOTS["spec"])
