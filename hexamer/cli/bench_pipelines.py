@@ -29,6 +29,12 @@ def bench_vep_cmd(
         int, typer.Option(min=1000, help="Sites are drawn from the first SPAN bp of the contig.")
     ] = 12000,
     window: Annotated[int, typer.Option(help="Window recipe: bp centred on the variant.")] = 8192,
+    window_grid: Annotated[
+        int, typer.Option(min=1, help="Window recipe: centre windows on tiles of this many bp (1 = off).")
+    ] = 1,
+    vcf: Annotated[
+        Path | None, typer.Option(help="Score this VCF instead of random sites (with --fasta).")
+    ] = None,
     context: Annotated[int, typer.Option(help="Next-base recipe: left context in bp.")] = 6144,
     context_grid: Annotated[int, typer.Option(help="Next-base: contexts start on this grid.")] = 6144,
     rc_average: Annotated[
@@ -65,6 +71,8 @@ def bench_vep_cmd(
         alts_per_site=alts_per_site,
         span=span,
         window=window,
+        window_grid=window_grid,
+        vcf=vcf,
         context=context,
         context_grid=context_grid,
         rc_average=rc_average,
@@ -88,6 +96,8 @@ def run_vep_bench(
     alts_per_site: int = 3,
     span: int = 12000,
     window: int = 8192,
+    window_grid: int = 1,
+    vcf: Path | None = None,
     context: int = 6144,
     context_grid: int = 6144,
     rc_average: bool = False,
@@ -101,7 +111,8 @@ def run_vep_bench(
     Methods: the engine, the naive recipe on hexamer's model (6-mer rows of the head only) and,
     with ``published`` (default: when ``transformers`` is installed), the published scripts' way
     (:mod:`hexamer.vep.published`: ``transformers``, full-vocabulary logits, one forward per window
-    or context). ``× vs engine`` is each method's speed relative to the engine.
+    or context). ``× vs engine`` is each method's speed relative to the engine. ``vcf`` scores a
+    real variant file (against ``fasta``) instead of ``sites`` random SNVs.
     """
     import importlib.util
     import math
@@ -126,8 +137,11 @@ def run_vep_bench(
         raise typer.BadParameter("--published needs transformers (pip install 'hexamer[hf]')")
     if published is None:
         published = has_transformers
+    if vcf is not None and fasta is None:
+        raise typer.BadParameter("--vcf needs --fasta (the reference its positions refer to)")
     if quick:
         sites, window, context, context_grid, span = min(sites, 6), min(window, 1200), 1200, 1200, 4000
+        window_grid = min(window_grid, window // 2)
     folder = model or str(bench_model_folder(shape, cache_dir(), dtype))
     carbon = Carbon.from_pretrained(folder, dtype=dtype)
     scorer = None
@@ -136,9 +150,12 @@ def run_vep_bench(
 
         scorer = PublishedScorer(folder, dtype=dtype, device=carbon.model.device)
     reference = fasta or next(p for p in demo_data_files() if "chr20" in p.name)
+    workload = Path(vcf).name if vcf is not None else f"{sites} sites × {alts_per_site} alts"
+    if window_grid > 1:
+        workload += f", window grid {window_grid} bp"
     report = BenchReport(
         name="vep",
-        title=f"VEP engine vs naive recipe{' and published scripts' if scorer else ''} ({sites} sites × {alts_per_site} alts, {Path(folder).name}, {dtype})",
+        title=f"VEP engine vs naive recipe{' and published scripts' if scorer else ''} ({workload}, {Path(folder).name}, {dtype})",
         columns=[
             "recipe",
             "method",
@@ -159,17 +176,22 @@ def run_vep_bench(
     )
     gains: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        vcf = Path(tmp) / "sites.vcf"
-        from hexamer.vep.variants import Reference
+        if vcf is None:
+            vcf = Path(tmp) / "sites.vcf"
+            from hexamer.vep.variants import Reference
 
-        with Reference(reference) as ref:
-            contig, length = next(iter(ref.lengths.items()))
-        write_random_vcf(
-            reference, vcf, n_sites=sites, alts_per_site=alts_per_site, region=(contig, 0, min(span, length))
-        )
+            with Reference(reference) as ref:
+                contig, length = next(iter(ref.lengths.items()))
+            write_random_vcf(
+                reference,
+                vcf,
+                n_sites=sites,
+                alts_per_site=alts_per_site,
+                region=(contig, 0, min(span, length)),
+            )
         for recipe in recipes:
             options = (
-                {"window": window, "rc_average": rc_average}
+                {"window": window, "window_grid": window_grid, "rc_average": rc_average}
                 if recipe == "window"
                 else {"context": context, "context_grid": context_grid}
             )

@@ -55,6 +55,14 @@ def vep(
         str, typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt).")
     ] = "window",
     window: Annotated[int, typer.Option(help="Window recipe: bp centred on the variant.")] = 8192,
+    window_grid: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Window recipe: centre windows on tiles of this many bp so the variants of a tile share "
+            "one reference forward (1 = centred on each variant, the published recipe).",
+        ),
+    ] = 1,
     rc_average: Annotated[
         bool, typer.Option("--rc-average", help="Average with the reverse complement.")
     ] = False,
@@ -122,6 +130,7 @@ def vep(
                 on_note=lambda msg: err_console.print(f"[yellow]{msg}[/yellow]"),
                 recipe=recipe,
                 window=window,
+                window_grid=window_grid,
                 rc_average=rc_average,
                 context=context,
                 context_grid=context_grid,

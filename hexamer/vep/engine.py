@@ -112,6 +112,8 @@ class VepSettings:
 
     recipe: str = "window"
     window: int = DEFAULT_WINDOW
+    #: window recipe: centre windows on ``window_grid``-bp tiles (1 = on each variant), see recipes
+    window_grid: int = 1
     context: int = DEFAULT_CONTEXT
     context_grid: int = DEFAULT_CONTEXT_GRID
     rc_average: bool = False
@@ -137,6 +139,11 @@ class VepSettings:
         if self.recipe == "window":
             if self.window < 1:
                 raise ValueError(f"window must be >= 1 bp, got {self.window}")
+            if not 1 <= self.window_grid <= max(1, self.window // 2):
+                raise ValueError(
+                    f"window_grid must be between 1 (windows centred on each variant) and half the "
+                    f"window ({self.window // 2} bp), got {self.window_grid}"
+                )
             if window_tokens(self.window, k) > positions:
                 raise ValueError(
                     f"a {self.window} bp window needs {window_tokens(self.window, k)} tokens; the model's context "
@@ -145,6 +152,8 @@ class VepSettings:
             return self
         if self.rc_average:
             raise ValueError("rc_average applies to the window recipe only (next_base reads left context)")
+        if self.window_grid != 1:
+            raise ValueError("window_grid applies to the window recipe only")
         ctx = NextBaseContext.for_model(self.context, self.context_grid, positions, k)
         return VepSettings(**{**asdict(self), "context": ctx.context, "context_grid": ctx.grid})
 
@@ -283,7 +292,9 @@ class _Planner:
             if v.kind != "SNV":
                 return f"the next_base recipe scores SNVs only (this is a {v.kind})"
             return None
-        start, end = window_bounds(v.start, len(v.ref), self.reference.lengths[contig], self.s.window)
+        start, end = window_bounds(
+            v.start, len(v.ref), self.reference.lengths[contig], self.s.window, self.s.window_grid
+        )
         n = (end - start) - len(v.ref) + len(v.alt)
         tokens = window_tokens(max(n, end - start), self.k)
         if tokens > self.carbon.context_length:
@@ -302,7 +313,9 @@ class _Planner:
         for v in scorable:
             contig, _ = self.reference.resolve(v.chrom)
             assert contig is not None
-            start, end = window_bounds(v.start, len(v.ref), self.reference.lengths[contig], self.s.window)
+            start, end = window_bounds(
+                v.start, len(v.ref), self.reference.lengths[contig], self.s.window, self.s.window_grid
+            )
             site = sites.get((contig, start, end))
             if site is None:
                 site = sites[(contig, start, end)] = _WindowSite(contig, start, end)
@@ -439,45 +452,60 @@ class _Runner:
         suffix: list[tuple[int, int]] = [
             (gi, si) for gi, g in enumerate(encs) for si, e in enumerate(g) if len(e.ids) - shared[gi] >= 2
         ]
-        prefix_len = [1 + t for t in shared]
-        p_max = max(prefix_len)
-        s_max = max((len(encs[gi][si].ids) - shared[gi] - 1 for gi, si in suffix), default=0)
-        cache = KVCache.for_model(self.carbon.model, len(groups), p_max + s_max)
+        p_max = max(1 + t for t in shared)
+        cache = KVCache.for_model(self.carbon.model, len(groups), p_max)
         prefixes = [(gi, [lay.begin_id, *g[0].ids[: shared[gi]].tolist()]) for gi, g in enumerate(encs)]
         first = torch.stack(self._prefill(cache, prefixes))  # (G, 4**k): predicts token shared[g]
-        suffix_logits = None
-        if suffix:
-            src = torch.tensor([gi for gi, _ in suffix])
-            rows_cache = _copy_rows(self.carbon, cache, src)
-            ids = torch.full((len(suffix), s_max), self._pad, dtype=torch.int64)
-            mask = torch.zeros((len(suffix), s_max), dtype=torch.bool)
-            for r, (gi, si) in enumerate(suffix):
+        result: list[list[float]] = [[0.0] * len(g) for g in encs]  # no token after the prefix: 0
+        for chunk in self._suffix_chunks(
+            suffix, [len(encs[gi][si].ids) - shared[gi] - 1 for gi, si in suffix]
+        ):
+            s_max = max(len(encs[gi][si].ids) - shared[gi] - 1 for gi, si in chunk)
+            rows_cache = _copy_rows(self.carbon, cache, torch.tensor([gi for gi, _ in chunk]), p_max + s_max)
+            ids = torch.full((len(chunk), s_max), self._pad, dtype=torch.int64)
+            mask = torch.zeros((len(chunk), s_max), dtype=torch.bool)
+            for r, (gi, si) in enumerate(chunk):
                 tail = encs[gi][si].ids[shared[gi] : -1]
                 ids[r, : len(tail)] = torch.from_numpy(tail)
                 mask[r, : len(tail)] = True
-            suffix_logits = self.carbon.model(
+            logits = self.carbon.model(
                 ids.to(self.device),
                 kv_cache=rows_cache,
                 attention_mask=None if bool(mask.all()) else mask.to(self.device),
                 logits_at="all",
                 vocab_rows=self.rows,
             ).logits
-        row_of = {key: r for r, key in enumerate(suffix)}
-        result: list[list[float]] = []
-        for gi, g in enumerate(encs):
-            sums = []
-            for si, e in enumerate(g):
+            assert logits is not None
+            for r, (gi, si) in enumerate(chunk):
+                e = encs[gi][si]
                 m = len(e.ids) - shared[gi]
-                if m <= 0:
-                    sums.append(0.0)
-                    continue
-                pred = first[gi : gi + 1]
-                if m >= 2:
-                    assert suffix_logits is not None
-                    pred = torch.cat([pred, suffix_logits[row_of[(gi, si)], : m - 1]])
-                sums.append(self._bp_sum(pred, e.ids[shared[gi] :], e.n_real[shared[gi] :]))
-            result.append(sums)
+                pred = torch.cat([first[gi : gi + 1], logits[r, : m - 1]])
+                result[gi][si] = self._bp_sum(pred, e.ids[shared[gi] :], e.n_real[shared[gi] :])
+        for gi, g in enumerate(encs):
+            for si, e in enumerate(g):
+                if len(e.ids) - shared[gi] == 1:  # one token after the prefix: its logits are `first`
+                    result[gi][si] = self._bp_sum(
+                        first[gi : gi + 1], e.ids[shared[gi] :], e.n_real[shared[gi] :]
+                    )
         return result
+
+    def _suffix_chunks(
+        self, rows: list[tuple[int, int]], lengths: list[int]
+    ) -> Iterator[list[tuple[int, int]]]:
+        """Suffix rows in forwards of at most ``batch_size`` rows and ``token_budget`` tokens (the
+        padded width counts), so a tile with many variants never builds one giant forward."""
+        budget = self.s.token_budget or 0
+        chunk: list[tuple[int, int]] = []
+        width = 0
+        for row, n in zip(rows, lengths, strict=True):
+            w = max(width, n)
+            if chunk and (len(chunk) + 1 > self.s.batch_size or (len(chunk) + 1) * w > budget):
+                yield chunk
+                chunk, w = [], n
+            chunk.append(row)
+            width = w
+        if chunk:
+            yield chunk
 
     @property
     def _pad(self) -> int:
@@ -572,14 +600,16 @@ class _Runner:
         return logits
 
 
-def _copy_rows(carbon: Carbon, cache: KVCache, src: torch.Tensor) -> KVCache:
-    """A new cache whose row i is a copy of ``cache`` row ``src[i]`` (the shared prefix per string)."""
-    out = KVCache.for_model(carbon.model, len(src), cache.max_len)
+def _copy_rows(carbon: Carbon, cache: KVCache, src: torch.Tensor, max_len: int) -> KVCache:
+    """A new ``max_len`` cache whose row i starts as a copy of ``cache`` row ``src[i]`` (the
+    shared prefix per string)."""
+    out = KVCache.for_model(carbon.model, len(src), max_len)
     dev = src.to(cache.device)
+    n = cache.max_len
     for layer in range(len(cache.k)):
-        out.k[layer].copy_(cache.k[layer].index_select(0, dev))
-        out.v[layer].copy_(cache.v[layer].index_select(0, dev))
-    out.valid.copy_(cache.valid.index_select(0, dev))
+        out.k[layer][:, :, :n].copy_(cache.k[layer].index_select(0, dev))
+        out.v[layer][:, :, :n].copy_(cache.v[layer].index_select(0, dev))
+    out.valid[:, :n].copy_(cache.valid.index_select(0, dev))
     out.lengths.copy_(cache.lengths.index_select(0, src.cpu()))
     return out
 
@@ -658,6 +688,7 @@ def score_variants(
     *,
     recipe: str = "window",
     window: int = DEFAULT_WINDOW,
+    window_grid: int = 1,
     context: int = DEFAULT_CONTEXT,
     context_grid: int = DEFAULT_CONTEXT_GRID,
     rc_average: bool = False,
@@ -682,6 +713,7 @@ def score_variants(
     settings = VepSettings(
         recipe=recipe,
         window=window,
+        window_grid=window_grid,
         context=context,
         context_grid=context_grid,
         rc_average=rc_average,

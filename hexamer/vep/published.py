@@ -125,13 +125,19 @@ class PublishedScorer:
         *,
         recipe: str = "window",
         window: int = DEFAULT_WINDOW,
+        window_grid: int = 1,
         context: int = DEFAULT_CONTEXT,
         context_grid: int = DEFAULT_CONTEXT_GRID,
         rc_average: bool = False,
     ) -> dict[Key, float]:
         """``{(record, alt_index): score}`` for every variant the engine would score ``ok``."""
         s = VepSettings(
-            recipe=recipe, window=window, context=context, context_grid=context_grid, rc_average=rc_average
+            recipe=recipe,
+            window=window,
+            window_grid=window_grid,
+            context=context,
+            context_grid=context_grid,
+            rc_average=rc_average,
         ).checked(_Shape(self.layout, self.context_length))  # type: ignore[arg-type]
         out: dict[Key, float] = {}
         with Reference(fasta) as ref:
@@ -143,7 +149,7 @@ class PublishedScorer:
         return out
 
     def _window_score(self, ref: Reference, contig: str, v: Variant, s: VepSettings) -> float:
-        start, end = window_bounds(v.start, len(v.ref), ref.lengths[contig], s.window)
+        start, end = window_bounds(v.start, len(v.ref), ref.lengths[contig], s.window, s.window_grid)
         ref_win = ref.fetch(contig, start, end)
         alt_win = alt_window(ref_win, v.start - start, v.ref, v.alt)
         delta = self.window_ll(alt_win) - self.window_ll(ref_win)
@@ -177,7 +183,7 @@ class PublishedScorer:
                     if v.kind == "SNV":
                         yield v, contig
                     continue
-                start, end = window_bounds(v.start, len(v.ref), length, s.window)
+                start, end = window_bounds(v.start, len(v.ref), length, s.window, s.window_grid)
                 n = (end - start) - len(v.ref) + len(v.alt)
                 if window_tokens(max(n, end - start), self.layout.k) <= self.context_length:
                     yield v, contig
@@ -190,6 +196,7 @@ def published_scores(
     *,
     recipe: str = "window",
     window: int = DEFAULT_WINDOW,
+    window_grid: int = 1,
     context: int = DEFAULT_CONTEXT,
     context_grid: int = DEFAULT_CONTEXT_GRID,
     rc_average: bool = False,
@@ -203,5 +210,10 @@ def published_scores(
     (``pip install 'hexamer[hf]'``).
     """
     scorer = PublishedScorer(folder, dtype=dtype, device=device)
-    options: dict[str, Any] = {"window": window, "context": context, "context_grid": context_grid}
+    options: dict[str, Any] = {
+        "window": window,
+        "window_grid": window_grid,
+        "context": context,
+        "context_grid": context_grid,
+    }
     return scorer.scores(vcf, fasta, recipe=recipe, rc_average=rc_average, **options)

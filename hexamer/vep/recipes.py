@@ -15,6 +15,12 @@ of bases, whereas the sum compares the likelihood of the two haplotypes of the s
 Bases in ``<oov>`` chunks (``N``) are not scored. With ``rc_average`` the same delta is computed
 on the reverse-complemented windows and the two deltas are averaged.
 
+With ``window_grid = G > 1`` (off by default) the window is centred on the middle of the G-bp tile
+holding the variant instead of on the variant, so the variant sits at most G/2 bp off centre and
+every variant of a tile shares one ref window: its reference forward runs once for all of them
+(dense panels, e.g. ``window_grid=1024`` with 8,192 bp windows). ``G`` must be at most half the
+window, so each flank keeps at least a quarter of it.
+
 **Next base** (ClinVar). The left context ending right before the variant, at least ``context`` bp
 (default 24,576 = 4,096 tokens), is fed as ``<dna>context``; the next token's distribution is
 marginalised (FNS, over the DNA block only) to the first base, and
@@ -64,6 +70,7 @@ __all__ = [
     "naive_window_score",
     "reverse_complement",
     "window_bounds",
+    "window_centre",
     "window_ll",
     "window_tokens",
 ]
@@ -84,11 +91,25 @@ def reverse_complement(seq: str) -> str:
 # --------------------------------------------------------------------------- window recipe
 
 
-def window_bounds(p0: int, ref_len: int, contig_len: int, window: int) -> tuple[int, int]:
-    """``[start, end)`` of the window around a variant whose REF starts at 0-based ``p0``."""
-    start = max(0, p0 - window // 2)
-    end = min(contig_len, max(p0 + window - window // 2, p0 + ref_len))
+def window_bounds(p0: int, ref_len: int, contig_len: int, window: int, grid: int = 1) -> tuple[int, int]:
+    """``[start, end)`` of the window around a variant whose REF starts at 0-based ``p0``.
+
+    ``grid > 1`` centres the window on the middle of the ``grid``-bp tile holding ``p0`` instead of
+    on ``p0`` itself, so every variant of a tile gets the same ref window (see
+    :func:`window_centre`).
+    """
+    c = window_centre(p0, grid)
+    start = max(0, c - window // 2)
+    end = min(contig_len, max(c + window - window // 2, p0 + ref_len))
     return start, end
+
+
+def window_centre(p0: int, grid: int = 1) -> int:
+    """The point a variant's window is centred on: ``p0`` itself, or with ``grid > 1`` the middle
+    of the tile ``[grid * (p0 // grid), grid * (p0 // grid + 1))`` — at most ``grid // 2`` bp away."""
+    if grid <= 1:
+        return p0
+    return grid * (p0 // grid) + grid // 2
 
 
 def alt_window(ref_window: str, offset: int, ref: str, alt: str) -> str:

@@ -436,6 +436,12 @@ def run_vep(
             raise ResumeError(
                 f"{side}: unreadable checkpoint ({exc}); remove it or run without resume"
             ) from exc
+        if isinstance(old, dict) and isinstance(old.get("settings"), dict):
+            # a sidecar written before a setting existed ran with that setting's default
+            defaults = VepSettings().as_dict()
+            for key, value in checked.as_dict().items():
+                if key not in old["settings"] and value == defaults[key]:
+                    old["settings"][key] = value
         if old != meta:
             changed = sorted(k for k in meta if old.get(k) != meta[k])
             raise ResumeError(

@@ -67,3 +67,20 @@ def test_bench_vep_published_needs_transformers(tiny_folder: Path, monkeypatch) 
     )
     result = runner.invoke(app, ["bench", "vep", "-m", str(tiny_folder), "--quick", "--published"])
     assert result.exit_code == 2 and "transformers" in result.output
+
+
+def test_bench_vep_real_vcf_and_window_grid(tiny_folder: Path, tmp_path: Path) -> None:
+    data = Path(__file__).resolve().parents[1] / "data" / "vep"
+    out = tmp_path / "vep.json"
+    args = ["bench", "vep", "-m", str(tiny_folder), "--quick", "--recipes", "window", "--no-published"]
+    args += ["--vcf", str(data / "chr20_slice.vcf"), "--fasta", str(data / "chr20_slice.fa.gz")]
+    result = runner.invoke(app, [*args, "--window-grid", "300", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert "chr20_slice.vcf" in report["title"] and "window grid 300 bp" in report["title"]
+    engine = report["rows"][0]
+    assert engine["variants"] > 0 and engine["max abs diff"] <= 1e-4
+    result = runner.invoke(
+        app, ["bench", "vep", "-m", str(tiny_folder), "--vcf", str(data / "chr20_slice.vcf")]
+    )
+    assert result.exit_code == 2 and "--fasta" in result.output

@@ -30,6 +30,16 @@ def test_vep_table_and_vcf(tiny_folder: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, [*args, "-o", str(table)])
     assert result.exit_code == 0, result.output
     rows = pq.read_table(table).to_pylist()
+    gridded = tmp_path / "gridded.parquet"
+    result = runner.invoke(app, [*args, "--window-grid", "200", "-o", str(gridded)])
+    assert result.exit_code == 0, result.output
+    grid_rows = pq.read_table(gridded).to_pylist()
+    assert [r["status"] for r in grid_rows] == [r["status"] for r in rows]
+    assert any(
+        abs(a["score"] - b["score"]) > 1e-9
+        for a, b in zip(rows, grid_rows, strict=True)
+        if a["status"] == "ok"
+    )
     n_records = sum(
         1 for line in (DATA / "edge_cases.vcf").read_text().splitlines() if line and line[0] != "#"
     )

@@ -21,6 +21,7 @@ from hexamer.vep.recipes import (
     naive_window_score,
     reverse_complement,
     window_bounds,
+    window_centre,
 )
 
 from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF
@@ -243,3 +244,93 @@ def test_bench_vep_reports_both_runs(carbon: Carbon, tmp_path: Path) -> None:
     assert result.max_abs_diff < TOL
     assert result.engine_s > 0 and result.naive_s > 0
     assert np.isclose(result.speedup, result.naive_s / result.engine_s)
+
+
+# --------------------------------------------------------------------------- window grid
+
+
+@given(
+    p0=st.integers(0, 50_000),
+    grid=st.sampled_from([1, 6, 100, 256, 600]),
+    window=st.sampled_from([1200, 1201, 8192]),
+)
+def test_window_grid_shares_windows_within_a_tile(p0: int, grid: int, window: int) -> None:
+    start, end = window_bounds(p0, 1, 10**6, window, grid)
+    assert start <= p0 < end
+    assert end - start == window or start == 0
+    centre = window_centre(p0, grid)
+    assert abs(centre - p0) <= grid // 2
+    assert start == max(0, centre - window // 2)
+    # every variant of the tile gets the same window; grid 1 is the centred recipe
+    tile = grid * (p0 // grid)
+    assert window_bounds(tile, 1, 10**6, window, grid) == (start, end)
+    assert window_bounds(tile + grid - 1, 1, 10**6, window, grid) == (start, end)
+    if grid == 1:
+        assert (start, end) == window_bounds(p0, 1, 10**6, window)
+
+
+def _dense_vcf(tmp_path: Path, n_sites: int = 14, alts: int = 1, seed: int = 3) -> Path:
+    vcf = tmp_path / f"dense-{n_sites}-{alts}.vcf"
+    write_random_vcf(
+        FASTA, vcf, n_sites=n_sites, alts_per_site=alts, region=("20", 300_000, 301_200), seed=seed
+    )
+    return vcf
+
+
+def _count_tokens(monkeypatch: pytest.MonkeyPatch, carbon: Carbon) -> list[int]:
+    seen: list[int] = []
+    model = carbon.model
+    forward = type(model).forward
+
+    def counting(self: object, input_ids, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        seen.append(int(input_ids.numel()))
+        return forward(self, input_ids, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(model), "forward", counting)
+    return seen
+
+
+@pytest.mark.parametrize("batch_size", [2, 8])
+def test_window_grid_scores_equal_the_gridded_recipe_by_the_book(
+    carbon: Carbon, tmp_path: Path, batch_size: int
+) -> None:
+    vcf = _dense_vcf(tmp_path, alts=2)
+    fast = _rows(carbon, vcf, recipe="window", window=1200, window_grid=300, batch_size=batch_size)
+    assert [(r["record"], r["alt_index"]) for r in fast] == _input_keys(vcf)
+    assert all(r["status"] == "ok" for r in fast)
+    with Reference(FASTA) as ref:
+        for row in fast:  # an independent computation: one full forward per window
+            p0 = row["pos"] - 1
+            start, end = window_bounds(p0, 1, ref.lengths["20"], 1200, 300)
+            ref_win = ref.fetch("20", start, end)
+            expected = naive_window_score(
+                carbon, ref_win, alt_window(ref_win, p0 - start, row["ref"], row["alt"])
+            )
+            assert row["score"] == pytest.approx(expected, abs=TOL)
+    naive = _rows(carbon, vcf, recipe="window", window=1200, window_grid=300, naive=True)
+    assert _compare(fast, naive) < TOL
+    centred = _rows(carbon, vcf, recipe="window", window=1200)
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(fast, centred, strict=True)) > 1e-6
+
+
+def test_window_grid_runs_fewer_tokens(
+    carbon: Carbon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vcf = _dense_vcf(tmp_path)
+    seen = _count_tokens(monkeypatch, carbon)
+    _rows(carbon, vcf, recipe="window", window=1200)
+    centred = sum(seen)
+    seen.clear()
+    _rows(carbon, vcf, recipe="window", window=1200, window_grid=600)
+    gridded = sum(seen)
+    # 14 SNVs in 1.2 kb fall in 2-3 tiles: one ref forward per tile instead of one per variant
+    assert gridded < 0.75 * centred
+
+
+def test_window_grid_settings_are_checked(carbon: Carbon) -> None:
+    with pytest.raises(ValueError, match="window_grid must be between 1"):
+        score_variants(carbon, SLICE_VCF, FASTA, window=1200, window_grid=601)
+    with pytest.raises(ValueError, match="window_grid must be between 1"):
+        score_variants(carbon, SLICE_VCF, FASTA, window=1200, window_grid=0)
+    with pytest.raises(ValueError, match="window_grid applies to the window recipe only"):
+        score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", window_grid=100)

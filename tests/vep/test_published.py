@@ -67,3 +67,8 @@ def test_full_vocab_logits_and_wrapper(scorer: PublishedScorer, tiny_folder: Pat
 def test_rc_average_is_window_only(scorer: PublishedScorer) -> None:
     with pytest.raises(ValueError, match="rc_average"):
         scorer.scores(SLICE_VCF, FASTA, recipe="next_base", rc_average=True)
+
+
+def test_window_grid_equals_engine(scorer: PublishedScorer, carbon: Carbon) -> None:
+    options = {"recipe": "window", "window": 600, "window_grid": 200}
+    assert_same(scorer.scores(SLICE_VCF, FASTA, **options), engine_scores(carbon, SLICE_VCF, **options))  # type: ignore[arg-type]

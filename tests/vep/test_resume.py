@@ -132,6 +132,23 @@ def test_resume_refuses_a_sidecar_from_another_job(carbon: Carbon, job_vcf: Path
     assert set(result.status_counts) == {"ok", "skipped", "ref_mismatch"}
 
 
+def test_a_sidecar_from_before_a_new_setting_resumes(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
+    """An older sidecar lacks settings added since (here ``window_grid``): it ran with their
+    defaults, so it still resumes; a non-default value is a different job."""
+    import json
+
+    out = tmp_path / "out.tsv"
+    _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
+    meta_path = sidecar_dir(out) / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["settings"].pop("window_grid") == 1
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ResumeError, match="changed: settings"):
+        run_vep(carbon, job_vcf, FASTA, out, resume=True, **{**SETTINGS, "window_grid": 100})
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
+    assert result.n_resumed > 0
+
+
 def test_bad_output_paths_fail_before_any_work(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="supported extensions"):
         run_vep(carbon, job_vcf, FASTA, tmp_path / "out.xlsx", **SETTINGS)
