@@ -191,12 +191,22 @@ def bench_throughput(
     emit(report, json_out, plot_out)
 
 
-def _carbon(folder: str, dtype: str, max_batch: int) -> Any:
+def _bench_carbon(
+    model: str | None, shape: str, dtype: str, batch_sizes: str, threads: int
+) -> tuple[Any, list[int]]:
+    """The checked batch sizes and a CPU ``Carbon`` on the bench folder (the fns/roofline set-up)."""
     import torch
 
     from hexamer import Carbon
 
-    return Carbon.from_pretrained(folder, dtype=getattr(torch, dtype), device="cpu", max_batch_size=max_batch)
+    _check_dtype(dtype)
+    sizes = _ints(batch_sizes, "--batch-sizes")
+    _threads(threads)
+    folder = bench_folder(model, shape, dtype)
+    carbon = Carbon.from_pretrained(
+        folder, dtype=getattr(torch, dtype), device="cpu", max_batch_size=max(sizes)
+    )
+    return carbon, sizes
 
 
 @bench_app.command("fns")
@@ -217,10 +227,7 @@ def bench_fns(
     from hexamer.bench.fns_cost import run_fns_bench
     from hexamer.bench.run_all import add_plot_labels
 
-    _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
-    _threads(threads)
-    carbon = _carbon(bench_folder(model, shape, dtype), dtype, max(sizes))
+    carbon, sizes = _bench_carbon(model, shape, dtype, batch_sizes, threads)
     report = run_fns_bench(
         carbon,
         batch_sizes=sizes,
@@ -250,10 +257,7 @@ def bench_roofline(
     from hexamer.bench.roofline import run_roofline_bench
     from hexamer.bench.run_all import add_plot_labels
 
-    _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
-    _threads(threads)
-    carbon = _carbon(bench_folder(model, shape, dtype), dtype, max(sizes))
+    carbon, sizes = _bench_carbon(model, shape, dtype, batch_sizes, threads)
     report = run_roofline_bench(
         carbon, batch_sizes=sizes, new_bp=new_bp, repeats=repeats, quick=quick, log=_log
     )

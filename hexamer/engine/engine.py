@@ -48,11 +48,14 @@ class Engine:
         prefill_token_budget: int = 8192,
         static_decode: bool | None = None,
         compile_decode: bool = False,
+        prefill_chunk_tokens: int | None = None,
     ) -> None:
         self.model = model
         self.layout = layout
         self.cache = CacheManager(model, max_batch_size, kv_cache_bytes)
-        self.runner = ModelRunner(model, layout, self.cache, dna_only_logits, static_decode, compile_decode)
+        self.runner = ModelRunner(
+            model, layout, self.cache, dna_only_logits, static_decode, compile_decode, prefill_chunk_tokens
+        )
         self.scheduler = Scheduler(self.cache, prefill_token_budget)
         self.stats = EngineStats()
         self.max_len = model.config.max_position_embeddings

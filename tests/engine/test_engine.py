@@ -76,3 +76,36 @@ def test_cancel_frees_the_row(tiny_folder: Path) -> None:
         engine.step()
     assert len(reqs[1].bases()) == 60 and len(reqs[2].bases()) == 60
     assert len(reqs[0].bases()) < 60
+
+
+@pytest.mark.parametrize("chunk_tokens", [None, 1, 40])
+def test_prefill_in_chunks_gives_the_same_outputs(
+    tiny_folder: Path, chunk_tokens: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = Carbon.from_pretrained(tiny_folder, max_batch_size=8)
+    whole.engine.runner.prefill_chunk_tokens = None  # one forward per prefill step (the GPU default)
+    chunked = Carbon.from_pretrained(tiny_folder, max_batch_size=8)
+    chunked.engine.runner.prefill_chunk_tokens = chunk_tokens
+    forwards: list[int] = []
+    original = chunked.engine.runner._prefill_forward
+
+    def counting(requests: list, full: bool) -> object:
+        forwards.append(len(requests))
+        return original(requests, full)
+
+    monkeypatch.setattr(chunked.engine.runner, "_prefill_forward", counting)
+    prompts = [p for p in PROMPTS if p != "<dna>"] * 2
+    for kwargs in ({"temperature": 0}, {"seed": 3}):
+        expected = [g.sequence for g in whole.generate(prompts, max_bp=30, **kwargs)]
+        assert [g.sequence for g in chunked.generate(prompts, max_bp=30, **kwargs)] == expected
+    if chunk_tokens == 1:
+        assert set(forwards) == {1}  # a prompt longer than the budget still runs, alone
+    elif chunk_tokens == 40:
+        assert max(forwards) > 1 and min(forwards) < max(forwards)
+
+
+def test_prefill_chunk_default_is_cpu_only(tiny_folder: Path) -> None:
+    from hexamer.engine.runner import PREFILL_CHUNK_TOKENS_CPU
+
+    carbon = Carbon.from_pretrained(tiny_folder)
+    assert carbon.engine.runner.prefill_chunk_tokens == PREFILL_CHUNK_TOKENS_CPU
