@@ -38,9 +38,6 @@ from hexamer.tokenizer.dna import encode_dna, encode_kmers
 from hexamer.tokenizer.layout import DnaLayout
 from hexamer.vep.engine import VepSettings
 from hexamer.vep.recipes import (
-    DEFAULT_CONTEXT,
-    DEFAULT_CONTEXT_GRID,
-    DEFAULT_WINDOW,
     alt_window,
     bp_log_likelihood,
     context_anchor,
@@ -118,27 +115,12 @@ class PublishedScorer:
         return log_base_marginals(logits[-1, lay.kmer_start : lay.kmer_stop].double())[0].cpu()
 
     # ------------------------------------------------------------------ variants
-    def scores(
-        self,
-        vcf: PathLike,
-        fasta: PathLike,
-        *,
-        recipe: str = "window",
-        window: int = DEFAULT_WINDOW,
-        window_grid: int = 1,
-        context: int = DEFAULT_CONTEXT,
-        context_grid: int = DEFAULT_CONTEXT_GRID,
-        rc_average: bool = False,
-    ) -> dict[Key, float]:
-        """``{(record, alt_index): score}`` for every variant the engine would score ``ok``."""
-        s = VepSettings(
-            recipe=recipe,
-            window=window,
-            window_grid=window_grid,
-            context=context,
-            context_grid=context_grid,
-            rc_average=rc_average,
-        ).checked(_Shape(self.layout, self.context_length))  # type: ignore[arg-type]
+    def scores(self, vcf: PathLike, fasta: PathLike, **settings: Any) -> dict[Key, float]:
+        """``{(record, alt_index): score}`` for every variant the engine would score ``ok`` with
+        the same :class:`~hexamer.vep.engine.VepSettings` fields (``recipe``, ``window``,
+        ``window_grid``, ``context``, ``context_grid``, ``rc_average``; the engine's batching
+        knobs are accepted and have no effect here)."""
+        s = VepSettings(**settings).checked(_Shape(self.layout, self.context_length))  # type: ignore[arg-type]
         out: dict[Key, float] = {}
         with Reference(fasta) as ref:
             for v, contig in self._scorable(vcf, ref, s):
@@ -194,26 +176,15 @@ def published_scores(
     vcf: PathLike,
     fasta: PathLike,
     *,
-    recipe: str = "window",
-    window: int = DEFAULT_WINDOW,
-    window_grid: int = 1,
-    context: int = DEFAULT_CONTEXT,
-    context_grid: int = DEFAULT_CONTEXT_GRID,
-    rc_average: bool = False,
     dtype: str = "float32",
     device: str | torch.device | None = None,
+    **settings: Any,
 ) -> dict[Key, float]:
     """Load ``folder`` with ``transformers`` and score ``vcf`` as the published scripts do.
 
     Returns ``{(record, alt_index): score}``, the keys and (to rounding) the scores of the ``ok``
-    rows of :func:`hexamer.vep.score_variants` with the same options. Needs ``transformers``
+    rows of :func:`hexamer.vep.score_variants` with the same options (``recipe``, ``window``,
+    ``window_grid``, ``context``, ``context_grid``, ``rc_average``). Needs ``transformers``
     (``pip install 'hexamer[hf]'``).
     """
-    scorer = PublishedScorer(folder, dtype=dtype, device=device)
-    options: dict[str, Any] = {
-        "window": window,
-        "window_grid": window_grid,
-        "context": context,
-        "context_grid": context_grid,
-    }
-    return scorer.scores(vcf, fasta, recipe=recipe, rc_average=rc_average, **options)
+    return PublishedScorer(folder, dtype=dtype, device=device).scores(vcf, fasta, **settings)
