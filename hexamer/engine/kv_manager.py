@@ -10,7 +10,7 @@ from hexamer.model import KVCache, LlamaModel
 def kv_bytes_per_token(model: LlamaModel, dtype: torch.dtype | None = None) -> int:
     """Bytes one token occupies in the cache (keys + values of every layer)."""
     c = model.config
-    itemsize = torch.empty((), dtype=dtype or model.dtype).element_size()
+    itemsize = torch.empty((), dtype=dtype or model.kv_dtype).element_size()
     return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * itemsize
 
 
@@ -57,7 +57,9 @@ class CacheManager:
         ):
             if cache is not None and not idle:
                 raise RuntimeError("cannot resize the KV cache while requests are running")
-            self.cache = cache = KVCache.for_model(self.model, rows, max_len)
+            # one row: the weights' dtype (see LlamaModel.kv_dtype for why and the figures)
+            dtype = self.model.dtype if rows == 1 else None
+            self.cache = cache = KVCache.for_model(self.model, rows, max_len, dtype=dtype)
             self.free_rows = list(range(rows))
         return cache
 

@@ -115,6 +115,7 @@ class Attention(nn.Module):
         if q.device.type == "cpu" and dtype != torch.float32:
             # PyTorch's CPU attention kernel is ~3x slower in bf16/fp16 than in fp32 at decode
             # shapes; attention is a small share of the FLOPs, so run it in fp32 (more accurate too).
+            # Cached keys/values are already fp32 there (LlamaModel.kv_dtype): no per-step upcast.
             q, k, v = q.float(), k.float(), v.float()
         out = F.scaled_dot_product_attention(
             q,
@@ -195,7 +196,7 @@ class KVCache:
             c.num_key_value_heads,
             c.head_dim,
             max_len,
-            dtype=dtype or model.dtype,
+            dtype=dtype or model.kv_dtype,
             device=device or model.device,
         )
 
@@ -277,8 +278,8 @@ class KVCache:
         kc, vc = self.k[layer], self.v[layer]
         batch = k.shape[0]
         row_idx = torch.arange(batch, device=kc.device) if plan.rows is None else plan.rows
-        kc[row_idx[:, None], :, plan.slots] = k.transpose(1, 2)
-        vc[row_idx[:, None], :, plan.slots] = v.transpose(1, 2)
+        kc[row_idx[:, None], :, plan.slots] = k.transpose(1, 2).to(kc.dtype)
+        vc[row_idx[:, None], :, plan.slots] = v.transpose(1, 2).to(vc.dtype)
         if plan.new_only:
             return k, v
         if plan.rows is None:
@@ -363,6 +364,18 @@ class LlamaModel(nn.Module):
     def device(self) -> torch.device:
         """Device the weights live on."""
         return self.embed_tokens.weight.device
+
+    @property
+    def kv_dtype(self) -> torch.dtype:
+        """Default dtype of this model's KV cache: the weights' dtype, except float32 for 16-bit
+        weights on CPU. CPU attention runs in float32 (see :class:`Attention`); a float32 cache is
+        read as is instead of being upcast, all of it, by every layer at every decode step (500M
+        shape, bf16, batch 16, 1,080 bp in / 540 out: 18.9 -> 15.6 s). A cache in the weights' own
+        dtype is accepted too (the engine keeps a one-row cache in bf16: there the upcast is cheap
+        and the smaller cache wins, 5.5 -> 5.2 s at batch 1)."""
+        if self.device.type == "cpu" and self.dtype in (torch.bfloat16, torch.float16):
+            return torch.float32
+        return self.dtype
 
     @property
     def head_weight(self) -> torch.Tensor:
@@ -500,9 +513,10 @@ class LlamaModel(nn.Module):
             )
 
         if kv_cache is not None:
-            if kv_cache.k and kv_cache.k[0].dtype != self.dtype:
+            if kv_cache.k and kv_cache.k[0].dtype not in (self.kv_dtype, self.dtype):
                 raise ValueError(
-                    f"KV cache dtype {kv_cache.k[0].dtype} differs from the model's {self.dtype}"
+                    f"KV cache dtype {kv_cache.k[0].dtype} is neither the model's {self.dtype} "
+                    f"nor its KV dtype {self.kv_dtype}"
                 )
             plan = kv_cache._plan(cache_rows, b, t, new_valid)
         elif new_valid is not None:

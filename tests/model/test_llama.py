@@ -276,11 +276,11 @@ def test_bf16_weights_fp32_logits(make_checkpoint: Any) -> None:
     our_err = (out - truth).abs().max().item()
     assert our_err <= max(hf_err, 2e-2) * 1.25
     cache = KVCache.for_model(model, batch_size=2, max_len=20)
-    assert cache.k[0].dtype == torch.bfloat16
+    assert cache.k[0].dtype == torch.float32  # CPU: the cache is kept in fp32 (LlamaModel.kv_dtype)
     step = model(ids, kv_cache=cache, logits_at="last").logits
     assert step.dtype == torch.float32
     with pytest.raises(ValueError, match="KV cache dtype"):
-        model(ids, kv_cache=KVCache.for_model(model, 2, 20, dtype=torch.float32))
+        model(ids, kv_cache=KVCache.for_model(model, 2, 20, dtype=torch.float16))
 
 
 def test_forward_argument_errors(make_checkpoint: Any) -> None:
