@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import torch
 
+from hexamer.engine.batching import padded_chunks
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import prompt_logprobs
 from hexamer.engine.request import Request
 from hexamer.model import LlamaModel
 from hexamer.tokenizer.layout import DnaLayout
 
-#: Most prompt tokens (padding included) per prefill forward on CPU. Forwards of a few hundred
-#: rows keep the activations in cache: 500M shape, 16 prompts x 181 tokens, 2 threads, prefill
-#: in forwards of 4 prompts (724 tokens) took ~12.4 s vs ~13.4 s as one 2,896-token forward
-#: (medians of 4 interleaved rounds). On GPU one forward takes the whole batch.
+#: Most prompt tokens (padding included) per prefill forward on CPU, to keep activations in cache.
+#: 500M shape, 16 prompts x 181 tokens, 2 threads: forwards of 4 prompts (724 tokens) took 12.5 s
+#: vs 13.4 s as one 2,896-token forward (model only, medians of 4 interleaved rounds); through the
+#: engine, min 12.4 vs 14.2 s with medians within noise (docs/benchmarks.md) -- a small gain at
+#: best. On GPU one forward takes the whole batch.
 PREFILL_CHUNK_TOKENS_CPU = 1024
 
 
@@ -73,16 +75,8 @@ class ModelRunner:
         logprobs get them here, from the same forward. On CPU the requests are cut into forwards
         of at most :data:`PREFILL_CHUNK_TOKENS_CPU` padded tokens (each left-padded to its own
         longest prompt); the numbers do not depend on how they are cut."""
-        chunks: list[list[Request]] = []
-        budget = self.prefill_chunk_tokens
-        width = 0  # longest prompt of the last chunk
-        for r in requests:
-            if chunks and (budget is None or (len(chunks[-1]) + 1) * max(len(r.prompt_ids), width) <= budget):
-                chunks[-1].append(r)
-                width = max(len(r.prompt_ids), width)
-            else:
-                chunks.append([r])
-                width = len(r.prompt_ids)
+        lengths = [len(r.prompt_ids) for r in requests]
+        chunks = padded_chunks(requests, lengths, token_budget=self.prefill_chunk_tokens)
         return torch.cat([self._prefill_forward(chunk, full) for chunk in chunks])
 
     def _prefill_forward(self, requests: list[Request], full: bool) -> torch.Tensor:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from hexamer.engine.batching import padded_chunks
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
 from hexamer.model import KVCache
@@ -434,8 +435,8 @@ class _Runner:
         string *after* the tokens all strings of the group share.
 
         The shared tokens are run once per group (their per-base terms are equal in every string and
-        left out); the KV cache of that prefix is copied to one row per string and the suffixes are
-        run as one batch.
+        left out); the KV cache of that prefix is copied to one row per string and the suffixes run
+        in forwards of at most ``batch_size`` rows and ``token_budget`` padded tokens.
         """
         lay = self.layout
         encs = [[encode_dna(x, lay) for x in g] for g in groups]
@@ -448,19 +449,29 @@ class _Runner:
                 if diff.size:
                     t0 = min(t0, int(diff[0]))
             shared.append(t0)
-        # suffix rows: strings with at least two tokens after the shared prefix need a forward
-        suffix: list[tuple[int, int]] = [
-            (gi, si) for gi, g in enumerate(encs) for si, e in enumerate(g) if len(e.ids) - shared[gi] >= 2
-        ]
+        after = {(gi, si): len(e.ids) - shared[gi] for gi, g in enumerate(encs) for si, e in enumerate(g)}
         p_max = max(1 + t for t in shared)
         cache = KVCache.for_model(self.carbon.model, len(groups), p_max)
         prefixes = [(gi, [lay.begin_id, *g[0].ids[: shared[gi]].tolist()]) for gi, g in enumerate(encs)]
         first = torch.stack(self._prefill(cache, prefixes))  # (G, 4**k): predicts token shared[g]
         result: list[list[float]] = [[0.0] * len(g) for g in encs]  # no token after the prefix: 0
-        for chunk in self._suffix_chunks(
-            suffix, [len(encs[gi][si].ids) - shared[gi] - 1 for gi, si in suffix]
+
+        def bp_sum(gi: int, si: int, pred: torch.Tensor) -> None:
+            e = encs[gi][si]
+            result[gi][si] = self._bp_sum(pred, e.ids[shared[gi] :], e.n_real[shared[gi] :])
+
+        for (gi, si), m in after.items():
+            if m == 1:  # one token after the prefix: its logits are `first`
+                bp_sum(gi, si, first[gi : gi + 1])
+        # strings with at least two tokens after the prefix run their tail (all but the last token)
+        suffix = [key for key, m in after.items() if m >= 2]
+        for chunk in padded_chunks(
+            suffix,
+            [after[key] - 1 for key in suffix],
+            token_budget=self.s.token_budget,
+            max_rows=self.s.batch_size,
         ):
-            s_max = max(len(encs[gi][si].ids) - shared[gi] - 1 for gi, si in chunk)
+            s_max = max(after[key] - 1 for key in chunk)
             rows_cache = _copy_rows(self.carbon, cache, torch.tensor([gi for gi, _ in chunk]), p_max + s_max)
             ids = torch.full((len(chunk), s_max), self._pad, dtype=torch.int64)
             mask = torch.zeros((len(chunk), s_max), dtype=torch.bool)
@@ -477,35 +488,8 @@ class _Runner:
             ).logits
             assert logits is not None
             for r, (gi, si) in enumerate(chunk):
-                e = encs[gi][si]
-                m = len(e.ids) - shared[gi]
-                pred = torch.cat([first[gi : gi + 1], logits[r, : m - 1]])
-                result[gi][si] = self._bp_sum(pred, e.ids[shared[gi] :], e.n_real[shared[gi] :])
-        for gi, g in enumerate(encs):
-            for si, e in enumerate(g):
-                if len(e.ids) - shared[gi] == 1:  # one token after the prefix: its logits are `first`
-                    result[gi][si] = self._bp_sum(
-                        first[gi : gi + 1], e.ids[shared[gi] :], e.n_real[shared[gi] :]
-                    )
+                bp_sum(gi, si, torch.cat([first[gi : gi + 1], logits[r, : after[gi, si] - 1]]))
         return result
-
-    def _suffix_chunks(
-        self, rows: list[tuple[int, int]], lengths: list[int]
-    ) -> Iterator[list[tuple[int, int]]]:
-        """Suffix rows in forwards of at most ``batch_size`` rows and ``token_budget`` tokens (the
-        padded width counts), so a tile with many variants never builds one giant forward."""
-        budget = self.s.token_budget or 0
-        chunk: list[tuple[int, int]] = []
-        width = 0
-        for row, n in zip(rows, lengths, strict=True):
-            w = max(width, n)
-            if chunk and (len(chunk) + 1 > self.s.batch_size or (len(chunk) + 1) * w > budget):
-                yield chunk
-                chunk, w = [], n
-            chunk.append(row)
-            width = w
-        if chunk:
-            yield chunk
 
     @property
     def _pad(self) -> int:

@@ -1,0 +1,38 @@
+"""padded_chunks: consecutive, bounded by padded tokens and rows, nothing lost or reordered."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hexamer.engine.batching import padded_chunks
+
+
+@given(
+    lengths=st.lists(st.integers(1, 50), max_size=30),
+    budget=st.one_of(st.none(), st.integers(1, 200)),
+    max_rows=st.one_of(st.none(), st.integers(1, 6)),
+)
+def test_chunks_are_bounded_and_keep_every_item_in_order(
+    lengths: list[int], budget: int | None, max_rows: int | None
+) -> None:
+    items = list(range(len(lengths)))
+    chunks = list(padded_chunks(items, lengths, token_budget=budget, max_rows=max_rows))
+    assert [i for c in chunks for i in c] == items
+    for i, chunk in enumerate(chunks):
+        assert chunk
+        padded = len(chunk) * max(lengths[j] for j in chunk)
+        if len(chunk) > 1:  # a lone item over the budget still runs
+            assert budget is None or padded <= budget
+        assert max_rows is None or len(chunk) <= max_rows
+        if i + 1 < len(chunks):  # greedy: the next item did not fit
+            grown = [*chunk, chunks[i + 1][0]]
+            over_budget = budget is not None and len(grown) * max(lengths[j] for j in grown) > budget
+            assert over_budget or (max_rows is not None and len(grown) > max_rows)
+
+
+def test_examples() -> None:
+    assert list(padded_chunks("abcd", [3, 3, 3, 3], token_budget=6)) == [["a", "b"], ["c", "d"]]
+    assert list(padded_chunks("abc", [1, 10, 1], token_budget=10)) == [["a"], ["b"], ["c"]]
+    assert list(padded_chunks("abc", [1, 1, 1], token_budget=None, max_rows=2)) == [["a", "b"], ["c"]]
+    assert list(padded_chunks("", [], token_budget=5)) == []
