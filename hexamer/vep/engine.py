@@ -237,6 +237,8 @@ class _Planner:
         self.carbon = carbon
         self.reference = reference
         self.s = settings
+        assert settings.token_budget is not None, "plan with VepSettings.checked() settings"
+        self.token_budget: int = settings.token_budget
         self.note = note
         self.k = carbon.layout.k
         self._noted: set[str] = set()
@@ -330,7 +332,7 @@ class _Planner:
         for site in ordered:
             n = strands * site.n_windows()
             tokens = window_tokens(site.max_bases(), self.k)
-            if batch and (rows + n > self.s.batch_size or (rows + n) * tokens > (self.s.token_budget or 0)):
+            if batch and (rows + n > self.s.batch_size or (rows + n) * tokens > self.token_budget):
                 units.append(self._window_unit(batch, runner))
                 batch, rows = [], 0
             batch.append(site)
