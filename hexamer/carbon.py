@@ -22,7 +22,7 @@ import torch
 from hexamer.engine import Engine, Request, SamplingParams
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.model import LlamaModel, RopeConfig, load_model
-from hexamer.model.cpu import use_onednn_linears
+from hexamer.model.cpu import use_cpu_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
 from hexamer.tokenizer.dna import encode_dna, oov_bases
 from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
@@ -116,13 +116,16 @@ class Carbon:
         device: str | torch.device | None = None,
         revision: str | None = None,
         onednn: bool | None = None,
+        native: bool | None = None,
         **engine_options: int | bool | None,
     ) -> Carbon:
         """Load a local Carbon-format folder or a hub id (JSON + safetensors only, no remote code).
 
         ``dtype="auto"``: float32 on CPU (exact parity with the reference; see docs/benchmarks.md
-        for bf16 on CPUs with native bf16), the checkpoint's dtype on GPU. ``onednn`` (default: on
-        for float32 on CPU) runs the decoder's linear layers through oneDNN's packed kernels.
+        for bf16 on CPUs with native bf16), the checkpoint's dtype on GPU. On the CPU the decoder's
+        linear layers run on hexamer's own kernel (``native``, default: on where a C compiler
+        builds it; see :mod:`hexamer.model.native`), else on oneDNN's packed kernels (``onednn``);
+        ``native=True`` fails loudly where the kernel is unavailable, ``onednn=True`` picks oneDNN.
         """
         folder = resolve_model_dir(name_or_path, revision=revision)
         if device is None:
@@ -132,9 +135,9 @@ class Carbon:
             dtype = torch.float32
         model, _ = load_model(folder, dtype=dtype, device=device)
         model.eval()
-        # packed oneDNN linears are left out under compile_decode: that combination is not yet tested
-        if onednn or (onednn is None and not engine_options.get("compile_decode")):
-            use_onednn_linears(model)
+        # re-laid-out linears are left out under compile_decode (Inductor wants dense weights)
+        if native or onednn or not engine_options.get("compile_decode"):
+            use_cpu_linears(model, native=native, onednn=onednn)
         tokenizer = CarbonTokenizer.from_pretrained(folder)
         return cls(model, tokenizer, **engine_options)  # type: ignore[arg-type]
 

@@ -1,4 +1,9 @@
-"""CPU fast path: run the decoder's linear layers through oneDNN with weights packed once at load.
+"""CPU fast path: the decoder's linear layers with weights re-laid-out once at load.
+
+Two back ends. :class:`PanelLinear` (default where it builds) runs hexamer's own C kernel
+(:mod:`hexamer.model.native`, ``panel_gemm.c``) on weights stored in 32-column panels: one
+sequential stream through the weights per projection, fp32 accumulation, bf16 weights widened in
+registers. :class:`PackedLinear` (the fallback) uses oneDNN, as follows.
 
 At decode batch sizes (1-64 rows) PyTorch's default GEMM reaches only part of the memory bandwidth;
 oneDNN's packed-weight kernels do markedly better while prefill stays as fast. :class:`PackedLinear`
@@ -16,6 +21,7 @@ import torch
 from torch import nn
 
 from hexamer.model.llama import LlamaModel
+from hexamer.model.native import PANEL, NativeKernels, native_kernels
 
 #: Batch-size hint for oneDNN's weight layout choice (decode batches); any batch size works.
 PACK_BATCH_HINT = 16
@@ -74,6 +80,104 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, dtype={self.packed.dtype}"
 
 
+class PanelLinear(nn.Module):
+    """``nn.Linear`` (float32 or bfloat16 weight) on hexamer's panel kernel. Inference only: the
+    output has no autograd history. Same results as the dense layer up to summation order (fp32
+    accumulation; bf16 activations are widened to fp32 and the output rounded once)."""
+
+    def __init__(self, linear: nn.Linear, kernels: NativeKernels) -> None:
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self._kernels = kernels
+        self.register_buffer("panels", kernels.pack(linear.weight.detach()), persistent=False)
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach(), requires_grad=False)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The dense weight (an unpacked copy; for inspection and state dicts, not the hot path)."""
+        n_panels = self.panels.numel() // (self.in_features * PANEL)
+        grid = self.panels.view(n_panels, self.in_features, PANEL).transpose(1, 2)
+        return grid.reshape(n_panels * PANEL, self.in_features)[: self.out_features].clone()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        if rows.dtype != torch.float32:
+            rows = rows.float()
+        y = self._kernels.linear(rows.contiguous(), self.panels, self.out_features)
+        if self.bias is not None:
+            y += self.bias
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+
+    def dense(self) -> nn.Linear:
+        """An equivalent plain ``nn.Linear``."""
+        lin = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
+        lin = lin.to(self.panels.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(self.weight)
+            if self.bias is not None:
+                lin.bias.copy_(self.bias)
+        return lin.requires_grad_(False)
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        destination[prefix + "weight"] = self.weight
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, dtype={self.panels.dtype}"
+
+
+def _decoder_linears(model: LlamaModel) -> list[tuple[nn.Module, str, nn.Linear]]:
+    return [
+        (parent, name, child)
+        for layer in model.layers
+        for parent in (layer.self_attn, layer.mlp)
+        for name, child in list(parent.named_children())
+        if isinstance(child, nn.Linear)
+    ]
+
+
+def use_native_linears(model: LlamaModel) -> int:
+    """Swap every ``nn.Linear`` of the decoder layers for a :class:`PanelLinear`, in place.
+
+    Returns how many were converted: float32 and bfloat16 models on the CPU where the kernels
+    build (:func:`hexamer.model.native.native_kernels`); 0 otherwise (the model is left alone).
+    """
+    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
+        return 0
+    kernels = native_kernels()
+    if kernels is None:
+        return 0
+    linears = _decoder_linears(model)
+    for parent, name, child in linears:
+        setattr(parent, name, PanelLinear(child, kernels))
+    return len(linears)
+
+
+def use_cpu_linears(model: LlamaModel, *, native: bool | None = None, onednn: bool | None = None) -> str:
+    """Put the decoder's linear layers on the fastest CPU kernels available; returns which
+    (``"native"``, ``"onednn"`` or ``"torch"``). ``native=None``: hexamer's kernel where it builds,
+    else oneDNN; ``native=True`` requires it (``RuntimeError`` with the reason otherwise);
+    ``onednn=True`` picks oneDNN over the native kernel; ``False`` turns either off.
+
+    bfloat16 on CPUs with native bf16 (AVX512-BF16/AMX) defaults to oneDNN: its bf16 dot-product
+    instructions make batched decode and prefill 1.4-2.6x faster than the native kernel, which
+    widens bf16 to fp32 (it is faster at one row: see docs/benchmarks.md)."""
+    if native is None and model.dtype == torch.bfloat16 and onednn is not False and _bf16_supported():
+        native = False
+    if native is True or (native is None and onednn is not True):
+        if use_native_linears(model):
+            return "native"
+        if native is True and model.device.type == "cpu":
+            from hexamer.model.native import native_status
+
+            raise RuntimeError(f"hexamer's native CPU kernels are {native_status()}")
+    if onednn is not False and use_onednn_linears(model):
+        return "onednn"
+    return "torch"
+
+
 def use_onednn_linears(model: LlamaModel) -> int:
     """Swap every ``nn.Linear`` of the decoder layers for a :class:`PackedLinear`, in place.
 
@@ -85,11 +189,7 @@ def use_onednn_linears(model: LlamaModel) -> int:
         return 0
     if model.dtype != torch.float32 and not (model.dtype == torch.bfloat16 and _bf16_supported()):
         return 0
-    converted = 0
-    for layer in model.layers:
-        for parent in (layer.self_attn, layer.mlp):
-            for name, child in list(parent.named_children()):
-                if isinstance(child, nn.Linear):
-                    setattr(parent, name, PackedLinear(child))
-                    converted += 1
-    return converted
+    linears = _decoder_linears(model)
+    for parent, name, child in linears:
+        setattr(parent, name, PackedLinear(child))
+    return len(linears)

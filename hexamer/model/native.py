@@ -1,0 +1,188 @@
+"""Build and load hexamer's C projection kernels (``panel_gemm.c``) on first use.
+
+Why compile on the user's machine: the kernel is a plain C file that the system C compiler builds
+in about a second with ``-march=native``, so it uses whatever vector unit the CPU has (AVX-512,
+AVX2, NEON) without shipping per-CPU binaries. The shared library is cached under
+``$HEXAMER_CACHE/native`` (default ``~/.cache/hexamer/native``), keyed on the source, the compiler,
+the flags and the CPU, written atomically, checked against PyTorch once after loading, and loaded
+with :mod:`ctypes` (no Python headers, no PyTorch headers). Where anything is missing (no compiler,
+no OpenMP, a failed check) :func:`native_kernels` returns ``None`` with the reason in
+:func:`native_status`, and the model keeps PyTorch's oneDNN path. ``HEXAMER_NATIVE=0`` turns the
+kernels off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("panel_gemm.c")
+#: Output columns per weight panel (``PANEL`` in the C source).
+PANEL = 32
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
+_ABI_VERSION = 1
+_status = "not loaded yet"
+
+
+@dataclass(frozen=True)
+class NativeKernels:
+    """Handles on the compiled library's entry points (see ``panel_gemm.c``)."""
+
+    path: Path
+    lib: ctypes.CDLL
+
+    def __deepcopy__(self, memo: dict) -> NativeKernels:  # a loaded library is shared, not copied
+        return self
+
+    def pack(self, weight: torch.Tensor) -> torch.Tensor:
+        """``weight`` [N, K] (float32 or bfloat16) in the panel layout, as a flat tensor."""
+        if weight.dtype not in (torch.float32, torch.bfloat16) or weight.dim() != 2:
+            raise ValueError(f"cannot pack a {weight.dtype} tensor of shape {tuple(weight.shape)}")
+        n, k = weight.shape
+        weight = weight.detach().contiguous()
+        panels = torch.empty(-(-n // PANEL) * k * PANEL, dtype=weight.dtype)
+        fn = self.lib.hx_pack_f32 if weight.dtype == torch.float32 else self.lib.hx_pack_bf16
+        fn(weight.data_ptr(), panels.data_ptr(), n, k, torch.get_num_threads())
+        return panels
+
+    def linear(self, x: torch.Tensor, panels: torch.Tensor, out_features: int) -> torch.Tensor:
+        """``x`` [M, K] float32 (contiguous) times the packed weight: [M, out_features] float32."""
+        m, k = x.shape
+        y = torch.empty(m, out_features, dtype=torch.float32)
+        fn = self.lib.hx_linear_f32 if panels.dtype == torch.float32 else self.lib.hx_linear_bf16
+        fn(panels.data_ptr(), x.data_ptr(), y.data_ptr(), m, out_features, k, torch.get_num_threads())
+        return y
+
+
+def native_status() -> str:
+    """Why the kernels are (not) in use, for logs and ``hexamer bench`` headers."""
+    return _status
+
+
+def native_disabled() -> bool:
+    return os.environ.get("HEXAMER_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+@functools.cache
+def native_kernels() -> NativeKernels | None:
+    """The compiled kernels, built on first call; ``None`` (reason in :func:`native_status`)
+    where they cannot be built or do not pass the self-check."""
+    global _status
+    if native_disabled():
+        _status = "disabled by HEXAMER_NATIVE=0"
+        return None
+    try:
+        path = _build()
+        kernels = _load(path)
+        _self_check(kernels)
+    except (OSError, RuntimeError, subprocess.SubprocessError, AssertionError) as exc:
+        _status = f"not available ({exc}); using PyTorch's kernels"
+        log.info("hexamer native kernels %s", _status)
+        return None
+    _status = f"loaded from {path}"
+    return kernels
+
+
+def _compiler() -> str:
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    exe = cc.split()[0]
+    if shutil.which(exe) is None:
+        raise RuntimeError(f"no C compiler ({exe!r} not found; set CC)")
+    return cc
+
+
+def _cpu_signature() -> str:
+    """What -march=native depends on: the machine and, on Linux, the CPU model and flags."""
+    parts = [platform.machine(), platform.system()]
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.split(":")[0].strip() in ("model name", "flags", "Features", "CPU part"):
+                parts.append(line)
+                if line.startswith(("flags", "Features")):
+                    break
+    except OSError:
+        parts.append(platform.processor())
+    return "\n".join(parts)
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("HEXAMER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "hexamer"
+    )
+    return Path(base) / "native"
+
+
+def _build() -> Path:
+    cc = _compiler()
+    version = subprocess.run(
+        [*cc.split(), "--version"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout
+    key = hashlib.sha256(
+        "\0".join([SOURCE.read_text(), cc, version, " ".join(FLAGS), _cpu_signature()]).encode()
+    ).hexdigest()[:16]
+    target = _cache_root() / f"panel_gemm-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".build-", suffix=target.suffix)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            [*cc.split(), *FLAGS, str(SOURCE), "-o", tmp],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["(no output)"])[0]
+            raise RuntimeError(f"{cc} failed to compile {SOURCE.name}: {first}")
+        os.replace(tmp, target)  # atomic: a concurrent builder either sees nothing or all of it
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _load(path: Path) -> NativeKernels:
+    lib = ctypes.CDLL(str(path))
+    if lib.hx_abi_version() != _ABI_VERSION:
+        raise RuntimeError(f"{path} has ABI {lib.hx_abi_version()}, expected {_ABI_VERSION}")
+    ptr, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    for name in ("hx_pack_f32", "hx_pack_bf16"):
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = [ptr, ptr, i64, i64, c_int], None
+    for name in ("hx_linear_f32", "hx_linear_bf16"):
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = [ptr, ptr, ptr, i64, i64, i64, c_int], None
+    return NativeKernels(path=path, lib=lib)
+
+
+def _self_check(kernels: NativeKernels) -> None:
+    """A miscompiled or mis-dispatched kernel must never reach a model: compare with PyTorch on
+    awkward shapes (panel remainder, odd K, every row-tile size) before first use."""
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        w = torch.randn(45, 37, generator=gen).to(dtype)
+        panels = kernels.pack(w)
+        for m in (1, 2, 5, 8, 13, 17):
+            x = torch.randn(m, 37, generator=gen)
+            got = kernels.linear(x, panels, 45)
+            want = x @ w.float().T
+            if not torch.allclose(got, want, atol=1e-4, rtol=1e-4):
+                err = (got - want).abs().max().item()
+                raise RuntimeError(f"self-check failed ({dtype}, {m} rows, max error {err:.3g})")

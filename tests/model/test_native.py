@@ -1,0 +1,169 @@
+"""hexamer's C projection kernel (``panel_gemm.c``): same results as PyTorch / transformers,
+deterministic across thread counts, and a clean fallback where it cannot be built."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from hexamer.model import load_model
+from hexamer.model import native as native_mod
+from hexamer.model.cpu import (
+    PackedLinear,
+    PanelLinear,
+    _bf16_supported,
+    onednn_available,
+    use_cpu_linears,
+    use_native_linears,
+)
+from hexamer.model.native import native_kernels, native_status
+
+HAVE_CC = shutil.which("cc") is not None or shutil.which("gcc") is not None
+
+
+@pytest.fixture(scope="module")
+def kernels() -> native_mod.NativeKernels:
+    k = native_kernels()
+    if k is None:
+        if HAVE_CC:  # a machine with a compiler must build it: never hide a broken kernel as a skip
+            pytest.fail(f"native kernels did not load although a C compiler exists: {native_status()}")
+        pytest.skip(f"no C compiler: {native_status()}")
+    return k
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 100])
+@pytest.mark.parametrize("k", [1, 2, 3, 64, 129])
+def test_linear_matches_torch_on_every_tile_shape(
+    kernels: native_mod.NativeKernels, dtype: torch.dtype, n: int, k: int
+) -> None:
+    gen = torch.Generator().manual_seed(n * 1000 + k)
+    w = torch.randn(n, k, generator=gen).to(dtype)
+    panels = kernels.pack(w)
+    assert panels.numel() == -(-n // 32) * 32 * k
+    for m in (1, 2, 3, 7, 8, 9, 16, 17, 40):
+        x = torch.randn(m, k, generator=gen)
+        got = kernels.linear(x, panels, n)
+        want = (x.double() @ w.double().T).float()
+        torch.testing.assert_close(got, want, atol=1e-4 * max(1, k) ** 0.5, rtol=1e-5)
+
+
+def test_results_do_not_depend_on_thread_count(kernels: native_mod.NativeKernels) -> None:
+    w = torch.randn(200, 96)
+    x = torch.randn(19, 96)
+    panels = kernels.pack(w)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = kernels.linear(x, panels, 200)
+        torch.set_num_threads(max(2, before))
+        many = kernels.linear(x, panels, 200)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, many)  # each output is one thread's fixed-order sum
+
+
+def test_pack_rejects_what_it_cannot_lay_out(kernels: native_mod.NativeKernels) -> None:
+    with pytest.raises(ValueError, match="float16"):
+        kernels.pack(torch.zeros(4, 4, dtype=torch.float16))
+    with pytest.raises(ValueError, match="shape"):
+        kernels.pack(torch.zeros(4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_panel_linear_is_a_drop_in_linear(kernels: native_mod.NativeKernels, dtype: torch.dtype) -> None:
+    lin = torch.nn.Linear(40, 70, bias=True).to(dtype).requires_grad_(False)
+    panel = PanelLinear(lin, kernels)
+    x = torch.randn(2, 3, 40).to(dtype)
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    out = panel(x)
+    assert out.shape == (2, 3, 70) and out.dtype == dtype
+    torch.testing.assert_close(out, lin(x), **tol)
+    assert torch.equal(panel.weight, lin.weight)  # unpacking is exact
+    state = panel.state_dict()
+    assert set(state) == {"weight", "bias"} and torch.equal(state["weight"], lin.weight)
+    torch.testing.assert_close(copy.deepcopy(panel)(x), out, atol=0, rtol=0)
+    torch.testing.assert_close(panel.dense()(x), lin(x), atol=0, rtol=0)
+    assert "dtype=" in repr(panel)
+
+
+def test_model_with_panel_linears_matches_transformers(make_checkpoint: Any) -> None:
+    hf, path = make_checkpoint(num_key_value_heads=2)
+    model, config = load_model(path)
+    assert use_native_linears(model) == 7 * config.num_hidden_layers or native_kernels() is None
+    if native_kernels() is None:
+        pytest.skip(native_status())
+    assert isinstance(model.layers[0].mlp.down_proj, PanelLinear)
+    ids = torch.randint(0, config.vocab_size, (3, 21), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        ours = model(ids).logits
+        theirs = hf(ids).logits
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_use_cpu_linears_prefers_native_then_onednn(make_checkpoint: Any, monkeypatch: Any) -> None:
+    _, path = make_checkpoint()
+    model, _ = load_model(path)
+    onednn = "onednn" if onednn_available() else "torch"
+    assert use_cpu_linears(model) == ("native" if native_kernels() is not None else onednn)
+    onednn_model, _ = load_model(path)
+    assert use_cpu_linears(onednn_model, onednn=True) == onednn
+    assert not any(isinstance(m, PanelLinear) for m in onednn_model.modules())
+    plain, _ = load_model(path)
+    assert use_cpu_linears(plain, native=False, onednn=False) == "torch"
+
+    monkeypatch.setattr(native_mod, "native_kernels", lambda: None)
+    monkeypatch.setattr("hexamer.model.cpu.native_kernels", lambda: None)
+    fallback, _ = load_model(path)
+    assert use_cpu_linears(fallback) == ("onednn" if onednn_available() else "torch")
+    assert not any(isinstance(m, PanelLinear) for m in fallback.modules())
+    assert any(isinstance(m, PackedLinear) for m in fallback.modules()) == onednn_available()
+    with pytest.raises(RuntimeError, match="native CPU kernels"):
+        use_cpu_linears(load_model(path)[0], native=True)
+
+
+def test_build_is_cached_and_failures_fall_back(tmp_path: Path, monkeypatch: Any) -> None:
+    if not HAVE_CC:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    native_kernels.cache_clear()
+    try:
+        first = native_kernels()
+        assert first is not None and first.path.parent == tmp_path / "native"
+        assert [p.name for p in (tmp_path / "native").iterdir()] == [first.path.name]  # no temp left
+        assert native_mod._build() == first.path  # second call reuses the cached library
+
+        native_kernels.cache_clear()
+        monkeypatch.setenv("HEXAMER_NATIVE", "0")
+        assert native_kernels() is None and "HEXAMER_NATIVE=0" in native_status()
+
+        native_kernels.cache_clear()
+        monkeypatch.delenv("HEXAMER_NATIVE")
+        monkeypatch.setenv("CC", "hexamer-no-such-compiler")
+        assert native_kernels() is None and "no C compiler" in native_status()
+
+        native_kernels.cache_clear()
+        monkeypatch.setenv("CC", "false")  # a compiler that fails: no half-written library remains
+        monkeypatch.setattr(native_mod, "_cpu_signature", lambda: "another cpu")
+        assert native_kernels() is None and "failed to compile" in native_status()
+        assert [p.name for p in (tmp_path / "native").iterdir()] == [first.path.name]
+    finally:
+        native_kernels.cache_clear()
+
+
+def test_bf16_defaults_to_onednn_where_it_has_native_bf16(make_checkpoint: Any) -> None:
+    _, path = make_checkpoint()
+    model, _ = load_model(path, dtype=torch.bfloat16)
+    chosen = use_cpu_linears(model)
+    if onednn_available() and _bf16_supported():
+        assert chosen == "onednn"
+    else:
+        assert chosen == ("native" if native_kernels() is not None else "torch")
+    forced, _ = load_model(path, dtype=torch.bfloat16)
+    if native_kernels() is not None:
+        assert use_cpu_linears(forced, native=True) == "native"
