@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from hexamer.model.llama import LlamaModel
-from hexamer.model.native import PANEL, NativeKernels, native_kernels
+from hexamer.model.native import NativeKernels, native_kernels
 
 #: Batch-size hint for oneDNN's weight layout choice (decode batches); any batch size works.
 PACK_BATCH_HINT = 16
@@ -83,7 +83,7 @@ class PackedLinear(nn.Module):
 class PanelLinear(nn.Module):
     """``nn.Linear`` (float32 or bfloat16 weight) on hexamer's panel kernel. Inference only: the
     output has no autograd history. Same results as the dense layer up to summation order (fp32
-    accumulation; bf16 activations are widened to fp32 and the output rounded once)."""
+    accumulation; activations are cast to the weight's dtype, the output rounded once)."""
 
     def __init__(self, linear: nn.Linear, kernels: NativeKernels) -> None:
         super().__init__()
@@ -96,14 +96,12 @@ class PanelLinear(nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         """The dense weight (an unpacked copy; for inspection and state dicts, not the hot path)."""
-        n_panels = self.panels.numel() // (self.in_features * PANEL)
-        grid = self.panels.view(n_panels, self.in_features, PANEL).transpose(1, 2)
-        return grid.reshape(n_panels * PANEL, self.in_features)[: self.out_features].clone()
+        return self._kernels.unpack(self.panels, self.out_features, self.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        if rows.dtype != torch.float32:
-            rows = rows.float()
+        if rows.dtype != self.panels.dtype:
+            rows = rows.to(self.panels.dtype)
         y = self._kernels.linear(rows.contiguous(), self.panels, self.out_features)
         if self.bias is not None:
             y += self.bias
@@ -161,11 +159,9 @@ def use_cpu_linears(model: LlamaModel, *, native: bool | None = None, onednn: bo
     else oneDNN; ``native=True`` requires it (``RuntimeError`` with the reason otherwise);
     ``onednn=True`` picks oneDNN over the native kernel; ``False`` turns either off.
 
-    bfloat16 on CPUs with native bf16 (AVX512-BF16/AMX) defaults to oneDNN: its bf16 dot-product
-    instructions make batched decode and prefill 1.4-2.6x faster than the native kernel, which
-    widens bf16 to fp32 (it is faster at one row: see docs/benchmarks.md)."""
-    if native is None and model.dtype == torch.bfloat16 and onednn is not False and _bf16_supported():
-        native = False
+    Measured at the 500M shape (docs/benchmarks.md): the native kernel's decode step is 1.4x
+    (fp32) / 1.55x (bf16) faster at batch 1 and equal at batch 16; prefill is equal in fp32 and
+    ~12% slower in bf16 on CPUs with AVX512-BF16 (``onednn=True`` for prefill-only bf16 jobs)."""
     if native is True or (native is None and onednn is not True):
         if use_native_linears(model):
             return "native"

@@ -8,7 +8,7 @@ the flags and the CPU, written atomically, checked against PyTorch once after lo
 with :mod:`ctypes` (no Python headers, no PyTorch headers). Where anything is missing (no compiler,
 no OpenMP, a failed check) :func:`native_kernels` returns ``None`` with the reason in
 :func:`native_status`, and the model keeps PyTorch's oneDNN path. ``HEXAMER_NATIVE=0`` turns the
-kernels off.
+kernels off; ``HEXAMER_NATIVE_CFLAGS`` adds compiler flags (e.g. ``-mno-avx512bf16``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ SOURCE = Path(__file__).with_name("panel_gemm.c")
 #: Output columns per weight panel (``PANEL`` in the C source).
 PANEL = 32
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
-_ABI_VERSION = 1
+_ABI_VERSION = 2
 _status = "not loaded yet"
 
 
@@ -48,23 +48,44 @@ class NativeKernels:
     def __deepcopy__(self, memo: dict) -> NativeKernels:  # a loaded library is shared, not copied
         return self
 
+    @property
+    def bf16_dot(self) -> bool:
+        """bf16 runs on the CPU's bf16 dot-product instructions (else it is widened to fp32)."""
+        return bool(self.lib.hx_bf16_dot())
+
     def pack(self, weight: torch.Tensor) -> torch.Tensor:
         """``weight`` [N, K] (float32 or bfloat16) in the panel layout, as a flat tensor."""
         if weight.dtype not in (torch.float32, torch.bfloat16) or weight.dim() != 2:
             raise ValueError(f"cannot pack a {weight.dtype} tensor of shape {tuple(weight.shape)}")
         n, k = weight.shape
         weight = weight.detach().contiguous()
-        panels = torch.empty(-(-n // PANEL) * k * PANEL, dtype=weight.dtype)
-        fn = self.lib.hx_pack_f32 if weight.dtype == torch.float32 else self.lib.hx_pack_bf16
+        bf16 = weight.dtype == torch.bfloat16
+        panels = torch.empty(self.lib.hx_packed_size(n, k, int(bf16)), dtype=weight.dtype)
+        fn = self.lib.hx_pack_bf16 if bf16 else self.lib.hx_pack_f32
         fn(weight.data_ptr(), panels.data_ptr(), n, k, torch.get_num_threads())
         return panels
 
+    def unpack(self, panels: torch.Tensor, out_features: int, in_features: int) -> torch.Tensor:
+        """The dense [out_features, in_features] weight back from :meth:`pack` (exact)."""
+        weight = torch.empty(out_features, in_features, dtype=panels.dtype)
+        fn = self.lib.hx_unpack_bf16 if panels.dtype == torch.bfloat16 else self.lib.hx_unpack_f32
+        fn(panels.data_ptr(), weight.data_ptr(), out_features, in_features)
+        return weight
+
     def linear(self, x: torch.Tensor, panels: torch.Tensor, out_features: int) -> torch.Tensor:
-        """``x`` [M, K] float32 (contiguous) times the packed weight: [M, out_features] float32."""
+        """``x`` [M, K] (contiguous; float32 for float32 panels, bfloat16 for bfloat16 ones) times
+        the packed weight: [M, out_features] float32."""
         m, k = x.shape
+        if x.dtype != panels.dtype or not x.is_contiguous():
+            raise ValueError(f"need contiguous {panels.dtype} activations, got {x.dtype}")
         y = torch.empty(m, out_features, dtype=torch.float32)
-        fn = self.lib.hx_linear_f32 if panels.dtype == torch.float32 else self.lib.hx_linear_bf16
-        fn(panels.data_ptr(), x.data_ptr(), y.data_ptr(), m, out_features, k, torch.get_num_threads())
+        threads = torch.get_num_threads()
+        if panels.dtype == torch.float32:
+            self.lib.hx_linear_f32(panels.data_ptr(), x.data_ptr(), y.data_ptr(), m, out_features, k, threads)
+        elif self.lib.hx_linear_bf16(
+            panels.data_ptr(), x.data_ptr(), y.data_ptr(), m, out_features, k, threads
+        ):
+            raise MemoryError(f"no memory to widen {m}x{k} bf16 activations")
         return y
 
 
@@ -126,13 +147,17 @@ def _cache_root() -> Path:
     return Path(base) / "native"
 
 
+def _flags() -> list[str]:
+    return [*FLAGS, *os.environ.get("HEXAMER_NATIVE_CFLAGS", "").split()]
+
+
 def _build() -> Path:
     cc = _compiler()
     version = subprocess.run(
         [*cc.split(), "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout
     key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(), cc, version, " ".join(FLAGS), _cpu_signature()]).encode()
+        "\0".join([SOURCE.read_text(), cc, version, " ".join(_flags()), _cpu_signature()]).encode()
     ).hexdigest()[:16]
     target = _cache_root() / f"panel_gemm-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"
     if target.is_file():
@@ -142,7 +167,7 @@ def _build() -> Path:
     os.close(fd)
     try:
         done = subprocess.run(
-            [*cc.split(), *FLAGS, str(SOURCE), "-o", tmp],
+            [*cc.split(), *_flags(), str(SOURCE), "-o", tmp],
             capture_output=True,
             text=True,
             timeout=300,
@@ -166,9 +191,13 @@ def _load(path: Path) -> NativeKernels:
     for name in ("hx_pack_f32", "hx_pack_bf16"):
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = [ptr, ptr, i64, i64, c_int], None
-    for name in ("hx_linear_f32", "hx_linear_bf16"):
+    for name in ("hx_unpack_f32", "hx_unpack_bf16"):
         fn = getattr(lib, name)
-        fn.argtypes, fn.restype = [ptr, ptr, ptr, i64, i64, i64, c_int], None
+        fn.argtypes, fn.restype = [ptr, ptr, i64, i64], None
+    lib.hx_linear_f32.argtypes, lib.hx_linear_f32.restype = [ptr, ptr, ptr, i64, i64, i64, c_int], None
+    lib.hx_linear_bf16.argtypes, lib.hx_linear_bf16.restype = [ptr, ptr, ptr, i64, i64, i64, c_int], c_int
+    lib.hx_packed_size.argtypes, lib.hx_packed_size.restype = [i64, i64, c_int], i64
+    lib.hx_bf16_dot.restype = c_int
     return NativeKernels(path=path, lib=lib)
 
 
@@ -179,10 +208,12 @@ def _self_check(kernels: NativeKernels) -> None:
     for dtype in (torch.float32, torch.bfloat16):
         w = torch.randn(45, 37, generator=gen).to(dtype)
         panels = kernels.pack(w)
+        if not torch.equal(kernels.unpack(panels, 45, 37), w):
+            raise RuntimeError(f"self-check failed ({dtype} pack/unpack round trip)")
         for m in (1, 2, 5, 8, 13, 17):
-            x = torch.randn(m, 37, generator=gen)
+            x = torch.randn(m, 37, generator=gen).to(dtype)
             got = kernels.linear(x, panels, 45)
-            want = x @ w.float().T
-            if not torch.allclose(got, want, atol=1e-4, rtol=1e-4):
+            want = x.double() @ w.double().T
+            if not torch.allclose(got.double(), want, atol=1e-4, rtol=1e-4):
                 err = (got - want).abs().max().item()
                 raise RuntimeError(f"self-check failed ({dtype}, {m} rows, max error {err:.3g})")

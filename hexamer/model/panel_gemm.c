@@ -9,11 +9,20 @@
  * batched decode and prefill.
  *
  * Portable C: GCC/Clang vector extensions, compiled with -march=native on the user's machine
- * (AVX-512, AVX2 or NEON as the CPU has). bf16 weights are widened to fp32 in registers;
- * accumulation is fp32. Threads: OpenMP (the same runtime PyTorch's CPU build loads).
+ * (AVX-512, AVX2 or NEON as the CPU has); accumulation is always fp32. bf16 weights meet bf16
+ * activations: on CPUs with AVX512-BF16 through VDPBF16PS (two k steps per instruction, so the
+ * panels interleave k pairs: P[N/32][K/2][32][2]), elsewhere widened to fp32 in registers.
+ * Threads: OpenMP (the same runtime PyTorch's CPU build loads).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#include <immintrin.h>
+#define HX_BF16_DOT 1
+#else
+#define HX_BF16_DOT 0
+#endif
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
@@ -134,14 +143,162 @@ INLINE void pack(const void *w, void *p, int64_t N, int64_t K, int threads, int 
     }
 }
 
-int hx_abi_version(void) { return 1; }
+__attribute__((unused)) static float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+#if HX_BF16_DOT
+/* k-pair layout: element (n, k) of panel b at ((b * KP + k / 2) * 32 + n % 32) * 2 + k % 2 */
+static int64_t pairs(int64_t K) { return (K + 1) / 2; }
+
+INLINE __m512 dot_pairs(__m512 acc, uint32_t xpair, const uint16_t *w) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(w),
+                            (__m512bh)_mm512_set1_epi32((int)xpair));
+}
+
+/* x pair (x[k], x[k+1]) as one 32-bit lane (one load); the pad beyond an odd K is zero */
+INLINE uint32_t x_pair(const uint16_t *x, int64_t k, int64_t K) {
+    uint32_t pair;
+    if (k + 1 < K) {
+        memcpy(&pair, x + k, sizeof pair);
+        return pair;
+    }
+    return (uint32_t)x[k];
+}
+
+INLINE void store_tile(float *out, __m512 a0, __m512 a1, int64_t cols) {
+    if (cols == PANEL) {
+        _mm512_storeu_ps(out, a0);
+        _mm512_storeu_ps(out + 16, a1);
+    } else {
+        float buf[PANEL];
+        _mm512_storeu_ps(buf, a0);
+        _mm512_storeu_ps(buf + 16, a1);
+        for (int64_t j = 0; j < cols; j++) out[j] = buf[j];
+    }
+}
+
+INLINE void dtile(const uint16_t *panel, const uint16_t *x, float *y, int64_t K, int64_t N,
+                  int64_t cols, int rows) {
+    __m512 acc[MR][2];
+    for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t kp = 0; kp < pairs(K); kp++) {
+        const uint16_t *w = panel + kp * PANEL * 2;
+        __m512bh w0 = (__m512bh)_mm512_loadu_si512(w), w1 = (__m512bh)_mm512_loadu_si512(w + 32);
+        int full = 2 * kp + 1 < K;
+        for (int i = 0; i < rows; i++) {
+            const uint16_t *xi = x + i * K + 2 * kp;
+            int32_t pair;
+            if (full)
+                memcpy(&pair, xi, sizeof pair);
+            else
+                pair = (int32_t)xi[0];
+            __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], w0, xp);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], w1, xp);
+        }
+    }
+    for (int i = 0; i < rows; i++) store_tile(y + i * N, acc[i][0], acc[i][1], cols);
+}
+
+INLINE void dtile_row(const uint16_t *panel, const uint16_t *x, float *y, int64_t K, int64_t cols) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t kp = 0, np = pairs(K);
+    for (; kp + 2 <= np; kp += 2) {
+        const uint16_t *w = panel + kp * PANEL * 2;
+        uint32_t p0 = x_pair(x, 2 * kp, K), p1 = x_pair(x, 2 * kp + 2, K);
+        a0 = dot_pairs(a0, p0, w);
+        a1 = dot_pairs(a1, p0, w + 32);
+        b0 = dot_pairs(b0, p1, w + 64);
+        b1 = dot_pairs(b1, p1, w + 96);
+    }
+    for (; kp < np; kp++) {
+        const uint16_t *w = panel + kp * PANEL * 2;
+        uint32_t p0 = x_pair(x, 2 * kp, K);
+        a0 = dot_pairs(a0, p0, w);
+        a1 = dot_pairs(a1, p0, w + 32);
+    }
+    store_tile(y, _mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1), cols);
+}
+
+INLINE void dtile_n(const uint16_t *panel, const uint16_t *x, float *y, int64_t K, int64_t N,
+                    int64_t cols, int rows) {
+    switch (rows) {
+    case 8: dtile(panel, x, y, K, N, cols, 8); break;
+    case 7: dtile(panel, x, y, K, N, cols, 7); break;
+    case 6: dtile(panel, x, y, K, N, cols, 6); break;
+    case 5: dtile(panel, x, y, K, N, cols, 5); break;
+    case 4: dtile(panel, x, y, K, N, cols, 4); break;
+    case 3: dtile(panel, x, y, K, N, cols, 3); break;
+    default: dtile(panel, x, y, K, N, cols, 2); break;
+    }
+}
+
+static void linear_bf16_dot(const uint16_t *panels, const uint16_t *x, float *y, int64_t M,
+                            int64_t N, int64_t K, int threads) {
+    int64_t n_panels = (N + PANEL - 1) / PANEL;
+    int64_t n_blocks = (M + MR - 1) / MR;
+    int64_t block = (M + n_blocks - 1) / n_blocks;
+    n_blocks = (M + block - 1) / block;
+    int64_t work = n_panels * n_blocks;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t t = 0; t < work; t++) {
+        int64_t p = t / n_blocks, m = (t % n_blocks) * block;
+        int64_t n0 = p * PANEL, cols = N - n0 < PANEL ? N - n0 : PANEL;
+        int rows = (int)(M - m < block ? M - m : block);
+        const uint16_t *panel = panels + p * pairs(K) * PANEL * 2;
+        if (rows == 1)
+            dtile_row(panel, x + m * K, y + m * N + n0, K, cols);
+        else
+            dtile_n(panel, x + m * K, y + m * N + n0, K, N, cols, rows);
+    }
+}
+#endif
+
+/* where element (n, k) of a packed bf16 matrix lives (either layout) */
+static int64_t bf16_index(int64_t n, int64_t k, int64_t K) {
+#if HX_BF16_DOT
+    return ((n / PANEL * pairs(K) + k / 2) * PANEL + n % PANEL) * 2 + k % 2;
+#else
+    return (n / PANEL * K + k) * PANEL + n % PANEL;
+#endif
+}
+
+int hx_abi_version(void) { return 2; }
+
+/* 1 where bf16 runs on VDPBF16PS (k-pair panels), 0 where it is widened to fp32 */
+int hx_bf16_dot(void) { return HX_BF16_DOT; }
+
+/* elements a packed [N, K] matrix takes */
+int64_t hx_packed_size(int64_t N, int64_t K, int bf16) {
+    int64_t cols = (N + PANEL - 1) / PANEL * PANEL;
+    return bf16 && HX_BF16_DOT ? cols * ((K + 1) / 2) * 2 : cols * K;
+}
 
 void hx_pack_f32(const float *w, float *p, int64_t N, int64_t K, int threads) {
     pack(w, p, N, K, threads, 0);
 }
 
+void hx_unpack_f32(const float *p, float *w, int64_t N, int64_t K) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) w[n * K + k] = p[(n / PANEL * K + k) * PANEL + n % PANEL];
+}
+
 void hx_pack_bf16(const uint16_t *w, uint16_t *p, int64_t N, int64_t K, int threads) {
-    pack(w, p, N, K, threads, 1);
+    memset(p, 0, (size_t)hx_packed_size(N, K, 1) * sizeof *p);
+    int64_t n_panels = (N + PANEL - 1) / PANEL;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t b = 0; b < n_panels; b++)
+        for (int64_t n = b * PANEL; n < N && n < (b + 1) * PANEL; n++)
+            for (int64_t k = 0; k < K; k++) p[bf16_index(n, k, K)] = w[n * K + k];
+}
+
+void hx_unpack_bf16(const uint16_t *p, uint16_t *w, int64_t N, int64_t K) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) w[n * K + k] = p[bf16_index(n, k, K)];
 }
 
 void hx_linear_f32(const float *panels, const float *x, float *y, int64_t M, int64_t N, int64_t K,
@@ -149,7 +306,18 @@ void hx_linear_f32(const float *panels, const float *x, float *y, int64_t M, int
     linear(panels, x, y, M, N, K, threads, 0);
 }
 
-void hx_linear_bf16(const uint16_t *panels, const float *x, float *y, int64_t M, int64_t N,
-                    int64_t K, int threads) {
-    linear(panels, x, y, M, N, K, threads, 1);
+/* bf16 weights x bf16 activations -> fp32 output; returns 0, or -1 when out of memory */
+int hx_linear_bf16(const uint16_t *panels, const uint16_t *x, float *y, int64_t M, int64_t N,
+                   int64_t K, int threads) {
+#if HX_BF16_DOT
+    linear_bf16_dot(panels, x, y, M, N, K, threads);
+    return 0;
+#else
+    float *wide = malloc((size_t)(M * K) * sizeof *wide);
+    if (wide == NULL) return -1;
+    for (int64_t i = 0; i < M * K; i++) wide[i] = bf16_to_f32(x[i]);
+    linear(panels, wide, y, M, N, K, threads, 1);
+    free(wide);
+    return 0;
+#endif
 }

@@ -16,7 +16,6 @@ from hexamer.model import native as native_mod
 from hexamer.model.cpu import (
     PackedLinear,
     PanelLinear,
-    _bf16_supported,
     onednn_available,
     use_cpu_linears,
     use_native_linears,
@@ -45,11 +44,13 @@ def test_linear_matches_torch_on_every_tile_shape(
     gen = torch.Generator().manual_seed(n * 1000 + k)
     w = torch.randn(n, k, generator=gen).to(dtype)
     panels = kernels.pack(w)
-    assert panels.numel() == -(-n // 32) * 32 * k
+    pairs = dtype == torch.bfloat16 and kernels.bf16_dot  # k-pair panels pad K to even
+    assert panels.numel() == -(-n // 32) * 32 * (k + k % 2 if pairs else k)
+    assert torch.equal(kernels.unpack(panels, n, k), w)
     for m in (1, 2, 3, 7, 8, 9, 16, 17, 40):
-        x = torch.randn(m, k, generator=gen)
+        x = torch.randn(m, k, generator=gen).to(dtype)
         got = kernels.linear(x, panels, n)
-        want = (x.double() @ w.double().T).float()
+        want = (x.double() @ w.double().T).float()  # products of bf16 values are exact in fp32
         torch.testing.assert_close(got, want, atol=1e-4 * max(1, k) ** 0.5, rtol=1e-5)
 
 
@@ -73,6 +74,9 @@ def test_pack_rejects_what_it_cannot_lay_out(kernels: native_mod.NativeKernels) 
         kernels.pack(torch.zeros(4, 4, dtype=torch.float16))
     with pytest.raises(ValueError, match="shape"):
         kernels.pack(torch.zeros(4))
+    panels = kernels.pack(torch.zeros(4, 8, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="bfloat16 activations"):
+        kernels.linear(torch.zeros(2, 8), panels, 4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -156,14 +160,36 @@ def test_build_is_cached_and_failures_fall_back(tmp_path: Path, monkeypatch: Any
         native_kernels.cache_clear()
 
 
-def test_bf16_defaults_to_onednn_where_it_has_native_bf16(make_checkpoint: Any) -> None:
+def test_bf16_models_use_the_native_kernel_too(make_checkpoint: Any) -> None:
     _, path = make_checkpoint()
-    model, _ = load_model(path, dtype=torch.bfloat16)
+    model, config = load_model(path, dtype=torch.bfloat16)
     chosen = use_cpu_linears(model)
-    if onednn_available() and _bf16_supported():
-        assert chosen == "onednn"
-    else:
-        assert chosen == ("native" if native_kernels() is not None else "torch")
-    forced, _ = load_model(path, dtype=torch.bfloat16)
-    if native_kernels() is not None:
-        assert use_cpu_linears(forced, native=True) == "native"
+    assert chosen == (
+        "native" if native_kernels() is not None else "onednn" if onednn_available() else "torch"
+    )
+    dense, _ = load_model(path, dtype=torch.bfloat16)
+    ids = torch.randint(0, config.vocab_size, (2, 11), generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        torch.testing.assert_close(model(ids).logits, dense(ids).logits, atol=3e-2, rtol=3e-2)
+
+
+def test_bf16_widening_path_where_the_cpu_has_no_bf16_dot(tmp_path: Path, monkeypatch: Any) -> None:
+    """The fp32-widening bf16 path (AVX2 / NEON machines), forced here by compiler flags."""
+    first = native_kernels()
+    if first is None or not first.bf16_dot:
+        pytest.skip("this build already uses the widening path (covered by the tests above)")
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    monkeypatch.setenv("HEXAMER_NATIVE_CFLAGS", "-mno-avx512bf16")
+    native_kernels.cache_clear()
+    try:
+        widening = native_kernels()
+        assert widening is not None and not widening.bf16_dot, native_status()
+        w = torch.randn(70, 33).to(torch.bfloat16)
+        panels = widening.pack(w)
+        assert panels.numel() == 96 * 33 and torch.equal(widening.unpack(panels, 70, 33), w)
+        for m in (1, 5, 16):
+            x = torch.randn(m, 33).to(torch.bfloat16)
+            want = (x.double() @ w.double().T).float()
+            torch.testing.assert_close(widening.linear(x, panels, 70), want, atol=1e-4, rtol=1e-5)
+    finally:
+        native_kernels.cache_clear()
