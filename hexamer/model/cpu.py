@@ -38,7 +38,34 @@ def _bf16_supported() -> bool:
         return False
 
 
-class PackedLinear(nn.Module):
+class _RelaidLinear(nn.Module):
+    """What both re-laid-out linears share: a dense view back for copies and state dicts."""
+
+    in_features: int
+    out_features: int
+    bias: nn.Parameter | None
+
+    @property
+    def weight(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def dense(self) -> nn.Linear:
+        """An equivalent plain ``nn.Linear``."""
+        weight = self.weight
+        lin = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None).to(weight.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(weight)
+            if self.bias is not None:
+                lin.bias.copy_(self.bias)
+        return lin.requires_grad_(False)
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        destination[prefix + "weight"] = self.weight
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+
+
+class PackedLinear(_RelaidLinear):
     """``nn.Linear`` with its weight in oneDNN's packed layout (float32, or bfloat16 on CPUs with
     native bf16). Same results as the dense layer up to summation order."""
 
@@ -58,29 +85,14 @@ class PackedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
-    def dense(self) -> nn.Linear:
-        """An equivalent plain ``nn.Linear``."""
-        lin = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
-        lin = lin.to(self.packed.dtype)
-        with torch.no_grad():
-            lin.weight.copy_(self.weight)
-            if self.bias is not None:
-                lin.bias.copy_(self.bias)
-        return lin.requires_grad_(False)
-
     def __deepcopy__(self, memo: dict) -> PackedLinear:  # oneDNN tensors have no storage to copy
         return PackedLinear(self.dense())
-
-    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
-        destination[prefix + "weight"] = self.weight
-        if self.bias is not None:
-            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, dtype={self.packed.dtype}"
 
 
-class PanelLinear(nn.Module):
+class PanelLinear(_RelaidLinear):
     """``nn.Linear`` (float32 or bfloat16 weight) on hexamer's panel kernel. Inference only: the
     output has no autograd history. Same results as the dense layer up to summation order (fp32
     accumulation; activations are cast to the weight's dtype, the output rounded once)."""
@@ -106,21 +118,6 @@ class PanelLinear(nn.Module):
         if self.bias is not None:
             y += self.bias
         return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
-
-    def dense(self) -> nn.Linear:
-        """An equivalent plain ``nn.Linear``."""
-        lin = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
-        lin = lin.to(self.panels.dtype)
-        with torch.no_grad():
-            lin.weight.copy_(self.weight)
-            if self.bias is not None:
-                lin.bias.copy_(self.bias)
-        return lin.requires_grad_(False)
-
-    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
-        destination[prefix + "weight"] = self.weight
-        if self.bias is not None:
-            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, dtype={self.panels.dtype}"

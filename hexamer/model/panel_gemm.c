@@ -105,24 +105,50 @@ INLINE void tile_n(const void *panel, const float *x, float *y, int64_t K, int64
     }
 }
 
+/* The work items of Y[M,N]: (panel, block of rows) pairs, rows split into equal blocks of at
+ * most MR (16 rows -> 8 + 8, not 8 + 8 + 0); item t covers rows [m, m + rows), columns
+ * [n0, n0 + cols) of panel p. */
+typedef struct {
+    int64_t n_blocks, block, work;
+} split_t;
+
+typedef struct {
+    int64_t p, m, n0, cols;
+    int rows;
+} item_t;
+
+static split_t split(int64_t M, int64_t N) {
+    split_t s;
+    s.n_blocks = (M + MR - 1) / MR;
+    s.block = (M + s.n_blocks - 1) / s.n_blocks;
+    s.n_blocks = (M + s.block - 1) / s.block;
+    s.work = (N + PANEL - 1) / PANEL * s.n_blocks;
+    return s;
+}
+
+INLINE item_t item(split_t s, int64_t t, int64_t M, int64_t N) {
+    item_t it;
+    it.p = t / s.n_blocks;
+    it.m = (t % s.n_blocks) * s.block;
+    it.n0 = it.p * PANEL;
+    it.cols = N - it.n0 < PANEL ? N - it.n0 : PANEL;
+    it.rows = (int)(M - it.m < s.block ? M - it.m : s.block);
+    return it;
+}
+
 INLINE void linear(const void *panels, const float *x, float *y, int64_t M, int64_t N, int64_t K,
                    int threads, int bf16) {
-    int64_t n_panels = (N + PANEL - 1) / PANEL;
-    /* rows split into equal blocks of at most MR (16 rows -> 8 + 8, not 8 + 8 + 0) */
-    int64_t n_blocks = (M + MR - 1) / MR;
-    int64_t block = (M + n_blocks - 1) / n_blocks;
-    n_blocks = (M + block - 1) / block;
-    int64_t work = n_panels * n_blocks;
+    split_t s = split(M, N);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t t = 0; t < work; t++) {
-        int64_t p = t / n_blocks, m = (t % n_blocks) * block;
-        int64_t n0 = p * PANEL, cols = N - n0 < PANEL ? N - n0 : PANEL;
-        int rows = (int)(M - m < block ? M - m : block);
-        const void *panel = panel_at(panels, p * K * PANEL, bf16);
-        if (rows == 1)
-            tile_row(panel, x + m * K, y + m * N + n0, K, cols, bf16);
+    for (int64_t t = 0; t < s.work; t++) {
+        item_t it = item(s, t, M, N);
+        const void *panel = panel_at(panels, it.p * K * PANEL, bf16);
+        const float *xb = x + it.m * K;
+        float *yb = y + it.m * N + it.n0;
+        if (it.rows == 1)
+            tile_row(panel, xb, yb, K, it.cols, bf16);
         else
-            tile_n(panel, x + m * K, y + m * N + n0, K, N, cols, rows, bf16);
+            tile_n(panel, xb, yb, K, N, it.cols, it.rows, bf16);
     }
 }
 
@@ -239,21 +265,17 @@ INLINE void dtile_n(const uint16_t *panel, const uint16_t *x, float *y, int64_t 
 
 static void linear_bf16_dot(const uint16_t *panels, const uint16_t *x, float *y, int64_t M,
                             int64_t N, int64_t K, int threads) {
-    int64_t n_panels = (N + PANEL - 1) / PANEL;
-    int64_t n_blocks = (M + MR - 1) / MR;
-    int64_t block = (M + n_blocks - 1) / n_blocks;
-    n_blocks = (M + block - 1) / block;
-    int64_t work = n_panels * n_blocks;
+    split_t s = split(M, N);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t t = 0; t < work; t++) {
-        int64_t p = t / n_blocks, m = (t % n_blocks) * block;
-        int64_t n0 = p * PANEL, cols = N - n0 < PANEL ? N - n0 : PANEL;
-        int rows = (int)(M - m < block ? M - m : block);
-        const uint16_t *panel = panels + p * pairs(K) * PANEL * 2;
-        if (rows == 1)
-            dtile_row(panel, x + m * K, y + m * N + n0, K, cols);
+    for (int64_t t = 0; t < s.work; t++) {
+        item_t it = item(s, t, M, N);
+        const uint16_t *panel = panels + it.p * pairs(K) * PANEL * 2;
+        const uint16_t *xb = x + it.m * K;
+        float *yb = y + it.m * N + it.n0;
+        if (it.rows == 1)
+            dtile_row(panel, xb, yb, K, it.cols);
         else
-            dtile_n(panel, x + m * K, y + m * N + n0, K, N, cols, rows);
+            dtile_n(panel, xb, yb, K, N, it.cols, it.rows);
     }
 }
 #endif
