@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hexamer.cache import cache_root
+
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
     from hexamer.carbon import Carbon
@@ -75,13 +77,6 @@ def llama_cpp_available() -> tuple[bool, str]:
     return True, ""
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("HEXAMER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "hexamer"
-    )
-    return Path(base)
-
-
 def _converter_in(directory: Path) -> Path | None:
     for candidate in (directory, directory / "vendor" / "llama.cpp"):
         if (candidate / _CONVERTER).is_file() and (candidate / "gguf-py" / "gguf").is_dir():
@@ -100,7 +95,7 @@ def find_converter(llama_cpp_dir: str | os.PathLike[str] | None = None) -> Path:
     explicit = llama_cpp_dir or os.environ.get("HEXAMER_LLAMA_CPP_DIR")
     candidates: list[Path] = [Path(explicit)] if explicit else []
     if not explicit:
-        candidates += sorted(_cache_root().glob("llama_cpp_python-*"), reverse=True)
+        candidates += sorted(cache_root().glob("llama_cpp_python-*"), reverse=True)
         spec = importlib.util.find_spec("llama_cpp")
         if spec is not None and spec.origin:
             candidates.append(Path(spec.origin).resolve().parent.parent)
@@ -832,7 +827,7 @@ def run_llamacpp_bench(
     threads = threads or torch_threads
     torch.set_num_threads(threads)
     backend = LlamaCppBackend(
-        folder or bench_model_folder(shape, _cache_root(), dtype),
+        folder or bench_model_folder(shape, cache_root(), dtype),
         dtype=dtype,
         n_threads=threads,
         llama_cpp_dir=llama_cpp_dir,

@@ -32,10 +32,9 @@ def machine_info() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
-    from hexamer.model.native import native_kernels, native_status
+    from hexamer.model.native import native_status
 
-    native_kernels()  # built once and cached; says whether CPU runs used hexamer's own kernel
-    info["native_cpu_kernels"] = native_status()
+    info["native_cpu_kernels"] = native_status()  # whether this process's CPU models used it
     return info
 
 

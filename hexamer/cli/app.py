@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hexamer import __version__
+from hexamer.cache import cache_root
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -39,11 +39,8 @@ ModelOption = Annotated[
 ]
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("HEXAMER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "hexamer"
-    )
-    return Path(base)
+#: The cache folder (:func:`hexamer.cache.cache_root`), under the name the CLI modules import.
+cache_dir = cache_root
 
 
 def builtin_tiny_model() -> Path:

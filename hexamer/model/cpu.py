@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from hexamer.model.llama import LlamaModel
-from hexamer.model.native import NativeKernels, native_kernels
+from hexamer.model.native import NativeKernels, native_kernels, native_status
 
 #: Batch-size hint for oneDNN's weight layout choice (decode batches); any batch size works.
 PACK_BATCH_HINT = 16
@@ -163,9 +163,8 @@ def use_cpu_linears(model: LlamaModel, *, native: bool | None = None, onednn: bo
         if use_native_linears(model):
             return "native"
         if native is True and model.device.type == "cpu":
-            from hexamer.model.native import native_status
-
-            raise RuntimeError(f"hexamer's native CPU kernels are {native_status()}")
+            why = native_status() if native_kernels() is None else f"not for {model.dtype} weights"
+            raise RuntimeError(f"hexamer's native CPU kernels are {why} (float32 and bfloat16 only)")
     if onednn is not False and use_onednn_linears(model):
         return "onednn"
     return "torch"

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from hexamer.cache import cache_root
+
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("panel_gemm.c")
@@ -35,7 +37,7 @@ SOURCE = Path(__file__).with_name("panel_gemm.c")
 PANEL = 32
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
 _ABI_VERSION = 2
-_status = "not loaded yet"
+_status = "not used in this process"
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def native_kernels() -> NativeKernels | None:
         path = _build()
         kernels = _load(path)
         _self_check(kernels)
-    except (OSError, RuntimeError, subprocess.SubprocessError, AssertionError) as exc:
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         _status = f"not available ({exc}); using PyTorch's kernels"
         log.info("hexamer native kernels %s", _status)
         return None
@@ -140,13 +142,6 @@ def _cpu_signature() -> str:
     return "\n".join(parts)
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("HEXAMER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "hexamer"
-    )
-    return Path(base) / "native"
-
-
 def _flags() -> list[str]:
     return [*FLAGS, *os.environ.get("HEXAMER_NATIVE_CFLAGS", "").split()]
 
@@ -159,7 +154,7 @@ def _build() -> Path:
     key = hashlib.sha256(
         "\0".join([SOURCE.read_text(), cc, version, " ".join(_flags()), _cpu_signature()]).encode()
     ).hexdigest()[:16]
-    target = _cache_root() / f"panel_gemm-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"
+    target = cache_root() / "native" / f"panel_gemm-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

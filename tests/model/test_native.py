@@ -173,6 +173,14 @@ def test_bf16_models_use_the_native_kernel_too(make_checkpoint: Any) -> None:
         torch.testing.assert_close(model(ids).logits, dense(ids).logits, atol=3e-2, rtol=3e-2)
 
 
+def test_native_required_for_float16_says_why(make_checkpoint: Any) -> None:
+    _, path = make_checkpoint()
+    half, _ = load_model(path, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="float32 and bfloat16 only"):
+        use_cpu_linears(half, native=True)
+    assert not any(isinstance(m, PanelLinear) for m in half.modules())
+
+
 def test_bf16_widening_path_where_the_cpu_has_no_bf16_dot(tmp_path: Path, monkeypatch: Any) -> None:
     """The fp32-widening bf16 path (AVX2 / NEON machines), forced here by compiler flags."""
     first = native_kernels()
