@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +34,41 @@ from torch import nn
 from hexamer.model.config import ModelConfig
 from hexamer.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 
-__all__ = ["KVCache", "LlamaModel", "ModelOutput", "VocabRows", "positions_from_mask"]
+__all__ = [
+    "DECODE_KERNEL_MAX_TOKENS",
+    "DecodeAttention",
+    "KVCache",
+    "LlamaModel",
+    "ModelOutput",
+    "VocabRows",
+    "positions_from_mask",
+]
+
+#: Most new tokens per row a forward may have for :attr:`Attention.decode_kernel` to run it
+#: (decode steps, speculative verification); longer ones (prefill chunks) use SDPA.
+DECODE_KERNEL_MAX_TOKENS = 16
+
+
+class DecodeAttention(Protocol):
+    """A kernel for one layer's attention in a decode-shaped forward, cache write included:
+    :meth:`hexamer.model.native.NativeKernels.decode_attention` (argument meanings there)."""
+
+    def __call__(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cos: torch.Tensor | None,
+        sin: torch.Tensor | None,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slots: torch.Tensor,
+        mask: torch.Tensor,
+        *,
+        rows: torch.Tensor | None,
+        scale: float,
+    ) -> torch.Tensor: ...
+
 
 #: Rows of the LM head to score: a ``(start, stop)`` pair or ``slice`` (a view, no copy) or an index tensor.
 VocabRows = torch.Tensor | tuple[int, int] | slice
@@ -99,18 +133,24 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(h, self.n_kv * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, h, bias=bias)
+        #: A faster kernel for decode-shaped forwards over the cache, set by the CPU fast path
+        #: (:func:`hexamer.model.cpu.use_native_attention`); ``None`` = SDPA always.
+        self.decode_kernel: DecodeAttention | None = None
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: _AttentionPlan
     ) -> torch.Tensor:
         b, t, _ = x.shape
+        if self._decode_kernel_applies(plan, t):
+            return self._decode(x, cos, sin, plan)
         q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         if plan.cache is not None:
-            k, v = plan.cache._store(self.layer_idx, k, v, plan)
+            plan.cache._write(self.layer_idx, k, v, plan)
+            k, v = plan.cache._read(self.layer_idx, k, v, plan)
         dtype = q.dtype
         if q.device.type == "cpu" and dtype != torch.float32:
             # PyTorch's CPU attention kernel is ~3x slower in bf16/fp16 than in fp32 at decode
@@ -127,6 +167,28 @@ class Attention(nn.Module):
             enable_gqa=self.n_kv != self.n_heads,
         ).to(dtype)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+
+    def _decode_kernel_applies(self, plan: _AttentionPlan, t: int) -> bool:
+        """A decode kernel is set and this is a decode-shaped forward over a (masked) cache."""
+        has_cache = plan.cache is not None and plan.mask is not None
+        return self.decode_kernel is not None and has_cache and t <= DECODE_KERNEL_MAX_TOKENS
+
+    def _decode(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: _AttentionPlan
+    ) -> torch.Tensor:
+        """The same attention through :attr:`decode_kernel` (rotation and cache write included)."""
+        assert self.decode_kernel is not None and plan.cache is not None and plan.mask is not None
+        assert plan.slots is not None
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim)
+        v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim)
+        cache = plan.cache
+        out = self.decode_kernel(
+            q, k, v, cos, sin, cache.k[self.layer_idx], cache.v[self.layer_idx], plan.slots, plan.mask,
+            rows=plan.rows, scale=self.head_dim**-0.5,
+        )  # fmt: skip
+        return self.o_proj(out)
 
 
 class DecoderLayer(nn.Module):
@@ -270,16 +332,20 @@ class KVCache:
         mask = _build_mask(slots, valid)
         return _AttentionPlan(mask=mask, cache=self, rows=rows_dev, slots=slots, kv_len=end)
 
-    def _store(
-        self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: _AttentionPlan
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write this forward's keys/values and return the keys/values attention must read."""
+    def _write(self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: _AttentionPlan) -> None:
+        """Write this forward's keys/values ``(B, n_kv, T, head_dim)`` into their slots."""
         assert plan.slots is not None
         kc, vc = self.k[layer], self.v[layer]
         batch = k.shape[0]
         row_idx = torch.arange(batch, device=kc.device) if plan.rows is None else plan.rows
         kc[row_idx[:, None], :, plan.slots] = k.transpose(1, 2).to(kc.dtype)
         vc[row_idx[:, None], :, plan.slots] = v.transpose(1, 2).to(vc.dtype)
+
+    def _read(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: _AttentionPlan
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys/values attention must read after :meth:`_write` (``k``/``v``: the new ones)."""
+        kc, vc = self.k[layer], self.v[layer]
         if plan.new_only:
             return k, v
         if plan.rows is None:

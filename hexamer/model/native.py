@@ -1,4 +1,4 @@
-"""Build and load hexamer's C projection kernels (``panel_gemm.c``) on first use.
+"""Build and load hexamer's C kernels (``panel_gemm.c``, ``decode_attention.c``) on first use.
 
 Why compile on the user's machine: the kernel is a plain C file that the system C compiler builds
 in about a second with ``-march=native``, so it uses whatever vector unit the CPU has (AVX-512,
@@ -32,11 +32,12 @@ from hexamer.cache import cache_root
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("panel_gemm.c")
+#: The C sources, compiled together into one library.
+SOURCES = (Path(__file__).with_name("panel_gemm.c"), Path(__file__).with_name("decode_attention.c"))
 #: Output columns per weight panel (``PANEL`` in the C source).
 PANEL = 32
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 _status = "not used in this process"
 
 
@@ -89,6 +90,77 @@ class NativeKernels:
         ):
             raise MemoryError(f"no memory to widen {m}x{k} bf16 activations")
         return y
+
+    def decode_attention(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cos: torch.Tensor | None,
+        sin: torch.Tensor | None,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slots: torch.Tensor,
+        mask: torch.Tensor,
+        *,
+        rows: torch.Tensor | None = None,
+        scale: float,
+    ) -> torch.Tensor:
+        """One layer's attention for a decode-shaped forward, cache write included.
+
+        ``q`` (B, T, H, D) and the new ``k``/``v`` (B, T, G, D) come straight from the
+        projections (any strides with a contiguous last dim); ``cos``/``sin`` (B, T, D) rotate q
+        and k (``None``: already rotated). The rotated keys and the values are written into
+        ``k_cache``/``v_cache`` (rows, G, slots, D), float32 or bfloat16, at ``slots`` (B, T) of
+        cache row ``rows[b]`` (default ``b``); then every new token attends over the first ``S``
+        slots of its row under ``mask``, bool (B, 1, T, S). Activations are all float32 or all
+        bfloat16. Returns (B, T, H * D) in that dtype, the layout the output projection takes."""
+        b, t, h, d = q.shape
+        g, s = k.shape[2], mask.shape[-1]
+        act, supported = q.dtype, (torch.float32, torch.bfloat16)
+        tables = [] if cos is None or sin is None else [cos, sin]
+        if act not in supported or any(x.dtype != act for x in (k, v, *tables)):
+            raise ValueError(
+                f"decode attention takes float32 or bfloat16 activations of one dtype, got q {act}"
+            )
+        if k_cache.dtype not in supported or v_cache.dtype != k_cache.dtype:
+            raise ValueError(f"decode attention takes a float32 or bfloat16 cache, got {k_cache.dtype}")
+        if k.shape != (b, t, g, d) or v.shape != k.shape or k.stride() != v.stride():
+            raise ValueError(f"new keys/values must both be {(b, t, g, d)} with equal strides")
+        if any(x.stride(-1) != 1 for x in (q, k)) or not (
+            k_cache.is_contiguous() and v_cache.is_contiguous()
+        ):
+            raise ValueError("decode attention needs a contiguous head dim and contiguous caches")
+        if k_cache.shape[1:] != v_cache.shape[1:] or k_cache.shape[1] != g or k_cache.shape[3] != d:
+            raise ValueError(f"caches {tuple(k_cache.shape)} do not hold {g} KV heads of dim {d}")
+        if (
+            mask.dtype != torch.bool
+            or mask.shape != (b, 1, t, s)
+            or mask.stride(-1) != 1
+            or s > k_cache.shape[2]
+        ):
+            raise ValueError(f"mask must be bool (B, 1, T, S<=slots) = {(b, 1, t)}, got {tuple(mask.shape)}")
+        slots = slots.to(torch.int64).expand(b, t).contiguous()
+        if rows is not None:
+            rows = rows.to(torch.int64).contiguous()
+        if tables:
+            cos, sin = (x.expand(b, t, d).contiguous() for x in tables)
+        out = torch.empty(b, t, h * d, dtype=act)
+        code = self.lib.hx_decode_attention(
+            q.data_ptr(), q.stride(0), q.stride(1), q.stride(2),
+            k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), k.stride(2),
+            cos.data_ptr() if tables else None, sin.data_ptr() if tables else None,
+            slots.data_ptr(), int(act == torch.bfloat16),
+            k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            int(k_cache.dtype == torch.bfloat16), None if rows is None else rows.data_ptr(),
+            mask.data_ptr(), mask.stride(0), mask.stride(2), out.data_ptr(),
+            b, t, h, g, d, s, scale, torch.get_num_threads(),
+        )  # fmt: skip
+        if code == -1:
+            raise MemoryError("no memory for decode-attention scratch")
+        if code:
+            raise ValueError(f"decode attention does not take {h} query heads over {g} KV heads")
+        return out
 
 
 def native_status() -> str:
@@ -152,7 +224,9 @@ def _build() -> Path:
         [*cc.split(), "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout
     key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(), cc, version, " ".join(_flags()), _cpu_signature()]).encode()
+        "\0".join(
+            [*(src.read_text() for src in SOURCES), cc, version, " ".join(_flags()), _cpu_signature()]
+        ).encode()
     ).hexdigest()[:16]
     target = cache_root() / "native" / f"panel_gemm-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"
     if target.is_file():
@@ -162,7 +236,7 @@ def _build() -> Path:
     os.close(fd)
     try:
         done = subprocess.run(
-            [*cc.split(), *_flags(), str(SOURCE), "-o", tmp],
+            [*cc.split(), *_flags(), *map(str, SOURCES), "-o", tmp],
             capture_output=True,
             text=True,
             timeout=300,
@@ -170,7 +244,7 @@ def _build() -> Path:
         )
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["(no output)"])[0]
-            raise RuntimeError(f"{cc} failed to compile {SOURCE.name}: {first}")
+            raise RuntimeError(f"{cc} failed to compile {', '.join(src.name for src in SOURCES)}: {first}")
         os.replace(tmp, target)  # atomic: a concurrent builder either sees nothing or all of it
     finally:
         if os.path.exists(tmp):
@@ -193,6 +267,41 @@ def _load(path: Path) -> NativeKernels:
     lib.hx_linear_bf16.argtypes, lib.hx_linear_bf16.restype = [ptr, ptr, ptr, i64, i64, i64, c_int], c_int
     lib.hx_packed_size.argtypes, lib.hx_packed_size.restype = [i64, i64, c_int], i64
     lib.hx_bf16_dot.restype = c_int
+    lib.hx_decode_attention.argtypes = [
+        ptr,
+        i64,
+        i64,
+        i64,  # q and its strides
+        ptr,
+        ptr,
+        i64,
+        i64,
+        i64,  # new k, v and their strides
+        ptr,
+        ptr,
+        ptr,
+        c_int,  # cos, sin, slots, bf16 activations
+        ptr,
+        ptr,
+        i64,
+        i64,
+        i64,
+        c_int,  # k and v caches, their strides, bf16 cache
+        ptr,
+        ptr,
+        i64,
+        i64,
+        ptr,  # rows, mask, mask strides, out
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        ctypes.c_float,
+        c_int,  # B T H G D S, scale, threads
+    ]
+    lib.hx_decode_attention.restype = c_int
     return NativeKernels(path=path, lib=lib)
 
 
@@ -212,3 +321,37 @@ def _self_check(kernels: NativeKernels) -> None:
             if not torch.allclose(got.double(), want, atol=1e-4, rtol=1e-4):
                 err = (got - want).abs().max().item()
                 raise RuntimeError(f"self-check failed ({dtype}, {m} rows, max error {err:.3g})")
+        _check_attention(kernels, dtype, gen)
+
+
+def _check_attention(kernels: NativeKernels, dtype: torch.dtype, gen: torch.Generator) -> None:
+    """Decode attention vs float64 on a ragged mask, a row subset and an odd head dim."""
+    for d in (16, 24):
+        q = torch.randn(2, 3, 4, d, generator=gen).to(dtype)
+        k_new, v_new = (torch.randn(2, 3, 2, d, generator=gen).to(dtype) for _ in range(2))
+        k, v = (torch.randn(3, 2, 40, d, generator=gen).to(dtype) for _ in range(2))
+        mask = torch.rand(2, 1, 3, 37, generator=gen) < 0.7
+        rows, slots = torch.tensor([2, 0]), torch.tensor([[30, 31, 36], [0, 5, 6]])
+        mask[torch.arange(2)[:, None], 0, torch.arange(3), slots] = True
+        got = kernels.decode_attention(
+            q, k_new, v_new, None, None, k, v, slots, mask, rows=rows, scale=d**-0.5
+        )
+        k[rows[:, None], :, slots], v[rows[:, None], :, slots] = k_new, v_new
+        want = _attention_reference(q, k[rows, :, :37], v[rows, :, :37], mask, d**-0.5)
+        if not torch.allclose(
+            got.double(), want.to(dtype).double(), atol=2e-2 if dtype == torch.bfloat16 else 1e-5
+        ):
+            raise RuntimeError(f"self-check failed (decode attention, {dtype}, head dim {d})")
+
+
+def _attention_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """Plain float64 attention of q (B, T, H, D) over k, v (B, G, S, D): (B, T, H * D)."""
+    b, t, h, d = q.shape
+    q = q.transpose(1, 2)
+    rep = h // k.shape[1]
+    k, v = k.double().repeat_interleave(rep, 1), v.double().repeat_interleave(rep, 1)
+    scores = (q.double() @ k.transpose(-1, -2)) * scale
+    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    return (probs @ v).transpose(1, 2).reshape(b, t, h * d)

@@ -256,7 +256,7 @@ static void linear_bf16_dot(const uint16_t *panels, const uint16_t *x, float *y,
 }
 #endif
 
-int hx_abi_version(void) { return 2; }
+int hx_abi_version(void) { return 3; } /* of the whole library, decode_attention.c included */
 
 /* 1 where bf16 runs on VDPBF16PS (k-pair panels), 0 where it is widened to fp32 */
 int hx_bf16_dot(void) { return HX_BF16_DOT; }
