@@ -1,6 +1,9 @@
-"""CPU fast path: the decoder's linear layers with weights re-laid-out once at load.
+"""CPU fast path: the decoder's linear layers with weights re-laid-out once at load, and, with
+hexamer's own kernels, the rest of a decode step (attention with its rotary embedding and cache
+write, RMSNorm, the DNA rows of the LM head) as one C call each instead of runs of small PyTorch
+ops.
 
-Two back ends. :class:`PanelLinear` (default where it builds) runs hexamer's own C kernel
+Two back ends for the linears. :class:`PanelLinear` (default where it builds) runs hexamer's own C kernel
 (:mod:`hexamer.model.native`, ``panel_gemm.c``) on weights stored in 32-column panels: one
 sequential stream through the weights per projection, fp32 accumulation, bf16 weights widened in
 registers. :class:`PackedLinear` (the fallback) uses oneDNN, as follows.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hexamer.model.llama import LlamaModel
+from hexamer.model.llama import LlamaModel, RMSNorm
 from hexamer.model.native import NativeKernels, native_kernels, native_status
 
 #: Batch-size hint for oneDNN's weight layout choice (decode batches); any batch size works.
@@ -114,13 +117,56 @@ class PanelLinear(_RelaidLinear):
         rows = x.reshape(-1, self.in_features)
         if rows.dtype != self.panels.dtype:
             rows = rows.to(self.panels.dtype)
-        y = self._kernels.linear(rows.contiguous(), self.panels, self.out_features)
+        # bf16 in, bf16 out and no bias: the kernel rounds its fp32 sums itself (no cast op)
+        direct = self.bias is None and x.dtype == self.panels.dtype
+        y = self._kernels.linear(
+            rows.contiguous(), self.panels, self.out_features, x.dtype if direct else torch.float32
+        )
         if self.bias is not None:
             y += self.bias
         return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, dtype={self.panels.dtype}"
+
+
+class PanelHead:
+    """Scores a contiguous block of LM-head rows (decoding's DNA block) on the panel kernel.
+
+    The head's rows are packed on first use of each block, into a copy (the head is usually tied
+    to the embedding, which must stay dense): 4,098 DNA rows x hidden, 8 MB in bf16 at the 500M
+    shape. The copy is rebuilt when the head weight changes (its version counter moves) and kept
+    for at most :attr:`MAX_BLOCKS` blocks; blocks larger than :attr:`MAX_ROWS` (the whole
+    vocabulary, for text) stay on ``F.linear``. Results are rounded to the weight dtype before
+    the float32 upcast, as ``F.linear`` in that dtype would be.
+    """
+
+    MAX_ROWS = 65_536
+    MAX_BLOCKS = 4
+
+    def __init__(self, kernels: NativeKernels) -> None:
+        self._kernels = kernels
+        self._packed: dict[tuple[int, int], tuple[int, int, torch.Tensor]] = {}
+
+    def __call__(self, hidden: torch.Tensor, weight: torch.Tensor, rows: slice) -> torch.Tensor | None:
+        start, stop, step = rows.indices(weight.shape[0])
+        n = stop - start
+        if step != 1 or not 0 < n <= self.MAX_ROWS or hidden.dtype != weight.dtype or torch.is_grad_enabled():
+            return None
+        if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
+            return None
+        key, stamp = (start, stop), (weight.data_ptr(), weight._version)
+        entry = self._packed.get(key)
+        if entry is None or entry[:2] != stamp:
+            if entry is None and len(self._packed) >= self.MAX_BLOCKS:
+                self._packed.pop(next(iter(self._packed)))
+            entry = self._packed[key] = (*stamp, self._kernels.pack(weight[start:stop]))
+        x = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+        logits = self._kernels.linear(x, entry[2], n, weight.dtype)
+        return logits.view(*hidden.shape[:-1], n).to(torch.float32)
+
+    def __deepcopy__(self, memo: dict) -> PanelHead:  # a copied model packs its own head
+        return PanelHead(self._kernels)
 
 
 def _decoder_linears(model: LlamaModel) -> list[tuple[nn.Module, str, nn.Linear]]:
@@ -169,18 +215,52 @@ def use_native_attention(model: LlamaModel) -> int:
     return len(model.layers)
 
 
+def use_native_norms(model: LlamaModel) -> int:
+    """Run every RMSNorm (inference only) as one C call (``rms_norm.c``) instead of 6-8 PyTorch ops
+    (~25 us per call at decode shapes, 57 calls per step at the 500M shape). Returns how many
+    norms were switched: all of a float32/bfloat16 CPU model where the kernels build, else 0."""
+    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
+        return 0
+    kernels = native_kernels()
+    if kernels is None:
+        return 0
+    norms = [m for m in model.modules() if isinstance(m, RMSNorm)]
+    for norm in norms:
+        norm.kernel = kernels.rms_norm
+    return len(norms)
+
+
+def use_native_head(model: LlamaModel) -> bool:
+    """Score blocks of LM-head rows (decoding's DNA rows) on the panel kernel (:class:`PanelHead`):
+    0.62 -> ~0.3 ms per bf16 decode step at the 500M shape. True where it was switched on."""
+    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
+        return False
+    kernels = native_kernels()
+    if kernels is None:
+        return False
+    model.head_kernel = PanelHead(kernels)
+    return True
+
+
 def use_cpu_linears(model: LlamaModel, *, native: bool | None = None, onednn: bool | None = None) -> str:
     """Put the decoder's linear layers on the fastest CPU kernels available; returns which
     (``"native"``, ``"onednn"`` or ``"torch"``). ``native=None``: hexamer's kernel where it builds,
     else oneDNN; ``native=True`` requires it (``RuntimeError`` with the reason otherwise);
     ``onednn=True`` picks oneDNN over the native kernel; ``False`` turns either off.
 
-    Measured at the 500M shape (docs/benchmarks.md): the native kernel's decode step is 1.4x
-    (fp32) / 1.55x (bf16) faster at batch 1 and equal at batch 16; prefill is equal in fp32 and
-    ~12% slower in bf16 on CPUs with AVX512-BF16 (``onednn=True`` for prefill-only bf16 jobs)."""
+    With the native kernels the decode attention, norms and LM-head block move to C too
+    (:func:`use_native_attention`, :func:`use_native_norms`, :func:`use_native_head`).
+
+    Measured at the 500M shape (docs/benchmarks.md): the native projections make the decode step
+    1.4x (fp32) / 1.55x (bf16) faster at batch 1 than oneDNN and equal at batch 16; the other
+    native kernels take a further 16-21% off at batch 1 and 25-27% at batch 16. Prefill is equal
+    in fp32 and ~12% slower in bf16 on CPUs with AVX512-BF16 (``onednn=True`` for prefill-only
+    bf16 jobs)."""
     if native is True or (native is None and onednn is not True):
         if use_native_linears(model):
             use_native_attention(model)
+            use_native_norms(model)
+            use_native_head(model)
             return "native"
         if native is True and model.device.type == "cpu":
             why = native_status() if native_kernels() is None else f"not for {model.dtype} weights"

@@ -23,7 +23,7 @@ explicitly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -70,6 +70,12 @@ class DecodeAttention(Protocol):
     ) -> torch.Tensor: ...
 
 
+#: A fused RMSNorm ``(x, weight, eps) -> normed x``, e.g. :meth:`hexamer.model.native.NativeKernels.rms_norm`.
+NormKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
+
+#: ``(hidden, head_weight, rows) -> float32 logits of those rows, or None``: see :attr:`LlamaModel.head_kernel`.
+HeadKernel = Callable[[torch.Tensor, torch.Tensor, slice], torch.Tensor | None]
+
 #: Rows of the LM head to score: a ``(start, stop)`` pair or ``slice`` (a view, no copy) or an index tensor.
 VocabRows = torch.Tensor | tuple[int, int] | slice
 
@@ -85,8 +91,13 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
+        #: One fused kernel for the same maths, set by the CPU fast path
+        #: (:func:`hexamer.model.cpu.use_native_norms`); ``None`` = the PyTorch ops below.
+        self.kernel: NormKernel | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None and not torch.is_grad_enabled() and x.dtype == self.weight.dtype:
+            return self.kernel(x, self.weight, self.eps)
         dtype = x.dtype
         h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -420,6 +431,9 @@ class LlamaModel(nn.Module):
         # Plain attribute, not a buffer: `.to(bfloat16)` must never round the frequencies.
         self._inv_freq, self.rope_scale = rope_frequencies(config.rope, config.head_dim)
         self._inv_freq_cache: dict[torch.device, torch.Tensor] = {}
+        #: Scores a contiguous block of LM-head rows faster, set by the CPU fast path
+        #: (:class:`hexamer.model.cpu.PanelHead`); returns ``None`` for what it does not take.
+        self.head_kernel: HeadKernel | None = None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -468,6 +482,11 @@ class LlamaModel(nn.Module):
         tensor gathers rows. By default the matmul runs in the weight dtype (as the reference) and
         is upcast; ``fp32=True`` multiplies in float32 (costs an fp32 copy of the selected rows).
         """
+        if self.head_kernel is not None and not fp32 and isinstance(vocab_rows, tuple | slice):
+            sl = vocab_rows if isinstance(vocab_rows, slice) else slice(*vocab_rows)
+            logits = self.head_kernel(hidden, self.head_weight, sl)
+            if logits is not None:
+                return logits
         weight = self.head_weight
         if vocab_rows is not None:
             if isinstance(vocab_rows, torch.Tensor):

@@ -1,4 +1,4 @@
-"""Build and load hexamer's C kernels (``panel_gemm.c``, ``decode_attention.c``) on first use.
+"""Build and load hexamer's C kernels (``panel_gemm.c``, ``decode_attention.c``, ``rms_norm.c``) on first use.
 
 Why compile on the user's machine: the kernel is a plain C file that the system C compiler builds
 in about a second with ``-march=native``, so it uses whatever vector unit the CPU has (AVX-512,
@@ -33,7 +33,9 @@ from hexamer.cache import cache_root
 log = logging.getLogger(__name__)
 
 #: The C sources, compiled together into one library.
-SOURCES = (Path(__file__).with_name("panel_gemm.c"), Path(__file__).with_name("decode_attention.c"))
+SOURCES = tuple(
+    Path(__file__).with_name(name) for name in ("panel_gemm.c", "decode_attention.c", "rms_norm.c")
+)
 #: Output columns per weight panel (``PANEL`` in the C source).
 PANEL = 32
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
@@ -75,21 +77,50 @@ class NativeKernels:
         fn(panels.data_ptr(), weight.data_ptr(), out_features, in_features)
         return weight
 
-    def linear(self, x: torch.Tensor, panels: torch.Tensor, out_features: int) -> torch.Tensor:
+    def linear(
+        self, x: torch.Tensor, panels: torch.Tensor, out_features: int, out_dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         """``x`` [M, K] (contiguous; float32 for float32 panels, bfloat16 for bfloat16 ones) times
-        the packed weight: [M, out_features] float32."""
+        the packed weight: [M, out_features] in ``out_dtype`` (float32; or bfloat16 for bfloat16
+        panels, each result rounded once from its fp32 sum, which saves a cast)."""
         m, k = x.shape
         if x.dtype != panels.dtype or not x.is_contiguous():
             raise ValueError(f"need contiguous {panels.dtype} activations, got {x.dtype}")
-        y = torch.empty(m, out_features, dtype=torch.float32)
+        if out_dtype not in (torch.float32, panels.dtype):
+            allowed = " or ".join(sorted({str(torch.float32), str(panels.dtype)}))
+            raise ValueError(
+                f"output dtype {out_dtype} is not possible for {panels.dtype} panels ({allowed})"
+            )
+        y = torch.empty(m, out_features, dtype=out_dtype)
         threads = torch.get_num_threads()
         if panels.dtype == torch.float32:
             self.lib.hx_linear_f32(panels.data_ptr(), x.data_ptr(), y.data_ptr(), m, out_features, k, threads)
         elif self.lib.hx_linear_bf16(
-            panels.data_ptr(), x.data_ptr(), y.data_ptr(), m, out_features, k, threads
+            panels.data_ptr(),
+            x.data_ptr(),
+            y.data_ptr(),
+            m,
+            out_features,
+            k,
+            threads,
+            int(out_dtype != torch.float32),
         ):
             raise MemoryError(f"no memory to widen {m}x{k} bf16 activations")
         return y
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """Llama's RMSNorm of ``x`` (..., N) with ``weight`` (N,), both float32 or both bfloat16,
+        rounded as the reference rounds (see ``rms_norm.c``)."""
+        n = x.shape[-1]
+        if x.dtype not in (torch.float32, torch.bfloat16) or weight.dtype != x.dtype or weight.shape != (n,):
+            raise ValueError(f"rms_norm takes float32/bfloat16 x and a ({n},) weight of its dtype")
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        self.lib.hx_rms_norm(
+            x.data_ptr(), weight.contiguous().data_ptr(), out.data_ptr(), x.numel() // max(n, 1), n, eps,
+            int(x.dtype == torch.bfloat16), torch.get_num_threads(),
+        )  # fmt: skip
+        return out
 
     def decode_attention(
         self,
@@ -264,7 +295,10 @@ def _load(path: Path) -> NativeKernels:
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = [ptr, ptr, i64, i64], None
     lib.hx_linear_f32.argtypes, lib.hx_linear_f32.restype = [ptr, ptr, ptr, i64, i64, i64, c_int], None
-    lib.hx_linear_bf16.argtypes, lib.hx_linear_bf16.restype = [ptr, ptr, ptr, i64, i64, i64, c_int], c_int
+    lib.hx_linear_bf16.argtypes, lib.hx_linear_bf16.restype = (
+        [ptr, ptr, ptr, i64, i64, i64, c_int, c_int],
+        c_int,
+    )
     lib.hx_packed_size.argtypes, lib.hx_packed_size.restype = [i64, i64, c_int], i64
     lib.hx_bf16_dot.restype = c_int
     lib.hx_decode_attention.argtypes = [
@@ -302,6 +336,8 @@ def _load(path: Path) -> NativeKernels:
         c_int,  # B T H G D S, scale, threads
     ]
     lib.hx_decode_attention.restype = c_int
+    lib.hx_rms_norm.argtypes = [ptr, ptr, ptr, i64, i64, ctypes.c_float, c_int, c_int]
+    lib.hx_rms_norm.restype = None
     return NativeKernels(path=path, lib=lib)
 
 
@@ -322,6 +358,10 @@ def _self_check(kernels: NativeKernels) -> None:
                 err = (got - want).abs().max().item()
                 raise RuntimeError(f"self-check failed ({dtype}, {m} rows, max error {err:.3g})")
         _check_attention(kernels, dtype, gen)
+        x, w = torch.randn(3, 40, generator=gen).to(dtype), torch.rand(40, generator=gen).to(dtype)
+        want = (x.double() * (x.double().pow(2).mean(-1, keepdim=True) + 1e-6).rsqrt() * w.double()).to(dtype)
+        if not torch.allclose(kernels.rms_norm(x, w, 1e-6).double(), want.double(), atol=1e-2, rtol=1e-2):
+            raise RuntimeError(f"self-check failed (rms_norm, {dtype})")
 
 
 def _check_attention(kernels: NativeKernels, dtype: torch.dtype, gen: torch.Generator) -> None:

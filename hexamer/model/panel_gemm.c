@@ -46,9 +46,45 @@ INLINE const void *panel_at(const void *panels, int64_t offset, int bf16) {
                 : (const void *)((const float *)panels + offset);
 }
 
+/* fp32 -> bf16, round to nearest even (NaN stays a quiet NaN), as PyTorch rounds */
+INLINE h16u round_bf16x16(v16 a) {
+    w16 bits = (w16)a;
+    w16 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    w16 nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    rounded = (rounded & ~nan) | (0x7fc0u & nan);
+    return __builtin_convertvector(rounded, h16u);
+}
+
+/* element `off` of Y, which is float32, or bfloat16 when ybf16 */
+INLINE void *y_at(void *y, int64_t off, int ybf16) {
+    return ybf16 ? (void *)((uint16_t *)y + off) : (void *)((float *)y + off);
+}
+
+/* the first `cols` of 32 results (a0: columns 0-15, a1: 16-31) into Y's row at `out` */
+INLINE void store_cols(void *out, v16 a0, v16 a1, int64_t cols, int ybf16) {
+    if (ybf16) {
+        h16u lo = round_bf16x16(a0), hi = round_bf16x16(a1);
+        uint16_t *o = out;
+        if (cols == PANEL) {
+            *(h16u *)o = lo;
+            *(h16u *)(o + 16) = hi;
+        } else {
+            for (int64_t j = 0; j < cols; j++) o[j] = j < 16 ? lo[j] : hi[j - 16];
+        }
+        return;
+    }
+    float *o = out;
+    if (cols == PANEL) {
+        *(v16u *)o = a0;
+        *(v16u *)(o + 16) = a1;
+    } else {
+        for (int64_t j = 0; j < cols; j++) o[j] = j < 16 ? a0[j] : a1[j - 16];
+    }
+}
+
 /* rows x 32 tile of Y (row stride N) from one panel: `rows` <= MR, `cols` <= 32 valid columns */
-INLINE void tile(const void *panel, const float *x, float *y, int64_t K, int64_t N, int64_t cols,
-                 int rows, int bf16) {
+INLINE void tile(const void *panel, const float *x, void *y, int64_t K, int64_t N, int64_t cols,
+                 int rows, int bf16, int ybf16) {
     v16 acc[MR][2];
     for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = (v16){0};
     for (int64_t k = 0; k < K; k++) {
@@ -60,20 +96,12 @@ INLINE void tile(const void *panel, const float *x, float *y, int64_t K, int64_t
             acc[i][1] += xi * w1;
         }
     }
-    for (int i = 0; i < rows; i++) {
-        float *out = y + i * N;
-        if (cols == PANEL) {
-            *(v16u *)out = acc[i][0];
-            *(v16u *)(out + 16) = acc[i][1];
-        } else {
-            for (int64_t j = 0; j < cols; j++) out[j] = j < 16 ? acc[i][0][j] : acc[i][1][j - 16];
-        }
-    }
+    for (int i = 0; i < rows; i++) store_cols(y_at(y, i * N, ybf16), acc[i][0], acc[i][1], cols, ybf16);
 }
 
 /* one activation row: k unrolled by two so four independent FMA chains hide the latency */
-INLINE void tile_row(const void *panel, const float *x, float *y, int64_t K, int64_t cols,
-                     int bf16) {
+INLINE void tile_row(const void *panel, const float *x, void *y, int64_t K, int64_t cols, int bf16,
+                     int ybf16) {
     v16 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
     int64_t k = 0;
     for (; k + 2 <= K; k += 2) {
@@ -87,21 +115,19 @@ INLINE void tile_row(const void *panel, const float *x, float *y, int64_t K, int
         a0 += x[k] * load_w(panel_at(panel, k * PANEL, bf16), bf16);
         a1 += x[k] * load_w(panel_at(panel, k * PANEL + 16, bf16), bf16);
     }
-    a0 += b0;
-    a1 += b1;
-    for (int64_t j = 0; j < cols; j++) y[j] = j < 16 ? a0[j] : a1[j - 16];
+    store_cols(y, a0 + b0, a1 + b1, cols, ybf16);
 }
 
-INLINE void tile_n(const void *panel, const float *x, float *y, int64_t K, int64_t N,
-                   int64_t cols, int rows, int bf16) {
+INLINE void tile_n(const void *panel, const float *x, void *y, int64_t K, int64_t N,
+                   int64_t cols, int rows, int bf16, int ybf16) {
     switch (rows) { /* constant row counts let the compiler keep the tile in registers */
-    case 8: tile(panel, x, y, K, N, cols, 8, bf16); break;
-    case 7: tile(panel, x, y, K, N, cols, 7, bf16); break;
-    case 6: tile(panel, x, y, K, N, cols, 6, bf16); break;
-    case 5: tile(panel, x, y, K, N, cols, 5, bf16); break;
-    case 4: tile(panel, x, y, K, N, cols, 4, bf16); break;
-    case 3: tile(panel, x, y, K, N, cols, 3, bf16); break;
-    default: tile(panel, x, y, K, N, cols, 2, bf16); break;
+    case 8: tile(panel, x, y, K, N, cols, 8, bf16, ybf16); break;
+    case 7: tile(panel, x, y, K, N, cols, 7, bf16, ybf16); break;
+    case 6: tile(panel, x, y, K, N, cols, 6, bf16, ybf16); break;
+    case 5: tile(panel, x, y, K, N, cols, 5, bf16, ybf16); break;
+    case 4: tile(panel, x, y, K, N, cols, 4, bf16, ybf16); break;
+    case 3: tile(panel, x, y, K, N, cols, 3, bf16, ybf16); break;
+    default: tile(panel, x, y, K, N, cols, 2, bf16, ybf16); break;
     }
 }
 
@@ -136,19 +162,19 @@ INLINE item_t item(split_t s, int64_t t, int64_t M, int64_t N) {
     return it;
 }
 
-INLINE void linear(const void *panels, const float *x, float *y, int64_t M, int64_t N, int64_t K,
-                   int threads, int bf16) {
+INLINE void linear(const void *panels, const float *x, void *y, int64_t M, int64_t N, int64_t K,
+                   int threads, int bf16, int ybf16) {
     split_t s = split(M, N);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t t = 0; t < s.work; t++) {
         item_t it = item(s, t, M, N);
         const void *panel = panel_at(panels, it.p * K * PANEL, bf16);
         const float *xb = x + it.m * K;
-        float *yb = y + it.m * N + it.n0;
+        void *yb = y_at(y, it.m * N + it.n0, ybf16);
         if (it.rows == 1)
-            tile_row(panel, xb, yb, K, it.cols, bf16);
+            tile_row(panel, xb, yb, K, it.cols, bf16, ybf16);
         else
-            tile_n(panel, xb, yb, K, N, it.cols, it.rows, bf16);
+            tile_n(panel, xb, yb, K, N, it.cols, it.rows, bf16, ybf16);
     }
 }
 
@@ -178,20 +204,8 @@ INLINE uint32_t x_pair(const uint16_t *x, int64_t k, int64_t K) {
     return (uint32_t)x[k];
 }
 
-INLINE void store_tile(float *out, __m512 a0, __m512 a1, int64_t cols) {
-    if (cols == PANEL) {
-        _mm512_storeu_ps(out, a0);
-        _mm512_storeu_ps(out + 16, a1);
-    } else {
-        float buf[PANEL];
-        _mm512_storeu_ps(buf, a0);
-        _mm512_storeu_ps(buf + 16, a1);
-        for (int64_t j = 0; j < cols; j++) out[j] = buf[j];
-    }
-}
-
-INLINE void dtile(const uint16_t *panel, const uint16_t *x, float *y, int64_t K, int64_t N,
-                  int64_t cols, int rows) {
+INLINE void dtile(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t N,
+                  int64_t cols, int rows, int ybf16) {
     __m512 acc[MR][2];
     for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t kp = 0; kp < pairs(K); kp++) {
@@ -203,10 +217,12 @@ INLINE void dtile(const uint16_t *panel, const uint16_t *x, float *y, int64_t K,
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], w1, xp);
         }
     }
-    for (int i = 0; i < rows; i++) store_tile(y + i * N, acc[i][0], acc[i][1], cols);
+    for (int i = 0; i < rows; i++)
+        store_cols(y_at(y, i * N, ybf16), (v16)acc[i][0], (v16)acc[i][1], cols, ybf16);
 }
 
-INLINE void dtile_row(const uint16_t *panel, const uint16_t *x, float *y, int64_t K, int64_t cols) {
+INLINE void dtile_row(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t cols,
+                      int ybf16) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
     int64_t kp = 0, np = pairs(K);
     for (; kp + 2 <= np; kp += 2) {
@@ -223,35 +239,35 @@ INLINE void dtile_row(const uint16_t *panel, const uint16_t *x, float *y, int64_
         a0 = dot_pairs(a0, p0, w);
         a1 = dot_pairs(a1, p0, w + 32);
     }
-    store_tile(y, _mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1), cols);
+    store_cols(y, (v16)_mm512_add_ps(a0, b0), (v16)_mm512_add_ps(a1, b1), cols, ybf16);
 }
 
-INLINE void dtile_n(const uint16_t *panel, const uint16_t *x, float *y, int64_t K, int64_t N,
-                    int64_t cols, int rows) {
+INLINE void dtile_n(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t N,
+                    int64_t cols, int rows, int ybf16) {
     switch (rows) {
-    case 8: dtile(panel, x, y, K, N, cols, 8); break;
-    case 7: dtile(panel, x, y, K, N, cols, 7); break;
-    case 6: dtile(panel, x, y, K, N, cols, 6); break;
-    case 5: dtile(panel, x, y, K, N, cols, 5); break;
-    case 4: dtile(panel, x, y, K, N, cols, 4); break;
-    case 3: dtile(panel, x, y, K, N, cols, 3); break;
-    default: dtile(panel, x, y, K, N, cols, 2); break;
+    case 8: dtile(panel, x, y, K, N, cols, 8, ybf16); break;
+    case 7: dtile(panel, x, y, K, N, cols, 7, ybf16); break;
+    case 6: dtile(panel, x, y, K, N, cols, 6, ybf16); break;
+    case 5: dtile(panel, x, y, K, N, cols, 5, ybf16); break;
+    case 4: dtile(panel, x, y, K, N, cols, 4, ybf16); break;
+    case 3: dtile(panel, x, y, K, N, cols, 3, ybf16); break;
+    default: dtile(panel, x, y, K, N, cols, 2, ybf16); break;
     }
 }
 
-static void linear_bf16_dot(const uint16_t *panels, const uint16_t *x, float *y, int64_t M,
-                            int64_t N, int64_t K, int threads) {
+static void linear_bf16_dot(const uint16_t *panels, const uint16_t *x, void *y, int64_t M,
+                            int64_t N, int64_t K, int threads, int ybf16) {
     split_t s = split(M, N);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t t = 0; t < s.work; t++) {
         item_t it = item(s, t, M, N);
         const uint16_t *panel = panels + it.p * pairs(K) * PANEL * 2;
         const uint16_t *xb = x + it.m * K;
-        float *yb = y + it.m * N + it.n0;
+        void *yb = y_at(y, it.m * N + it.n0, ybf16);
         if (it.rows == 1)
-            dtile_row(panel, xb, yb, K, it.cols);
+            dtile_row(panel, xb, yb, K, it.cols, ybf16);
         else
-            dtile_n(panel, xb, yb, K, N, it.cols, it.rows);
+            dtile_n(panel, xb, yb, K, N, it.cols, it.rows, ybf16);
     }
 }
 #endif
@@ -312,20 +328,21 @@ void hx_unpack_bf16(const uint16_t *p, uint16_t *w, int64_t N, int64_t K) {
 
 void hx_linear_f32(const float *panels, const float *x, float *y, int64_t M, int64_t N, int64_t K,
                    int threads) {
-    linear(panels, x, y, M, N, K, threads, 0);
+    linear(panels, x, y, M, N, K, threads, 0, 0);
 }
 
-/* bf16 weights x bf16 activations -> fp32 output; returns 0, or -1 when out of memory */
-int hx_linear_bf16(const uint16_t *panels, const uint16_t *x, float *y, int64_t M, int64_t N,
-                   int64_t K, int threads) {
+/* bf16 weights x bf16 activations -> Y in fp32, or in bf16 (each result rounded once) when
+ * out_bf16; returns 0, or -1 when out of memory */
+int hx_linear_bf16(const uint16_t *panels, const uint16_t *x, void *y, int64_t M, int64_t N,
+                   int64_t K, int threads, int out_bf16) {
 #if HX_BF16_DOT
-    linear_bf16_dot(panels, x, y, M, N, K, threads);
+    linear_bf16_dot(panels, x, y, M, N, K, threads, out_bf16);
     return 0;
 #else
     float *wide = malloc((size_t)(M * K) * sizeof *wide);
     if (wide == NULL) return -1;
     for (int64_t i = 0; i < M * K; i++) wide[i] = bf16_to_f32(x[i]);
-    linear(panels, wide, y, M, N, K, threads, 1);
+    linear(panels, wide, y, M, N, K, threads, 1, out_bf16);
     free(wide);
     return 0;
 #endif

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from hexamer.model import load_model
 from hexamer.model import native as native_mod
 from hexamer.model.cpu import (
     PackedLinear,
+    PanelHead,
     PanelLinear,
     onednn_available,
     use_cpu_linears,
@@ -52,6 +54,54 @@ def test_linear_matches_torch_on_every_tile_shape(
         got = kernels.linear(x, panels, n)
         want = (x.double() @ w.double().T).float()  # products of bf16 values are exact in fp32
         torch.testing.assert_close(got, want, atol=1e-4 * max(1, k) ** 0.5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 100])
+@pytest.mark.parametrize("m", [1, 3, 8, 17])
+def test_bf16_output_is_the_fp32_output_rounded_once(
+    kernels: native_mod.NativeKernels, n: int, m: int
+) -> None:
+    gen = torch.Generator().manual_seed(n + 100 * m)
+    w, x = torch.randn(n, 67, generator=gen).bfloat16(), torch.randn(m, 67, generator=gen).bfloat16()
+    panels = kernels.pack(w)
+    got = kernels.linear(x, panels, n, torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, kernels.linear(x, panels, n).to(torch.bfloat16))
+    with pytest.raises(ValueError, match=r"output dtype torch\.bfloat16 is not possible"):
+        kernels.linear(x.float(), kernels.pack(w.float()), n, torch.bfloat16)
+
+
+def test_bf16_rounding_keeps_nan_and_infinity(kernels: native_mod.NativeKernels) -> None:
+    w = torch.ones(32, 2).bfloat16()
+    x = torch.tensor([[float("nan"), 1.0], [float("inf"), 1.0], [3e38, 3e38]]).bfloat16()
+    got = kernels.linear(x, kernels.pack(w), 32, torch.bfloat16)
+    assert torch.equal(got.float().isnan(), kernels.linear(x, kernels.pack(w), 32).isnan())
+    assert got[0].isnan().all() and (got[1] == float("inf")).all() and (got[2] == float("inf")).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n", [7, 64, 1000, 1024])
+def test_rms_norm_rounds_like_the_reference(
+    kernels: native_mod.NativeKernels, dtype: torch.dtype, n: int
+) -> None:
+    """Against the model's PyTorch RMSNorm (Hugging Face's maths): bf16 bit for bit; fp32 within
+    one unit in the last place (only the summation of mean(x^2) differs)."""
+    from hexamer.model.llama import RMSNorm
+
+    gen = torch.Generator().manual_seed(n)
+    norm = RMSNorm(n, 1e-5).to(dtype)
+    with torch.no_grad():
+        norm.weight.copy_(torch.rand(n, generator=gen) + 0.5)
+    x = (torch.randn(4, 9, n, generator=gen) * 3).to(dtype)
+    with torch.inference_mode():
+        want = norm(x)
+        got = kernels.rms_norm(x, norm.weight, norm.eps)
+    assert got.shape == x.shape and got.dtype == dtype
+    if dtype == torch.bfloat16:
+        assert torch.equal(got, want)
+    else:
+        torch.testing.assert_close(got, want, atol=0, rtol=2.5e-7)
+    with pytest.raises(ValueError, match="rms_norm takes"):
+        kernels.rms_norm(x, norm.weight.double(), 1e-5)
 
 
 def test_results_do_not_depend_on_thread_count(kernels: native_mod.NativeKernels) -> None:
@@ -199,5 +249,56 @@ def test_bf16_widening_path_where_the_cpu_has_no_bf16_dot(tmp_path: Path, monkey
             x = torch.randn(m, 33).to(torch.bfloat16)
             want = (x.double() @ w.double().T).float()
             torch.testing.assert_close(widening.linear(x, panels, 70), want, atol=1e-4, rtol=1e-5)
+            got = widening.linear(x, panels, 70, torch.bfloat16)
+            assert torch.equal(got, widening.linear(x, panels, 70).to(torch.bfloat16))
     finally:
         native_kernels.cache_clear()
+
+
+# ------------------------------------------------------------------------------------------
+# the LM head and the whole native model
+
+
+def test_panel_head_scores_a_block_of_rows_like_f_linear(kernels: native_mod.NativeKernels) -> None:
+    gen = torch.Generator().manual_seed(11)
+    head = PanelHead(kernels)
+    for dtype in (torch.float32, torch.bfloat16):
+        weight = torch.randn(300, 48, generator=gen).to(dtype)
+        hidden = torch.randn(2, 3, 48, generator=gen).to(dtype)
+        with torch.inference_mode():
+            got = head(hidden, weight, slice(37, 290))
+            want = F.linear(hidden, weight[37:290]).float()
+            assert got is not None and got.shape == (2, 3, 253) and got.dtype == torch.float32
+            if dtype == torch.bfloat16:
+                assert torch.equal(got, want)  # rounded to bf16 before the upcast, as F.linear
+            else:
+                torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            weight[40] += 1  # an in-place change is seen: the block is packed again
+            torch.testing.assert_close(
+                head(hidden, weight, slice(37, 290)), F.linear(hidden, weight[37:290]).float()
+            )
+            assert head(hidden, weight, slice(0, 300, 2)) is None  # not contiguous
+            assert head(hidden.double(), weight, slice(0, 10)) is None
+        assert head(hidden, weight, slice(0, 10)) is None  # autograd wants the plain path
+    assert len(head._packed) <= PanelHead.MAX_BLOCKS
+
+
+def test_fully_native_model_matches_transformers(make_checkpoint: Any) -> None:
+    """Projections, norms, decode attention and the head all on hexamer's kernels: prefill and
+    decode logits, whole vocabulary and a block of rows, against transformers."""
+    from hexamer.model.llama import KVCache, RMSNorm
+
+    hf, path = make_checkpoint(num_key_value_heads=2, tie_word_embeddings=True)
+    model, config = load_model(path)
+    if use_cpu_linears(model) != "native":
+        pytest.skip(native_status())
+    assert model.head_kernel is not None
+    assert all(m.kernel is not None for m in model.modules() if isinstance(m, RMSNorm))
+    ids = torch.randint(0, config.vocab_size, (2, 10), generator=torch.Generator().manual_seed(12))
+    with torch.inference_mode():
+        want = hf(ids).logits
+        cache = KVCache.for_model(model, 2, 16)
+        prefill = model(ids[:, :7], kv_cache=cache).logits
+        steps = [model(ids[:, i : i + 1], kv_cache=cache, vocab_rows=(40, 200)).logits for i in range(7, 10)]
+    torch.testing.assert_close(prefill, want[:, :7], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(torch.cat(steps, 1), want[:, 7:, 40:200], atol=1e-4, rtol=1e-4)
