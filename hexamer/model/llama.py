@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -49,26 +49,10 @@ __all__ = [
 DECODE_KERNEL_MAX_TOKENS = 16
 
 
-class DecodeAttention(Protocol):
-    """A kernel for one layer's attention in a decode-shaped forward, cache write included:
-    :meth:`hexamer.model.native.NativeKernels.decode_attention` (argument meanings there)."""
-
-    def __call__(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        cos: torch.Tensor | None,
-        sin: torch.Tensor | None,
-        k_cache: torch.Tensor,
-        v_cache: torch.Tensor,
-        slots: torch.Tensor,
-        mask: torch.Tensor,
-        *,
-        rows: torch.Tensor | None,
-        scale: float,
-    ) -> torch.Tensor: ...
-
+#: A kernel for one layer's attention in a decode-shaped forward, cache write included, called as
+#: ``(q, k, v, cos, sin, k_cache, v_cache, slots, mask, *, rows, scale) -> (B, T, H * D)``:
+#: :meth:`hexamer.model.native.NativeKernels.decode_attention` (argument meanings there).
+DecodeAttention = Callable[..., torch.Tensor]
 
 #: A fused RMSNorm ``(x, weight, eps) -> normed x``, e.g. :meth:`hexamer.model.native.NativeKernels.rms_norm`.
 NormKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
