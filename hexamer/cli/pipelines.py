@@ -71,6 +71,14 @@ def vep(
         int, typer.Option(help="Next-base: contexts start on this grid (6 = fixed length).")
     ] = 6144,
     batch_size: Annotated[int, typer.Option(min=1)] = 8,
+    token_budget: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Most padded tokens per forward (default: 4096 on CPU, 16384 on GPU). Part of a job's "
+            "settings: --resume needs the value the run started with.",
+        ),
+    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue a killed run from its checkpoint.")
     ] = False,
@@ -135,6 +143,7 @@ def vep(
                 context=context,
                 context_grid=context_grid,
                 batch_size=batch_size,
+                token_budget=token_budget,
             )
     except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")

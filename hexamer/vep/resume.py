@@ -392,6 +392,33 @@ class _Tally:
             yield row
 
 
+def _flag(key: str, value: object) -> str:
+    """The ``hexamer vep`` option that sets ``key`` to ``value``."""
+    name = "--" + key.replace("_", "-")
+    if isinstance(value, bool):
+        return name if value else f"(no {name})"
+    return f"{name} {value}"
+
+
+def _different_job(side: Path, old: dict, meta: dict) -> str:
+    """Why a sidecar cannot be resumed: what changed and, for settings, their old and new values
+    with the option that restores the old one (e.g. a default that moved between versions)."""
+    changed = sorted(k for k in meta if old.get(k) != meta[k])
+    lines = [f"{side} was made by a different job (changed: {', '.join(changed)})"]
+    old_settings = old.get("settings") if isinstance(old.get("settings"), dict) else {}
+    diffs = [
+        (key, old_settings.get(key), value)
+        for key, value in meta["settings"].items()
+        if old_settings.get(key) != value
+    ]
+    if diffs:
+        shown = "; ".join(f"{key} {before!r} -> {after!r}" for key, before, after in diffs)
+        flags = " ".join(_flag(key, before) for key, before, _ in diffs if before is not None)
+        lines.append(f"settings: {shown}" + (f" (to resume, pass the old values: {flags})" if flags else ""))
+    lines.append("remove it or run without resume to start over")
+    return "; ".join(lines)
+
+
 def run_vep(
     carbon: Carbon,
     vcf: PathLike,
@@ -443,11 +470,7 @@ def run_vep(
                 if key not in old["settings"] and value == defaults[key]:
                     old["settings"][key] = value
         if old != meta:
-            changed = sorted(k for k in meta if old.get(k) != meta[k])
-            raise ResumeError(
-                f"{side} was made by a different job (changed: {', '.join(changed)}); "
-                "remove it or run without resume to start over"
-            )
+            raise ResumeError(_different_job(side, old, meta))
         chunks.scan()
         done = chunks.load_keys()
     elif side.exists():

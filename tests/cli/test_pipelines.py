@@ -74,6 +74,27 @@ def test_vep_plot_and_threads(tiny_folder: Path, tmp_path: Path) -> None:
     assert bad.exit_code != 0 and ".png" in bad.output
 
 
+def test_vep_token_budget_is_a_setting_resume_checks(tiny_folder: Path, tmp_path: Path) -> None:
+    """--token-budget reaches the engine, and resuming with another value names the one to pass."""
+    from hexamer.vep.resume import sidecar_dir
+
+    out = tmp_path / "b.tsv"
+    args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "edge_cases.vcf")]
+    args += ["--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(out)]
+    first = runner.invoke(app, [*args, "--token-budget", "300"])
+    assert first.exit_code == 0, first.output
+    side = sidecar_dir(out)
+    side.mkdir()  # a sidecar left by a killed run with a budget of 300
+    (side / "meta.json").write_text(
+        '{"version": 0, "settings": {"token_budget": 300}, "vcf": null, "fasta": null, "model": null, "output": "b.tsv"}'
+    )
+    again = runner.invoke(app, [*args, "--token-budget", "512", "--resume"])
+    assert again.exit_code == 2
+    assert "token_budget 300 -> 512" in again.output and "--token-budget 300" in again.output
+    bad = runner.invoke(app, [*args, "--token-budget", "0"])
+    assert bad.exit_code != 0
+
+
 def test_vep_bad_input(tiny_folder: Path, tmp_path: Path) -> None:
     result = runner.invoke(
         app,

@@ -123,8 +123,26 @@ def test_killed_run_resumes_to_identical_output(
 def test_resume_refuses_a_sidecar_from_another_job(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.tsv"
     _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
-    with pytest.raises(ResumeError, match="changed: settings"):
+    with pytest.raises(ResumeError, match="changed: settings") as err:
         run_vep(carbon, job_vcf, FASTA, out, resume=True, **{**SETTINGS, "window": 900})
+    old_window = SETTINGS.get("window", engine_mod.VepSettings().window)
+    assert f"window {old_window!r} -> 900" in str(err.value)
+    assert f"pass the old values: --window {old_window}" in str(err.value)
+    # a default that moved between versions (the token budget did): the message says what to pass
+    budget = engine_mod.VepSettings().checked(carbon).token_budget
+    with pytest.raises(ResumeError, match=f"token_budget {budget} -> 512.*--token-budget {budget}"):
+        run_vep(carbon, job_vcf, FASTA, out, resume=True, **{**SETTINGS, "token_budget": 512})
+    resumed = run_vep(
+        carbon,
+        job_vcf,
+        FASTA,
+        out,
+        resume=True,
+        on_note=lambda _: None,
+        **{**SETTINGS, "token_budget": budget},
+    )
+    assert resumed.n_resumed > 0
+    _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
     # without resume the old sidecar is discarded and the job starts over
     result = run_vep(carbon, job_vcf, FASTA, out, on_note=lambda _: None, **SETTINGS)
     assert result.n_resumed == 0 and out.exists() and not sidecar_dir(out).exists()
