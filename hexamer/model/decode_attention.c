@@ -21,42 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef float f16v __attribute__((vector_size(64)));
-typedef float f16vu __attribute__((vector_size(64), aligned(4)));
-typedef int32_t i16v __attribute__((vector_size(64)));
-typedef uint32_t u16v __attribute__((vector_size(64)));
-typedef uint16_t h16vu __attribute__((vector_size(32), aligned(2)));
+#include "simd.h"
 
 #define VL 16
 #define EXP_FLOOR (-87.0f) /* below this exp() is < 2e-38: counted as zero */
-#define AT_INLINE __attribute__((always_inline)) static inline
-
-static float widen(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint16_t round_bf16(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; /* NaN */
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-/* 16 floats from p (fp32, or bf16 widened) */
-AT_INLINE f16v load16(const void *p, int64_t i, int bf16) {
-    if (bf16) return (f16v)(__builtin_convertvector(*(const h16vu *)((const uint16_t *)p + i), u16v) << 16);
-    return *(const f16vu *)((const float *)p + i);
-}
-
-AT_INLINE float load1(const void *p, int64_t i, int bf16) {
-    return bf16 ? widen(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
 
 /* sum of the 16 lanes as a tree (a lane-by-lane loop is a 16-add dependency chain) */
-AT_INLINE float hsum(f16v v) {
+HX_INLINE float hsum(v16 v) {
     v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
     v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
     v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
@@ -65,11 +36,11 @@ AT_INLINE float hsum(f16v v) {
 }
 
 /* exp(x) for x in [EXP_FLOOR, 0]: x = n ln2 + r, |r| <= ln2/2, exp(r) by Horner, 2^n from bits */
-AT_INLINE f16v vexp(f16v x) {
-    const f16v magic = (f16v){0} + 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    f16v n = (x * 1.44269504f + magic) - magic;
-    f16v r = x - n * 0.693145752f - n * 1.42860677e-6f;
-    f16v p = (f16v){0} + (1.0f / 720);
+HX_INLINE v16 vexp(v16 x) {
+    const v16 magic = (v16){0} + 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    v16 n = (x * 1.44269504f + magic) - magic;
+    v16 r = x - n * 0.693145752f - n * 1.42860677e-6f;
+    v16 p = (v16){0} + (1.0f / 720);
     p = p * r + (1.0f / 120);
     p = p * r + (1.0f / 24);
     p = p * r + (1.0f / 6);
@@ -77,7 +48,7 @@ AT_INLINE f16v vexp(f16v x) {
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     i16v scale = (__builtin_convertvector(n, i16v) + 127) << 23;
-    return p * (f16v)scale;
+    return p * (v16)scale;
 }
 
 typedef struct {
@@ -113,8 +84,8 @@ static void rope_head(const void *x, int64_t base, const void *cos, const void *
         float rot = d < half ? -load1(x, base + d + half, bf16) : load1(x, base + d - half, bf16);
         float c = load1(cos, tbase + d, bf16), s = load1(sin, tbase + d, bf16);
         if (bf16) {
-            float a = widen(round_bf16(xv * c)), b = widen(round_bf16(rot * s));
-            dst[d] = widen(round_bf16(a + b));
+            float a = bf16_to_f32(f32_to_bf16(xv * c)), b = bf16_to_f32(f32_to_bf16(rot * s));
+            dst[d] = bf16_to_f32(f32_to_bf16(a + b));
         } else {
             volatile float a = xv * c, b = rot * s;
             dst[d] = a + b;
@@ -125,7 +96,7 @@ static void rope_head(const void *x, int64_t base, const void *cos, const void *
 static void store_row(void *cache, int64_t off, const float *src, int64_t D, int bf16) {
     for (int64_t d = 0; d < D; d++) {
         if (bf16)
-            ((uint16_t *)cache)[off + d] = round_bf16(src[d]);
+            ((uint16_t *)cache)[off + d] = f32_to_bf16(src[d]);
         else
             ((float *)cache)[off + d] = src[d];
     }
@@ -134,24 +105,24 @@ static void store_row(void *cache, int64_t off, const float *src, int64_t D, int
 /* scores -> probabilities in place (masked and padding lanes exactly 0) */
 static void softmax_row(float *row, int64_t S, int64_t sp, float max) {
     for (int64_t s = S; s < sp; s++) row[s] = -INFINITY; /* vector padding */
-    f16v total = {0};
+    v16 total = {0};
     for (int64_t s = 0; s < sp; s += VL) {
-        f16v x = *(f16vu *)(row + s) - max;
+        v16 x = *(v16u *)(row + s) - max;
         i16v live = x >= EXP_FLOOR;
-        x = (f16v)((i16v)x & live); /* dead lanes: exp(0), zeroed below */
-        f16v p = (f16v)((i16v)vexp(x) & live);
-        *(f16vu *)(row + s) = p;
+        x = (v16)((i16v)x & live); /* dead lanes: exp(0), zeroed below */
+        v16 p = (v16)((i16v)vexp(x) & live);
+        *(v16u *)(row + s) = p;
         total += p;
     }
     float sum = hsum(total), inv = sum > 0 ? 1.0f / sum : 0.0f;
-    for (int64_t s = 0; s < sp; s += VL) *(f16vu *)(row + s) *= inv;
+    for (int64_t s = 0; s < sp; s += VL) *(v16u *)(row + s) *= inv;
 }
 
 /* Attention of the group's query heads (pre-rotated, pre-scaled in qw) at query t of row b over
  * the cache, the head dim as NV 16-float vectors (NV a compile-time constant at each call site,
  * so key and value rows live in registers) and the cache dtype fixed; NV == 0 is the scalar path
  * for any head dim. The result goes to out. */
-AT_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, const char *kbase,
+HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, const char *kbase,
                       const char *vbase, float *acc, float *scores, int64_t rep, float *out,
                       const int NV, const int kv_bf16) {
     const int64_t D = NV ? NV * VL : a->D, S = a->S, sp = (S + VL - 1) / VL * VL;
@@ -165,13 +136,13 @@ AT_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
             continue;
         }
         const char *krow = kbase + s * ss * es;
-        f16v kv[NV ? NV : 1];
+        v16 kv[NV ? NV : 1];
         for (int c = 0; c < NV; c++) kv[c] = load16(krow, c * VL, kv_bf16);
         for (int64_t j = 0; j < rep; j++) {
             float dot = 0;
             if (NV) {
-                f16v sum = {0};
-                for (int c = 0; c < NV; c++) sum += *(const f16vu *)(qw + j * D + c * VL) * kv[c];
+                v16 sum = {0};
+                for (int c = 0; c < NV; c++) sum += *(const v16u *)(qw + j * D + c * VL) * kv[c];
                 dot = hsum(sum);
             } else {
                 for (int64_t d = 0; d < D; d++) dot += qw[j * D + d] * load1(krow, d, kv_bf16);
@@ -186,11 +157,11 @@ AT_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
         if (!m[s]) continue;
         const char *vrow = vbase + s * ss * es;
         if (NV) {
-            f16v vv[NV ? NV : 1];
+            v16 vv[NV ? NV : 1];
             for (int c = 0; c < NV; c++) vv[c] = load16(vrow, c * VL, kv_bf16);
             for (int64_t j = 0; j < rep; j++) {
                 float p = scores[j * sp + s];
-                for (int c = 0; c < NV; c++) *(f16vu *)(acc + j * D + c * VL) += p * vv[c];
+                for (int c = 0; c < NV; c++) *(v16u *)(acc + j * D + c * VL) += p * vv[c];
             }
         } else {
             for (int64_t j = 0; j < rep; j++)
@@ -201,9 +172,9 @@ AT_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
 }
 
 /* One (row b, KV head g) item: rotate and store its T new keys/values, then attend for each t.
- * scratch holds rep * (3 * D + sp) floats. */
+ * scratch holds rep * (3 * D + sp) floats, sp = S rounded up to 16. */
 static void attend_item(const attn_t *a, int64_t b, int64_t g, float *scratch) {
-    const int64_t D = a->D, rep = a->H / a->G, sp = (a->S + VL - 1) / VL * VL;
+    const int64_t D = a->D, rep = a->H / a->G;
     const int64_t es = a->kv_bf16 ? 2 : 4;
     float *qw = scratch, *acc = qw + rep * D, *res = acc + rep * D, *scores = res + rep * D;
     int64_t off = (a->rows ? a->rows[b] : b) * a->c_sb + g * a->c_sh;

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 SOURCES = tuple(
     Path(__file__).with_name(name) for name in ("panel_gemm.c", "decode_attention.c", "rms_norm.c")
 )
+#: The header they share (part of the build key: a change to it must rebuild).
+HEADERS = (Path(__file__).with_name("simd.h"),)
 #: Output columns per weight panel (``PANEL`` in the C source).
 PANEL = 32
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
@@ -256,7 +258,13 @@ def _build() -> Path:
     ).stdout
     key = hashlib.sha256(
         "\0".join(
-            [*(src.read_text() for src in SOURCES), cc, version, " ".join(_flags()), _cpu_signature()]
+            [
+                *(src.read_text() for src in SOURCES + HEADERS),
+                cc,
+                version,
+                " ".join(_flags()),
+                _cpu_signature(),
+            ]
         ).encode()
     ).hexdigest()[:16]
     target = cache_root() / "native" / f"panel_gemm-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"

@@ -17,6 +17,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "simd.h"
+
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 #include <immintrin.h>
 #define HX_BF16_DOT 1
@@ -24,46 +27,23 @@
 #define HX_BF16_DOT 0
 #endif
 
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4)));
-typedef uint16_t h16u __attribute__((vector_size(32), aligned(2)));
-typedef uint32_t w16 __attribute__((vector_size(64)));
-
 #define PANEL 32 /* output columns per panel: two 16-float vectors */
 #define MR 8     /* activation rows per register tile */
-#define INLINE __attribute__((always_inline)) static inline
 
-INLINE v16 load_w(const void *p, int bf16) {
-    if (bf16) {
-        w16 wide = __builtin_convertvector(*(const h16u *)p, w16) << 16;
-        return (v16)wide;
-    }
-    return *(const v16u *)p;
-}
-
-INLINE const void *panel_at(const void *panels, int64_t offset, int bf16) {
+HX_INLINE const void *panel_at(const void *panels, int64_t offset, int bf16) {
     return bf16 ? (const void *)((const uint16_t *)panels + offset)
                 : (const void *)((const float *)panels + offset);
 }
 
-/* fp32 -> bf16, round to nearest even (NaN stays a quiet NaN), as PyTorch rounds */
-INLINE h16u round_bf16x16(v16 a) {
-    w16 bits = (w16)a;
-    w16 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-    w16 nan = (bits & 0x7fffffffu) > 0x7f800000u;
-    rounded = (rounded & ~nan) | (0x7fc0u & nan);
-    return __builtin_convertvector(rounded, h16u);
-}
-
 /* element `off` of Y, which is float32, or bfloat16 when ybf16 */
-INLINE void *y_at(void *y, int64_t off, int ybf16) {
+HX_INLINE void *y_at(void *y, int64_t off, int ybf16) {
     return ybf16 ? (void *)((uint16_t *)y + off) : (void *)((float *)y + off);
 }
 
 /* the first `cols` of 32 results (a0: columns 0-15, a1: 16-31) into Y's row at `out` */
-INLINE void store_cols(void *out, v16 a0, v16 a1, int64_t cols, int ybf16) {
+HX_INLINE void store_cols(void *out, v16 a0, v16 a1, int64_t cols, int ybf16) {
     if (ybf16) {
-        h16u lo = round_bf16x16(a0), hi = round_bf16x16(a1);
+        h16u lo = to_bf16x16(a0), hi = to_bf16x16(a1);
         uint16_t *o = out;
         if (cols == PANEL) {
             *(h16u *)o = lo;
@@ -83,13 +63,13 @@ INLINE void store_cols(void *out, v16 a0, v16 a1, int64_t cols, int ybf16) {
 }
 
 /* rows x 32 tile of Y (row stride N) from one panel: `rows` <= MR, `cols` <= 32 valid columns */
-INLINE void tile(const void *panel, const float *x, void *y, int64_t K, int64_t N, int64_t cols,
+HX_INLINE void tile(const void *panel, const float *x, void *y, int64_t K, int64_t N, int64_t cols,
                  int rows, int bf16, int ybf16) {
     v16 acc[MR][2];
     for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = (v16){0};
     for (int64_t k = 0; k < K; k++) {
-        v16 w0 = load_w(panel_at(panel, k * PANEL, bf16), bf16);
-        v16 w1 = load_w(panel_at(panel, k * PANEL + 16, bf16), bf16);
+        v16 w0 = load16(panel_at(panel, k * PANEL, bf16), 0, bf16);
+        v16 w1 = load16(panel_at(panel, k * PANEL + 16, bf16), 0, bf16);
         for (int i = 0; i < rows; i++) {
             float xi = x[i * K + k];
             acc[i][0] += xi * w0;
@@ -100,25 +80,25 @@ INLINE void tile(const void *panel, const float *x, void *y, int64_t K, int64_t 
 }
 
 /* one activation row: k unrolled by two so four independent FMA chains hide the latency */
-INLINE void tile_row(const void *panel, const float *x, void *y, int64_t K, int64_t cols, int bf16,
+HX_INLINE void tile_row(const void *panel, const float *x, void *y, int64_t K, int64_t cols, int bf16,
                      int ybf16) {
     v16 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
     int64_t k = 0;
     for (; k + 2 <= K; k += 2) {
         float x0 = x[k], x1 = x[k + 1];
-        a0 += x0 * load_w(panel_at(panel, k * PANEL, bf16), bf16);
-        a1 += x0 * load_w(panel_at(panel, k * PANEL + 16, bf16), bf16);
-        b0 += x1 * load_w(panel_at(panel, (k + 1) * PANEL, bf16), bf16);
-        b1 += x1 * load_w(panel_at(panel, (k + 1) * PANEL + 16, bf16), bf16);
+        a0 += x0 * load16(panel_at(panel, k * PANEL, bf16), 0, bf16);
+        a1 += x0 * load16(panel_at(panel, k * PANEL + 16, bf16), 0, bf16);
+        b0 += x1 * load16(panel_at(panel, (k + 1) * PANEL, bf16), 0, bf16);
+        b1 += x1 * load16(panel_at(panel, (k + 1) * PANEL + 16, bf16), 0, bf16);
     }
     for (; k < K; k++) {
-        a0 += x[k] * load_w(panel_at(panel, k * PANEL, bf16), bf16);
-        a1 += x[k] * load_w(panel_at(panel, k * PANEL + 16, bf16), bf16);
+        a0 += x[k] * load16(panel_at(panel, k * PANEL, bf16), 0, bf16);
+        a1 += x[k] * load16(panel_at(panel, k * PANEL + 16, bf16), 0, bf16);
     }
     store_cols(y, a0 + b0, a1 + b1, cols, ybf16);
 }
 
-INLINE void tile_n(const void *panel, const float *x, void *y, int64_t K, int64_t N,
+HX_INLINE void tile_n(const void *panel, const float *x, void *y, int64_t K, int64_t N,
                    int64_t cols, int rows, int bf16, int ybf16) {
     switch (rows) { /* constant row counts let the compiler keep the tile in registers */
     case 8: tile(panel, x, y, K, N, cols, 8, bf16, ybf16); break;
@@ -152,7 +132,7 @@ static split_t split(int64_t M, int64_t N) {
     return s;
 }
 
-INLINE item_t item(split_t s, int64_t t, int64_t M, int64_t N) {
+HX_INLINE item_t item(split_t s, int64_t t, int64_t M, int64_t N) {
     item_t it;
     it.p = t / s.n_blocks;
     it.m = (t % s.n_blocks) * s.block;
@@ -162,7 +142,7 @@ INLINE item_t item(split_t s, int64_t t, int64_t M, int64_t N) {
     return it;
 }
 
-INLINE void linear(const void *panels, const float *x, void *y, int64_t M, int64_t N, int64_t K,
+HX_INLINE void linear(const void *panels, const float *x, void *y, int64_t M, int64_t N, int64_t K,
                    int threads, int bf16, int ybf16) {
     split_t s = split(M, N);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
@@ -178,24 +158,17 @@ INLINE void linear(const void *panels, const float *x, void *y, int64_t M, int64
     }
 }
 
-__attribute__((unused)) static float bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 #if HX_BF16_DOT
 /* k-pair layout: element (n, k) of panel b at ((b * KP + k / 2) * 32 + n % 32) * 2 + k % 2 */
 static int64_t pairs(int64_t K) { return (K + 1) / 2; }
 
-INLINE __m512 dot_pairs(__m512 acc, uint32_t xpair, const uint16_t *w) {
+HX_INLINE __m512 dot_pairs(__m512 acc, uint32_t xpair, const uint16_t *w) {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(w),
                             (__m512bh)_mm512_set1_epi32((int)xpair));
 }
 
 /* x pair (x[k], x[k+1]) as one 32-bit lane (one load); the pad beyond an odd K is zero */
-INLINE uint32_t x_pair(const uint16_t *x, int64_t k, int64_t K) {
+HX_INLINE uint32_t x_pair(const uint16_t *x, int64_t k, int64_t K) {
     uint32_t pair;
     if (k + 1 < K) {
         memcpy(&pair, x + k, sizeof pair);
@@ -204,7 +177,7 @@ INLINE uint32_t x_pair(const uint16_t *x, int64_t k, int64_t K) {
     return (uint32_t)x[k];
 }
 
-INLINE void dtile(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t N,
+HX_INLINE void dtile(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t N,
                   int64_t cols, int rows, int ybf16) {
     __m512 acc[MR][2];
     for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -221,7 +194,7 @@ INLINE void dtile(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, 
         store_cols(y_at(y, i * N, ybf16), (v16)acc[i][0], (v16)acc[i][1], cols, ybf16);
 }
 
-INLINE void dtile_row(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t cols,
+HX_INLINE void dtile_row(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t cols,
                       int ybf16) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
     int64_t kp = 0, np = pairs(K);
@@ -242,7 +215,7 @@ INLINE void dtile_row(const uint16_t *panel, const uint16_t *x, void *y, int64_t
     store_cols(y, (v16)_mm512_add_ps(a0, b0), (v16)_mm512_add_ps(a1, b1), cols, ybf16);
 }
 
-INLINE void dtile_n(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t N,
+HX_INLINE void dtile_n(const uint16_t *panel, const uint16_t *x, void *y, int64_t K, int64_t N,
                     int64_t cols, int rows, int ybf16) {
     switch (rows) {
     case 8: dtile(panel, x, y, K, N, cols, 8, ybf16); break;
