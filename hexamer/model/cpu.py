@@ -179,15 +179,21 @@ def _decoder_linears(model: LlamaModel) -> list[tuple[nn.Module, str, nn.Linear]
     ]
 
 
+def _native_kernels_for(model: LlamaModel) -> NativeKernels | None:
+    """hexamer's kernels where they apply to ``model`` (float32/bfloat16 weights on the CPU) and
+    build; ``None`` otherwise."""
+    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
+        return None
+    return native_kernels()
+
+
 def use_native_linears(model: LlamaModel) -> int:
     """Swap every ``nn.Linear`` of the decoder layers for a :class:`PanelLinear`, in place.
 
     Returns how many were converted: float32 and bfloat16 models on the CPU where the kernels
     build (:func:`hexamer.model.native.native_kernels`); 0 otherwise (the model is left alone).
     """
-    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
-        return 0
-    kernels = native_kernels()
+    kernels = _native_kernels_for(model)
     if kernels is None:
         return 0
     linears = _decoder_linears(model)
@@ -205,9 +211,7 @@ def use_native_attention(model: LlamaModel) -> int:
     Why: SDPA costs ~85 us per layer per decode step at batch 1 whatever the cache length (plus
     q/k/v casts in bf16 models), and at batch 16 reads the cache well below the memory bandwidth.
     """
-    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
-        return 0
-    kernels = native_kernels()
+    kernels = _native_kernels_for(model)
     if kernels is None:
         return 0
     for layer in model.layers:
@@ -219,9 +223,7 @@ def use_native_norms(model: LlamaModel) -> int:
     """Run every RMSNorm (inference only) as one C call (``rms_norm.c``) instead of 6-8 PyTorch ops
     (~25 us per call at decode shapes, 57 calls per step at the 500M shape). Returns how many
     norms were switched: all of a float32/bfloat16 CPU model where the kernels build, else 0."""
-    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
-        return 0
-    kernels = native_kernels()
+    kernels = _native_kernels_for(model)
     if kernels is None:
         return 0
     norms = [m for m in model.modules() if isinstance(m, RMSNorm)]
@@ -233,9 +235,7 @@ def use_native_norms(model: LlamaModel) -> int:
 def use_native_head(model: LlamaModel) -> bool:
     """Score blocks of LM-head rows (decoding's DNA rows) on the panel kernel (:class:`PanelHead`):
     0.62 -> ~0.3 ms per bf16 decode step at the 500M shape. True where it was switched on."""
-    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
-        return False
-    kernels = native_kernels()
+    kernels = _native_kernels_for(model)
     if kernels is None:
         return False
     model.head_kernel = PanelHead(kernels)

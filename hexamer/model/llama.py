@@ -466,18 +466,16 @@ class LlamaModel(nn.Module):
         tensor gathers rows. By default the matmul runs in the weight dtype (as the reference) and
         is upcast; ``fp32=True`` multiplies in float32 (costs an fp32 copy of the selected rows).
         """
-        if self.head_kernel is not None and not fp32 and isinstance(vocab_rows, tuple | slice):
-            sl = vocab_rows if isinstance(vocab_rows, slice) else slice(*vocab_rows)
-            logits = self.head_kernel(hidden, self.head_weight, sl)
-            if logits is not None:
-                return logits
         weight = self.head_weight
-        if vocab_rows is not None:
-            if isinstance(vocab_rows, torch.Tensor):
-                weight = weight.index_select(0, vocab_rows.to(device=weight.device, dtype=torch.int64))
-            else:
-                sl = vocab_rows if isinstance(vocab_rows, slice) else slice(*vocab_rows)
-                weight = weight[sl]
+        if isinstance(vocab_rows, torch.Tensor):
+            weight = weight.index_select(0, vocab_rows.to(device=weight.device, dtype=torch.int64))
+        elif vocab_rows is not None:
+            sl = vocab_rows if isinstance(vocab_rows, slice) else slice(*vocab_rows)
+            if self.head_kernel is not None and not fp32:
+                logits = self.head_kernel(hidden, weight, sl)
+                if logits is not None:
+                    return logits
+            weight = weight[sl]
         if fp32:
             return F.linear(hidden.to(torch.float32), weight.to(torch.float32))
         return F.linear(hidden, weight).to(torch.float32)
