@@ -132,6 +132,10 @@ def test_resume_refuses_a_sidecar_from_another_job(carbon: Carbon, job_vcf: Path
     budget = engine_mod.VepSettings().checked(carbon).token_budget
     with pytest.raises(ResumeError, match=f"token_budget {budget} -> 512.*--token-budget {budget}"):
         run_vep(carbon, job_vcf, FASTA, out, resume=True, **{**SETTINGS, "token_budget": 512})
+    (sidecar_dir(out) / "meta.json").write_text("[1, 2]")  # JSON, but not a job description
+    with pytest.raises(ResumeError, match="different job"):
+        run_vep(carbon, job_vcf, FASTA, out, resume=True, **SETTINGS)
+    _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
     resumed = run_vep(
         carbon,
         job_vcf,
