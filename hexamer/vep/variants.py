@@ -48,6 +48,9 @@ KINDS = ("SNV", "MNV", "insertion", "deletion", "complex", "symbolic", "none")
 _NUCLEOTIDES = re.compile(r"^[ACGTN]+$")
 _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_CONSECUTIVE_ERRORS = 10_000  # a reader that fails this often in a row is not reading VCF
+#: The largest POS htslib reads from a VCF line (it parses POS as a 62-bit number).
+MAX_VCF_POS = 2**62 - 1
+_VCF_COLUMNS = ("CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT")
 
 
 class VcfInputError(ValueError):
@@ -321,17 +324,24 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
                 index += 1
                 continue
             failures = 0
-            if line is not None and not _same_record(line[1], rec):
+            try:
+                chrom, pos, ident = rec.chrom, rec.pos, rec.id or ""
+                ref, alts = (rec.ref or "").upper(), tuple(a.upper() for a in (rec.alts or ()))
+            except UnicodeDecodeError as exc:  # pysam decodes fields lazily, as UTF-8
+                yield _undecodable(index, line, exc)
+                index += 1
+                continue
+            if line is not None and not _same_record(line[1], chrom, pos):
                 assert raw is not None
                 raw.close()  # lost step with pysam: stop quoting lines rather than misquote them
                 raw, line = None, None
             yield VcfRecord(
                 index=index,
-                chrom=rec.chrom,
-                pos=rec.pos,
-                id=rec.id or "",
-                ref=(rec.ref or "").upper(),
-                alts=tuple(a.upper() for a in (rec.alts or ())),
+                chrom=chrom,
+                pos=pos,
+                id=ident,
+                ref=ref,
+                alts=alts,
                 line=line[0] if line is not None else None,
                 record=rec if keep else None,
             )
@@ -342,9 +352,29 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
             raw.close()
 
 
-def _same_record(text: str, rec: Any) -> bool:
+def _same_record(text: str, chrom: str, pos: int) -> bool:
+    field = _field(text, 1)
+    return _field(text, 0) == chrom and (not field.isdigit() or int(field) == pos)
+
+
+def _line_pos(text: str) -> int:
+    """POS of a raw line as far as it can be told (0 when it is not a readable position)."""
     pos = _field(text, 1)
-    return _field(text, 0) == rec.chrom and (not pos.isdigit() or int(pos) == rec.pos)
+    return int(pos) if pos.isascii() and pos.isdigit() and int(pos) <= MAX_VCF_POS else 0
+
+
+def _line_record(index: int, lineno: int, text: str, problem: str) -> VcfRecord:
+    ident = _field(text, 2)
+    return VcfRecord(
+        index,
+        _field(text, 0),
+        _line_pos(text),
+        "" if ident == "." else ident,
+        _field(text, 3).upper(),
+        (),
+        line=lineno,
+        problem=f"malformed VCF line {lineno}: {problem}",
+    )
 
 
 def _malformed(index: int, line: tuple[int, str] | None, error: Exception) -> VcfRecord:
@@ -356,19 +386,35 @@ def _malformed(index: int, line: tuple[int, str] | None, error: Exception) -> Vc
     n_fields = len(text.split("\t"))
     if n_fields < 8:
         why = f"{n_fields} tab-separated field(s), VCF needs at least 8"
-    elif not pos.isdigit():
+    elif not (pos.isascii() and pos.isdigit()):
         why = f"POS {pos!r} is not a number"
+    elif int(pos) > MAX_VCF_POS:
+        why = f"POS {pos} is larger than the largest position htslib reads ({MAX_VCF_POS})"
     else:
         why = f"htslib says {detail!r}"
-    return VcfRecord(
-        index,
-        _field(text, 0),
-        int(pos) if pos.isdigit() else 0,
-        "" if _field(text, 2) == "." else _field(text, 2),
-        _field(text, 3).upper(),
-        (),
-        line=lineno,
-        problem=f"malformed VCF line {lineno}: {why}",
+    return _line_record(index, lineno, text, why)
+
+
+def _undecodable(index: int, line: tuple[int, str] | None, error: UnicodeDecodeError) -> VcfRecord:
+    """A record pysam parsed but cannot decode: a field holds bytes that are not UTF-8 text."""
+    byte = f"0x{error.object[error.start]:02x}" if error.start < len(error.object) else "?"
+    if line is None:
+        return VcfRecord(
+            index, "", 0, "", "", (), problem=f"malformed record: a field holds byte {byte}, not UTF-8 text"
+        )
+    lineno, text = line
+    fields = text.split("\t")
+    column = next((i for i, f in enumerate(fields) if "\ufffd" in f), None)
+    name = (
+        "a field"
+        if column is None
+        else _VCF_COLUMNS[column]
+        if column < len(_VCF_COLUMNS)
+        else f"sample column {column - 8}"
+    )
+    shown = f" ({fields[column].replace(chr(0xFFFD), '?')!r})" if column is not None else ""
+    return _line_record(
+        index, lineno, text.replace("\ufffd", "?"), f"{name}{shown} holds byte {byte}, not UTF-8 text"
     )
 
 

@@ -132,3 +132,16 @@ def test_embed_and_roc(tiny_folder: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["plot", "roc", str(labels), "-o", str(png), "--label-col", "label"])
     assert result.exit_code == 0, result.output
     assert "1.0000" in result.output and png.is_file()
+
+
+def test_vep_unreadable_fields_fail_one_row_each(tiny_folder: Path, tmp_path: Path) -> None:
+    """One bad record is one failed row (line and field in the reason); the others are scored."""
+    out = tmp_path / "u.parquet"
+    args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "unreadable_fields.vcf")]
+    args += ["--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(out).to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "failed", "failed", "failed", "ref_mismatch", "ok"]
+    assert "line 5: POS 9223372036854775808" in rows[1]["reason"]
+    assert "line 7: ID" in rows[3]["reason"] and "0xff" in rows[3]["reason"]

@@ -13,6 +13,9 @@ FASTA = DATA / "chr20_slice.fa.gz"
 SLICE_VCF = DATA / "chr20_slice.vcf"
 EDGE_VCF = DATA / "edge_cases.vcf"
 MALFORMED_VCF = DATA / "malformed.vcf"
+UNREADABLE_VCF = DATA / "unreadable_fields.vcf"
+SAUREUS_FASTA = DATA / "saureus_nctc8325_slice.fa.gz"
+SAUREUS_VCF = DATA / "saureus_rn4220.vcf"
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 
 from hexamer.vep import FastaError, Reference, VcfInputError, classify, read_vcf
 
-from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF
+from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF, UNREADABLE_VCF
 
 
 @pytest.mark.parametrize(
@@ -68,6 +68,26 @@ def test_malformed_lines_are_reported_and_the_rest_kept() -> None:
     assert "'Q'" in (variants["bad_ref"].error or "")
     assert "POS 0" in (variants["pos_zero"].error or "")
     assert [v.id for v in variants.values() if v.error is None] == ["good1", "good2", "good3"]
+
+
+def test_out_of_range_pos_and_non_utf8_fields_fail_one_record_each() -> None:
+    """POS past htslib's 62-bit limit (2^63 once overflowed a 64-bit column) and a 0xff byte in ID
+    (once a UnicodeDecodeError that lost every record) are one failed record each, with line and
+    field named; a non-UTF-8 INFO value is never decoded, so its record stays good."""
+    records = list(read_vcf(UNREADABLE_VCF))
+    assert [r.index for r in records] == list(range(6))
+    by_line = {r.line: r for r in records}
+    assert by_line[5].problem is not None and "line 5" in by_line[5].problem
+    assert "POS 9223372036854775808 is larger than" in by_line[5].problem
+    assert by_line[5].pos == 0 and by_line[5].id == "pos_2_63"
+    assert by_line[6].problem is not None and "POS 4611686018427387904" in by_line[6].problem
+    assert by_line[7].problem is not None and "line 7" in by_line[7].problem
+    assert "ID ('bad?id') holds byte 0xff" in by_line[7].problem
+    assert by_line[7].chrom == "20" and by_line[7].pos == 60310
+    good = [r.id for r in records if r.problem is None]
+    assert good == ["good1", "bad_info", "good2"]
+    variants = [v for r in records for v in r.variants()]
+    assert [v.error is not None for v in variants] == [False, True, True, True, False, False]
 
 
 def _as_tuples(path: Path) -> list[tuple]:
