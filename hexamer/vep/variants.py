@@ -23,9 +23,12 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
+
+from hexamer.io.contigs import ContigResolver, read_rename_file
+from hexamer.io.fasta import FastaError, PreparedFasta, fasta_compression, prepare_fasta
 
 __all__ = [
     "KINDS",
@@ -55,10 +58,6 @@ _VCF_COLUMNS = ("CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "F
 
 class VcfInputError(ValueError):
     """The variant file cannot be read at all (missing, not VCF/BCF, malformed header)."""
-
-
-class FastaError(ValueError):
-    """The reference FASTA cannot be opened or indexed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,66 +422,41 @@ def _undecodable(index: int, line: tuple[int, str] | None, error: UnicodeDecodeE
 
 def _is_bgzf(path: str) -> bool | None:
     """True for BGZF, False for plain gzip, None for uncompressed."""
-    with open(path, "rb") as f:
-        head = f.read(18)
-    if head[:2] != _GZIP_MAGIC:
-        return None
-    # BGZF: FEXTRA set and an extra subfield 'BC'.
-    return len(head) >= 14 and bool(head[3] & 4) and head[12:14] == b"BC"
-
-
-def _contig_aliases(name: str) -> list[str]:
-    base = name[3:] if name.lower().startswith("chr") else name
-    names = [base, f"chr{base}", f"Chr{base}", f"CHR{base}"]
-    if base.upper() in ("M", "MT"):
-        names += ["M", "MT", "chrM", "chrMT"]
-    return [n for n in dict.fromkeys(names) if n != name]
+    return {"bgzf": True, "gzip": False}.get(fasta_compression(path))
 
 
 class Reference:
-    """A reference FASTA (plain or bgzipped) opened with ``pysam.FastaFile``.
+    """A reference FASTA opened with ``pysam.FastaFile``, and the contig names it answers to.
 
-    A FASTA without its ``.fai`` (or, bgzipped, its ``.gzi``) is indexed into a private temporary
-    directory, never next to the user's file. Sequences come back upper-cased (soft-masking is
-    not sequence). Use as a context manager, or call :meth:`close`.
+    Any FASTA a user has is accepted (plain, bgzipped or plain gzip, with or without an index,
+    ragged line lengths): :func:`hexamer.io.fasta.prepare_fasta` says how and at what cost, and
+    :attr:`note` tells when a copy was made. VCF contig names are matched to the FASTA's by a
+    :class:`~hexamer.io.contigs.ContigResolver`; ``renames`` is a bcftools ``--rename-chrs`` table
+    (a file or a mapping). Sequences come back upper-cased (soft-masking is not sequence). Use as
+    a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, *, renames: PathLike | Mapping[str, str] | None = None) -> None:
         import pysam
 
         self.path = os.fspath(path)
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if not os.path.isfile(self.path):
-            raise FastaError(f"{self.path}: no such FASTA file")
-        bgzf = _is_bgzf(self.path)
-        if bgzf is False:
-            raise FastaError(
-                f"{self.path}: gzip-compressed but not BGZF, so it cannot be indexed; "
-                "recompress it with `bgzip` (or decompress it)"
-            )
-        fai, gzi = self.path + ".fai", self.path + ".gzi"
+        table = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
+        self._prepared: PreparedFasta | None = prepare_fasta(self.path)
+        prepared = self._prepared
+        self.note: str | None = prepared.note
         old = pysam.set_verbosity(0)
         try:
-            if os.path.isfile(fai) and (not bgzf or os.path.isfile(gzi)):
-                self._fasta = pysam.FastaFile(self.path)
-            else:
-                self._tmp = tempfile.TemporaryDirectory(prefix="hexamer-fai-")
-                name = os.path.basename(self.path)
-                fai = os.path.join(self._tmp.name, name + ".fai")
-                gzi = os.path.join(self._tmp.name, name + ".gzi")
-                args = ["--fai-idx", fai] + (["--gzi-idx", gzi] if bgzf else [])
-                pysam.faidx(self.path, *args)
-                self._fasta = pysam.FastaFile(
-                    self.path, filepath_index=fai, filepath_index_compressed=gzi if bgzf else None
-                )
-        except (OSError, ValueError, pysam.SamtoolsError) as exc:
+            self._fasta = pysam.FastaFile(
+                prepared.path, filepath_index=prepared.fai, filepath_index_compressed=prepared.gzi
+            )
+        except (OSError, ValueError) as exc:
             self.close()
             raise FastaError(f"{self.path}: not a readable FASTA file ({exc})") from exc
         finally:
             pysam.set_verbosity(old)
         self.lengths: dict[str, int] = dict(zip(self._fasta.references, self._fasta.lengths, strict=True))
         self.order: dict[str, int] = {name: i for i, name in enumerate(self._fasta.references)}
-        self._resolved: dict[str, tuple[str | None, str | None]] = {}
+        self.resolver = ContigResolver(self.lengths, table)
 
     def __enter__(self) -> Reference:
         return self
@@ -495,33 +469,17 @@ class Reference:
         if fasta is not None:
             fasta.close()
             self._fasta = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        self._prepared = None  # a temporary copy is removed once nothing holds it
 
     def resolve(self, name: str) -> tuple[str | None, str | None]:
-        """``(FASTA contig, message)`` for a VCF contig name.
+        """``(FASTA contig, message)`` for a VCF contig name (see :class:`ContigResolver`).
 
-        An exact match gives ``(name, None)``. Otherwise ``chr``-prefix and mitochondrial
-        (``chrM``/``MT``) spellings are tried: exactly one hit gives ``(hit, note)`` where the note
-        says which name was used; none or several give ``(None, reason)``.
+        An exact match gives ``(name, None)``; a rename or a unique alias gives ``(contig, note)``
+        where the note says which contig was used; no match or an ambiguous one gives
+        ``(None, reason)``.
         """
-        cached = self._resolved.get(name)
-        if cached is not None:
-            return cached
-        if name in self.lengths:
-            out: tuple[str | None, str | None] = (name, None)
-        else:
-            hits = [a for a in _contig_aliases(name) if a in self.lengths]
-            if len(hits) == 1:
-                out = (hits[0], f"VCF contig {name!r} is not in the FASTA; using its contig {hits[0]!r}")
-            elif hits:
-                out = (None, f"contig {name!r} is not in the FASTA and could be any of {hits}")
-            else:
-                shown = ", ".join(list(self.lengths)[:5]) + (", ..." if len(self.lengths) > 5 else "")
-                out = (None, f"contig {name!r} is not in the FASTA (its contigs: {shown})")
-        self._resolved[name] = out
-        return out
+        hit = self.resolver.resolve(name)
+        return hit.contig, hit.message
 
     def fetch(self, contig: str, start: int, end: int) -> str:
         """Upper-cased bases ``[start, end)`` of a FASTA contig, clipped to the contig."""
