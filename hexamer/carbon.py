@@ -26,6 +26,7 @@ from hexamer.model.cpu import use_cpu_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
 from hexamer.tokenizer.dna import encode_dna, oov_bases
 from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
+from hexamer.validate import check_generation_fits, parse_device
 
 if TYPE_CHECKING:
     from hexamer.engine.speculative import SpecStats
@@ -128,9 +129,7 @@ class Carbon:
         ``native=True`` fails loudly where the kernel is unavailable, ``onednn=True`` picks oneDNN.
         """
         folder = resolve_model_dir(name_or_path, revision=revision)
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        device = torch.device(device)
+        device = parse_device(device)  # None: cuda when present
         if dtype == "auto" and device.type == "cpu":
             dtype = torch.float32
         model, _ = load_model(folder, dtype=dtype, device=device)
@@ -213,8 +212,9 @@ class Carbon:
             else f"{prefix}{OPEN_TAG}{text}"
         )
         p = self._prompt(full, index)
-        req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
         try:
+            check_generation_fits(len(p.ids), len(p.forced), params, self.layout.k, self.engine.max_len)
+            req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
             self.engine.check(req)
         except ValueError as exc:
             raise ValueError(f"prompt {index}: {exc}") from None

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from hexamer.cli.app import app, console, err_console
+from hexamer.cli.checks import (
+    MAX_BATCH_SIZE,
+    MAX_TOKEN_BUDGET,
+    MAX_TOP_N,
+    THREADS_MAX,
+    check_choice,
+    check_output,
+    check_runtime,
+    is_stdio,
+)
 from hexamer.cli.jobs import _progress, load_carbon
 
 
@@ -45,16 +57,24 @@ def connect_server(
 
 @app.command()
 def vep(
-    vcf: Annotated[Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain or bgzipped.")],
-    fasta: Annotated[Path, typer.Option("--fasta", help="Reference FASTA (bgzipped + indexed, or plain).")],
+    vcf: Annotated[
+        Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain, gzip or bgzip; - reads standard input.")
+    ],
+    fasta: Annotated[
+        Path,
+        typer.Option("--fasta", help="Reference FASTA: plain, bgzip (indexed or not) or plain gzip."),
+    ],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help=".vcf, .vcf.gz, .bcf, .parquet, .tsv, .csv or .jsonl")
+        Path,
+        typer.Option(
+            "--out", "-o", help=".vcf, .vcf.gz, .bcf, .parquet, .tsv, .csv or .jsonl; - writes VCF to stdout."
+        ),
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     recipe: Annotated[
         str, typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt).")
     ] = "window",
-    window: Annotated[int, typer.Option(help="Window recipe: bp centred on the variant.")] = 8192,
+    window: Annotated[int, typer.Option(min=1, help="Window recipe: bp centred on the variant.")] = 8192,
     window_grid: Annotated[
         int,
         typer.Option(
@@ -66,15 +86,16 @@ def vep(
     rc_average: Annotated[
         bool, typer.Option("--rc-average", help="Average with the reverse complement.")
     ] = False,
-    context: Annotated[int, typer.Option(help="Next-base recipe: left context in bp.")] = 24576,
+    context: Annotated[int, typer.Option(min=1, help="Next-base recipe: left context in bp.")] = 24576,
     context_grid: Annotated[
-        int, typer.Option(help="Next-base: contexts start on this grid (6 = fixed length).")
+        int, typer.Option(min=1, help="Next-base: contexts start on this grid (6 = fixed length).")
     ] = 6144,
-    batch_size: Annotated[int, typer.Option(min=1)] = 8,
+    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
     token_budget: Annotated[
         int | None,
         typer.Option(
             min=1,
+            max=MAX_TOKEN_BUDGET,
             help="Most padded tokens per forward (default: 4096 on CPU, 16384 on GPU). Part of a job's "
             "settings: --resume needs the value the run started with.",
         ),
@@ -85,7 +106,8 @@ def vep(
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="CPU threads for PyTorch (default: all cores).")
+        int | None,
+        typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
     ] = None,
     plot: Annotated[
         Path | None,
@@ -102,65 +124,119 @@ def vep(
         str | None, typer.Option(help="--server: local Carbon folder or hub id to tokenise with.")
     ] = None,
     top_n: Annotated[
-        int | None, typer.Option(min=1, help="--server: log-probabilities per position.")
+        int | None, typer.Option(min=1, max=MAX_TOP_N, help="--server: log-probabilities per position.")
+    ] = None,
+    rename_chrs: Annotated[
+        Path | None,
+        typer.Option(
+            "--rename-chrs",
+            help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
+        ),
     ] = None,
 ) -> None:
-    """Score every variant of a VCF (every record appears in the output, with a status)."""
-    from hexamer.vep import FastaError, VcfInputError
-    from hexamer.vep.resume import ResumeError, run_vep
+    """Score every variant of a VCF (every record appears in the output, with a status).
 
+    Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
+    does not have."""
+    from hexamer.io.stdio import copy_to_stdout, spool_stdin
+    from hexamer.vep import FastaError, VcfInputError
+    from hexamer.vep.output import output_kind
+    from hexamer.vep.recipes import RECIPES
+    from hexamer.vep.resume import ResumeError, run_vep
+    from hexamer.vep.variants import Reference, survey_contigs
+
+    check_runtime(dtype=dtype, device=device, threads=threads)
+    check_choice("--recipe", recipe, RECIPES)
+    if is_stdio(out) and resume:
+        raise typer.BadParameter("--resume needs an output file, not - (standard output)")
+    if is_stdio(vcf) and resume:
+        raise typer.BadParameter("--resume needs a VCF file, not - (standard input)")
+    if not is_stdio(out):
+        check_output("--out", out, output_kind)
     set_threads(threads)
     if plot is not None:
         check_plot_path(plot)
     if server is not None and model is not None:
         raise typer.BadParameter("give --model (local) or --server (remote), not both")
-    carbon = (
-        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
-        if server is not None
-        else load_carbon(model, dtype, device, batch_size)
-    )
-    try:
-        with _progress() as progress:
-            task = progress.add_task("scoring variants", total=None, rate="")
-
-            def tick(n: int) -> None:
-                elapsed = progress.tasks[task].elapsed or 1e-9
-                done = progress.tasks[task].completed + n
-                progress.update(task, advance=n, rate=f"{done / elapsed:,.1f} variants/s")
-
-            result = run_vep(
-                carbon,
-                vcf,
-                fasta,
-                out,
-                resume=resume,
-                on_progress=tick,
-                on_note=lambda msg: err_console.print(f"[yellow]{msg}[/yellow]"),
-                recipe=recipe,
-                window=window,
-                window_grid=window_grid,
-                rc_average=rc_average,
-                context=context,
-                context_grid=context_grid,
-                batch_size=batch_size,
-                token_budget=token_budget,
+    out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
+        target = tmp / "stdout.vcf" if is_stdio(out) else out
+        try:
+            if is_stdio(vcf):
+                vcf = tmp / "stdin.vcf"
+                spool_stdin(vcf)
+            reference = stack.enter_context(Reference(fasta, renames=rename_chrs))
+            survey = survey_contigs(vcf, reference)
+        except (VcfInputError, FastaError, ValueError) as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        for line in ([reference.note] if reference.note else []) + survey.notes():
+            err_console.print(f"[yellow]{line}[/yellow]")
+        if survey.mostly_unmatched():
+            err_console.print(
+                f"[yellow]{survey.n_unmatched} of {survey.n_records} records name a contig the FASTA "
+                "does not have: they will be skipped[/yellow]"
             )
-    except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    finally:
-        if server is not None:
-            carbon.close()
-    counts = ", ".join(f"{k}: {v}" for k, v in sorted(result.status_counts.items()))
-    console.print(f"wrote {result.output} ({result.n_rows} rows; {counts})")
-    if plot is not None:
-        if not result.scores:
-            err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
-            return
-        from hexamer import plots
+        known = {r.message for r in survey.resolutions.values()}  # said above: not again per contig
+        carbon = (
+            connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+            if server is not None
+            else load_carbon(model, dtype, device, batch_size)
+        )
+        try:
+            with _progress() as progress:
+                task = progress.add_task("scoring variants", total=None, rate="")
 
-        drawn = plots.plot_score_hist(plot, result.scores, result.kinds)
-        console.print(f"wrote {plot} ({drawn})")
+                def tick(n: int) -> None:
+                    elapsed = progress.tasks[task].elapsed or 1e-9
+                    done = progress.tasks[task].completed + n
+                    progress.update(task, advance=n, rate=f"{done / elapsed:,.1f} variants/s")
+
+                def note(msg: str) -> None:
+                    if msg not in known:
+                        err_console.print(f"[yellow]{msg}[/yellow]")
+
+                result = run_vep(
+                    carbon,
+                    vcf,
+                    fasta,
+                    target,
+                    resume=resume,
+                    on_progress=tick,
+                    on_note=note,
+                    renames=reference.resolver.renames,
+                    recipe=recipe,
+                    window=window,
+                    window_grid=window_grid,
+                    rc_average=rc_average,
+                    context=context,
+                    context_grid=context_grid,
+                    batch_size=batch_size,
+                    token_budget=token_budget,
+                )
+        except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        finally:
+            if server is not None:
+                carbon.close()
+        if is_stdio(out):
+            copy_to_stdout(target)
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(result.status_counts.items()))
+    shown = "standard output" if is_stdio(out) else result.output
+    out_info.print(f"wrote {shown} ({result.n_rows} rows; {counts})")
+    if plot is not None:
+        if result.scores:
+            from hexamer import plots
+
+            drawn = plots.plot_score_hist(plot, result.scores, result.kinds)
+            out_info.print(f"wrote {plot} ({drawn})")
+        else:
+            err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
+    if survey.mostly_unmatched():
+        err_console.print(f"[red]error:[/red] {survey.summary()}")
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -13,6 +13,8 @@ from typing import Literal
 
 import numpy as np
 
+from hexamer.validate import check_seed
+
 # IUPAC nucleotide codes -> allowed bases
 IUPAC: dict[str, str] = {
     "A": "A", "C": "C", "G": "G", "T": "T", "U": "T",
@@ -111,8 +113,8 @@ class SamplingParams:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.seed is not None:
+            check_seed(self.seed)
         if self.stop_at_end_tag and self.mode != "token":
             raise ValueError("stop_at_end_tag needs mode='token' (bp mode always emits bases)")
         if self.mask is not None:

@@ -25,13 +25,13 @@ import gzip
 import io
 import os
 import re
-import shutil
-import sys
 import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Literal, NamedTuple
+
+from hexamer.io.stdio import spool_stdin
 
 __all__ = [
     "IUPAC_CODES",
@@ -228,14 +228,9 @@ def _validated(raw: Iterator[_Raw], display: str, on_error: OnError) -> Iterator
 def _open_stdin(fmt: str) -> Iterator[_Raw]:
     """Spool stdin to a temp file (pysam and pyarrow need a real file), open it, unlink it."""
     fd, tmp = tempfile.mkstemp(prefix="hexamer-stdin-")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as out:
-            source = getattr(sys.stdin, "buffer", None)
-            if source is not None:
-                shutil.copyfileobj(source, out)
-            else:  # a text stream without a binary buffer (e.g. io.StringIO in tests)
-                for chunk in iter(lambda: sys.stdin.read(1 << 20), ""):
-                    out.write(chunk.encode("utf-8"))
+        spool_stdin(tmp)
         # The opened handles keep the data readable after the name is gone (POSIX).
         return _open_raw(tmp, "<stdin>", fmt)
     finally:

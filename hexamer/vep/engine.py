@@ -684,6 +684,7 @@ def score_variants(
     naive: bool = False,
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    renames: PathLike | Mapping[str, str] | None = None,
 ) -> Iterator[Row]:
     """Score every ALT allele of every record of a VCF/BCF against a reference FASTA.
 
@@ -694,7 +695,8 @@ def score_variants(
     :mod:`hexamer.vep.recipes`). ``naive=True`` computes the same scores the slow, obvious way (one
     full forward per window or per ALT), for tests and benchmarks. ``on_progress(n)`` is called
     with the number of rows each finished unit produced; ``on_note(message)`` receives notes such
-    as contig renames (default: a :class:`ContigRenameWarning`). A bad file raises at the call.
+    as contig renames (default: a :class:`ContigRenameWarning`). ``renames`` maps VCF contig
+    names to FASTA ones (a bcftools ``--rename-chrs`` file or a dict). A bad file raises at the call.
     """
     settings = VepSettings(
         recipe=recipe,
@@ -707,7 +709,7 @@ def score_variants(
         token_budget=token_budget,
         block_records=block_records,
     ).checked(carbon)
-    reference = Reference(fasta)
+    reference = Reference(fasta, renames=renames)
     try:
         blocks = iter_blocks(
             carbon, vcf, reference, settings, naive=naive, on_progress=on_progress, on_note=on_note

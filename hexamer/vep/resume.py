@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from hexamer.io import TableWriter, atomic_path
+from hexamer.io.contigs import read_rename_file
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, iter_blocks
 from hexamer.vep.output import VcfWriteResult, output_kind, row_schema, write_vep_output
 from hexamer.vep.variants import Reference
@@ -431,6 +432,7 @@ def run_vep(
     checkpoint_seconds: float = 60.0,
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    renames: PathLike | Mapping[str, str] | None = None,
     **settings: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` (annotated VCF/BCF or a table, by extension) with checkpoints.
@@ -439,7 +441,8 @@ def run_vep(
     ``context``, ``context_grid``, ``rc_average``, ``batch_size``, ...). Finished rows are
     checkpointed every ``checkpoint_rows`` rows or ``checkpoint_seconds``, whichever comes first.
     Without ``resume`` an old sidecar is discarded and the job starts over; with it, the job
-    continues from the sidecar (or starts over when there is none).
+    continues from the sidecar (or starts over when there is none). ``renames`` maps VCF contig
+    names to FASTA ones (a bcftools ``--rename-chrs`` file or a dict).
     """
     out = Path(output)
     output_kind(out)  # an unsupported extension fails now, not after hours of scoring
@@ -454,6 +457,9 @@ def run_vep(
         "model": model_fingerprint(carbon),
         "output": out.name,
     }
+    renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
+    if renames:  # which records are scored depends on it
+        meta["renames"] = dict(sorted(renames.items()))
     side = sidecar_dir(out)
     chunks = _Chunks(side)
     done = _DoneKeys()
@@ -484,7 +490,7 @@ def run_vep(
     n_resumed = len(done)
     pending: list[Row] = []
     last_flush = time.monotonic()
-    with Reference(fasta) as reference:
+    with Reference(fasta, renames=renames) as reference:
         for units in iter_blocks(
             carbon,
             vcf,

@@ -1,0 +1,85 @@
+"""Option checks that run before a command loads a model or reads its input.
+
+Static ranges live in the option declarations (``min=``/``max=``, bounds below); what needs code
+(a device that must exist, an output extension, a choice) is checked here and reported as a typer
+``BadParameter`` naming the option, with the message of :mod:`hexamer.validate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import typer
+
+from hexamer.io.stdio import STDIO
+from hexamer.validate import SEED_MIN, check_dtype, check_threads, max_threads, parse_device
+
+__all__ = [
+    "MAX_BATCH_SIZE",
+    "MAX_TOKEN_BUDGET",
+    "MAX_TOP_N",
+    "SEED_MAX_CLI",
+    "SEED_MIN",
+    "THREADS_MAX",
+    "check_choice",
+    "check_output",
+    "check_runtime",
+    "is_stdio",
+]
+
+#: Sequences or windows per forward: far past any GPU's memory, well short of an overflow.
+MAX_BATCH_SIZE = 65_536
+#: Padded tokens per forward (the GPU default is 16,384).
+MAX_TOKEN_BUDGET = 1 << 20
+#: Log-probabilities per position a server can return: every 6-mer.
+MAX_TOP_N = 4**6
+#: Largest ``--seed``: record i uses seed + i, which must stay within torch's 64-bit range.
+SEED_MAX_CLI = 2**63 - 1
+#: Largest ``--threads``: this machine's CPU cores.
+THREADS_MAX = max_threads()
+
+
+def _bad(option: str, exc: Exception | str) -> typer.BadParameter:
+    return typer.BadParameter(str(exc), param_hint=f"'{option}'")
+
+
+def check_runtime(*, dtype: str | None = None, device: str | None = None, threads: int | None = None) -> None:
+    """``--dtype``, ``--device`` and ``--threads`` (each when given)."""
+    try:
+        if dtype is not None:
+            check_dtype(dtype)
+    except ValueError as exc:
+        raise _bad("--dtype", exc) from None
+    try:
+        if device is not None:
+            parse_device(device)
+    except ValueError as exc:
+        raise _bad("--device", exc) from None
+    try:
+        if threads is not None:
+            check_threads(threads)
+    except ValueError as exc:
+        raise _bad("--threads", exc) from None
+
+
+def check_choice(option: str, value: str, choices: Iterable[str]) -> None:
+    choices = tuple(choices)
+    if value not in choices:
+        raise _bad(option, f"must be one of {', '.join(choices)}, got {value!r}")
+
+
+def check_output(option: str, path: Path, check: object) -> None:
+    """Run ``check(path)`` (a library function that raises ValueError on an unsupported name) and
+    require the output folder to exist: both fail now, not after the work."""
+    try:
+        check(path)  # type: ignore[operator]
+    except ValueError as exc:
+        raise _bad(option, exc) from None
+    if not path.parent.is_dir():
+        raise _bad(option, f"folder {str(path.parent)!r} does not exist")
+
+
+def is_stdio(path: Path | str | None) -> bool:
+    """Whether a path option is ``-`` (standard input or output)."""
+    return path is not None and str(path) == STDIO

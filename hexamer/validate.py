@@ -1,0 +1,112 @@
+"""Range checks on numbers and names a user passes, shared by the Python API and the CLI.
+
+Each check raises ``ValueError`` with a message that names the value and the accepted range, before
+anything is allocated or loaded: ``torch.set_num_threads(100000)`` kills the process, a seed past
+64 bits fails deep inside ``torch.Generator``, ``max_bp=10**12`` asks numpy for terabytes before
+the context check, and ``torch.device("tpu:7")`` lists twenty device types hexamer cannot use.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from hexamer.engine.params import SamplingParams
+
+__all__ = [
+    "DTYPES",
+    "SEED_MAX",
+    "SEED_MIN",
+    "check_dtype",
+    "check_generation_fits",
+    "check_seed",
+    "check_threads",
+    "max_threads",
+    "parse_device",
+]
+
+#: Seeds ``torch.Generator.manual_seed`` takes: signed or unsigned 64-bit.
+SEED_MIN = -(2**63)
+SEED_MAX = 2**64 - 1
+#: ``dtype`` names the model loader understands.
+DTYPES = ("auto", "float32", "bfloat16", "float16", "fp32", "bf16", "fp16", "half")
+#: Device types hexamer runs on.
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
+def check_seed(seed: int, *, name: str = "seed") -> None:
+    """A seed must be an integer that ``torch.Generator.manual_seed`` accepts."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"{name} must be an integer, got {seed!r}")
+    if not SEED_MIN <= seed <= SEED_MAX:
+        raise ValueError(f"{name} must lie in [-2**63, 2**64 - 1] (64 bits), got {seed}")
+
+
+def max_threads() -> int:
+    """The most PyTorch threads worth asking for: the CPU cores of this machine."""
+    return os.cpu_count() or 1
+
+
+def check_threads(threads: int, *, name: str = "threads") -> None:
+    """At least 1 and at most :func:`max_threads` (more only slows PyTorch down; far more crashes it)."""
+    limit = max_threads()
+    if not 1 <= threads <= limit:
+        raise ValueError(f"{name} must lie in [1, {limit}] (this machine's CPU cores), got {threads}")
+
+
+def check_dtype(dtype: str, *, name: str = "dtype") -> None:
+    if dtype not in DTYPES:
+        raise ValueError(f"{name} must be one of {', '.join(DTYPES)}, got {dtype!r}")
+
+
+def parse_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a ``torch.device`` this machine has (None: cuda when present, else cpu).
+
+    Refuses unknown or unusable types (``tpu``, ``meta``), a CUDA index past the devices present,
+    and CUDA or MPS on a machine without them, each with a message that says what exists.
+    """
+    import torch
+
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(
+            f"unknown device {str(device)!r}: use cpu, cuda, cuda:N (N = GPU index) or mps"
+        ) from None
+    if dev.type not in DEVICE_TYPES:
+        raise ValueError(f"device {str(device)!r}: hexamer runs on {', '.join(DEVICE_TYPES)}, not {dev.type}")
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ValueError(f"device {str(device)!r}: no CUDA GPU is available on this machine (use cpu)")
+        if dev.index is not None and dev.index >= n:
+            raise ValueError(
+                f"device {str(device)!r}: this machine has {n} CUDA GPU(s), cuda:0..cuda:{n - 1}"
+            )
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {str(device)!r}: MPS is not available on this machine (use cpu)")
+    if dev.type == "cpu" and dev.index not in (None, 0):
+        raise ValueError(f"device {str(device)!r}: the CPU has no index (use cpu)")
+    return dev
+
+
+def check_generation_fits(
+    prompt_tokens: int, n_forced: int, params: SamplingParams, k: int, context: int
+) -> None:
+    """A generation request must fit the model's context, checked before its per-base constraint
+    table (``max_bp`` x 4 booleans) is allocated: ``ceil((n_forced + max_bp) / k)`` new tokens, or
+    ``max_new_tokens``, plus the prompt."""
+    max_bp = params.max_bp
+    n_tokens = -(-(n_forced + max_bp) // k) if max_bp is not None else int(params.max_new_tokens or 0)
+    if prompt_tokens + n_tokens > context:
+        new = f"{n_tokens} new tokens" + (f" ({max_bp} bp)" if max_bp is not None else "")
+        room = max(0, context - prompt_tokens)
+        raise ValueError(
+            f"prompt of {prompt_tokens} tokens + {new} = {prompt_tokens + n_tokens} exceeds the model's "
+            f"context of {context} tokens (at most {max(0, room * k - n_forced)} new bp after this prompt)"
+        )
