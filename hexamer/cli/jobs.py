@@ -21,6 +21,15 @@ from rich.progress import (
 )
 
 from hexamer.cli.app import app, console, err_console, resolve_model
+from hexamer.cli.checks import (
+    MAX_BATCH_SIZE,
+    SEED_MAX_CLI,
+    SEED_MIN,
+    check_choice,
+    check_output,
+    check_runtime,
+    is_stdio,
+)
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -92,9 +101,7 @@ class _Output:
         self.path = path
         self.fasta: list[tuple[str, str, str]] = []
         self.table: TableWriter | None = None
-        self.is_fasta = path is None or path.name.lower().endswith(
-            (".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")
-        )
+        self.is_fasta = path is None or is_fasta_name(path)
         if path is not None and not self.is_fasta:
             self.table = TableWriter(path)
 
@@ -122,6 +129,30 @@ class _Output:
             self.table.abort()
 
 
+def is_fasta_name(path: Path) -> bool:
+    return path.name.lower().endswith(_FASTA_SUFFIXES)
+
+
+_FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")
+
+
+def _check_generate_output(path: Path) -> None:
+    """``generate -o``: FASTA or a table, by extension."""
+    if not is_fasta_name(path):
+        from hexamer.io import table_format
+
+        table_format(path)
+
+
+def _check_score_output(path: Path) -> None:
+    """``score -o``: a table (scores are no sequences)."""
+    from hexamer.io import table_format
+
+    if is_fasta_name(path):
+        raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
+    table_format(path)
+
+
 def _report(bad: list[str]) -> None:
     for line in bad[:20]:
         err_console.print(f"[yellow]skipped[/yellow] {line}")
@@ -140,7 +171,9 @@ def generate(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help=".fa/.fasta(.gz), .tsv, .csv, .jsonl or .parquet; default: FASTA on stdout."
+            "--out",
+            "-o",
+            help=".fa/.fasta(.gz), .tsv, .csv, .jsonl or .parquet; default (or -): FASTA on stdout.",
         ),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
@@ -148,12 +181,17 @@ def generate(
     mode: Annotated[str, typer.Option(help="bp (FNS, base by base) or token (whole 6-mers).")] = "bp",
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy.")] = 1.0,
     top_p: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
-    seed: Annotated[int | None, typer.Option(help="Record i uses seed + i (its index in the input).")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(min=SEED_MIN, max=SEED_MAX_CLI, help="Record i uses seed + i (its index in the input)."),
+    ] = None,
     mask: Annotated[
         str | None, typer.Option(help="IUPAC mask over the first new bases, e.g. NNNATGNNN.")
     ] = None,
     prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.")] = "",
-    batch_size: Annotated[int, typer.Option(min=1, help="Sequences decoded together.")] = 16,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Sequences decoded together.")
+    ] = 16,
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[
         str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda when present).")
@@ -167,6 +205,12 @@ def generate(
     ] = "auto",
 ) -> None:
     """Continue DNA prompts with the model (exact base counts, bp or token level)."""
+    check_runtime(dtype=dtype, device=device)
+    check_choice("--mode", mode, ("bp", "token"))
+    if is_stdio(out):
+        out = None
+    if out is not None:
+        check_output("--out", out, _check_generate_output)
     carbon = load_carbon(model, dtype, device, batch_size)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
@@ -291,7 +335,7 @@ def score(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help=".tsv, .csv, .jsonl or .parquet; default: TSV on stdout."),
+        typer.Option("--out", "-o", help=".tsv, .csv, .jsonl or .parquet; default (or -): TSV on stdout."),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     level: Annotated[str, typer.Option(help="bp (mean per-base log-likelihood) or token.")] = "bp",
@@ -302,19 +346,20 @@ def score(
     per_base: Annotated[
         bool, typer.Option("--per-base", help="Also write per-base log-probabilities.")
     ] = False,
-    batch_size: Annotated[int, typer.Option(min=1)] = 16,
+    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level)."""
     from hexamer.io import BadRecord, normalize_sequence
 
-    if level not in ("bp", "token"):
-        raise typer.BadParameter("--level must be bp or token")
-    if method not in ("fns", "exact"):
-        raise typer.BadParameter("--method must be fns or exact")
-    if out is not None and out.name.lower().endswith((".fa", ".fasta", ".fa.gz", ".fasta.gz")):
-        raise typer.BadParameter("scores are a table: use .tsv, .csv, .jsonl or .parquet")
+    check_choice("--level", level, ("bp", "token"))
+    check_choice("--method", method, ("fns", "exact"))
+    check_runtime(dtype=dtype, device=device)
+    if is_stdio(out):
+        out = None
+    if out is not None:
+        check_output("--out", out, _check_score_output)  # before scoring, not after
     carbon = load_carbon(model, dtype, device, batch_size)
     output = _Output(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []

@@ -241,7 +241,9 @@ def vep(
 
 @app.command()
 def embed(
-    input_file: Annotated[Path, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet.")],
+    input_file: Annotated[
+        Path, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet; - reads FASTA from stdin.")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help=".parquet, or .npy (+ .ids.txt)")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     pool: Annotated[
@@ -251,23 +253,25 @@ def embed(
         int, typer.Option(help="Hidden layer; negative counts from the end (-1 = final norm).")
     ] = -1,
     max_tokens: Annotated[
-        int | None, typer.Option(help="Chunk length in tokens (default: the context).")
+        int | None, typer.Option(min=1, help="Chunk length in tokens (default: the context).")
     ] = None,
-    chunk_overlap: Annotated[int | None, typer.Option(help="Overlap between chunks, bp.")] = None,
+    chunk_overlap: Annotated[int | None, typer.Option(min=0, help="Overlap between chunks, bp.")] = None,
     prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>.")] = "",
-    batch_size: Annotated[int, typer.Option(min=1)] = 8,
+    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="CPU threads for PyTorch (default: all cores).")
+        int | None,
+        typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
     ] = None,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
     from hexamer.embed import embed_sequences, write_embeddings
     from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
 
-    if pool not in ("mean", "last", "sep"):
-        raise typer.BadParameter("--pool must be mean, last or sep")
+    check_choice("--pool", pool, ("mean", "last", "sep"))
+    check_runtime(dtype=dtype, device=device, threads=threads)
+    check_output("--out", out, _check_embedding_output)
     set_threads(threads)
     carbon = load_carbon(model, dtype, device, batch_size)
     errors: dict[str, str] = {}
@@ -308,6 +312,13 @@ def embed(
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     console.print(f"wrote {out} ({n} records, {len(errors)} without a vector)")
+
+
+def _check_embedding_output(path: Path) -> None:
+    from hexamer.embed.writers import EMBEDDING_FORMATS
+
+    if not path.name.lower().endswith(tuple(EMBEDDING_FORMATS)):
+        raise ValueError(f"embeddings are written as {' or '.join(EMBEDDING_FORMATS)}, got {path.name!r}")
 
 
 @app.command()

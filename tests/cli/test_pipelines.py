@@ -145,3 +145,67 @@ def test_vep_unreadable_fields_fail_one_row_each(tiny_folder: Path, tmp_path: Pa
     assert [r["status"] for r in rows] == ["ok", "failed", "failed", "failed", "ref_mismatch", "ok"]
     assert "line 5: POS 9223372036854775808" in rows[1]["reason"]
     assert "line 7: ID" in rows[3]["reason"] and "0xff" in rows[3]["reason"]
+
+
+def _vep(tiny_folder: Path, vcf: str, fasta: Path, out: str, *extra: str, stdin: bytes | None = None):
+    args = ["vep", "-m", str(tiny_folder), "--vcf", vcf, "--fasta", str(fasta), "--window", "600", "-o", out]
+    return runner.invoke(app, [*args, *extra], input=stdin)
+
+
+def test_vep_real_saureus_vcf_against_its_ncbi_plain_gzip_fasta(tiny_folder: Path, tmp_path: Path) -> None:
+    """The RN4220 VCF says NC_007795, the NCTC 8325 FASTA (plain gzip) gi|88193823|ref|NC_007795.1|:
+    once every record was skipped with exit status 0; now the alias is used and noted."""
+    out = tmp_path / "s.parquet"
+    result = _vep(
+        tiny_folder, str(DATA / "saureus_rn4220.vcf"), DATA / "saureus_nctc8325_slice.fa.gz", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(out).to_pylist()
+    assert [(r["chrom"], r["pos"], r["status"]) for r in rows] == [
+        ("NC_007795", 22181, "ok"),
+        ("NC_007795", 33961, "ok"),
+        ("NC_007795", 47652, "ok"),
+    ]
+
+
+def test_vep_mostly_missing_contigs_write_everything_then_exit_1(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "s.tsv"
+    result = _vep(tiny_folder, str(DATA / "saureus_rn4220.vcf"), DATA / "chr20_slice.fa.gz", str(out))
+    assert result.exit_code == 1, result.output
+    lines = out.read_text().splitlines()
+    assert len(lines) == 4 and all("\tskipped\t" in line for line in lines[1:])  # complete output
+    # a few missing contigs among found ones is no error
+    result = _vep(tiny_folder, str(DATA / "edge_cases.vcf"), DATA / "chr20_slice.fa.gz", str(out))
+    assert result.exit_code == 0, result.output
+
+
+def test_vep_rename_chrs(tiny_folder: Path, tmp_path: Path) -> None:
+    """bcftools --rename-chrs: two columns, old (VCF) then new (FASTA)."""
+    import gzip
+
+    text = gzip.decompress((DATA / "saureus_nctc8325_slice.fa.gz").read_bytes()).decode()
+    fasta = tmp_path / "staph.fa"
+    fasta.write_text(">staph\n" + text.split("\n", 1)[1])
+    out = tmp_path / "s.tsv"
+    vcf = str(DATA / "saureus_rn4220.vcf")
+    assert _vep(tiny_folder, vcf, fasta, str(out)).exit_code == 1  # no alias relates the names
+    names = tmp_path / "names.txt"
+    names.write_text("NC_007795 staph\n")
+    result = _vep(tiny_folder, vcf, fasta, str(out), "--rename-chrs", str(names))
+    assert result.exit_code == 0, result.output
+    assert [line.split("\t")[10] for line in out.read_text().splitlines()[1:]] == ["ok"] * 3
+    names.write_text("NC_007795\n")
+    result = _vep(tiny_folder, vcf, fasta, str(out), "--rename-chrs", str(names))
+    assert result.exit_code == 2
+
+
+def test_vep_stdin_to_stdout(tiny_folder: Path, tmp_path: Path) -> None:
+    """`--vcf -` reads standard input and `-o -` writes the annotated VCF to standard output."""
+    vcf = (DATA / "chr20_slice.vcf").read_bytes()
+    result = _vep(tiny_folder, "-", DATA / "chr20_slice.fa.gz", "-", stdin=vcf)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("##fileformat=VCF")
+    body = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert len(body) == 9 and all("HEXAMER_STATUS=" in line for line in body)
+    result = _vep(tiny_folder, "-", DATA / "chr20_slice.fa.gz", "-", "--resume", stdin=vcf)
+    assert result.exit_code == 2

@@ -1,0 +1,91 @@
+"""Every numeric and choice option of vep/score/embed/generate is checked before any work starts.
+
+The commands run with ``standalone_mode=False`` so the option error comes back as the exception
+itself (its unwrapped message), and with a model path that does not exist: an error about the
+model would mean the option was checked too late.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hexamer.cli import app
+from hexamer.cli.checks import THREADS_MAX
+
+runner = CliRunner()
+DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
+NO_MODEL = ["-m", "/nonexistent/model"]
+VEP = [
+    "vep",
+    *NO_MODEL,
+    "--vcf",
+    str(DATA / "saureus_rn4220.vcf"),
+    "--fasta",
+    str(DATA / "chr20_slice.fa.gz"),
+]
+SCORE = ["score", *NO_MODEL, "ACGTACGT"]
+GENERATE = ["generate", *NO_MODEL, "ACGTACGT"]
+EMBED = ["embed", *NO_MODEL, "-i", str(DATA / "saureus_nctc8325_slice.fa.gz")]
+
+CASES = [
+    # vep
+    ([*VEP, "-o", "x.docx"], "--out"),
+    ([*VEP, "-o", "/nonexistent/folder/x.tsv"], "--out"),
+    ([*VEP, "-o", "x.tsv", "--threads", str(THREADS_MAX + 1)], "--threads"),
+    ([*VEP, "-o", "x.tsv", "--threads", "100000"], "--threads"),
+    ([*VEP, "-o", "x.tsv", "--threads", "0"], "--threads"),
+    ([*VEP, "-o", "x.tsv", "--device", "tpu:7"], "--device"),
+    ([*VEP, "-o", "x.tsv", "--device", "cuda:99"], "--device"),
+    ([*VEP, "-o", "x.tsv", "--dtype", "int8"], "--dtype"),
+    ([*VEP, "-o", "x.tsv", "--recipe", "both"], "--recipe"),
+    ([*VEP, "-o", "x.tsv", "--window", "0"], "--window"),
+    ([*VEP, "-o", "x.tsv", "--window-grid", "0"], "--window-grid"),
+    ([*VEP, "-o", "x.tsv", "--context", "0"], "--context"),
+    ([*VEP, "-o", "x.tsv", "--context-grid", "-6"], "--context-grid"),
+    ([*VEP, "-o", "x.tsv", "--batch-size", "0"], "--batch-size"),
+    ([*VEP, "-o", "x.tsv", "--batch-size", str(10**9)], "--batch-size"),
+    ([*VEP, "-o", "x.tsv", "--token-budget", str(10**9)], "--token-budget"),
+    ([*VEP, "-o", "x.tsv", "--top-n", "0"], "--top-n"),
+    ([*VEP, "-o", "x.tsv", "--top-n", "5000"], "--top-n"),
+    # score
+    ([*SCORE, "-o", "x.docx"], "--out"),
+    ([*SCORE, "-o", "x.fa"], "--out"),
+    ([*SCORE, "--level", "codon"], "--level"),
+    ([*SCORE, "--method", "mc"], "--method"),
+    ([*SCORE, "--batch-size", "0"], "--batch-size"),
+    ([*SCORE, "--device", "tpu:7"], "--device"),
+    ([*SCORE, "--dtype", "float64"], "--dtype"),
+    # generate
+    ([*GENERATE, "--seed", str(2**70)], "--seed"),
+    ([*GENERATE, "--seed", str(-(2**70))], "--seed"),
+    ([*GENERATE, "--device", "tpu:7"], "--device"),
+    ([*GENERATE, "--mode", "text"], "--mode"),
+    ([*GENERATE, "--max-bp", "0"], "--max-bp"),
+    ([*GENERATE, "--temperature", "-1"], "--temperature"),
+    ([*GENERATE, "--top-p", "1.5"], "--top-p"),
+    ([*GENERATE, "--batch-size", str(10**9)], "--batch-size"),
+    ([*GENERATE, "-o", "x.docx"], "--out"),
+    # embed
+    ([*EMBED, "-o", "x.csv"], "--out"),
+    ([*EMBED, "-o", "x.parquet", "--pool", "max"], "--pool"),
+    ([*EMBED, "-o", "x.parquet", "--threads", "100000"], "--threads"),
+    ([*EMBED, "-o", "x.parquet", "--max-tokens", "0"], "--max-tokens"),
+    ([*EMBED, "-o", "x.parquet", "--chunk-overlap", "-1"], "--chunk-overlap"),
+    ([*EMBED, "-o", "x.parquet", "--batch-size", "0"], "--batch-size"),
+    ([*EMBED, "-o", "x.parquet", "--device", "tpu:7"], "--device"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"), CASES, ids=[" ".join(a[3:] if a[0] != "vep" else a[7:]) for a, _ in CASES]
+)
+def test_bad_option_is_refused_before_work(args: list[str], option: str, tmp_path: Path) -> None:
+    args = [str(tmp_path / a) if a in ("x.tsv", "x.parquet") else a for a in args]
+    result = runner.invoke(app, args, standalone_mode=False)
+    exc = result.exception
+    assert exc is not None and type(exc).__name__ == "BadParameter", (result.output, exc)
+    assert exc.format_message().startswith(f"Invalid value for '{option}'"), exc.format_message()  # type: ignore[attr-defined]
+    assert list(tmp_path.iterdir()) == []
