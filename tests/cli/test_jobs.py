@@ -148,3 +148,16 @@ def test_missing_input_file(tiny_folder: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(tmp_path / "nope.fa")])
     assert result.exit_code == 2
     assert "nope.fa" in result.output
+
+
+def test_score_and_generate_read_stdin_and_write_stdout_with_dash(tiny_folder: Path) -> None:
+    fasta = ">a\nACGTACGTACGTAAAA\n>b\nGGGGCCCCAAAATTTT\n"
+    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", "-", "-o", "-"], input=fasta)
+    assert result.exit_code == 0, result.output
+    table = [line.split("\t") for line in result.stdout.splitlines() if "\t" in line]
+    assert table[0][:2] == ["id", "status"] and [row[:2] for row in table[1:]] == [["a", "ok"], ["b", "ok"]]
+    args = ["generate", "-m", str(tiny_folder), "-i", "-", "-o", "-", "--max-bp", "12", "--seed", "1"]
+    result = runner.invoke(app, args, input=">p\nACGTACGTACGT\n")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line.startswith(">") or set(line) <= set("ACGT")]
+    assert lines[-2] == ">p" and len(lines[-1]) == 12
