@@ -32,8 +32,8 @@ __all__ = [
 MAX_BATCH_SIZE = 65_536
 #: Padded tokens per forward (the GPU default is 16,384).
 MAX_TOKEN_BUDGET = 1 << 20
-#: Log-probabilities per position a server can return: every 6-mer.
-MAX_TOP_N = 4**6
+#: Log-probabilities per position asked of a server: at most a whole vocabulary (Carbon: ~156k ids).
+MAX_TOP_N = 1 << 18
 #: Largest ``--seed``: record i uses seed + i, which must stay within torch's 64-bit range.
 SEED_MAX_CLI = 2**63 - 1
 #: Largest ``--threads``: this machine's CPU cores.
@@ -66,7 +66,7 @@ def check_runtime(*, dtype: str | None = None, device: str | None = None, thread
 def check_choice(option: str, value: str, choices: Iterable[str]) -> None:
     choices = tuple(choices)
     if value not in choices:
-        raise _bad(option, f"must be one of {', '.join(choices)}, got {value!r}")
+        raise _bad(option, f"{option.lstrip('-')} must be one of {', '.join(choices)}, got {value!r}")
 
 
 def check_output(option: str, path: Path, check: object) -> None:
