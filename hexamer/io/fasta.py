@@ -7,10 +7,12 @@ real problem otherwise:
 
 * an index next to the file is used as it is (nothing else is read);
 * otherwise the file is indexed into a private temporary folder, never next to the user's file;
-* plain gzip (UCSC ships ``hg38.fa.gz`` so) and FASTA whose lines within a record differ in length
-  (valid FASTA) are rewritten once, uncompressed with 60 bases per line, into that folder and
-  indexed there. Cost: one pass over the data and the uncompressed size in temporary disk space
-  (``$TMPDIR``; about 3.1 GB for hg38), for as long as the process keeps the file open;
+* plain gzip (UCSC ships ``hg38.fa.gz`` so) is decompressed into that folder and indexed there;
+  a FASTA whose lines within a record differ in length (valid FASTA, which faidx refuses) is
+  checked line by line and rewritten there with 60 bases per line. Cost: the uncompressed size in
+  temporary disk space (``$TMPDIR``; about 3.1 GB for hg38) for as long as the process keeps the
+  file open, and time: about 3 s per 100 Mb for plain gzip (as for indexing an unindexed bgzip
+  file), about 7 s per 100 Mb for a ragged file (2-core machine);
 * a duplicate contig name (which htslib would skip with a warning), a file without a ``>``
   header, a binary file and an empty last record raise :class:`FastaError` naming the line.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -88,57 +91,72 @@ def prepare_fasta(path: PathLike) -> PreparedFasta:
 
 
 def _prepare(display: str) -> PreparedFasta:
-    import pysam
-
     compression = fasta_compression(display)
     fai, gzi = display + ".fai", display + ".gzi"
     if os.path.isfile(fai) and (compression == "none" or (compression == "bgzf" and os.path.isfile(gzi))):
         return PreparedFasta(display, display, fai, gzi if compression == "bgzf" else None)
     tmp = tempfile.TemporaryDirectory(prefix="hexamer-fasta-")
     try:
-        name = os.path.basename(display)
+        source, why = display, None
         if compression == "gzip":
-            return _rewritten(display, tmp, "plain gzip (not BGZF)")
-        fai = os.path.join(tmp.name, name + ".fai")
-        gzi = os.path.join(tmp.name, name + ".gzi")
-        args = ["--fai-idx", fai] + (["--gzi-idx", gzi] if compression == "bgzf" else [])
-        old = pysam.set_verbosity(0)
-        try:
-            with _quiet_stderr():
-                pysam.faidx(display, *args)
-        except pysam.SamtoolsError:
-            return _rewritten(display, tmp, None)
-        finally:
-            pysam.set_verbosity(old)
-        _check_unique_names(display, fai)
-        return PreparedFasta(display, display, fai, gzi if compression == "bgzf" else None, None, tmp)
+            source, why = os.path.join(tmp.name, "decompressed.fa"), "plain gzip (not BGZF)"
+            _gunzip(display, source)
+        fai = os.path.join(tmp.name, os.path.basename(source) + ".fai")
+        gzi = os.path.join(tmp.name, os.path.basename(source) + ".gzi") if compression == "bgzf" else None
+        if not _faidx(source, fai, gzi):
+            return _rewritten(source, display, tmp, why)
+        _check_unique_names(source, display, fai)
+        note = None if source == display else _copy_note(display, why, tmp, source)
+        return PreparedFasta(display, source, fai, gzi, note, tmp)
     except BaseException:
         tmp.cleanup()
         raise
 
 
-def _rewritten(display: str, tmp: tempfile.TemporaryDirectory[str], why: str | None) -> PreparedFasta:
-    """Check ``display`` line by line while writing it uncompressed with even lines, and index that."""
+def _gunzip(display: str, target: str) -> None:
+    try:
+        with gzip.open(display, "rb") as src, open(target, "wb") as out:
+            shutil.copyfileobj(src, out, _CHUNK)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise FastaError(f"{display}: corrupt or truncated gzip data ({exc})") from exc
+
+
+def _faidx(path: str, fai: str, gzi: str | None) -> bool:
+    """Index with htslib; False when it cannot (the caller then finds out why)."""
     import pysam
 
-    copy = os.path.join(tmp.name, "reference.fa")
-    with _open_bytes(display) as src, open(copy, "wb") as out:
-        ragged = _scan(src, display, out)
-    fai = copy + ".fai"
     old = pysam.set_verbosity(0)
     try:
         with _quiet_stderr():
-            pysam.faidx(copy, "--fai-idx", fai)
-    except pysam.SamtoolsError as exc:  # the scan should have named anything htslib refuses
-        raise FastaError(f"{display}: not a readable FASTA file ({exc})") from exc
+            pysam.faidx(path, "--fai-idx", fai, *(["--gzi-idx", gzi] if gzi else []))
+        return True
+    except pysam.SamtoolsError:
+        return False
     finally:
         pysam.set_verbosity(old)
-    reasons = [r for r in (why, "lines of unequal length within a record" if ragged else None) if r]
-    note = (
-        f"{display}: {' and '.join(reasons) or 'not indexable as it is'}: read through an uncompressed "
-        f"copy in {tmp.name} ({os.path.getsize(copy):,} bytes)"
+
+
+def _copy_note(display: str, why: str | None, tmp: tempfile.TemporaryDirectory[str], copy: str) -> str:
+    return (
+        f"{display}: {why or 'not indexable as it is'}: read through an uncompressed copy in {tmp.name} "
+        f"({os.path.getsize(copy):,} bytes)"
     )
-    return PreparedFasta(display, copy, fai, None, note, tmp)
+
+
+def _rewritten(
+    source: str, display: str, tmp: tempfile.TemporaryDirectory[str], why: str | None
+) -> PreparedFasta:
+    """Check ``source`` line by line while writing it uncompressed with even lines, and index that."""
+    copy = os.path.join(tmp.name, "reference.fa")
+    with _open_bytes(source) as src, open(copy, "wb") as out:
+        ragged = _scan(src, display, out)
+    if source != display:
+        os.unlink(source)  # the decompressed copy: the even one replaces it
+    fai = copy + ".fai"
+    if not _faidx(copy, fai, None):  # the scan should have named anything htslib refuses
+        raise FastaError(f"{display}: not a readable FASTA file (htslib cannot index it)")
+    reasons = [r for r in (why, "lines of unequal length within a record" if ragged else None) if r]
+    return PreparedFasta(display, copy, fai, None, _copy_note(display, " and ".join(reasons), tmp, copy), tmp)
 
 
 @contextlib.contextmanager
@@ -259,14 +277,14 @@ def _scan(src: IO[bytes], display: str, out: IO[bytes] | None) -> bool:
     return ragged
 
 
-def _check_unique_names(display: str, fai: str) -> None:
+def _check_unique_names(source: str, display: str, fai: str) -> None:
     """htslib keeps the first of two records with one name and drops the other with a warning:
     count the headers, and name the duplicate when the index has fewer."""
     with open(fai, "rb") as f:
         indexed = sum(1 for _ in f)
     headers = 0
     previous = b"\n"
-    with _open_bytes(display) as src:
+    with _open_bytes(source) as src:
         try:
             for chunk in iter(lambda: src.read(_CHUNK), b""):
                 headers += chunk.count(b"\n>") + (previous[-1:] == b"\n" and chunk[:1] == b">")
@@ -275,6 +293,6 @@ def _check_unique_names(display: str, fai: str) -> None:
             raise FastaError(f"{display}: corrupt or truncated gzip data ({exc})") from exc
     if headers == indexed:
         return
-    with _open_bytes(display) as src:
+    with _open_bytes(source) as src:
         _scan(src, display, None)  # raises, naming the duplicate
     raise FastaError(f"{display}: {headers} header lines but {indexed} indexed contigs")
