@@ -301,6 +301,27 @@ def test_binary_garbage(tmp_path: Path) -> None:
         list(read_sequences(txt))
 
 
+def test_bad_bytes_past_the_sniffed_head(tmp_path: Path) -> None:
+    """Past the first 64 KiB: a NUL byte (pysam would cut the record there without a word) is
+    still refused with its line; a byte that is not UTF-8 is one bad record, the rest are read."""
+    rng = random.Random(5)
+    good = b"".join(b">s%d\n%s\n" % (i, "".join(rng.choices("ACGT", k=60)).encode()) for i in range(2000))
+    nul = tmp_path / "nul.fa.gz"
+    nul.write_bytes(gzip.compress(good + b">bad\nACGT\x00ACGT\n>after\nACGT\n"))
+    with pytest.raises(SequenceInputError, match="line 4002: binary data") as err:
+        read_sequences(nul)
+    assert err.value.line == 4002
+    latin1 = tmp_path / "latin1.fa"
+    latin1.write_bytes(good + b">bad\nAC\xffGT\n>after\nACGT\n")
+    records = list(read_sequences(latin1))
+    assert len(records) == 2002
+    assert (
+        isinstance(records[2000], BadRecord)
+        and "after 's1999': not UTF-8 text (byte 0xff)" in records[2000].reason
+    )
+    assert isinstance(records[2001], SequenceRecord) and records[2001].id == "after"
+
+
 def test_txt_that_is_fasta(tmp_path: Path) -> None:
     path = tmp_path / "in.txt"
     path.write_text(">a\nACGT\n")
