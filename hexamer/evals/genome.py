@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hexamer.evals.task import DatasetSchemaError
+from hexamer.io.contigs import ContigResolver
 
 __all__ = ["REFERENCE_NAMES", "ReferenceGenome", "find_reference"]
 
@@ -47,6 +48,7 @@ class ReferenceGenome:
         self._name: str | None = None
         self._seq = ""
         self._fasta = None
+        self._resolver: ContigResolver | None = None
         if self.is_parquet:
             import pyarrow.parquet as pq
 
@@ -62,11 +64,12 @@ class ReferenceGenome:
 
     def _contig(self, chrom: str) -> str:
         assert self._fasta is not None
-        names = set(self._fasta.references)
-        for name in (f"chr{chrom}", str(chrom), str(chrom).removeprefix("chr")):
-            if name in names:
-                return name
-        raise KeyError(f"chromosome {chrom!r} is not in {self.path}")
+        if self._resolver is None:  # the one contig-name matcher of the project (chr1/1, chrM/MT, ...)
+            self._resolver = ContigResolver(self._fasta.references)
+        hit = self._resolver.resolve(str(chrom))
+        if hit.contig is None:
+            raise KeyError(f"chromosome {chrom!r} is not in {self.path}: {hit.message}")
+        return hit.contig
 
     def _load(self, chrom: str) -> str:
         key = f"chr{chrom}"
