@@ -207,6 +207,13 @@ def generate(
     """Continue DNA prompts with the model (exact base counts, bp or token level)."""
     check_runtime(dtype=dtype, device=device)
     check_choice("--mode", mode, ("bp", "token"))
+    if draft is not None:
+        from hexamer.engine.speculative import SpecConfig
+
+        try:
+            SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'--spec-k'") from exc
     if is_stdio(out):
         out = None
     if out is not None:

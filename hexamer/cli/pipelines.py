@@ -153,6 +153,8 @@ def vep(
         raise typer.BadParameter("--resume needs a VCF file, not - (standard input)")
     if not is_stdio(out):
         check_output("--out", out, output_kind)
+    if not is_stdio(vcf) and not vcf.is_file():
+        raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
     set_threads(threads)
     if plot is not None:
         check_plot_path(plot)

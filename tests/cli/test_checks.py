@@ -50,6 +50,19 @@ CASES = [
     ([*VEP, "-o", "x.tsv", "--token-budget", str(10**9)], "--token-budget"),
     ([*VEP, "-o", "x.tsv", "--top-n", "0"], "--top-n"),
     ([*VEP, "-o", "x.tsv", "--top-n", str(10**9)], "--top-n"),
+    (
+        [
+            "vep",
+            *NO_MODEL,
+            "--vcf",
+            "/nonexistent.vcf",
+            "--fasta",
+            str(DATA / "chr20_slice.fa.gz"),
+            "-o",
+            "x.tsv",
+        ],
+        "--vcf",
+    ),
     # score
     ([*SCORE, "-o", "x.docx"], "--out"),
     ([*SCORE, "-o", "x.fa"], "--out"),
@@ -68,6 +81,7 @@ CASES = [
     ([*GENERATE, "--top-p", "1.5"], "--top-p"),
     ([*GENERATE, "--batch-size", str(10**9)], "--batch-size"),
     ([*GENERATE, "-o", "x.docx"], "--out"),
+    ([*GENERATE, "--draft", "/nonexistent/draft", "--spec-k", "0"], "--spec-k"),
     # embed
     ([*EMBED, "-o", "x.csv"], "--out"),
     ([*EMBED, "-o", "x.parquet", "--pool", "max"], "--pool"),
