@@ -5,9 +5,13 @@ the same way as in :mod:`hexamer.io`:
 
 * a bad *file* (missing, not VCF/BCF, a header htslib cannot parse, a FASTA that cannot be
   indexed) raises :class:`VcfInputError` / :class:`FastaError` naming the path;
-* a bad *record* (a line htslib cannot parse, a position below 1, a REF/ALT with characters that
-  are not nucleotides) comes out as a :class:`VcfRecord` with ``problem`` set, in input order, and
-  reading goes on.
+* a bad *record* (a line htslib cannot parse, a position below 1 or past htslib's 62-bit limit,
+  a field with bytes that are not UTF-8, a REF/ALT with characters that are not nucleotides) comes
+  out as a :class:`VcfRecord` with ``problem`` set, in input order, and reading goes on.
+
+Contig names are matched to the FASTA's by :mod:`hexamer.io.contigs` (renames, ``chr1``/``1``,
+NCBI accessions); :func:`survey_contigs` tells before a job starts how many records will find
+their contig.
 
 Every record yields one :class:`Variant` per ALT allele (``alt_index`` 0, 1, ...), so a
 multi-allelic record becomes several variants that keep their record index. For plain and gzipped
