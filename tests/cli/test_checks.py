@@ -103,3 +103,12 @@ def test_bad_option_is_refused_before_work(args: list[str], option: str, tmp_pat
     assert exc is not None and type(exc).__name__ == "BadParameter", (result.output, exc)
     assert exc.format_message().startswith(f"Invalid value for '{option}'"), exc.format_message()  # type: ignore[attr-defined]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_max_bp_past_the_context_is_refused_before_work(tiny_folder: Path) -> None:
+    """--max-bp 10**12 once asked numpy for 3.6 TiB; the model's context is checked first."""
+    args = ["generate", "-m", str(tiny_folder), "ACGTACGT", "--max-bp", str(10**12)]
+    result = runner.invoke(app, args, standalone_mode=False)
+    exc = result.exception
+    assert exc is not None and type(exc).__name__ == "BadParameter", (result.output, exc)
+    assert "exceeds the model's context" in exc.format_message()  # type: ignore[attr-defined]
