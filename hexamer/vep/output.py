@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from hexamer.io import TableWriter, atomic_path, table_format
+from hexamer.io import TableWriter, table_format
+from hexamer.io.writers import AtomicTarget
 from hexamer.vep.engine import ROW_COLUMNS
 from hexamer.vep.variants import iter_data_lines, open_variant_file, read_vcf
 
@@ -41,13 +42,19 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "INFO_COLUMN_PREFIX",
+    "INFO_REASON",
     "INFO_RECIPE",
     "INFO_SCORE",
     "INFO_STATUS",
     "TABLE_BATCH_ROWS",
+    "InfoField",
     "VcfWriteResult",
     "output_kind",
+    "rejects_path",
+    "resolve_info_fields",
     "row_schema",
+    "vcf_escape",
     "write_rows",
     "write_vcf",
     "write_vep_output",
@@ -58,6 +65,7 @@ PathLike = str | os.PathLike[str]
 INFO_SCORE = "HEXAMER_SCORE"
 INFO_STATUS = "HEXAMER_STATUS"
 INFO_RECIPE = "HEXAMER_RECIPE"
+INFO_REASON = "HEXAMER_REASON"
 _INFO = (
     (
         INFO_SCORE,
@@ -76,6 +84,13 @@ _INFO = (
         "1",
         "String",
         "hexamer recipe: window = LL(alt) - LL(ref); next_base = log P(ref) - log P(alt)",
+    ),
+    (
+        INFO_REASON,
+        "A",
+        "String",
+        "why hexamer did not score an ALT allele (percent-encoded: %20 space, %2C comma, %3B semicolon, "
+        "%3D equals sign, %25 percent sign)",
     ),
 )
 _VCF_SUFFIXES = {".vcf": "w", ".vcf.gz": "wz", ".vcf.bgz": "wz", ".bcf": "wb"}
@@ -123,17 +138,127 @@ def _ordered(rows: Iterable[Mapping[str, Any]], presorted: bool) -> Iterator[Map
     return _in_order(rows) if presorted else iter(sorted(rows, key=_key))
 
 
-def write_rows(path: PathLike, rows: Iterable[Mapping[str, Any]], *, presorted: bool = False) -> int:
+INFO_COLUMN_PREFIX = "info_"
+
+
+@dataclass(frozen=True)
+class InfoField:
+    """One INFO field of the input carried into table outputs as the column ``info_<id>``."""
+
+    id: str
+    number: str
+    type: str
+
+    @property
+    def column(self) -> str:
+        return INFO_COLUMN_PREFIX + self.id
+
+    @property
+    def per_allele(self) -> bool:
+        """Number=A or R: a row gets the value of its own ALT allele."""
+        return self.number in ("A", "R")
+
+    def arrow_type(self) -> pa.DataType:
+        import pyarrow as pa
+
+        if self.type == "Flag":
+            return pa.bool_()
+        if self.number not in ("1", "A", "R"):
+            return pa.string()  # several values: comma-joined, as in the VCF
+        return {"Integer": pa.int64(), "Float": pa.float64()}.get(self.type, pa.string())
+
+    def value(self, rec: Any, alt_index: int) -> Any:
+        """This field of a pysam record for the row of ALT ``alt_index`` (None when absent)."""
+        try:
+            if self.type == "Flag":
+                return self.id in rec.info
+            if self.id not in rec.info:
+                return None
+            value = rec.info[self.id]
+        except (ValueError, KeyError, TypeError, OSError):
+            return None
+        if isinstance(value, tuple):
+            if self.per_allele:
+                i = alt_index + (self.number == "R")
+                return value[i] if 0 <= i < len(value) else None
+            return ",".join("." if v is None else str(v) for v in value)
+        if self.number not in ("1", "A", "R") and value is not None:
+            return str(value)
+        return value
+
+
+def resolve_info_fields(vcf_in: PathLike, fields: str | Iterable[str] | None) -> list[InfoField]:
+    """The INFO fields named by ``fields`` (names, one comma-separated string, or ``"all"``) as
+    declared by the header of ``vcf_in``; a field its records use without declaring it is a
+    String. An unknown name raises ``ValueError`` naming the file and the fields it has, so a
+    typo fails before any scoring. ``all`` and undeclared names cost one read of the input."""
+    if fields is None:
+        return []
+    names = [n.strip() for n in (fields.split(",") if isinstance(fields, str) else fields)]
+    names = [n for n in dict.fromkeys(names) if n]
+    with open_variant_file(vcf_in) as source:
+        declared = {key: (str(meta.number), str(meta.type)) for key, meta in source.header.info.items()}
+    if names == ["all"] or any(n not in declared for n in names):
+        header, _, _ = _complete_header(vcf_in)
+        declared = {key: (str(meta.number), str(meta.type)) for key, meta in header.info.items()}
+    if names == ["all"]:
+        names = list(declared)
+    unknown = [n for n in names if n not in declared]
+    if unknown:
+        shown = ", ".join(declared) or "none"
+        raise ValueError(
+            f"{os.fspath(vcf_in)}: no INFO field {', '.join(unknown)} (its INFO fields: {shown})"
+        )
+    return [InfoField(n, *declared[n]) for n in names]
+
+
+def _with_info(
+    rows: Iterator[Mapping[str, Any]], vcf_in: PathLike, fields: list[InfoField]
+) -> Iterator[dict[str, Any]]:
+    """Rows (sorted by record) with the ``info_*`` columns of their input record, read alongside."""
+    records = read_vcf(vcf_in, keep_records=True)
+    current = None
+    for row in rows:
+        while current is None or current.index < row["record"]:
+            current = next(records, None)
+            if current is None:
+                break
+        rec = current.record if current is not None and current.index == row["record"] else None
+        out = dict(row)
+        for field in fields:
+            out[field.column] = None if rec is None else field.value(rec, int(row["alt_index"]))
+        yield out
+
+
+def write_rows(
+    path: PathLike,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    presorted: bool = False,
+    vcf_in: PathLike | None = None,
+    info: Iterable[InfoField] = (),
+) -> int:
     """Write result rows as a table (format by extension), in input order; returns the row count.
 
     With ``presorted=True`` the rows must already be sorted by ``(record, alt_index)`` (else
     ``ValueError``, and nothing is written) and are streamed in batches of
-    :data:`TABLE_BATCH_ROWS`; otherwise they are sorted in memory first.
+    :data:`TABLE_BATCH_ROWS`; otherwise they are sorted in memory first. ``info`` fields (from
+    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns.
     """
-    ordered = _ordered(rows, presorted)
+    import pyarrow as pa
+
+    info = list(info)
+    ordered: Iterator[Mapping[str, Any]] = _ordered(rows, presorted)
+    schema = row_schema()
+    if info:
+        if vcf_in is None:
+            raise ValueError("info fields need the input VCF (vcf_in)")
+        ordered = _with_info(ordered, vcf_in, info)
+        schema = pa.schema([*schema, *(pa.field(f.column, f.arrow_type()) for f in info)])
+    columns = schema.names
     n = 0
-    with TableWriter(path, format=table_format(path), schema=row_schema()) as writer:
-        while batch := [{c: row.get(c) for c in ROW_COLUMNS} for row in islice(ordered, TABLE_BATCH_ROWS)]:
+    with TableWriter(path, format=table_format(path), schema=schema) as writer:
+        while batch := [{c: row.get(c) for c in columns} for row in islice(ordered, TABLE_BATCH_ROWS)]:
             writer.write_batch(batch)
             n += len(batch)
     return n
@@ -141,15 +266,38 @@ def write_rows(path: PathLike, rows: Iterable[Mapping[str, Any]], *, presorted: 
 
 @dataclass
 class VcfWriteResult:
-    """What :func:`write_vcf` wrote: records, malformed input lines left out, and the index made."""
+    """What :func:`write_vcf` wrote.
+
+    ``n_records`` records went into the VCF and ``n_rejected`` input records (none of them lost)
+    into the rejects table ``rejects`` instead, so the two add up to the input's records.
+    ``n_malformed`` counts the input lines htslib could not parse (written as ``failed`` records
+    where their CHROM and POS could be read, else rejected). ``index`` is the index made, if any.
+    """
 
     n_records: int
     n_malformed: int
     index: str | None
+    n_rejected: int = 0
+    rejects: str | None = None
+
+
+def rejects_path(path: PathLike) -> str:
+    """The companion table of a VCF output for input records it cannot hold: ``PATH.rejects.tsv``."""
+    return os.fspath(path) + ".rejects.tsv"
 
 
 def _index_path(path: str, mode: str) -> str:
     return path + (".csi" if mode == "wb" else ".tbi")
+
+
+_PERCENT = {c: f"%{ord(c):02X}" for c in "%,;= \t\r\n"}
+
+
+def vcf_escape(text: str) -> str:
+    """``text`` as an INFO value: ``%``, ``,``, ``;``, ``=``, whitespace and control characters
+    percent-encoded (VCF 4.3 section 1.2; spaces too, which VCF 4.2 readers refuse in INFO).
+    ``urllib.parse.unquote`` gives the text back."""
+    return "".join(_PERCENT.get(c) or (f"%{ord(c):02X}" if ord(c) < 32 or ord(c) == 127 else c) for c in text)
 
 
 def _add_info(header: Any) -> None:
@@ -165,50 +313,115 @@ def _add_info(header: Any) -> None:
         header.info.add(ident, number, kind, description)
 
 
+def _add_provenance(header: Any, provenance: Mapping[str, str] | None) -> None:
+    """``##hexamer_KEY=VALUE`` lines (one line each: newlines become spaces)."""
+    for key, value in (provenance or {}).items():
+        header.add_line(f"##hexamer_{key}=" + " ".join(str(value).splitlines()))
+
+
 _DUMMY_END = re.compile(r'^##INFO=<ID=END,Number=1,Type=String,Description="Dummy">$', re.MULTILINE)
 _DECLARED_END = (
     '##INFO=<ID=END,Number=1,Type=Integer,Description="End position (used but not declared in the input)">'
 )
+_SYMBOLIC = re.compile(r"^<([^<>,\s\"]+)>$")
+_ALT_DESCRIPTIONS = {
+    "DEL": "Deletion",
+    "INS": "Insertion",
+    "DUP": "Duplication",
+    "INV": "Inversion",
+    "CNV": "Copy number variation",
+    "DUP:TANDEM": "Tandem duplication",
+    "DEL:ME": "Deletion of mobile element",
+    "INS:ME": "Insertion of mobile element",
+    "*": "Any other allele (gVCF)",
+    "NON_REF": "Any other allele (gVCF)",
+}
+#: VCF 4.3 contig names (section 1.4.7), which a header line can declare.
+_CONTIG_NAME = re.compile(r"^[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*$")
+_MAX_POS = 2**31 - 2  # htslib's largest position
 
 
-def _complete_header(vcf_in: PathLike) -> tuple[Any, bool]:
-    """``(header, is_bcf)``: the input header plus every contig/INFO/FILTER/FORMAT tag htslib
-    added while reading records that use undeclared ones (it declares them as String "Dummy")."""
+def _complete_header(vcf_in: PathLike) -> tuple[Any, bool, set[str]]:
+    """``(header, is_bcf, symbolic)``: the input header plus every contig/INFO/FILTER/FORMAT tag
+    htslib added while reading records that use undeclared ones (it declares them as String
+    "Dummy"), and the IDs of the symbolic ALT alleles (``<DEL>``) the records use."""
     import pysam
 
+    symbolic: set[str] = set()
     with open_variant_file(vcf_in) as source:
         old = pysam.set_verbosity(0)
         try:
             it = iter(source)
             while True:
                 try:
-                    next(it)
+                    rec = next(it)
                 except StopIteration:
                     break
                 except (OSError, ValueError):
-                    continue  # a malformed line: reported by the scoring pass, not written
-            return source.header.copy(), source.format == "BCF"
+                    continue  # a malformed line: written as a failed record or rejected
+                for alt in rec.alts or ():
+                    if alt.startswith("<"):
+                        symbolic.add(alt)
+            return source.header.copy(), source.format == "BCF", symbolic
         finally:
             pysam.set_verbosity(old)
 
 
+def _declare_symbolic(header: Any, symbolic: set[str]) -> None:
+    """Declare what htslib needs to write symbolic alleles: ``END`` (htslib refuses to format a
+    record with a ``<...>`` allele while ``END`` is undeclared) and an ``##ALT`` line for each."""
+    if not symbolic:
+        return
+    if "END" not in header.info:
+        header.info.add("END", 1, "Integer", "End position of the variant (declared by hexamer)")
+    for alt in sorted(symbolic):
+        m = _SYMBOLIC.match(alt)
+        if m is not None and m[1] not in header.alts:
+            description = _ALT_DESCRIPTIONS.get(m[1], "Symbolic allele (used but not declared in the input)")
+            header.add_line(f'##ALT=<ID={m[1]},Description="{description}">')
+
+
+_INVENTED = re.compile(r"^##(?:contig|INFO|FILTER|FORMAT)=<ID=([^,>]*)")
+
+
+def _header_bytes(header: Any) -> bytes:
+    """The header's text as bytes, less the lines htslib invented for the garbage of a malformed
+    line (an ID that is not printable ASCII), which would not parse again. Input bytes that are
+    not UTF-8 are kept as they were."""
+    from pysam.libcutils import get_encoding_error_handler, set_encoding_error_handler
+
+    old = get_encoding_error_handler()
+    set_encoding_error_handler("surrogateescape")
+    try:
+        text = _DUMMY_END.sub(_DECLARED_END, str(header))
+    finally:
+        set_encoding_error_handler(old)
+    kept = []
+    for line in text.splitlines(keepends=True):
+        m = _INVENTED.match(line)
+        if m is not None and not re.fullmatch(r"[!-~]+", m[1]):
+            continue
+        kept.append(line)
+    return "".join(kept).encode("utf-8", "surrogateescape")
+
+
 @contextlib.contextmanager
-def _declared_source(vcf_in: PathLike) -> Iterator[tuple[str, Any]]:
+def _declared_source(header: Any, is_bcf: bool, vcf_in: PathLike) -> Iterator[tuple[str, Any]]:
     """``(path, header)`` to read the records from for writing.
 
     htslib marks a record parsed with an undeclared tag, and ``bcf_translate`` ends the whole
     process on such a record. So a text VCF is re-read from a temporary copy whose header
-    declares every tag its records use (``END`` as the Integer the spec makes it, which pysam
-    needs to write it back). A BCF cannot have undeclared tags and is read as it is.
+    (``header``, completed by :func:`_complete_header`) declares every tag its records use
+    (``END`` as the Integer the spec makes it, which pysam needs to write it back). A BCF cannot
+    have undeclared tags and is read as it is.
     """
-    header, is_bcf = _complete_header(vcf_in)
     if is_bcf:
         yield os.fspath(vcf_in), header
         return
     with tempfile.TemporaryDirectory(prefix="hexamer-vcf-") as tmpdir:
         copy = os.path.join(tmpdir, "declared.vcf")
         with open(copy, "wb") as f:
-            f.write(_DUMMY_END.sub(_DECLARED_END, str(header)).encode("utf-8"))
+            f.write(_header_bytes(header))
             for line in iter_data_lines(vcf_in):
                 f.write(line)
         with open_variant_file(copy) as declared:
@@ -223,6 +436,7 @@ def write_vcf(
     recipe: str,
     presorted: bool = False,
     contigs: Iterable[str] | None = None,
+    provenance: Mapping[str, str] | None = None,
 ) -> VcfWriteResult:
     """Write ``vcf_in`` with the ``HEXAMER_*`` INFO fields of ``rows`` (from :func:`score_variants`).
 
@@ -233,6 +447,13 @@ def write_vcf(
     chromosomes, declared in the header when it lacks them; by default they are taken from the
     rows, which needs them in memory, so a presorted stream without ``contigs`` declares none
     (every record written keeps its own contig, already declared by the input's header).
+    ``provenance`` items become ``##hexamer_KEY=VALUE`` header lines.
+
+    Every input record is accounted for: written as it was (plus the INFO fields), or, when
+    htslib cannot parse or write it, as a stand-in record (CHROM, POS, ID, REF or ``N``, ALT
+    ``.``, ``HEXAMER_STATUS``/``HEXAMER_REASON`` of its row) when its CHROM and POS can be
+    declared, else its rows go to :func:`rejects_path` (a TSV with the table columns). The VCF,
+    its index and the rejects table are complete before any of them replaces an older file.
     """
     out_path = os.fspath(path)
     mode = next((m for s, m in _VCF_SUFFIXES.items() if out_path.lower().endswith(s)), None)
@@ -246,11 +467,14 @@ def write_vcf(
             contigs = [r["chrom"] for r in in_memory if r.get("chrom")]
         in_memory.sort(key=_key)
         ordered = iter(in_memory)
-    with _declared_source(vcf_in) as (source, header):
+    header, is_bcf, symbolic = _complete_header(vcf_in)
+    _declare_symbolic(header, symbolic)
+    with _declared_source(header, is_bcf, vcf_in) as (source, header):
         _add_info(header)
         for chrom in dict.fromkeys(contigs or ()):
-            if chrom and chrom not in header.contigs:
+            if chrom and chrom not in header.contigs and _CONTIG_NAME.match(chrom):
                 header.contigs.add(chrom)
+        _add_provenance(header, provenance)
         return _write_records(out_path, mode, source, header, ordered, recipe)
 
 
@@ -270,6 +494,103 @@ class _RowCursor:
             self._next = next(self._rows, None)
         return found
 
+    def rest(self) -> Iterator[tuple[int, dict[int, Mapping[str, Any]]]]:
+        """``(record, rows)`` for the records after the last one taken (rows the input walk did
+        not reach)."""
+        while self._next is not None:
+            record = self._next["record"]
+            yield record, self.take(record)
+
+
+def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, recipe: str) -> None:
+    """Set the HEXAMER_* fields: one value per ALT, or, for a record without ALT, the one of its
+    single row (so that every record carries its status; htslib then counts the ``.`` of ALT as
+    one allele, and the text written is the same)."""
+    found = [mine.get(j) for j in range(max(1, n_alts))]
+    if n_alts:
+        rec.info[INFO_SCORE] = tuple(None if r is None else r.get("score") for r in found)
+    elif found[0] is not None:
+        stop = rec.stop
+        rec.alleles = (rec.ref or "N", ".")
+        if rec.stop != stop:  # pysam resets the end (an END of a reference block) with the alleles
+            rec.stop = stop
+    if n_alts or found[0] is not None:
+        rec.info[INFO_STATUS] = tuple("." if r is None else str(r.get("status")) for r in found)
+        reasons = tuple(
+            vcf_escape(str(r["reason"])) if r is not None and r.get("reason") else "." for r in found
+        )
+        if any(reason != "." for reason in reasons):
+            rec.info[INFO_REASON] = reasons
+    rec.info[INFO_RECIPE] = recipe
+
+
+def _stand_in(header: Any, item: Any, mine: Mapping[int, Mapping[str, Any]], recipe: str) -> Any:
+    """A minimal record for an input record that cannot be written as it was (CHROM, POS, ID,
+    REF or N, ALT ``.``, the HEXAMER_* fields of its first row), or None when CHROM or POS cannot
+    be declared in a VCF."""
+    first = mine.get(0) or next(iter(mine.values()), None)
+    chrom = str((first or {}).get("chrom") or item.chrom or "")
+    pos = (first or {}).get("pos") or item.pos
+    if not _CONTIG_NAME.match(chrom) or chrom not in header.contigs or not 1 <= int(pos or 0) <= _MAX_POS:
+        return None
+    ref = str((first or {}).get("ref") or item.ref or "")
+    ident = str((first or {}).get("id") or item.id or "")
+    rec = header.new_record(
+        contig=chrom,
+        start=int(pos) - 1,
+        alleles=(ref.upper() if re.fullmatch(r"[A-Za-z]+", ref) else "N", "."),
+        id=ident if re.fullmatch(r"[^\s;.][^\s;]*", ident) else None,
+    )
+    row = dict(first) if first is not None else _failed_row(item)
+    _hexamer_info(rec, {0: row}, 0, recipe)
+    return rec
+
+
+def _failed_row(item: Any) -> dict[str, Any]:
+    """The row of a record no row was given for (``write_vcf`` called with partial rows)."""
+    return {
+        "record": item.index,
+        "alt_index": 0,
+        "id": item.id,
+        "chrom": item.chrom,
+        "pos": item.pos,
+        "ref": item.ref,
+        "alt": "",
+        "status": "failed",
+        "reason": item.problem or "the record could not be written as VCF",
+    }
+
+
+def _try_write(out: Any, rec: Any) -> bool:
+    """Write one record; False (and nothing written) when htslib refuses it."""
+    import pysam
+
+    old = pysam.set_verbosity(0)
+    try:
+        out.write(rec)
+        return True
+    except (OSError, ValueError):
+        return False
+    finally:
+        pysam.set_verbosity(old)
+
+
+class _Order:
+    """Tracks whether the records written are sorted (contigs in blocks, positions increasing)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.last_pos = 0
+        self.sorted = True
+
+    def add(self, chrom: str, pos: int) -> None:
+        if not self.seen or self.seen[-1] != chrom:
+            self.sorted = self.sorted and chrom not in self.seen
+            self.seen.append(chrom)
+        elif pos < self.last_pos:
+            self.sorted = False
+        self.last_pos = pos
+
 
 def _write_records(
     out_path: str,
@@ -283,40 +604,96 @@ def _write_records(
 
     cursor = _RowCursor(rows)
     n_records = n_malformed = 0
-    seen_contigs: list[str] = []
-    last_pos = 0
-    in_order = True
-    with atomic_path(out_path) as tmp:
-        with pysam.VariantFile(str(tmp), mode, header=header) as out:
+    rejected: list[Mapping[str, Any]] = []
+    rejected_records: set[int] = set()
+    order = _Order()
+
+    def place(out: Any, item: Any, mine: dict[int, Mapping[str, Any]], rec: Any) -> None:
+        nonlocal n_records
+        if rec is not None and _try_write(out, rec):
+            n_records += 1
+            order.add(rec.chrom, rec.pos)
+            return
+        stand_in = _stand_in(header, item, mine, recipe)
+        if stand_in is not None and _try_write(out, stand_in):
+            n_records += 1
+            order.add(stand_in.chrom, stand_in.pos)
+            return
+        rejected.extend(mine[j] for j in sorted(mine)) if mine else rejected.append(_failed_row(item))
+        rejected_records.add(item.index)
+
+    data = AtomicTarget(out_path)
+    index_target: AtomicTarget | None = None
+    rejects_writer: TableWriter | None = None
+    try:
+        with pysam.VariantFile(str(data.tmp), mode, header=header) as out:
             for item in read_vcf(source, keep_records=True):
+                mine = cursor.take(item.index)
+                rec = None
                 if item.problem is not None or item.record is None:
                     n_malformed += 1
-                    continue
-                rec = item.record
-                rec.translate(header)
-                n_alts = len(rec.alts or ())
-                if n_alts:
-                    mine = cursor.take(item.index)
-                    found = [mine.get(j) for j in range(n_alts)]
-                    rec.info[INFO_SCORE] = tuple(None if r is None else r.get("score") for r in found)
-                    rec.info[INFO_STATUS] = tuple("." if r is None else str(r.get("status")) for r in found)
-                rec.info[INFO_RECIPE] = recipe
-                out.write(rec)
-                n_records += 1
-                if not seen_contigs or seen_contigs[-1] != rec.chrom:
-                    in_order = in_order and rec.chrom not in seen_contigs
-                    seen_contigs.append(rec.chrom)
-                elif rec.pos < last_pos:
-                    in_order = False
-                last_pos = rec.pos
+                else:
+                    rec = item.record
+                    try:
+                        rec.translate(header)
+                        _hexamer_info(rec, mine, len(rec.alts or ()), recipe)
+                    except (OSError, ValueError, KeyError, TypeError):
+                        rec = None
+                place(out, item, mine, rec)
+            for record, mine in cursor.rest():
+                first = next(iter(mine.values()))
+                item = _Missing(record, str(first.get("chrom") or ""), int(first.get("pos") or 0))
+                place(out, item, mine, None)
         index = _index_path(out_path, mode)
+        if mode != "w" and order.sorted:
+            index_target = AtomicTarget(index)
+            pysam.tabix_index(
+                str(data.tmp), preset="vcf", force=True, index=str(index_target.tmp), csi=mode == "wb"
+            )
+        if rejected:
+            rejects_writer = TableWriter(
+                rejects_path(out_path), format="tsv", schema=row_schema(), deferred=True
+            )
+            rejects_writer.write_batch([{c: row.get(c) for c in ROW_COLUMNS} for row in rejected])
+            rejects_writer.close()
+        # everything is complete: publish, the VCF after a stale index is gone and before its index
+        if rejects_writer is not None:
+            rejects_writer.commit()
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(rejects_path(out_path))  # from an earlier run: it would describe another file
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(index)  # about to be stale: the data it indexes is being replaced
-    if mode == "w" or not in_order:
-        return VcfWriteResult(n_records, n_malformed, None)
-    with atomic_path(index) as itmp:
-        pysam.tabix_index(out_path, preset="vcf", force=True, index=str(itmp), csi=mode == "wb")
-    return VcfWriteResult(n_records, n_malformed, index)
+            os.unlink(index)
+        data.commit()
+        if index_target is not None:
+            index_target.commit()
+    except BaseException:
+        data.discard()
+        if index_target is not None:
+            index_target.discard()
+        if rejects_writer is not None:
+            rejects_writer.abort()
+        raise
+    return VcfWriteResult(
+        n_records,
+        n_malformed,
+        index if index_target is not None else None,
+        n_rejected=len(rejected_records),
+        rejects=rejects_path(out_path) if rejected else None,
+    )
+
+
+@dataclass
+class _Missing:
+    """A record the rows name but the input walk did not reach (as :class:`VcfRecord` for
+    :func:`_stand_in`)."""
+
+    index: int
+    chrom: str
+    pos: int
+    id: str = ""
+    ref: str = ""
+    problem: str | None = None
 
 
 def write_vep_output(
@@ -327,11 +704,16 @@ def write_vep_output(
     recipe: str,
     presorted: bool = False,
     contigs: Iterable[str] | None = None,
+    provenance: Mapping[str, str] | None = None,
+    info: Iterable[InfoField] | None = None,
 ) -> VcfWriteResult | int:
     """Write rows as an annotated VCF or a table, by the extension of ``path``.
 
-    ``presorted`` and ``contigs`` are as for :func:`write_vcf` (tables ignore ``contigs``).
+    ``presorted``, ``contigs`` and ``provenance`` are as for :func:`write_vcf`, ``info`` as for
+    :func:`write_rows` (tables ignore ``contigs`` and ``provenance``; a VCF keeps its INFO anyway).
     """
     if output_kind(path) == "vcf":
-        return write_vcf(path, vcf_in, rows, recipe=recipe, presorted=presorted, contigs=contigs)
-    return write_rows(path, rows, presorted=presorted)
+        return write_vcf(
+            path, vcf_in, rows, recipe=recipe, presorted=presorted, contigs=contigs, provenance=provenance
+        )
+    return write_rows(path, rows, presorted=presorted, vcf_in=vcf_in, info=info or ())

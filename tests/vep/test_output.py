@@ -90,18 +90,26 @@ def test_plain_vcf_and_bcf(carbon: Carbon, tmp_path: Path, name: str) -> None:
     rows = _rows(carbon, MALFORMED_VCF)
     out = tmp_path / name
     result = write_vcf(out, MALFORMED_VCF, rows, recipe="window")
-    assert result.n_malformed == 2  # the two lines htslib cannot parse cannot be written back
-    assert result.n_records == 5
+    assert result.n_malformed == 2  # two lines htslib cannot parse
+    # 'too_few' (3 columns) still has CHROM and POS: a failed stand-in record; 'bad_pos' has no
+    # position a VCF can hold: its row goes to the rejects table
+    assert result.n_records == 6 and result.n_rejected == 1
     assert result.index is None  # plain VCF is never indexed; this BCF is unsorted (POS 0)
     with pysam.VariantFile(str(out)) as vf:
-        statuses = {r.id: r.info[INFO_STATUS][0] for r in vf}
+        statuses = {r.id: (r.pos, r.info[INFO_STATUS][0]) for r in vf}
     assert statuses == {
-        "good1": "ok",
-        "good2": "ok",
-        "bad_ref": "failed",
-        "pos_zero": "failed",
-        "good3": "ok",
+        "good1": (60309, "ok"),
+        "too_few": (60573, "failed"),
+        "good2": (60828, "ok"),
+        "bad_ref": (60900, "failed"),
+        "pos_zero": (0, "failed"),
+        "good3": (61098, "ok"),
     }
+    assert result.rejects == str(out) + ".rejects.tsv"
+    with open(result.rejects, newline="") as f:
+        rejected = list(csv.DictReader(f, delimiter="\t"))
+    assert [(r["id"], r["status"]) for r in rejected] == [("bad_pos", "failed")]
+    assert "POS 'sixty' is not a number" in rejected[0]["reason"]
 
 
 def test_sorted_bcf_gets_a_csi_index(carbon: Carbon, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -157,7 +158,6 @@ def test_resume_refuses_a_sidecar_from_another_job(carbon: Carbon, job_vcf: Path
 def test_a_sidecar_from_before_a_new_setting_resumes(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
     """An older sidecar lacks settings added since (here ``window_grid``): it ran with their
     defaults, so it still resumes; a non-default value is a different job."""
-    import json
 
     out = tmp_path / "out.tsv"
     _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
@@ -204,6 +204,20 @@ def clean_output(
     return get
 
 
+def _provenance(path: Path) -> dict[str, str] | None:
+    """The ``##hexamer_KEY=VALUE`` header lines of a run_vep VCF output (None for a table), to
+    write the same header from rows in memory."""
+    if not str(path).endswith((".vcf", ".vcf.gz", ".bcf")):
+        return None
+    import pysam
+
+    with pysam.VariantFile(str(path)) as vf:
+        lines = [str(r).rstrip("\n") for r in vf.header.records]
+    found = dict(line[len("##hexamer_") :].split("=", 1) for line in lines if line.startswith("##hexamer_"))
+    assert list(found) == ["version", "model", "settings", "command"]
+    return found
+
+
 def _chunk_keys(path: Path) -> list[tuple[int, int]]:
     table = pq.read_table(path, columns=["record", "alt_index"])
     return list(zip(table["record"].to_pylist(), table["alt_index"].to_pylist(), strict=True))
@@ -245,7 +259,7 @@ def test_merged_chunks_equal_the_in_memory_output(
     rows = list(score_variants(carbon, job_vcf, FASTA, on_note=lambda _: None, **SETTINGS))
     random.Random(1).shuffle(rows)
     in_memory = tmp_path / f"in_memory.{ext}"
-    write_vep_output(in_memory, job_vcf, rows, recipe="window")
+    write_vep_output(in_memory, job_vcf, rows, recipe="window", provenance=_provenance(out))
     assert out.read_bytes() == in_memory.read_bytes() == clean_output(ext)
     ok = [r for r in sorted(rows, key=lambda r: (r["record"], r["alt_index"])) if r["status"] == "ok"]
     assert list(result.scores) == [r["score"] for r in ok]
@@ -324,9 +338,13 @@ def test_unsorted_chunks_of_an_older_version_are_sorted_on_resume(
     _run_until_killed(carbon, job_vcf, out, kill_after=40, checkpoint_rows=10)
     chunks = sorted(sidecar_dir(out).glob("rows-*.parquet"))
     assert chunks
+    manifest = sidecar_dir(out) / "chunks.json"
+    hashes = json.loads(manifest.read_text())["sha256"]
     for path in chunks:  # as the previous version wrote them: in the engine's order
         table = pq.read_table(path)
         pq.write_table(table.take(list(reversed(range(table.num_rows)))), path)
+        hashes[path.name] = resume_mod.file_sha256(path)
+    manifest.write_text(json.dumps({"sha256": hashes}))
     assert any(_chunk_keys(p) != sorted(_chunk_keys(p)) for p in chunks)
     result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
     assert result.n_resumed > 0
@@ -392,5 +410,5 @@ def test_sorted_vcf_output_is_indexed_and_trailing_malformed_rows_count(
     assert result.vcf is not None and result.vcf.n_malformed == 4
     assert result.vcf.index == str(out) + ".tbi" and Path(result.vcf.index).exists()
     in_memory = tmp_path / "in_memory.vcf.gz"
-    write_vep_output(in_memory, src, rows, recipe="window")
+    write_vep_output(in_memory, src, rows, recipe="window", provenance=_provenance(out))
     assert out.read_bytes() == in_memory.read_bytes()
