@@ -25,6 +25,7 @@ does not grow with the number of rows (:func:`hexamer.vep.resume.run_vep` writes
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import tempfile
@@ -339,6 +340,19 @@ _ALT_DESCRIPTIONS = {
 #: VCF 4.3 contig names (section 1.4.7), which a header line can declare.
 _CONTIG_NAME = re.compile(r"^[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*$")
 _MAX_POS = 2**31 - 2  # htslib's largest position
+_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG}
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """htslib's own messages off (what they report is reported as statuses and reasons)."""
+    import pysam
+
+    old = pysam.set_verbosity(0)
+    try:
+        yield
+    finally:
+        pysam.set_verbosity(old)
 
 
 def _complete_header(vcf_in: PathLike) -> tuple[Any, bool, set[str]]:
@@ -407,13 +421,15 @@ def _header_bytes(header: Any) -> bytes:
 
 @contextlib.contextmanager
 def _declared_source(header: Any, is_bcf: bool, vcf_in: PathLike) -> Iterator[tuple[str, Any]]:
-    """``(path, header)`` to read the records from for writing.
+    """``(path, header)``: where to read the records from for writing, and the output header.
 
     htslib marks a record parsed with an undeclared tag, and ``bcf_translate`` ends the whole
-    process on such a record. So a text VCF is re-read from a temporary copy whose header
-    (``header``, completed by :func:`_complete_header`) declares every tag its records use
-    (``END`` as the Integer the spec makes it, which pysam needs to write it back). A BCF cannot
-    have undeclared tags and is read as it is.
+    process on such a record. So a text VCF is re-read from a temporary copy whose header is the
+    output header (``header``: completed by :func:`_complete_header`, so it declares every tag
+    the records use, ``END`` as the Integer the spec makes it, plus the HEXAMER fields): its
+    records need no translation, and one htslib still flags (a contig name a header line cannot
+    declare) fails to write instead of ending the process. A BCF cannot have undeclared tags; it
+    is read as it is and its records are translated to ``header``.
     """
     if is_bcf:
         yield os.fspath(vcf_in), header
@@ -468,14 +484,15 @@ def write_vcf(
         in_memory.sort(key=_key)
         ordered = iter(in_memory)
     header, is_bcf, symbolic = _complete_header(vcf_in)
-    _declare_symbolic(header, symbolic)
-    with _declared_source(header, is_bcf, vcf_in) as (source, header):
+    with _quiet():  # htslib warns about each odd contig name again whenever the header changes
+        _declare_symbolic(header, symbolic)
         _add_info(header)
         for chrom in dict.fromkeys(contigs or ()):
             if chrom and chrom not in header.contigs and _CONTIG_NAME.match(chrom):
                 header.contigs.add(chrom)
         _add_provenance(header, provenance)
-        return _write_records(out_path, mode, source, header, ordered, recipe)
+    with _declared_source(header, is_bcf, vcf_in) as (source, header):
+        return _write_records(out_path, mode, source, header, ordered, recipe, translate=is_bcf)
 
 
 class _RowCursor:
@@ -562,14 +579,19 @@ def _failed_row(item: Any) -> dict[str, Any]:
 
 
 def _try_write(out: Any, rec: Any) -> bool:
-    """Write one record; False (and nothing written) when htslib refuses it."""
+    """Write one record; False (and nothing written) when htslib or pysam refuses it. An error
+    of the disk (full, read-only, I/O) is not the record's fault and is raised."""
     import pysam
 
     old = pysam.set_verbosity(0)
     try:
         out.write(rec)
         return True
-    except (OSError, ValueError):
+    except OSError as exc:
+        if exc.errno in _DISK_ERRORS:
+            raise
+        return False
+    except (ValueError, TypeError):
         return False
     finally:
         pysam.set_verbosity(old)
@@ -599,6 +621,8 @@ def _write_records(
     header: Any,
     rows: Iterator[Mapping[str, Any]],
     recipe: str,
+    *,
+    translate: bool,
 ) -> VcfWriteResult:
     import pysam
 
@@ -635,7 +659,8 @@ def _write_records(
                 else:
                     rec = item.record
                     try:
-                        rec.translate(header)
+                        if translate:
+                            rec.translate(header)
                         _hexamer_info(rec, mine, len(rec.alts or ()), recipe)
                     except (OSError, ValueError, KeyError, TypeError):
                         rec = None

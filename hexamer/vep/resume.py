@@ -56,7 +56,7 @@ from hexamer.vep.output import (
     row_schema,
     write_vep_output,
 )
-from hexamer.vep.variants import Reference
+from hexamer.vep.variants import FastaError, Reference, VcfInputError
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -549,6 +549,9 @@ def run_vep(
     kind = output_kind(out)  # an unsupported extension fails now, not after hours of scoring
     if not out.parent.is_dir():
         raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
+    for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
+        if not os.path.isfile(path):
+            raise error(f"{os.fspath(path)}: no such {what} file")
     checked = VepSettings(**settings).checked(carbon)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     meta = {
@@ -585,7 +588,8 @@ def run_vep(
         done = chunks.load_keys()
     elif side.exists():
         shutil.rmtree(side)
-    if not side.exists():
+    fresh = not side.exists()
+    if fresh:
         side.mkdir()
         chunks.save_manifest()
         with atomic_path(side / _META) as tmp:
@@ -594,27 +598,32 @@ def run_vep(
     n_resumed = len(done)
     pending: list[Row] = []
     last_flush = time.monotonic()
-    with Reference(fasta) as reference:
-        for units in iter_blocks(
-            carbon,
-            vcf,
-            reference,
-            checked,
-            done=done if n_resumed else None,
-            on_progress=on_progress,
-            on_note=on_note,
-        ):
-            for unit_rows in units:
-                if n_resumed:  # rows of checkpointed units are stubs: their rows are in a chunk
-                    pending.extend(r for r in unit_rows if (r["record"], r["alt_index"]) not in done)
-                else:
-                    pending.extend(unit_rows)
-                if pending and (
-                    len(pending) >= checkpoint_rows or time.monotonic() - last_flush >= checkpoint_seconds
-                ):
-                    chunks.add(pending)
-                    pending = []
-                    last_flush = time.monotonic()
+    try:
+        with Reference(fasta) as reference:
+            for units in iter_blocks(
+                carbon,
+                vcf,
+                reference,
+                checked,
+                done=done if n_resumed else None,
+                on_progress=on_progress,
+                on_note=on_note,
+            ):
+                for unit_rows in units:
+                    if n_resumed:  # rows of checkpointed units are stubs: their rows are in a chunk
+                        pending.extend(r for r in unit_rows if (r["record"], r["alt_index"]) not in done)
+                    else:
+                        pending.extend(unit_rows)
+                    if pending and (
+                        len(pending) >= checkpoint_rows or time.monotonic() - last_flush >= checkpoint_seconds
+                    ):
+                        chunks.add(pending)
+                        pending = []
+                        last_flush = time.monotonic()
+    except (VcfInputError, FastaError):
+        if fresh and not chunks.chunks:  # an unreadable input: leave no empty checkpoint behind
+            shutil.rmtree(side, ignore_errors=True)
+        raise
     if pending:
         chunks.add(pending)
     del done, pending
@@ -642,8 +651,8 @@ def run_vep(
     shutil.rmtree(side, ignore_errors=True)
     if isinstance(result, VcfWriteResult) and result.rejects is not None:
         note(
-            f"{result.n_rejected} input record(s) have no CHROM/POS a VCF can hold; "
-            f"they are listed, with their reasons, in {result.rejects}"
+            f"{result.n_rejected} input record(s) could not be written as VCF records (no CHROM/POS "
+            f"a VCF can hold); they are listed, with their reasons, in {result.rejects}"
         )
     return VepRunResult(
         output=str(out),

@@ -310,6 +310,11 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
                 rec, error = None, exc
             finally:
                 pysam.set_verbosity(old)
+            if rec is not None:
+                try:  # pysam decodes text fields as UTF-8 on access
+                    rec.chrom, rec.id, rec.ref, rec.alts  # noqa: B018
+                except UnicodeDecodeError as exc:
+                    rec, error = None, ValueError(f"a field holds bytes that are not UTF-8 ({exc.reason})")
             line = raw.next() if raw is not None else None
             if error is not None:
                 failures += 1
