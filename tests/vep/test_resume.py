@@ -412,3 +412,73 @@ def test_sorted_vcf_output_is_indexed_and_trailing_malformed_rows_count(
     in_memory = tmp_path / "in_memory.vcf.gz"
     write_vep_output(in_memory, src, rows, recipe="window", provenance=_provenance(out))
     assert out.read_bytes() == in_memory.read_bytes()
+
+
+# --------------------------------------------------------------------------- trust: checksums and input identity
+
+
+def test_a_corrupted_chunk_is_recomputed_not_trusted(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path, clean_output: Callable[[str], bytes]
+) -> None:
+    out = tmp_path / "out.tsv"
+    _run_until_killed(carbon, job_vcf, out, kill_after=40, checkpoint_rows=4)
+    chunks = sorted(sidecar_dir(out).glob("rows-*.parquet"), key=lambda p: p.stat().st_size)
+    victim = chunks[-1]
+    n_kept = sum(pq.read_metadata(p).num_rows for p in chunks[:-1])
+    data = bytearray(victim.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    victim.write_bytes(bytes(data))  # same size: 16 flipped bytes inside the chunk
+    notes: list[str] = []
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=notes.append, **SETTINGS)
+    assert any(victim.name in note and "corrupt" in note for note in notes)
+    assert out.read_bytes() == clean_output("tsv")  # the victim's rows were computed again
+    assert result.n_resumed == n_kept
+
+
+def test_an_edited_input_with_the_same_size_and_mtime_does_not_resume(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path
+) -> None:
+    import os
+
+    vcf = tmp_path / "job.vcf"
+    vcf.write_bytes(job_vcf.read_bytes())
+    out = tmp_path / "out.parquet"
+    _run_until_killed(carbon, vcf, out, kill_after=10, checkpoint_rows=1)
+    before = vcf.stat()
+    text = vcf.read_bytes()
+    i = text.index(b"\tmulti_snv\t")
+    vcf.write_bytes(text[:i] + b"\tmulti_snX\t" + text[i + 11 :])  # one byte changed
+    os.utime(vcf, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert vcf.stat().st_size == before.st_size and vcf.stat().st_mtime_ns == before.st_mtime_ns
+    with pytest.raises(ResumeError, match=r"changed: vcf\)"):
+        run_vep(carbon, vcf, FASTA, out, resume=True, **SETTINGS)
+
+
+def test_a_chunk_written_but_never_recorded_is_dropped(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.tsv"
+    _run_until_killed(carbon, job_vcf, out, kill_after=20, checkpoint_rows=4)
+    side = sidecar_dir(out)
+    listed = set(json.loads((side / "chunks.json").read_text())["sha256"])
+    assert listed == {p.name for p in side.glob("rows-*.parquet")}
+    stray = side / "rows-999990.parquet"  # as if killed between writing a chunk and recording it
+    stray.write_bytes(next(iter(side.glob("rows-*.parquet"))).read_bytes())
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
+    assert result.n_resumed > 0 and result.n_rows == sum(result.status_counts.values())
+
+
+def test_the_vcf_header_names_the_command_that_started_the_job(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    out = tmp_path / "out.vcf.gz"
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/hexamer", "vep", "--vcf", "my calls.vcf"])
+    _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/hexamer", "vep", "--vcf", "my calls.vcf", "--resume"])
+    run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
+    provenance = _provenance(out)
+    assert provenance is not None
+    assert provenance["command"] == "hexamer vep --vcf 'my calls.vcf'"
+    assert provenance["settings"].startswith("recipe=window,window=600,")
+    assert provenance["model"] == resume_mod.model_fingerprint(carbon)
