@@ -182,3 +182,15 @@ def test_cli_reports_the_rejects_table_and_exits_cleanly(tiny_folder: Path, tmp_
     assert Path(rejects_path(out)).exists() and "rejects.tsv" in result.output
     bad = CliRunner().invoke(app, [*args[:4], "--vcf", str(FASTA), "-o", str(tmp_path / "x.tsv")])
     assert bad.exit_code == 2 and isinstance(bad.exception, SystemExit)
+
+
+def test_cli_info_fields_reach_the_table(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "labels.tsv"
+    args = ["vep", "-m", str(tiny_folder), "--vcf", str(HOSTILE), "--fasta", str(FASTA), "--window", "600"]
+    result = CliRunner().invoke(app, [*args, "--info-fields", "AF,CLNSIG", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert next(r for r in rows if r["id"] == "good")["info_CLNSIG"] == "Pathogenic"
+    typo = CliRunner().invoke(app, [*args, "--info-fields", "CLNSIGG", "-o", str(tmp_path / "x.tsv")])
+    assert typo.exit_code == 2 and not (tmp_path / "x.tsv").exists()
