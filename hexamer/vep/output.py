@@ -291,14 +291,16 @@ def _index_path(path: str, mode: str) -> str:
     return path + (".csi" if mode == "wb" else ".tbi")
 
 
-_PERCENT = {c: f"%{ord(c):02X}" for c in "%,;= \t\r\n"}
+_PERCENT = str.maketrans(
+    {**{chr(c): f"%{c:02X}" for c in (*range(32), 127)}, **{c: f"%{ord(c):02X}" for c in "%,;= "}}
+)
 
 
 def vcf_escape(text: str) -> str:
-    """``text`` as an INFO value: ``%``, ``,``, ``;``, ``=``, whitespace and control characters
+    """``text`` as an INFO value: ``%``, ``,``, ``;``, ``=``, spaces and control characters
     percent-encoded (VCF 4.3 section 1.2; spaces too, which VCF 4.2 readers refuse in INFO).
     ``urllib.parse.unquote`` gives the text back."""
-    return "".join(_PERCENT.get(c) or (f"%{ord(c):02X}" if ord(c) < 32 or ord(c) == 127 else c) for c in text)
+    return text.translate(_PERCENT)
 
 
 def _add_info(header: Any) -> None:
@@ -358,41 +360,50 @@ def _quiet() -> Iterator[None]:
 def _complete_header(vcf_in: PathLike) -> tuple[Any, bool, set[str]]:
     """``(header, is_bcf, symbolic)``: the input header plus every contig/INFO/FILTER/FORMAT tag
     htslib added while reading records that use undeclared ones (it declares them as String
-    "Dummy"), and the IDs of the symbolic ALT alleles (``<DEL>``) the records use."""
-    import pysam
-
+    "Dummy"); for a BCF also the symbolic ALT alleles (``<DEL>``) its records use (a text VCF's
+    are found while it is copied, see :func:`_declared_source`)."""
     symbolic: set[str] = set()
-    with open_variant_file(vcf_in) as source:
-        old = pysam.set_verbosity(0)
-        try:
-            it = iter(source)
-            while True:
-                try:
-                    rec = next(it)
-                except StopIteration:
-                    break
-                except (OSError, ValueError):
-                    continue  # a malformed line: written as a failed record or rejected
-                for alt in rec.alts or ():
-                    if alt.startswith("<"):
-                        symbolic.add(alt)
-            return source.header.copy(), source.format == "BCF", symbolic
-        finally:
-            pysam.set_verbosity(old)
+    with open_variant_file(vcf_in) as source, _quiet():
+        is_bcf = source.format == "BCF"
+        it = iter(source)
+        while True:
+            try:
+                rec = next(it)
+            except StopIteration:
+                break
+            except (OSError, ValueError):
+                continue  # a malformed line: written as a failed record or rejected
+            if is_bcf:
+                symbolic.update(alt for alt in rec.alts or () if alt.startswith("<"))
+        return source.header.copy(), is_bcf, symbolic
 
 
-def _declare_symbolic(header: Any, symbolic: set[str]) -> None:
-    """Declare what htslib needs to write symbolic alleles: ``END`` (htslib refuses to format a
-    record with a ``<...>`` allele while ``END`` is undeclared) and an ``##ALT`` line for each."""
-    if not symbolic:
-        return
+def _declare_end(header: Any) -> None:
+    """htslib refuses to format a record with a symbolic allele (``<DEL>``) while ``END`` is
+    undeclared, so it is declared (an Integer, as the spec reserves it) when the input did not;
+    records without symbolic alleles or an END do not get one."""
     if "END" not in header.info:
         header.info.add("END", 1, "Integer", "End position of the variant (declared by hexamer)")
-    for alt in sorted(symbolic):
+
+
+def _declare_symbolic(header: Any, symbolic: Iterable[str]) -> None:
+    """An ``##ALT`` line for each symbolic allele the input uses without declaring it."""
+    for alt in sorted(set(symbolic)):
         m = _SYMBOLIC.match(alt)
         if m is not None and m[1] not in header.alts:
             description = _ALT_DESCRIPTIONS.get(m[1], "Symbolic allele (used but not declared in the input)")
             header.add_line(f'##ALT=<ID={m[1]},Description="{description}">')
+
+
+_SYMBOLIC_IN_LINE = re.compile(rb"<[^<>,\s\"]+>")
+
+
+def _symbolic_alts(line: bytes) -> list[str]:
+    """The symbolic alleles in the ALT column of a raw VCF line."""
+    fields = line.split(b"\t", 5)
+    if len(fields) < 5:
+        return []
+    return [m.decode("utf-8", "replace") for m in _SYMBOLIC_IN_LINE.findall(fields[4])]
 
 
 _INVENTED = re.compile(r"^##(?:contig|INFO|FILTER|FORMAT)=<ID=([^,>]*)")
@@ -434,14 +445,20 @@ def _declared_source(header: Any, is_bcf: bool, vcf_in: PathLike) -> Iterator[tu
     if is_bcf:
         yield os.fspath(vcf_in), header
         return
+    symbolic: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="hexamer-vcf-") as tmpdir:
         copy = os.path.join(tmpdir, "declared.vcf")
         with open(copy, "wb") as f:
             f.write(_header_bytes(header))
             for line in iter_data_lines(vcf_in):
                 f.write(line)
+                if b"<" in line:
+                    symbolic.update(_symbolic_alts(line))
         with open_variant_file(copy) as declared:
-            yield copy, declared.header.copy()
+            out_header = declared.header.copy()
+        with _quiet():
+            _declare_symbolic(out_header, symbolic)  # ##ALT lines: no record refers to them by number
+        yield copy, out_header
 
 
 def write_vcf(
@@ -485,7 +502,8 @@ def write_vcf(
         ordered = iter(in_memory)
     header, is_bcf, symbolic = _complete_header(vcf_in)
     with _quiet():  # htslib warns about each odd contig name again whenever the header changes
-        _declare_symbolic(header, symbolic)
+        _declare_end(header)
+        _declare_symbolic(header, symbolic)  # a BCF's; a text VCF's are found while it is copied
         _add_info(header)
         for chrom in dict.fromkeys(contigs or ()):
             if chrom and chrom not in header.contigs and _CONTIG_NAME.match(chrom):
@@ -533,11 +551,10 @@ def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, 
             rec.stop = stop
     if n_alts or found[0] is not None:
         rec.info[INFO_STATUS] = tuple("." if r is None else str(r.get("status")) for r in found)
-        reasons = tuple(
-            vcf_escape(str(r["reason"])) if r is not None and r.get("reason") else "." for r in found
-        )
-        if any(reason != "." for reason in reasons):
-            rec.info[INFO_REASON] = reasons
+        if any(r is not None and r.get("reason") for r in found):
+            rec.info[INFO_REASON] = tuple(
+                vcf_escape(str(r["reason"])) if r is not None and r.get("reason") else "." for r in found
+            )
     rec.info[INFO_RECIPE] = recipe
 
 
@@ -581,9 +598,6 @@ def _failed_row(item: Any) -> dict[str, Any]:
 def _try_write(out: Any, rec: Any) -> bool:
     """Write one record; False (and nothing written) when htslib or pysam refuses it. An error
     of the disk (full, read-only, I/O) is not the record's fault and is raised."""
-    import pysam
-
-    old = pysam.set_verbosity(0)
     try:
         out.write(rec)
         return True
@@ -593,8 +607,6 @@ def _try_write(out: Any, rec: Any) -> bool:
         return False
     except (ValueError, TypeError):
         return False
-    finally:
-        pysam.set_verbosity(old)
 
 
 class _Order:
@@ -632,12 +644,9 @@ def _write_records(
     rejected_records: set[int] = set()
     order = _Order()
 
-    def place(out: Any, item: Any, mine: dict[int, Mapping[str, Any]], rec: Any) -> None:
+    def place(out: Any, item: Any, mine: dict[int, Mapping[str, Any]]) -> None:
+        """A record that cannot be written as it was: its stand-in, or its rows to the rejects."""
         nonlocal n_records
-        if rec is not None and _try_write(out, rec):
-            n_records += 1
-            order.add(rec.chrom, rec.pos)
-            return
         stand_in = _stand_in(header, item, mine, recipe)
         if stand_in is not None and _try_write(out, stand_in):
             n_records += 1
@@ -650,7 +659,7 @@ def _write_records(
     index_target: AtomicTarget | None = None
     rejects_writer: TableWriter | None = None
     try:
-        with pysam.VariantFile(str(data.tmp), mode, header=header) as out:
+        with pysam.VariantFile(str(data.tmp), mode, header=header) as out, _quiet():
             for item in read_vcf(source, keep_records=True):
                 mine = cursor.take(item.index)
                 rec = None
@@ -664,11 +673,15 @@ def _write_records(
                         _hexamer_info(rec, mine, len(rec.alts or ()), recipe)
                     except (OSError, ValueError, KeyError, TypeError):
                         rec = None
-                place(out, item, mine, rec)
+                if rec is not None and _try_write(out, rec):
+                    n_records += 1
+                    order.add(rec.chrom, rec.pos)
+                else:
+                    place(out, item, mine)
             for record, mine in cursor.rest():
                 first = next(iter(mine.values()))
                 item = _Missing(record, str(first.get("chrom") or ""), int(first.get("pos") or 0))
-                place(out, item, mine, None)
+                place(out, item, mine)
         index = _index_path(out_path, mode)
         if mode != "w" and order.sorted:
             index_target = AtomicTarget(index)

@@ -312,7 +312,7 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
                 pysam.set_verbosity(old)
             if rec is not None:
                 try:  # pysam decodes text fields as UTF-8 on access
-                    rec.chrom, rec.id, rec.ref, rec.alts  # noqa: B018
+                    chrom, ident, ref, alts = rec.chrom, rec.id, rec.ref, rec.alts
                 except UnicodeDecodeError as exc:
                     rec, error = None, ValueError(f"a field holds bytes that are not UTF-8 ({exc.reason})")
             line = raw.next() if raw is not None else None
@@ -332,11 +332,11 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
                 raw, line = None, None
             yield VcfRecord(
                 index=index,
-                chrom=rec.chrom,
+                chrom=chrom,
                 pos=rec.pos,
-                id=rec.id or "",
-                ref=(rec.ref or "").upper(),
-                alts=tuple(a.upper() for a in (rec.alts or ())),
+                id=ident or "",
+                ref=(ref or "").upper(),
+                alts=tuple(a.upper() for a in (alts or ())),
                 line=line[0] if line is not None else None,
                 record=rec if keep else None,
             )
