@@ -559,25 +559,41 @@ def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, 
 
 
 def _stand_in(header: Any, item: Any, mine: Mapping[int, Mapping[str, Any]], recipe: str) -> Any:
-    """A minimal record for an input record that cannot be written as it was (CHROM, POS, ID,
-    REF or N, ALT ``.``, the HEXAMER_* fields of its first row), or None when CHROM or POS cannot
-    be declared in a VCF."""
-    first = mine.get(0) or next(iter(mine.values()), None)
-    chrom = str((first or {}).get("chrom") or item.chrom or "")
-    pos = (first or {}).get("pos") or item.pos
-    if not _CONTIG_NAME.match(chrom) or chrom not in header.contigs or not 1 <= int(pos or 0) <= _MAX_POS:
+    """A minimal record for an input record that cannot be written as it was, or None when
+    there is none (its rows then go to the rejects table).
+
+    CHROM, POS, ID and the HEXAMER_* fields, without the input's QUAL/FILTER/INFO/samples. A
+    record htslib parsed keeps REF and ALT (one status per ALT); a line it could not parse gets
+    its REF (or ``N``) and ALT ``.`` with the status of its single row. None when CHROM or POS
+    cannot be declared in a VCF, or a record of several rows cannot keep its ALTs.
+    """
+    try:
+        first = mine.get(0) or next(iter(mine.values()), None)
+        chrom = str((first or {}).get("chrom") or item.chrom or "")
+        pos = int((first or {}).get("pos") or item.pos or 0)
+        if not _CONTIG_NAME.match(chrom) or chrom not in header.contigs or not 1 <= pos <= _MAX_POS:
+            return None
+        ref = str((first or {}).get("ref") or item.ref or "")
+        ref = ref.upper() if re.fullmatch(r"[A-Za-z]+", ref) else "N"
+        ident = str((first or {}).get("id") or item.id or "")
+        alts = tuple(getattr(item, "alts", None) or ())
+        if alts and len(alts) >= len(mine):
+            alleles, rows, n_alts = (ref, *alts), mine, len(alts)
+        elif len(mine) <= 1:
+            row = dict(first) if first is not None else _failed_row(item)
+            alleles, rows, n_alts = (ref, "."), {0: row}, 0
+        else:
+            return None
+        rec = header.new_record(
+            contig=chrom,
+            start=pos - 1,
+            alleles=alleles,
+            id=ident if re.fullmatch(r"[^\s;.][^\s;]*", ident) else None,
+        )
+        _hexamer_info(rec, rows, n_alts, recipe)
+        return rec
+    except (ValueError, TypeError, KeyError, OSError):
         return None
-    ref = str((first or {}).get("ref") or item.ref or "")
-    ident = str((first or {}).get("id") or item.id or "")
-    rec = header.new_record(
-        contig=chrom,
-        start=int(pos) - 1,
-        alleles=(ref.upper() if re.fullmatch(r"[A-Za-z]+", ref) else "N", "."),
-        id=ident if re.fullmatch(r"[^\s;.][^\s;]*", ident) else None,
-    )
-    row = dict(first) if first is not None else _failed_row(item)
-    _hexamer_info(rec, {0: row}, 0, recipe)
-    return rec
 
 
 def _failed_row(item: Any) -> dict[str, Any]:

@@ -423,3 +423,23 @@ def test_tables_carry_the_chosen_info_fields(carbon: Carbon, tmp_path: Path) -> 
     with pytest.raises(ValueError, match="no INFO field"):  # a typo fails before any scoring
         run_vep(carbon, hostile, FASTA, tmp_path / "x.tsv", window=600, info_fields="CLNSIGG")
     assert not (tmp_path / "x.tsv").exists() and not (tmp_path / ".x.tsv.hexamer-resume").exists()
+
+
+def test_a_record_htslib_will_not_write_becomes_a_stand_in_with_its_alleles(
+    carbon: Carbon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "in.vcf"
+    src.write_text(SYMBOLIC_VCF.replace("\tA,<INS>,<*>\t.\t", "\tA,<INS>,<*>\t50\t"))
+    original = output_mod._try_write
+
+    def refuses_qual_50(out: Any, rec: Any) -> bool:  # stands in for any record htslib refuses
+        return False if rec.qual == 50 else original(out, rec)
+
+    monkeypatch.setattr(output_mod, "_try_write", refuses_qual_50)
+    out = tmp_path / "out.vcf"
+    result = write_vcf(out, src, _rows(carbon, src), recipe="window")
+    assert result.n_records == 3 and result.rejects is None
+    with pysam.VariantFile(str(out)) as vf:
+        mixed = next(r for r in vf if r.id == "mixed")
+    assert mixed.qual is None and mixed.alts == ("A", "<INS>", "<*>")  # QUAL/INFO dropped, ALTs kept
+    assert mixed.info[INFO_STATUS] == ("ok", "skipped", "skipped")
