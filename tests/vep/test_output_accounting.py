@@ -159,8 +159,13 @@ def test_every_record_is_accounted_for(
 @pytest.mark.parametrize("fmt", ["vcf.gz", "parquet"])
 @pytest.mark.parametrize(
     "content",
-    [b"", bytes(random.Random(0).randrange(256) for _ in range(4096)), HOSTILE.read_text().encode("utf-16")],
-    ids=["empty", "binary", "utf16"],
+    [
+        b"",
+        bytes(random.Random(0).randrange(256) for _ in range(4096)),
+        HOSTILE.read_text().encode("utf-16"),
+        gzip.compress(HOSTILE.read_bytes())[:-400],
+    ],
+    ids=["empty", "binary", "utf16", "truncated_gzip"],
 )
 def test_unreadable_files_fail_cleanly_before_any_output(
     carbon: Carbon, tmp_path: Path, content: bytes, fmt: str
@@ -171,6 +176,16 @@ def test_unreadable_files_fail_cleanly_before_any_output(
     with pytest.raises(VcfInputError, match=r"in\.vcf"):
         run_vep(carbon, src, FASTA, out, on_note=lambda _: None, **SETTINGS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.vcf"]  # no output, no checkpoint
+
+
+def test_a_truncated_bgzip_file_fails_cleanly(carbon: Carbon, tmp_path: Path) -> None:
+    whole = tmp_path / "whole.vcf.gz"
+    pysam.tabix_compress(str(HOSTILE), str(whole))
+    src = tmp_path / "cut.vcf.gz"
+    src.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
+    with pytest.raises(VcfInputError, match=r"cut\.vcf\.gz.*truncated"):
+        run_vep(carbon, src, FASTA, tmp_path / "out.vcf.gz", on_note=lambda _: None, **SETTINGS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.vcf.gz", "whole.vcf.gz"]
 
 
 def test_cli_reports_the_rejects_table_and_exits_cleanly(tiny_folder: Path, tmp_path: Path) -> None:
