@@ -5,17 +5,24 @@
 
   - ``HEXAMER_SCORE`` (Number=A, Float): the score of each ALT, ``.`` where it was not scored;
   - ``HEXAMER_STATUS`` (Number=A, String): ``ok``, ``skipped``, ``ref_mismatch`` or ``failed``;
-  - ``HEXAMER_RECIPE`` (Number=1, String): ``window`` or ``next_base``.
+  - ``HEXAMER_REASON`` (Number=A, String): why an ALT is not ``ok`` (percent-encoded, see
+    :func:`vcf_escape`), ``.`` for ok ones; absent when all are ok;
+  - ``HEXAMER_RECIPE`` (Number=1, String): ``window`` or ``next_base``;
 
-  A record without ALT (``.``) gets only ``HEXAMER_RECIPE`` (a Number=A field has no slot for it).
+  plus the symbolic ALTs, ``END`` and undeclared tags the records use, and ``##hexamer_*``
+  provenance lines. A record without ALT (``.``) carries the status and reason of its one row.
   VCF text stores floats with about 6 significant digits (htslib's ``%g``); tables keep float64.
-  Lines htslib cannot parse cannot be written back; they are counted in the result and kept, with
-  their reason, in table outputs. A bgzipped VCF or a BCF is indexed (``.tbi``/``.csi``) when the
-  records are sorted; otherwise a stale index of the same name is removed.
+  A record htslib cannot parse or write back becomes a stand-in record (CHROM, POS, ID, REF, the
+  ALTs when known, the HEXAMER fields) when its CHROM and POS can be declared; otherwise its rows
+  go to the rejects table :func:`rejects_path`, so records in the VCF plus records rejected equal
+  the input's. A bgzipped VCF or a BCF is indexed (``.tbi``/``.csi``) when the records are sorted;
+  otherwise a stale index of the same name is removed.
 * **Tables** (``.parquet``, ``.tsv``, ``.csv``, ``.jsonl``): one row per (record, ALT) with the
-  columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input order.
+  columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input order, and optionally chosen INFO
+  fields of the input (:func:`resolve_info_fields`) as ``info_<id>`` columns.
 
-Both are written atomically: a killed job leaves the previous file (or none), never half of one.
+Both are written atomically: a killed job leaves the previous file (or none), never half of one;
+a VCF, its index and its rejects table are all complete before any of them is renamed into place.
 Rows are sorted in memory by ``(record, alt_index)`` first, unless ``presorted=True`` says they
 already are: then they are streamed (any iterable, read once), tables in batches of
 :data:`TABLE_BATCH_ROWS` rows and the VCF by walking the input and the rows together, so memory
