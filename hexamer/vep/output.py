@@ -1,7 +1,7 @@
 """Write variant-effect results: the input VCF with INFO fields added, or a table.
 
 * **VCF/BCF** (``.vcf``, ``.vcf.gz``/``.vcf.bgz``, ``.bcf``): every record of the input is written
-  as it was, translated to a header that declares
+  as it was, under a header that declares
 
   - ``HEXAMER_SCORE`` (Number=A, Float): the score of each ALT, ``.`` where it was not scored;
   - ``HEXAMER_STATUS`` (Number=A, String): ``ok``, ``skipped``, ``ref_mismatch`` or ``failed``;
