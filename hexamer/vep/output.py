@@ -508,6 +508,8 @@ def write_vcf(
         in_memory.sort(key=_key)
         ordered = iter(in_memory)
     header, is_bcf, symbolic = _complete_header(vcf_in)
+    # an input scored before (a hexamer output) holds fields of that run: none may be left over
+    stale = tuple(ident for ident, *_ in _INFO if ident in header.info)
     with _quiet():  # htslib warns about each odd contig name again whenever the header changes
         _declare_end(header)
         _declare_symbolic(header, symbolic)  # a BCF's; a text VCF's are found while it is copied
@@ -517,7 +519,7 @@ def write_vcf(
                 header.contigs.add(chrom)
         _add_provenance(header, provenance)
     with _declared_source(header, is_bcf, vcf_in) as (source, header):
-        return _write_records(out_path, mode, source, header, ordered, recipe, translate=is_bcf)
+        return _write_records(out_path, mode, source, header, ordered, recipe, translate=is_bcf, stale=stale)
 
 
 class _RowCursor:
@@ -658,6 +660,7 @@ def _write_records(
     recipe: str,
     *,
     translate: bool,
+    stale: tuple[str, ...] = (),
 ) -> VcfWriteResult:
     import pysam
 
@@ -693,6 +696,9 @@ def _write_records(
                     try:
                         if translate:
                             rec.translate(header)
+                        for ident in stale:
+                            if ident in rec.info:
+                                del rec.info[ident]
                         _hexamer_info(rec, mine, len(rec.alts or ()), recipe)
                     except (OSError, ValueError, KeyError, TypeError):
                         rec = None

@@ -443,3 +443,18 @@ def test_a_record_htslib_will_not_write_becomes_a_stand_in_with_its_alleles(
         mixed = next(r for r in vf if r.id == "mixed")
     assert mixed.qual is None and mixed.alts == ("A", "<INS>", "<*>")  # QUAL/INFO dropped, ALTs kept
     assert mixed.info[INFO_STATUS] == ("ok", "skipped", "skipped")
+
+
+def test_rescoring_an_output_leaves_none_of_its_old_fields(carbon: Carbon, tmp_path: Path) -> None:
+    from hexamer.vep import INFO_REASON
+
+    first = tmp_path / "first.vcf"
+    write_vcf(first, EDGE_VCF, _rows(carbon, EDGE_VCF), recipe="window")
+    ok_rows = [{**r, "status": "ok", "score": 1.0, "reason": None} for r in _rows(carbon, EDGE_VCF)]
+    second = tmp_path / "second.vcf"
+    write_vcf(second, first, ok_rows, recipe="next_base")
+    with pysam.VariantFile(str(second)) as vf:
+        records = list(vf)
+    assert len(records) == len(list(read_vcf(EDGE_VCF)))
+    assert all(INFO_REASON not in r.info and r.info[INFO_RECIPE] == "next_base" for r in records)
+    assert all(set(r.info[INFO_STATUS]) == {"ok"} for r in records)
