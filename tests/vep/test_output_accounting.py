@@ -32,7 +32,7 @@ from .conftest import DATA, FASTA
 
 HOSTILE = DATA / "hostile.vcf"
 csv.field_size_limit(sys.maxsize)  # the huge lines come back in the rejects table
-FORMATS = ["vcf", "vcf.gz", "bcf", "parquet", "tsv", "jsonl"]
+FORMATS = ["vcf", "vcf.gz", "bcf", "parquet", "tsv", "csv", "jsonl"]
 SETTINGS = {"recipe": "window", "window": 600, "batch_size": 4}
 
 
@@ -122,9 +122,10 @@ def _records_out(path: Path) -> int:
         return n
     if name.endswith(".parquet"):
         records = pq.read_table(path, columns=["record"])["record"].to_pylist()
-    elif name.endswith(".tsv"):
+    elif name.endswith((".tsv", ".csv")):
         with open(path, newline="", encoding="utf-8") as f:
-            records = [int(row["record"]) for row in csv.DictReader(f, delimiter="\t")]
+            delimiter = "\t" if name.endswith(".tsv") else ","
+            records = [int(row["record"]) for row in csv.DictReader(f, delimiter=delimiter)]
     else:
         import json
 
