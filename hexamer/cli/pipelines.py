@@ -103,6 +103,14 @@ def vep(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue a killed run from its checkpoint.")
     ] = False,
+    info_fields: Annotated[
+        str | None,
+        typer.Option(
+            "--info-fields",
+            help="Table outputs: add these INFO fields of the input as info_NAME columns "
+            "(comma-separated, e.g. AF,CLNSIG, or 'all').",
+        ),
+    ] = None,
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
     threads: Annotated[
@@ -205,6 +213,7 @@ def vep(
                     fasta,
                     target,
                     resume=resume,
+                    info_fields=info_fields,
                     on_progress=tick,
                     on_note=note,
                     renames=reference.resolver.renames,

@@ -35,7 +35,15 @@ from hexamer.io.sequences import SequenceRecord
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["TABLE_FORMATS", "TableWriter", "atomic_path", "table_format", "write_fasta", "write_table"]
+__all__ = [
+    "TABLE_FORMATS",
+    "AtomicTarget",
+    "TableWriter",
+    "atomic_path",
+    "table_format",
+    "write_fasta",
+    "write_table",
+]
 
 PathLike = str | os.PathLike[str]
 TableFormat = Literal["parquet", "tsv", "csv", "jsonl"]
@@ -54,9 +62,13 @@ def _remove_quietly(path: str) -> None:
         os.unlink(path)
 
 
-class _AtomicTarget:
+class AtomicTarget:
     """A temp file beside ``path``: :meth:`commit` renames it onto ``path``, :meth:`discard`
-    removes it. Dropped without either (garbage collected), it is removed."""
+    removes it. Dropped without either (garbage collected), it is removed.
+
+    Use it instead of :func:`atomic_path` when several files must all be complete before any of
+    them is renamed (a VCF and its index): write every temp file, then commit them in order.
+    """
 
     def __init__(self, path: PathLike) -> None:
         self.path = Path(path)
@@ -98,7 +110,7 @@ class _AtomicTarget:
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """Yield a temp path in ``path``'s directory; on success it replaces ``path``, on error it is
     removed and ``path`` is untouched. Write to the yielded path and close it inside the block."""
-    target = _AtomicTarget(path)
+    target = AtomicTarget(path)
     try:
         yield target.tmp
     except BaseException:
@@ -283,15 +295,27 @@ class TableWriter:
     the destination. Columns (and, for Parquet, their types) are fixed by ``schema`` or else by
     the first non-empty batch; a later row with an unknown column raises, a missing one is null.
     A batch that raises is not written, so it is all-or-nothing. JSONL rows are written as given.
+
+    With ``deferred=True``, :meth:`close` finishes the temp file but leaves the destination alone
+    until :meth:`commit` (or :meth:`abort`), so it can be published together with other files.
     """
 
-    def __init__(self, path: PathLike, *, format: str | None = None, schema: pa.Schema | None = None) -> None:
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        format: str | None = None,
+        schema: pa.Schema | None = None,
+        deferred: bool = False,
+    ) -> None:
         self.path = Path(path)
+        self._deferred = deferred
         self.format: TableFormat = table_format(path, format)
         self.rows_written = 0
         self._schema = schema
         self._columns: list[str] | None = list(schema.names) if schema is not None else None
-        self._target = _AtomicTarget(path)
+        self._target = AtomicTarget(path)
+        self._finished = False
         self._parquet: Any = None
         self._text: IO[str] | None = None
         self._closed = False
@@ -402,22 +426,32 @@ class TableWriter:
             self.abort()
             raise
         self._closed = True
-        self._target.commit()
+        if not self._deferred:
+            self._finished = True
+            self._target.commit()
+
+    def commit(self) -> None:
+        """``deferred=True``: move the closed file onto the destination (idempotent)."""
+        if not self._closed:
+            self.close()
+        if not self._finished:
+            self._finished = True
+            self._target.commit()
 
     def abort(self) -> None:
-        """Drop everything written; the destination is left as it was (idempotent)."""
-        if self._closed:
+        """Drop everything not yet committed; the destination is left as it was (idempotent)."""
+        if self._finished:
             return
-        self._closed = True
+        self._closed = self._finished = True
         with contextlib.suppress(Exception):
             self._close_handles()
         self._target.discard()
 
     def __del__(self) -> None:
         # Never closed: the output was never confirmed complete, so it is not committed.
-        if not getattr(self, "_closed", True):
+        if not getattr(self, "_finished", True):
             warnings.warn(
-                f"TableWriter for {os.fspath(self.path)!r} was never closed; its output was discarded",
+                f"TableWriter for {os.fspath(self.path)!r} was never closed (or committed); its output was discarded",
                 ResourceWarning,
                 stacklevel=2,
             )

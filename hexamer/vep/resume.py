@@ -2,8 +2,9 @@
 uninterrupted run would have written, byte for byte.
 
 While scoring, finished rows go to a sidecar folder next to the output,
-``.NAME.hexamer-resume/``: a ``meta.json`` describing the job (settings, input files' size and
-mtime, a fingerprint of the model) and Parquet chunks of rows, each written atomically, sorted by
+``.NAME.hexamer-resume/``: a ``meta.json`` describing the job (settings, the size and SHA-256 of
+the input files' bytes, a fingerprint of the model) and Parquet chunks of rows, each written
+atomically and then recorded with its SHA-256 in ``chunks.json``, sorted by
 ``(record, alt_index)`` and holding whole work units only: ``rows-NNNNNN.parquet`` every
 ``checkpoint_rows`` rows (or ``checkpoint_seconds``), and ``rows-FFFFFF-LLLLLL.parquet`` where
 :data:`CHUNK_FANIN` consecutive chunks of the same span were merged into one, so N checkpoints
@@ -15,6 +16,12 @@ streamed into the writer, written atomically; the sidecar is then removed. So me
 with the number of rows, except for the ``ok`` scores (8 bytes each) and kinds (1 byte) that
 :class:`VepRunResult` keeps for plots. A sidecar made by a different job (other settings, inputs
 or model) is refused rather than mixed in.
+
+Trust: inputs are identified by content, so an edited VCF with the same size and mtime is a
+different job (hashing costs one read of each input at start: about 1 s per 1.5 GB here). On
+resume every chunk is hashed again before use; a chunk whose bytes differ from the recorded hash,
+or that ``chunks.json`` does not list (written but never committed), is deleted and its rows are
+computed again, with a note naming it.
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import heapq
 import json
 import os
 import re
+import shlex
 import shutil
+import sys
 import time
 from array import array
 from collections import Counter
@@ -37,22 +46,41 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from hexamer import __version__
 from hexamer.io import TableWriter, atomic_path
 from hexamer.io.contigs import read_rename_file
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, iter_blocks
-from hexamer.vep.output import VcfWriteResult, output_kind, row_schema, write_vep_output
-from hexamer.vep.variants import Reference
+from hexamer.vep.output import (
+    VcfWriteResult,
+    output_kind,
+    resolve_info_fields,
+    row_schema,
+    write_vep_output,
+)
+from hexamer.vep.variants import FastaError, Reference, VcfInputError
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
-__all__ = ["CHUNK_FANIN", "ResumeError", "VepRunResult", "model_fingerprint", "run_vep", "sidecar_dir"]
+__all__ = [
+    "CHUNK_FANIN",
+    "ResumeError",
+    "VepRunResult",
+    "file_sha256",
+    "model_fingerprint",
+    "run_vep",
+    "sidecar_dir",
+]
 
 PathLike = str | os.PathLike[str]
 Row = dict[str, Any]
 Key = tuple[int, int]
 _META = "meta.json"
-_VERSION = 1
+_MANIFEST = "chunks.json"
+#: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json
+_VERSION = 2
+#: meta.json keys that describe the run but do not make it a different job
+_NOT_COMPARED = ("command",)
 _CHUNK_NAME = re.compile(r"^rows-(\d+)(?:-(\d+))?\.parquet$")
 #: This many consecutive checkpoint chunks of the same span are merged into one.
 CHUNK_FANIN = 16
@@ -102,9 +130,23 @@ def model_fingerprint(carbon: Carbon) -> str:
     return h.hexdigest()[:16]
 
 
+def file_sha256(path: PathLike) -> str:
+    """SHA-256 of a file's bytes, streamed (about 1.5 GB/s on one core)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def _file_id(path: PathLike) -> dict[str, Any]:
-    st = os.stat(path)
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    """An input by content: an edited file is another input even with the same size and mtime."""
+    return {"size": os.stat(path).st_size, "sha256": file_sha256(path)}
+
+
+def _command() -> str:
+    """This process's command line, as a shell would take it (``hexamer vep ...`` from the CLI)."""
+    argv = list(sys.argv) or ["python"]
+    if os.path.basename(argv[0]) in ("hexamer", "__main__.py"):
+        argv[0] = "hexamer"
+    return shlex.join(argv)
 
 
 def _key(row: Mapping[str, Any]) -> Key:
@@ -280,20 +322,68 @@ def _keys_sorted(records: np.ndarray, alts: np.ndarray, before: Key | None) -> b
 class _Chunks:
     """The sidecar's row chunks: each written sorted by ``(record, alt_index)``; every
     :data:`CHUNK_FANIN` consecutive chunks of one span are merged into one (so N checkpoints leave
-    O(log N) chunks), and the final output is a k-way merge of them all."""
+    O(log N) chunks), and the final output is a k-way merge of them all.
 
-    def __init__(self, side: Path) -> None:
+    A chunk counts once ``chunks.json`` lists it with the SHA-256 of its bytes (written after the
+    chunk itself, atomically); :meth:`scan` drops chunks it does not list or whose bytes changed.
+    """
+
+    def __init__(self, side: Path, on_note: Callable[[str], None] | None = None) -> None:
         self.side = side
         self.chunks: list[_Chunk] = []
+        self.hashes: dict[str, str] = {}
+        self._note = on_note or (lambda _: None)
+
+    def save_manifest(self) -> None:
+        """Record the committed chunks and their hashes (atomically)."""
+        with atomic_path(self.side / _MANIFEST) as tmp:
+            tmp.write_text(json.dumps({"sha256": self.hashes}, indent=1, sort_keys=True))
+
+    def _read_manifest(self) -> dict[str, str]:
+        path = self.side / _MANIFEST
+        try:
+            recorded = json.loads(path.read_text())["sha256"]
+            if not isinstance(recorded, dict):
+                raise TypeError("not an object")
+            return {str(k): str(v) for k, v in recorded.items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._note(f"{path} is unreadable ({exc}); every checkpointed row will be computed again")
+            return {}
+
+    def _store(self, path: Path, rows: Iterable[Row]) -> None:
+        """Write a chunk and note its hash (committed by the next :meth:`save_manifest`)."""
+        _write_chunk(path, rows)
+        self.hashes[path.name] = file_sha256(path)
 
     def scan(self) -> None:
-        """Find the chunks of an earlier run. A chunk inside a merged one (the merge was killed
-        before it removed its inputs) is deleted; chunks of an older version are sorted."""
+        """Find the chunks of an earlier run and check them against ``chunks.json``: a chunk it
+        does not list (killed before it was recorded) is deleted, one whose bytes changed is
+        deleted with a note (its rows are computed again). A chunk inside a merged one (the merge
+        was killed before it removed its inputs) is deleted; chunks of an older version are sorted."""
+        recorded = self._read_manifest()
         found: list[_Chunk] = []
+        seen: set[str] = set()
         for path in self.side.glob("rows-*.parquet"):
             m = _CHUNK_NAME.match(path.name)
-            if m is not None:
-                found.append(_Chunk(int(m[1]), int(m[2] or m[1]), path))
+            if m is None:
+                continue
+            seen.add(path.name)
+            want = recorded.get(path.name)
+            if want is None:
+                path.unlink()
+                continue
+            if file_sha256(path) != want:
+                self._note(
+                    f"checkpoint chunk {path} is corrupt (its SHA-256 differs from the one recorded when "
+                    "it was written); its rows will be computed again"
+                )
+                path.unlink()
+                continue
+            found.append(_Chunk(int(m[1]), int(m[2] or m[1]), path))
+        for name in sorted(set(recorded) - seen):
+            self._note(f"checkpoint chunk {self.side / name} is missing; its rows will be computed again")
         found.sort(key=lambda c: (c.first, -c.last))
         self.chunks = []
         reach = -1
@@ -303,6 +393,8 @@ class _Chunks:
                 continue
             self.chunks.append(chunk)
             reach = chunk.last
+        self.hashes = {c.path.name: recorded[c.path.name] for c in self.chunks}
+        self.save_manifest()
 
     def load_keys(self) -> _DoneKeys:
         """The keys of every checkpointed row (read two columns at a time, not the rows)."""
@@ -323,7 +415,8 @@ class _Chunks:
             if not in_order:  # written unsorted by an older hexamer: a checkpoint's worth of rows
                 rows = pq.read_table(chunk.path).to_pylist()
                 rows.sort(key=_key)
-                _write_chunk(chunk.path, rows)
+                self._store(chunk.path, rows)
+                self.save_manifest()
         self._compact()
         return done
 
@@ -332,8 +425,9 @@ class _Chunks:
         rows.sort(key=_key)
         n = self.chunks[-1].last + 1 if self.chunks else 0
         path = self.side / _chunk_name(n, n)
-        _write_chunk(path, rows)
+        self._store(path, rows)
         self.chunks.append(_Chunk(n, n, path))
+        self.save_manifest()
         self._compact()
 
     def _compact(self) -> None:
@@ -345,8 +439,11 @@ class _Chunks:
         merged = _Chunk(
             group[0].first, group[-1].last, self.side / _chunk_name(group[0].first, group[-1].last)
         )
-        _write_chunk(merged.path, _merged([c.path for c in group]))
-        for chunk in group:  # killed here: the next scan deletes what is left of them
+        self._store(merged.path, _merged([c.path for c in group]))
+        for chunk in group:
+            self.hashes.pop(chunk.path.name, None)
+        self.save_manifest()
+        for chunk in group:  # killed here: the next scan deletes what is left of them (unlisted)
             chunk.path.unlink(missing_ok=True)
         self.chunks[-n:] = [merged]
 
@@ -433,6 +530,7 @@ def run_vep(
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     renames: PathLike | Mapping[str, str] | None = None,
+    info_fields: str | Sequence[str] | None = None,
     **settings: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` (annotated VCF/BCF or a table, by extension) with checkpoints.
@@ -442,13 +540,23 @@ def run_vep(
     checkpointed every ``checkpoint_rows`` rows or ``checkpoint_seconds``, whichever comes first.
     Without ``resume`` an old sidecar is discarded and the job starts over; with it, the job
     continues from the sidecar (or starts over when there is none). ``renames`` maps VCF contig
-    names to FASTA ones (a bcftools ``--rename-chrs`` file or a dict).
+    names to FASTA ones (a bcftools ``--rename-chrs`` file or a dict). ``info_fields`` (names, a
+    comma-separated string, or ``"all"``) adds those INFO fields of the input to a table output
+    as ``info_NAME`` columns (see :func:`~hexamer.vep.output.resolve_info_fields`); it is checked
+    before any scoring. A VCF output carries provenance header lines (``##hexamer_version``,
+    ``##hexamer_model``, ``##hexamer_settings``, ``##hexamer_command``: the command that started
+    the job) and names in ``on_note`` the rejects table of records it could not hold.
     """
+    note = on_note or (lambda _: None)
     out = Path(output)
-    output_kind(out)  # an unsupported extension fails now, not after hours of scoring
+    kind = output_kind(out)  # an unsupported extension fails now, not after hours of scoring
     if not out.parent.is_dir():
         raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
+    for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
+        if not os.path.isfile(path):
+            raise error(f"{os.fspath(path)}: no such {what} file")
     checked = VepSettings(**settings).checked(carbon)
+    info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     meta = {
         "version": _VERSION,
         "settings": checked.as_dict(),
@@ -460,8 +568,9 @@ def run_vep(
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     if renames:  # which records are scored depends on it
         meta["renames"] = dict(sorted(renames.items()))
+    command = _command()
     side = sidecar_dir(out)
-    chunks = _Chunks(side)
+    chunks = _Chunks(side, note)
     done = _DoneKeys()
     if side.exists() and resume:
         try:
@@ -476,51 +585,81 @@ def run_vep(
             for key, value in checked.as_dict().items():
                 if key not in old["settings"] and value == defaults[key]:
                     old["settings"][key] = value
+        if isinstance(old, dict):
+            command = str(old.get("command") or command)  # the provenance of the job is its first run
+            old = {k: v for k, v in old.items() if k not in _NOT_COMPARED}
         if old != meta:
             raise ResumeError(_different_job(side, old, meta))
         chunks.scan()
         done = chunks.load_keys()
     elif side.exists():
         shutil.rmtree(side)
-    if not side.exists():
+    fresh = not side.exists()
+    if fresh:
         side.mkdir()
+        chunks.save_manifest()
         with atomic_path(side / _META) as tmp:
-            tmp.write_text(json.dumps(meta, indent=1))
+            tmp.write_text(json.dumps({**meta, "command": command}, indent=1))
 
     n_resumed = len(done)
     pending: list[Row] = []
     last_flush = time.monotonic()
-    with Reference(fasta, renames=renames) as reference:
-        for units in iter_blocks(
-            carbon,
-            vcf,
-            reference,
-            checked,
-            done=done if n_resumed else None,
-            on_progress=on_progress,
-            on_note=on_note,
-        ):
-            for unit_rows in units:
-                if n_resumed:  # rows of checkpointed units are stubs: their rows are in a chunk
-                    pending.extend(r for r in unit_rows if (r["record"], r["alt_index"]) not in done)
-                else:
-                    pending.extend(unit_rows)
-                if pending and (
-                    len(pending) >= checkpoint_rows or time.monotonic() - last_flush >= checkpoint_seconds
-                ):
-                    chunks.add(pending)
-                    pending = []
-                    last_flush = time.monotonic()
+    try:
+        with Reference(fasta, renames=renames) as reference:
+            for units in iter_blocks(
+                carbon,
+                vcf,
+                reference,
+                checked,
+                done=done if n_resumed else None,
+                on_progress=on_progress,
+                on_note=on_note,
+            ):
+                for unit_rows in units:
+                    if n_resumed:  # rows of checkpointed units are stubs: their rows are in a chunk
+                        pending.extend(r for r in unit_rows if (r["record"], r["alt_index"]) not in done)
+                    else:
+                        pending.extend(unit_rows)
+                    if pending and (
+                        len(pending) >= checkpoint_rows or time.monotonic() - last_flush >= checkpoint_seconds
+                    ):
+                        chunks.add(pending)
+                        pending = []
+                        last_flush = time.monotonic()
+    except (VcfInputError, FastaError):
+        if fresh and not chunks.chunks:  # an unreadable input: leave no empty checkpoint behind
+            shutil.rmtree(side, ignore_errors=True)
+        raise
     if pending:
         chunks.add(pending)
     del done, pending
 
     tally = _Tally()
-    contigs = chunks.contigs() if output_kind(out) == "vcf" else None
+    provenance = {
+        "version": __version__,
+        "model": str(meta["model"]),
+        "settings": ",".join(f"{k}={v}" for k, v in checked.as_dict().items()),
+        "command": command,
+    }
+    contigs = chunks.contigs() if kind == "vcf" else None
     rows = tally.watch(chunks.rows())
-    result = write_vep_output(out, vcf, rows, recipe=checked.recipe, presorted=True, contigs=contigs)
-    collections.deque(rows, maxlen=0)  # rows the VCF had no record for (malformed lines) still count
+    result = write_vep_output(
+        out,
+        vcf,
+        rows,
+        recipe=checked.recipe,
+        presorted=True,
+        contigs=contigs,
+        provenance=provenance,
+        info=info,
+    )
+    collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
     shutil.rmtree(side, ignore_errors=True)
+    if isinstance(result, VcfWriteResult) and result.rejects is not None:
+        note(
+            f"{result.n_rejected} input record(s) could not be written as VCF records (no CHROM/POS "
+            f"a VCF can hold); they are listed, with their reasons, in {result.rejects}"
+        )
     return VepRunResult(
         output=str(out),
         n_rows=tally.n_rows,

@@ -367,3 +367,19 @@ def test_temp_files_are_hidden_beside_destination(tmp_path: Path) -> None:
         (tmp_name,) = os.listdir(tmp_path)
         assert tmp_name.startswith(".out.csv.") and tmp_name.endswith(".tmp")
         writer.write_batch([{"a": 1}])
+
+
+def test_deferred_table_writer_publishes_only_on_commit(tmp_path: Path) -> None:
+    path = tmp_path / "t.tsv"
+    path.write_text("old\n")
+    writer = TableWriter(path, deferred=True)
+    writer.write_batch([{"a": 1}])
+    writer.close()
+    assert path.read_text() == "old\n"  # complete, not yet published
+    writer.commit()
+    assert path.read_text() == "a\n1\n"
+    other = TableWriter(path, deferred=True)
+    other.write_batch([{"a": 2}])
+    other.close()
+    other.abort()  # e.g. the VCF it goes with failed
+    assert path.read_text() == "a\n1\n" and sorted(p.name for p in tmp_path.iterdir()) == ["t.tsv"]

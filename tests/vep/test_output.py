@@ -90,18 +90,26 @@ def test_plain_vcf_and_bcf(carbon: Carbon, tmp_path: Path, name: str) -> None:
     rows = _rows(carbon, MALFORMED_VCF)
     out = tmp_path / name
     result = write_vcf(out, MALFORMED_VCF, rows, recipe="window")
-    assert result.n_malformed == 2  # the two lines htslib cannot parse cannot be written back
-    assert result.n_records == 5
+    assert result.n_malformed == 2  # two lines htslib cannot parse
+    # 'too_few' (3 columns) still has CHROM and POS: a failed stand-in record; 'bad_pos' has no
+    # position a VCF can hold: its row goes to the rejects table
+    assert result.n_records == 6 and result.n_rejected == 1
     assert result.index is None  # plain VCF is never indexed; this BCF is unsorted (POS 0)
     with pysam.VariantFile(str(out)) as vf:
-        statuses = {r.id: r.info[INFO_STATUS][0] for r in vf}
+        statuses = {r.id: (r.pos, r.info[INFO_STATUS][0]) for r in vf}
     assert statuses == {
-        "good1": "ok",
-        "good2": "ok",
-        "bad_ref": "failed",
-        "pos_zero": "failed",
-        "good3": "ok",
+        "good1": (60309, "ok"),
+        "too_few": (60573, "failed"),
+        "good2": (60828, "ok"),
+        "bad_ref": (60900, "failed"),
+        "pos_zero": (0, "failed"),
+        "good3": (61098, "ok"),
     }
+    assert result.rejects == str(out) + ".rejects.tsv"
+    with open(result.rejects, newline="") as f:
+        rejected = list(csv.DictReader(f, delimiter="\t"))
+    assert [(r["id"], r["status"]) for r in rejected] == [("bad_pos", "failed")]
+    assert "POS 'sixty' is not a number" in rejected[0]["reason"]
 
 
 def test_sorted_bcf_gets_a_csi_index(carbon: Carbon, tmp_path: Path) -> None:
@@ -287,3 +295,166 @@ def test_vcf_reads_presorted_rows_alongside_the_records(
 def _vcf_body(path: Path) -> list[str]:
     with pysam.VariantFile(str(path)) as vf:
         return [str(vf.header), *(str(r) for r in vf)]
+
+
+# --------------------------------------------------------------------------- hostile records, provenance, INFO columns
+
+SYMBOLIC_VCF = (
+    "##fileformat=VCFv4.2\n"
+    "##contig=<ID=20,length=440000>\n"
+    "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+    "20\t60309\tsnv\tG\tT\t.\tPASS\t.\n"
+    "20\t62400\tsv_del\tA\t<DEL>\t.\tPASS\t.\n"
+    "20\t62500\tmixed\tG\tA,<INS>,<*>\t.\tPASS\t.\n"
+)
+
+
+@pytest.mark.parametrize("name", ["out.vcf", "out.vcf.gz", "out.bcf"])
+def test_symbolic_alts_without_header_lines_are_written(carbon: Carbon, tmp_path: Path, name: str) -> None:
+    # htslib refuses to format a record with a <...> allele while END is undeclared ("Can't write
+    # record" after all the scoring; a .bcf was left with an index that could not be built)
+    src = tmp_path / "symbolic.vcf"
+    src.write_text(SYMBOLIC_VCF)
+    out = tmp_path / name
+    result = write_vcf(out, src, _rows(carbon, src), recipe="window")
+    assert result.n_records == 3 and result.n_rejected == 0
+    assert (result.index is not None) == (name != "out.vcf")  # sorted: indexed
+    with pysam.VariantFile(str(out)) as vf:
+        assert {"DEL", "INS", "*"} <= set(vf.header.alts)
+        assert vf.header.info["END"].type == "Integer"
+        records = list(vf.fetch("20", 62_000, 63_000)) if result.index else list(vf)[1:]
+    assert [r.info[INFO_STATUS] for r in records] == [("skipped",), ("ok", "skipped", "skipped")]
+    assert records[1].alts == ("A", "<INS>", "<*>")
+
+
+def test_a_failure_before_publishing_leaves_the_old_files(
+    carbon: Carbon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = _rows(carbon, SLICE_VCF)
+    out = tmp_path / "scored.bcf"
+    for path in (out, tmp_path / "scored.bcf.csi"):
+        path.write_bytes(b"old")
+
+    def broken_index(*args: Any, **kwargs: Any) -> None:
+        raise OSError("building of index failed")
+
+    monkeypatch.setattr(pysam, "tabix_index", broken_index)
+    with pytest.raises(OSError, match="index failed"):
+        write_vcf(out, SLICE_VCF, rows, recipe="window")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scored.bcf", "scored.bcf.csi"]
+    assert out.read_bytes() == b"old" == (tmp_path / "scored.bcf.csi").read_bytes()
+
+
+def test_reasons_round_trip_through_percent_encoding(carbon: Carbon, tmp_path: Path) -> None:
+    from urllib.parse import unquote
+
+    from hexamer.vep import INFO_REASON
+    from hexamer.vep.output import vcf_escape
+
+    assert vcf_escape("a b,c;d=e%f\tg\n") == "a%20b%2Cc%3Bd%3De%25f%09g%0A"
+    rows = _rows(carbon, EDGE_VCF)
+    out = tmp_path / "edge.vcf"
+    write_vcf(out, EDGE_VCF, rows, recipe="window")
+    with pysam.VariantFile(str(out)) as vf:
+        records = list(vf)
+        assert vf.header.info[INFO_REASON].number == "A" and vf.header.info[INFO_REASON].type == "String"
+    by_key = {(r["record"], r["alt_index"]): r for r in rows}
+    checked = 0
+    for i, rec in enumerate(records):
+        reasons = rec.info.get(INFO_REASON) or ()
+        for j, reason in enumerate(reasons):
+            expected = by_key[(i, j)]["reason"]
+            assert (unquote(reason) if reason not in (None, ".") else None) == expected
+            checked += expected is not None
+    assert checked >= 8
+
+
+def test_a_record_without_alt_carries_its_status_and_keeps_its_end(carbon: Carbon, tmp_path: Path) -> None:
+    src = tmp_path / "block.vcf"
+    src.write_text(
+        "##fileformat=VCFv4.2\n##contig=<ID=20,length=440000>\n"
+        '##INFO=<ID=END,Number=1,Type=Integer,Description="End">\n'
+        "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+        "20\t61900\tblock\tA\t.\t40\tPASS\tEND=61950\n"
+    )
+    out = tmp_path / "block.vcf.gz"
+    write_vcf(out, src, _rows(carbon, src), recipe="window")
+    with pysam.VariantFile(str(out)) as vf:
+        (rec,) = list(vf)
+    assert rec.stop == 61950 and rec.qual == 40 and rec.info[INFO_STATUS] == ("skipped",)
+    assert str(rec).split("\t")[4] == "."  # ALT is still '.'
+
+
+def test_provenance_lines_and_a_stale_rejects_table(carbon: Carbon, tmp_path: Path) -> None:
+    out = tmp_path / "out.vcf"
+    stale = tmp_path / "out.vcf.rejects.tsv"
+    stale.write_text("from an older run\n")
+    provenance = {"version": "1.2.3", "command": "hexamer vep --vcf a.vcf\n-o out.vcf"}
+    result = write_vcf(out, SLICE_VCF, _rows(carbon, SLICE_VCF), recipe="window", provenance=provenance)
+    assert result.rejects is None and not stale.exists()  # it would describe another output
+    with pysam.VariantFile(str(out)) as vf:
+        lines = [str(r).strip() for r in vf.header.records]
+    assert "##hexamer_version=1.2.3" in lines
+    assert "##hexamer_command=hexamer vep --vcf a.vcf -o out.vcf" in lines
+
+
+def test_tables_carry_the_chosen_info_fields(carbon: Carbon, tmp_path: Path) -> None:
+    from hexamer.vep import run_vep
+    from hexamer.vep.output import resolve_info_fields
+
+    hostile = EDGE_VCF.parent / "hostile.vcf"
+    fields = {f.id: f for f in resolve_info_fields(hostile, "all")}
+    assert fields["AF"].number == "A" and fields["DB"].type == "Flag"
+    assert fields["SVTYPE"].type == "String"  # used, not declared
+    with pytest.raises(ValueError, match=r"no INFO field NOPE.*AF"):
+        resolve_info_fields(hostile, "AF,NOPE")
+    out = tmp_path / "labels.parquet"
+    run_vep(carbon, hostile, FASTA, out, window=600, info_fields="AF,CLNSIG,DB", on_note=lambda _: None)
+    table = pq.read_table(out)
+    assert table.column_names[-3:] == ["info_AF", "info_CLNSIG", "info_DB"]
+    assert str(table.schema.field("info_AF").type) == "double"
+    by_id: dict[str, list[dict]] = {}
+    for row in table.to_pylist():
+        by_id.setdefault(row["id"], []).append(row)
+    assert [r["info_AF"] for r in by_id["multi_symbolic"]] == pytest.approx([0.1, 0.2, 0.3])  # per ALT
+    assert by_id["good"][0]["info_CLNSIG"] == "Pathogenic" and by_id["good"][0]["info_DB"] is True
+    assert by_id["duplicate"][1]["info_CLNSIG"] == "Benign" and by_id["duplicate"][1]["info_DB"] is False
+    assert by_id["bad_pos"][0]["info_AF"] is None  # a line htslib cannot parse has no INFO
+    with pytest.raises(ValueError, match="no INFO field"):  # a typo fails before any scoring
+        run_vep(carbon, hostile, FASTA, tmp_path / "x.tsv", window=600, info_fields="CLNSIGG")
+    assert not (tmp_path / "x.tsv").exists() and not (tmp_path / ".x.tsv.hexamer-resume").exists()
+
+
+def test_a_record_htslib_will_not_write_becomes_a_stand_in_with_its_alleles(
+    carbon: Carbon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "in.vcf"
+    src.write_text(SYMBOLIC_VCF.replace("\tA,<INS>,<*>\t.\t", "\tA,<INS>,<*>\t50\t"))
+    original = output_mod._try_write
+
+    def refuses_qual_50(out: Any, rec: Any) -> bool:  # stands in for any record htslib refuses
+        return False if rec.qual == 50 else original(out, rec)
+
+    monkeypatch.setattr(output_mod, "_try_write", refuses_qual_50)
+    out = tmp_path / "out.vcf"
+    result = write_vcf(out, src, _rows(carbon, src), recipe="window")
+    assert result.n_records == 3 and result.rejects is None
+    with pysam.VariantFile(str(out)) as vf:
+        mixed = next(r for r in vf if r.id == "mixed")
+    assert mixed.qual is None and mixed.alts == ("A", "<INS>", "<*>")  # QUAL/INFO dropped, ALTs kept
+    assert mixed.info[INFO_STATUS] == ("ok", "skipped", "skipped")
+
+
+def test_rescoring_an_output_leaves_none_of_its_old_fields(carbon: Carbon, tmp_path: Path) -> None:
+    from hexamer.vep import INFO_REASON
+
+    first = tmp_path / "first.vcf"
+    write_vcf(first, EDGE_VCF, _rows(carbon, EDGE_VCF), recipe="window")
+    ok_rows = [{**r, "status": "ok", "score": 1.0, "reason": None} for r in _rows(carbon, EDGE_VCF)]
+    second = tmp_path / "second.vcf"
+    write_vcf(second, first, ok_rows, recipe="next_base")
+    with pysam.VariantFile(str(second)) as vf:
+        records = list(vf)
+    assert len(records) == len(list(read_vcf(EDGE_VCF)))
+    assert all(INFO_REASON not in r.info and r.info[INFO_RECIPE] == "next_base" for r in records)
+    assert all(set(r.info[INFO_STATUS]) == {"ok"} for r in records)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -157,7 +158,6 @@ def test_resume_refuses_a_sidecar_from_another_job(carbon: Carbon, job_vcf: Path
 def test_a_sidecar_from_before_a_new_setting_resumes(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
     """An older sidecar lacks settings added since (here ``window_grid``): it ran with their
     defaults, so it still resumes; a non-default value is a different job."""
-    import json
 
     out = tmp_path / "out.tsv"
     _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
@@ -204,6 +204,20 @@ def clean_output(
     return get
 
 
+def _provenance(path: Path) -> dict[str, str] | None:
+    """The ``##hexamer_KEY=VALUE`` header lines of a run_vep VCF output (None for a table), to
+    write the same header from rows in memory."""
+    if not str(path).endswith((".vcf", ".vcf.gz", ".bcf")):
+        return None
+    import pysam
+
+    with pysam.VariantFile(str(path)) as vf:
+        lines = [str(r).rstrip("\n") for r in vf.header.records]
+    found = dict(line[len("##hexamer_") :].split("=", 1) for line in lines if line.startswith("##hexamer_"))
+    assert list(found) == ["version", "model", "settings", "command"]
+    return found
+
+
 def _chunk_keys(path: Path) -> list[tuple[int, int]]:
     table = pq.read_table(path, columns=["record", "alt_index"])
     return list(zip(table["record"].to_pylist(), table["alt_index"].to_pylist(), strict=True))
@@ -245,7 +259,7 @@ def test_merged_chunks_equal_the_in_memory_output(
     rows = list(score_variants(carbon, job_vcf, FASTA, on_note=lambda _: None, **SETTINGS))
     random.Random(1).shuffle(rows)
     in_memory = tmp_path / f"in_memory.{ext}"
-    write_vep_output(in_memory, job_vcf, rows, recipe="window")
+    write_vep_output(in_memory, job_vcf, rows, recipe="window", provenance=_provenance(out))
     assert out.read_bytes() == in_memory.read_bytes() == clean_output(ext)
     ok = [r for r in sorted(rows, key=lambda r: (r["record"], r["alt_index"])) if r["status"] == "ok"]
     assert list(result.scores) == [r["score"] for r in ok]
@@ -324,9 +338,13 @@ def test_unsorted_chunks_of_an_older_version_are_sorted_on_resume(
     _run_until_killed(carbon, job_vcf, out, kill_after=40, checkpoint_rows=10)
     chunks = sorted(sidecar_dir(out).glob("rows-*.parquet"))
     assert chunks
+    manifest = sidecar_dir(out) / "chunks.json"
+    hashes = json.loads(manifest.read_text())["sha256"]
     for path in chunks:  # as the previous version wrote them: in the engine's order
         table = pq.read_table(path)
         pq.write_table(table.take(list(reversed(range(table.num_rows)))), path)
+        hashes[path.name] = resume_mod.file_sha256(path)
+    manifest.write_text(json.dumps({"sha256": hashes}))
     assert any(_chunk_keys(p) != sorted(_chunk_keys(p)) for p in chunks)
     result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
     assert result.n_resumed > 0
@@ -392,5 +410,75 @@ def test_sorted_vcf_output_is_indexed_and_trailing_malformed_rows_count(
     assert result.vcf is not None and result.vcf.n_malformed == 4
     assert result.vcf.index == str(out) + ".tbi" and Path(result.vcf.index).exists()
     in_memory = tmp_path / "in_memory.vcf.gz"
-    write_vep_output(in_memory, src, rows, recipe="window")
+    write_vep_output(in_memory, src, rows, recipe="window", provenance=_provenance(out))
     assert out.read_bytes() == in_memory.read_bytes()
+
+
+# --------------------------------------------------------------------------- trust: checksums and input identity
+
+
+def test_a_corrupted_chunk_is_recomputed_not_trusted(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path, clean_output: Callable[[str], bytes]
+) -> None:
+    out = tmp_path / "out.tsv"
+    _run_until_killed(carbon, job_vcf, out, kill_after=40, checkpoint_rows=4)
+    chunks = sorted(sidecar_dir(out).glob("rows-*.parquet"), key=lambda p: p.stat().st_size)
+    victim = chunks[-1]
+    n_kept = sum(pq.read_metadata(p).num_rows for p in chunks[:-1])
+    data = bytearray(victim.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    victim.write_bytes(bytes(data))  # same size: 16 flipped bytes inside the chunk
+    notes: list[str] = []
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=notes.append, **SETTINGS)
+    assert any(victim.name in note and "corrupt" in note for note in notes)
+    assert out.read_bytes() == clean_output("tsv")  # the victim's rows were computed again
+    assert result.n_resumed == n_kept
+
+
+def test_an_edited_input_with_the_same_size_and_mtime_does_not_resume(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path
+) -> None:
+    import os
+
+    vcf = tmp_path / "job.vcf"
+    vcf.write_bytes(job_vcf.read_bytes())
+    out = tmp_path / "out.parquet"
+    _run_until_killed(carbon, vcf, out, kill_after=10, checkpoint_rows=1)
+    before = vcf.stat()
+    text = vcf.read_bytes()
+    i = text.index(b"\tmulti_snv\t")
+    vcf.write_bytes(text[:i] + b"\tmulti_snX\t" + text[i + 11 :])  # one byte changed
+    os.utime(vcf, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert vcf.stat().st_size == before.st_size and vcf.stat().st_mtime_ns == before.st_mtime_ns
+    with pytest.raises(ResumeError, match=r"changed: vcf\)"):
+        run_vep(carbon, vcf, FASTA, out, resume=True, **SETTINGS)
+
+
+def test_a_chunk_written_but_never_recorded_is_dropped(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.tsv"
+    _run_until_killed(carbon, job_vcf, out, kill_after=20, checkpoint_rows=4)
+    side = sidecar_dir(out)
+    listed = set(json.loads((side / "chunks.json").read_text())["sha256"])
+    assert listed == {p.name for p in side.glob("rows-*.parquet")}
+    stray = side / "rows-999990.parquet"  # as if killed between writing a chunk and recording it
+    stray.write_bytes(next(iter(side.glob("rows-*.parquet"))).read_bytes())
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
+    assert result.n_resumed > 0 and result.n_rows == sum(result.status_counts.values())
+
+
+def test_the_vcf_header_names_the_command_that_started_the_job(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    out = tmp_path / "out.vcf.gz"
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/hexamer", "vep", "--vcf", "my calls.vcf"])
+    _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/hexamer", "vep", "--vcf", "my calls.vcf", "--resume"])
+    run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
+    provenance = _provenance(out)
+    assert provenance is not None
+    assert provenance["command"] == "hexamer vep --vcf 'my calls.vcf'"
+    assert provenance["settings"].startswith("recipe=window,window=600,")
+    assert provenance["model"] == resume_mod.model_fingerprint(carbon)
