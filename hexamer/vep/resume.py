@@ -502,7 +502,7 @@ def _different_job(side: Path, old: object, meta: dict) -> str:
     """Why a sidecar cannot be resumed: what changed and, for settings, their old and new values
     with the option that restores the old one (e.g. a default that moved between versions)."""
     old = old if isinstance(old, dict) else {}  # a meta.json that is valid JSON but not an object
-    changed = sorted(k for k in meta if old.get(k) != meta[k])
+    changed = sorted(k for k in meta.keys() | old.keys() if old.get(k) != meta.get(k))
     lines = [f"{side} was made by a different job (changed: {', '.join(changed)})"]
     old_settings = old.get("settings") if isinstance(old.get("settings"), dict) else {}
     diffs = [

@@ -482,3 +482,16 @@ def test_the_vcf_header_names_the_command_that_started_the_job(
     assert provenance["command"] == "hexamer vep --vcf 'my calls.vcf'"
     assert provenance["settings"].startswith("recipe=window,window=600,")
     assert provenance["model"] == resume_mod.model_fingerprint(carbon)
+
+
+def test_a_setting_dropped_since_the_checkpoint_is_named(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
+    """A key only the old checkpoint has (e.g. a --rename-chrs table not passed again) is listed
+    as changed instead of leaving the 'changed:' list empty."""
+    out = tmp_path / "out.tsv"
+    _run_until_killed(carbon, job_vcf, out, kill_after=10, checkpoint_rows=1)
+    meta_path = sidecar_dir(out) / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["renames"] = {"20": "chr20"}
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ResumeError, match=r"changed: renames\)"):
+        run_vep(carbon, job_vcf, FASTA, out, resume=True, **SETTINGS)
