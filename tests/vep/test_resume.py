@@ -484,7 +484,9 @@ def test_the_vcf_header_names_the_command_that_started_the_job(
     assert provenance["model"] == resume_mod.model_fingerprint(carbon)
 
 
-def test_a_setting_dropped_since_the_checkpoint_is_named(carbon: Carbon, job_vcf: Path, tmp_path: Path) -> None:
+def test_a_setting_dropped_since_the_checkpoint_is_named(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path
+) -> None:
     """A key only the old checkpoint has (e.g. a --rename-chrs table not passed again) is listed
     as changed instead of leaving the 'changed:' list empty."""
     out = tmp_path / "out.tsv"
