@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hexamer import __version__
@@ -29,7 +31,33 @@ bench_app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # error lines are never wrapped mid-message
+# error lines are never wrapped mid-message nor highlighted, so a message stays one plain line
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+DTypeOption = Annotated[
+    Literal["auto", "float32", "bfloat16", "float16"],
+    typer.Option(help="Weights' dtype (auto: float32 on CPU, the checkpoint's on GPU)."),
+]
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print a one-line JSON summary on stdout (for scripts).")
+]
+
+
+def fail(message: object, code: int = 2) -> NoReturn:
+    """Stop the command: ``error: MESSAGE`` on stderr (one line, markup in it shown as is)."""
+    err_console.print(f"[red]error:[/red] {escape(str(message))}")
+    raise typer.Exit(code)
+
+
+def print_json(summary: Mapping[str, Any]) -> None:
+    """One line of JSON on stdout: what ``--json`` prints instead of the human summary."""
+    print(json.dumps(summary, default=str))
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """``{"SNV": 9, "deletion": 2}`` as the words a person reads: ``SNV 9, deletion 2``."""
+    return ", ".join(f"{key} {value:,}" for key, value in counts.items()) or "none"
+
 
 ModelOption = Annotated[
     str | None,
@@ -80,8 +108,7 @@ def load_tokenizer(model: str | None, auto_dna_tags: bool | None = None) -> Carb
     try:
         return CarbonTokenizer.from_pretrained(resolve_model(model), auto_dna_tags=auto_dna_tags)
     except ModelFolderError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
 
 
 def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
