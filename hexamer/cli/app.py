@@ -111,6 +111,17 @@ def load_tokenizer(model: str | None, auto_dna_tags: bool | None = None) -> Carb
         fail(exc)
 
 
+def token_kind(tokenizer: CarbonTokenizer, token_id: int, mask: int) -> str:
+    """What a token is: ``text (BPE)``, ``DNA tag``, ``<oov>`` or ``6-mer``."""
+    if mask == -1:
+        return "text (BPE)"
+    if token_id in (tokenizer.dna_begin_id, tokenizer.dna_end_id):
+        return "DNA tag"
+    if token_id == tokenizer.oov_token_id:
+        return "<oov>"
+    return f"{tokenizer.k}-mer"
+
+
 def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
     """One row per token: id, kind, its string and the characters of the input it covers."""
     enc = tokenizer.encode_plus(text)
@@ -118,20 +129,12 @@ def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
     for col in ("#", "id", "kind", "token", "covers", "real bases"):
         table.add_column(col, justify="right" if col in ("#", "id", "real bases") else "left")
     for i, (tid, mask, (a, b)) in enumerate(zip(enc.ids, enc.token_mask, enc.offsets, strict=True)):
-        if mask == -1:
-            kind = "text (BPE)"
-        elif tid in (tokenizer.dna_begin_id, tokenizer.dna_end_id):
-            kind = "DNA tag"
-        elif tid == tokenizer.oov_token_id:
-            kind = "<oov>"
-        else:
-            kind = f"{tokenizer.k}-mer"
         table.add_row(
             str(i),
             str(tid),
-            kind,
-            repr(tokenizer.id_to_token(tid)),
-            repr(text[a:b]),
+            token_kind(tokenizer, tid, mask),
+            escape(repr(tokenizer.id_to_token(tid))),
+            escape(repr(text[a:b])),
             str(mask) if mask > 0 else "",
         )
     return table
@@ -150,19 +153,24 @@ def tokenize(
     auto_dna_tags: Annotated[
         bool | None, typer.Option("--auto-dna-tags/--no-auto-dna-tags", help="Wrap untagged input as DNA.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print ids and token_mask as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print ids, token_mask, offsets and kinds as JSON.")
+    ] = False,
 ) -> None:
     """Show how a text + DNA prompt tokenises (ids, kinds, covered characters)."""
     tok = load_tokenizer(model, auto_dna_tags)
     if as_json:
         enc = tok.encode_plus(text)
-        print(json.dumps({"input_ids": enc.ids, "token_mask": enc.token_mask, "offsets": enc.offsets}))
+        kinds = [token_kind(tok, t, m) for t, m in zip(enc.ids, enc.token_mask, strict=True)]
+        print_json(
+            {"input_ids": enc.ids, "token_mask": enc.token_mask, "offsets": enc.offsets, "kinds": kinds}
+        )
         return
     console.print(token_table(tok, text, f"{len(tok.encode(text))} tokens"))
 
 
 @app.command()
-def info(model: ModelOption = None) -> None:
+def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
     """Describe a model folder: vocabulary layout, special ids and Llama shape."""
     from hexamer.tokenizer.folder import read_json, resolve_model_dir
 
@@ -192,6 +200,24 @@ def info(model: ModelOption = None) -> None:
     ):
         if key in config:
             rows[key] = str(config[key])
+    if as_json:
+        print_json(
+            {
+                "folder": str(folder),
+                "vocab_size": len(tok),
+                "dna_start_id": layout.dna_start_id,
+                "dna_vocab_size": layout.dna_vocab_size,
+                "dna_begin_id": layout.begin_id,
+                "dna_end_id": layout.end_id,
+                "oov_id": layout.oov_id,
+                "k": layout.k,
+                "kmer_ids": [layout.kmer_start, layout.kmer_stop],
+                "eos_token_id": tok.eos_token_id,
+                "pad_token_id": tok.pad_token_id,
+                "config": {k: config[k] for k in config if not isinstance(config[k], dict | list)},
+            }
+        )
+        return
     for key, value in rows.items():
         table.add_row(key, value)
     console.print(table)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import bench_app, cache_dir
+from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
 
 
 @bench_app.command("vep")
@@ -42,9 +43,9 @@ def bench_vep_cmd(
     ] = False,
     dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
     repeats: Annotated[int, typer.Option(min=1, help="Rounds; each side keeps its best time.")] = 1,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the table as JSON here.")
-    ] = None,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw variants/s per recipe (PNG).")
     ] = None,
@@ -83,7 +84,15 @@ def bench_vep_cmd(
     )
     from hexamer.cli.bench_cmd import emit
 
-    emit(report, json_out, plot, x="recipe", y="variants/s", group="method")
+    emit(
+        report,
+        json_out or legacy_json,
+        plot,
+        price_per_hour=price_per_hour,
+        x="recipe",
+        y="variants/s",
+        group="method",
+    )
 
 
 def run_vep_bench(
@@ -273,9 +282,9 @@ def bench_embed_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 8,
     dtype: Annotated[str, typer.Option(help="float32 or bfloat16, used by both backends.")] = "float32",
     repeats: Annotated[int, typer.Option(min=1, help="Rounds; each backend keeps its best time.")] = 1,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the table as JSON here.")
-    ] = None,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """Sequences/s of ``hexamer.embed`` (mean pooling, last layer) vs transformers on the same weights."""
     from hexamer.cli.bench_cmd import emit
@@ -289,7 +298,7 @@ def bench_embed_cmd(
         dtype=dtype,
         repeats=repeats,
     )
-    emit(report, json_out, None)
+    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
 
 
 def run_embed_bench(

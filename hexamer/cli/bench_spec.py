@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import bench_app, console
+from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
@@ -50,12 +51,14 @@ def bench_spec_cmd(
     temperature: Annotated[float, typer.Option(min=0.0, help="Temperature of the sampled runs.")] = 1.0,
     repeats: Annotated[int | None, typer.Option(min=1, help="Runs per case; the best is kept.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A seconds-long run on small models.")] = False,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the table as JSON here.")
-    ] = None,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the speed-ups (PNG).")] = None,
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
+    from rich.markup import escape
+
     from hexamer.bench.run_all import EXTERNAL_PLOTS
     from hexamer.bench.spec import run_spec_bench
     from hexamer.cli.bench_cmd import emit
@@ -69,7 +72,7 @@ def bench_spec_cmd(
         raise typer.BadParameter(f"--spec-k: {exc}") from exc
     report = run_spec_bench(
         quick=quick,
-        log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
+        log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
         target=target,
         draft=draft,
         noises=_floats(noises, "--noises") if noises is not None else None,
@@ -82,4 +85,4 @@ def bench_spec_cmd(
         temperature=temperature,
         repeats=repeats,
     )
-    emit(report, json_out, plot, **EXTERNAL_PLOTS["spec"])
+    emit(report, json_out or legacy_json, plot, price_per_hour=price_per_hour, **EXTERNAL_PLOTS["spec"])
