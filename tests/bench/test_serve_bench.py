@@ -113,7 +113,7 @@ def test_cli_bench_serve(local: Carbon, tiny_folder: Path, tmp_path: Path) -> No
         bad = CliRunner().invoke(app, args[:-2])  # no API key
         assert bad.exit_code == 2 and "HTTP 401" in error_message(bad)
     both = CliRunner().invoke(app, ["bench", "serve", "--url", "http://x", "--model", str(tiny_folder)])
-    assert both.exit_code == 2 and "not both" in both.output
+    assert both.exit_code == 2 and "not both" in error_message(both)
 
 
 def test_errors_inside_the_stream_are_reported(local: Carbon, tiny_folder: Path) -> None:
