@@ -20,14 +20,20 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
     from hexamer.tokenizer import CarbonTokenizer
 
+#: ``-h`` as well as ``--help``, on every command (click passes it down to sub-commands)
+HELP = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
     name="hexamer",
     help="Fast, complete, remote-code-free toolkit for Carbon and other 6-mer DNA language models.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings=HELP,
 )
 bench_app = typer.Typer(
-    help="Benchmarks that compare hexamer with its peers in the same run.", no_args_is_help=True
+    help="Benchmarks that compare hexamer with its peers in the same run.",
+    no_args_is_help=True,
+    context_settings=HELP,
 )
 app.add_typer(bench_app, name="bench")
 console = Console()
@@ -140,10 +146,28 @@ def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
     return table
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Fast, complete, remote-code-free toolkit for Carbon and other 6-mer DNA language models."""
+
+
 @app.command()
 def version() -> None:
     """Print the hexamer version."""
-    console.print(__version__)
+    print(__version__)
 
 
 @app.command()

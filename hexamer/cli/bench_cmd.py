@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -17,8 +17,11 @@ from hexamer.cli.app import ModelOption, bench_app, cache_dir, console, err_cons
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
 
-ShapeOption = Annotated[str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")]
-DtypeOption = Annotated[str, typer.Option(help="float32 or bfloat16, used by every backend.")]
+Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.testing.SHAPES
+ShapeOption = Annotated[Shape, typer.Option(help="Random-weight shape when no --model.")]
+DtypeOption = Annotated[
+    Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype, used by every backend.")
+]
 BenchModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
 ]
@@ -308,11 +311,11 @@ def bench_all(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the JSON, PNGs and summary.md.")],
     model: BenchModelOption = None,
     shape: Annotated[
-        str | None, typer.Option(help="Random-weight shape (default: tiny with --quick, else 500m).")
+        Shape | None, typer.Option(help="Random-weight shape (default: tiny with --quick, else 500m).")
     ] = None,
     dtype: DtypeOption = "float32",
     quick: Annotated[
-        bool, typer.Option(help="Small shape, short outputs, one round: minutes on a CPU.")
+        bool, typer.Option(help="Small shape, short outputs, 3 rounds: minutes on a CPU.")
     ] = False,
     only: Annotated[
         str | None,

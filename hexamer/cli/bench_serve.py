@@ -43,7 +43,10 @@ def bench_serve_cmd(
     temperature: Annotated[float, typer.Option(min=0)] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the random prompts.")] = 0,
     quick: Annotated[
-        bool, typer.Option("--quick", help="8 prompts, 60 bp in / out, 4 in flight (tiny model by default).")
+        bool,
+        typer.Option(
+            "--quick/--no-quick", help="8 prompts, 60 bp in / out, 4 in flight (tiny model by default)."
+        ),
     ] = False,
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,

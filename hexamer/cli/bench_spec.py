@@ -50,7 +50,9 @@ def bench_spec_cmd(
     ] = "auto",
     temperature: Annotated[float, typer.Option(min=0.0, help="Temperature of the sampled runs.")] = 1.0,
     repeats: Annotated[int | None, typer.Option(min=1, help="Runs per case; the best is kept.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="A seconds-long run on small models.")] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick/--no-quick", help="A seconds-long run on small models.")
+    ] = False,
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,

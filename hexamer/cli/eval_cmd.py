@@ -85,9 +85,9 @@ def eval_cmd(
         Path | None,
         typer.Option("--cache-dir", help="Per-example record cache (default: the hexamer cache)."),
     ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Do not read or write the record cache.")
-    ] = False,
+    use_cache: Annotated[
+        bool, typer.Option("--cache/--no-cache", help="Read and write the per-example record cache.")
+    ] = True,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Folder for per-task JSON, records and plots.")
     ] = Path("hexamer-eval"),
@@ -144,7 +144,7 @@ def eval_cmd(
         "seed": seed,
         "batch_size": batch_size,
         "options": options,
-        "cache_dir": None if no_cache else (cache or cache_dir() / "evals"),
+        "cache_dir": None if not use_cache else (cache or cache_dir() / "evals"),
         "out_dir": out,
         "n_boot": bootstrap,
     }

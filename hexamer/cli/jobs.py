@@ -158,7 +158,19 @@ def generate(
         Literal["bp", "token"], typer.Option(help="bp (FNS, base by base) or token (whole 6-mers).")
     ] = "bp",
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy.")] = 1.0,
-    top_p: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
+    top_p: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Nucleus filter (per base in bp mode).")
+    ] = 1.0,
+    top_k: Annotated[
+        int, typer.Option(min=0, help="Token mode: keep the k most likely 6-mers (0 = off).")
+    ] = 0,
+    min_p: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Token mode: keep 6-mers with >= min_p x the top probability."),
+    ] = 0.0,
+    repetition_penalty: Annotated[
+        float, typer.Option(min=0.0, help="Penalise 6-mers already in the prompt or output (1 = off).")
+    ] = 1.0,
     seed: Annotated[int | None, typer.Option(help="Record i uses seed + i (its index in the input).")] = None,
     mask: Annotated[
         str | None, typer.Option(help="IUPAC mask over the first new bases, e.g. NNNATGNNN.")
@@ -184,6 +196,19 @@ def generate(
     carbon = load_carbon(model, dtype, device, batch_size)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
+    options.update(
+        {
+            name: value
+            for name, value, off in (
+                ("top_k", top_k, 0),
+                ("min_p", min_p, 0.0),
+                ("repetition_penalty", repetition_penalty, 1.0),
+            )
+            if value != off
+        }
+    )
+    if spec_options and set(options) - {"max_bp", "mode", "temperature", "top_p", "mask"}:
+        raise typer.BadParameter("--draft takes no --top-k, --min-p or --repetition-penalty")
     try:
         carbon.check_prompt("<dna>", prefix=prefix, **options)
     except ValueError as exc:  # an option error concerns every record: stop here

@@ -87,3 +87,21 @@ def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
     assert all(r["mbp_per_s"] > 0 for r in rows)
     bad = runner.invoke(app, ["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "abc"])
     assert bad.exit_code != 0
+
+
+def test_version_help_alias_and_listed_choices() -> None:
+    from hexamer import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == __version__
+    assert runner.invoke(app, ["version"]).stdout.strip() == __version__
+    for args in (["-h"], ["generate", "-h"], ["bench", "-h"], ["bench", "fns", "-h"], ["train", "-h"]):
+        assert runner.invoke(app, args).exit_code == 0, args
+    from hexamer.testing.cli import usage_error
+
+    assert "'bp', 'token'" in usage_error(["generate", "ACGT", "--mode", "codon"]).format_message()
+    dtypes = usage_error(["generate", "ACGT", "--dtype", "fp8"]).format_message()
+    assert "'auto', 'float32', 'bfloat16', 'float16'" in dtypes
+    assert "'window', 'next_base'" in usage_error(["vep", "--recipe", "x"]).format_message()
+    missing = usage_error(["vep", "--no-rc-average", "--fasta", "f.fa", "-o", "x.tsv"]).format_message()
+    assert "--vcf" in missing  # --no-rc-average itself is accepted

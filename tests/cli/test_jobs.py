@@ -160,3 +160,16 @@ def test_json_summaries_count_every_record(tiny_folder: Path, fasta: Path, tmp_p
     scores = run_json(["score", *args, str(tmp_path / "s.tsv")])
     assert scores["status_counts"] == {"ok": 2, "skipped": 3, "failed": 1}
     assert "--out" in usage_error(["score", "-m", str(tiny_folder), "ACGT", "--json"]).format_message()
+
+
+def test_generate_sampling_options_reach_the_engine(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "g.tsv"
+    args = ["generate", "-m", str(tiny_folder), "ACGTAC", "-o", str(out), "--max-bp", "12", "--seed", "2"]
+    run_json([*args, "--mode", "token", "--top-k", "3", "--min-p", "0.1", "--repetition-penalty", "1.5"])
+    with out.open() as f:
+        got = next(csv.DictReader(f, delimiter="\t"))["sequence"]
+    want = Carbon.from_pretrained(tiny_folder).generate(
+        "ACGTAC", max_bp=12, seed=2, mode="token", top_k=3, min_p=0.1, repetition_penalty=1.5
+    )
+    assert got == want.sequence
+    assert "mode='token'" in usage_error([*args, "--top-k", "3"]).format_message()  # bp mode refuses it
