@@ -41,7 +41,8 @@ PlotOption = Annotated[Path | None, typer.Option("--plot", help="Also write a PN
 ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
 
 
-def _ints(text: str, option: str) -> tuple[int, ...]:
+def parse_ints(text: str, option: str) -> tuple[int, ...]:
+    """``--batch-sizes 16,1`` as positive integers, or a usage error naming the option."""
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError as exc:
@@ -149,7 +150,9 @@ def bench_generate(
         str, typer.Option(help="Comma-separated: hexamer-token, hexamer-bp, transformers.")
     ] = "hexamer-token,hexamer-bp,transformers",
     hf_static_cache: Annotated[bool, typer.Option(help="Run transformers with its static cache.")] = False,
-    repeats: Annotated[int, typer.Option(min=1, help="Rounds; each backend keeps its best time.")] = 1,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
+    ] = 3,
     json_out: JsonOption = None,
     plot_out: PlotOption = None,
     legacy_json: LegacyJsonOption = None,
@@ -163,7 +166,7 @@ def bench_generate(
     if not chosen or not set(chosen) <= known:
         raise typer.BadParameter(f"--backends must be a comma-separated subset of {sorted(known)}")
     _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
     folder = bench_folder(model, shape, dtype)
     rows = run_generate_bench(
         folder,
@@ -212,7 +215,7 @@ def bench_throughput(
     if prompt_bp % 6:
         raise typer.BadParameter(f"--prompt-bp must be a multiple of 6, got {prompt_bp}")
     _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
     _threads(threads)
     folder = bench_folder(model, shape, dtype)
     objs = make_backends(folder, chosen, dtype=dtype, max_batch=max(sizes), log=_log)
@@ -238,7 +241,7 @@ def _bench_carbon(
     from hexamer import Carbon
 
     _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
     _threads(threads)
     folder = bench_folder(model, shape, dtype)
     carbon = Carbon.from_pretrained(
@@ -256,7 +259,9 @@ def bench_fns(
     new_bp: Annotated[int, typer.Option(min=1, help="Bases generated per prompt.")] = 360,
     score_sequences: Annotated[int, typer.Option(min=1, help="Sequences scored.")] = 16,
     score_bp: Annotated[int, typer.Option(min=6, help="Length of each scored sequence.")] = 1080,
-    repeats: Annotated[int, typer.Option(min=1, help="Rounds; each level keeps its best time.")] = 3,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
+    ] = 3,
     threads: ThreadsOption = 0,
     json_out: JsonOption = None,
     plot_out: PlotOption = None,
