@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from hexamer.cli.app import ModelOption, app, cache_dir, console, err_console, resolve_model
+from hexamer.cli.app import ModelOption, app, cache_dir, console, err_console, fail, resolve_model
 
 LEVELS = ("token", "bp", "both")
 
@@ -173,8 +173,7 @@ def eval_cmd(
                         run_task(the_task, local, carbon, level=lv, progress=progress, **run_options)
                     )
                 except (DatasetSchemaError, FileNotFoundError, ValueError) as exc:
-                    err_console.print(f"[red]error:[/red] {exc}")
-                    raise typer.Exit(2) from exc
+                    fail(exc)
         else:
             root = data_root if data_root is not None else Path(data or ".")
             results = run_suite(carbon, root, tasks=names, levels=levels, progress=progress, **run_options)
