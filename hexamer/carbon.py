@@ -48,6 +48,9 @@ class Generation:
     n_new_tokens: int
     n_prompt_oov_bases: int  # prompt bases lost to <oov> chunks (non-ACGT characters)
     token_ids: list[int]
+    #: with ``logprobs=True``: the raw model's log-probability of each new base (bp mode: its FNS
+    #: marginal) or of each new 6-mer (token mode: log-softmax over the 6-mer block); else None
+    logprobs: np.ndarray | None = None
 
     @property
     def n_bp(self) -> int:
@@ -68,6 +71,15 @@ class ScoreResult:
     n_oov_bases: int
     per_base: np.ndarray | None = None
     per_token: np.ndarray | None = None
+
+    @property
+    def sum(self) -> float:
+        """Total log-likelihood of the scored bases (bp level) or 6-mers (token level), in nats:
+        ``mean * n_scored``, summed in float64 from the per-position values when present."""
+        values = self.per_base if self.per_base is not None else self.per_token
+        if values is not None:
+            return float(np.nansum(np.asarray(values, dtype=np.float64)))
+        return float(self.mean) * self.n_scored
 
 
 @dataclass
@@ -154,6 +166,68 @@ class Carbon:
     def context_length(self) -> int:
         return self.model.config.max_position_embeddings
 
+    @property
+    def n_parameters(self) -> int:
+        """Parameters of the model (tied embeddings counted once)."""
+        return sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values())
+
+    def __repr__(self) -> str:
+        from pathlib import Path
+
+        name = Path(self.tokenizer.name_or_path).name if self.tokenizer.name_or_path else "?"
+        n = self.n_parameters
+        size = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}K"
+        p = next(self.model.parameters())
+        cfg = self.model.config
+        return (
+            f"Carbon(model={name!r}, parameters={size}, dtype={str(p.dtype).removeprefix('torch.')}, "
+            f"device={p.device}, context={self.context_length:,} tokens, layers={cfg.num_hidden_layers}, "
+            f"hidden={cfg.hidden_size})"
+        )
+
+    def embed(
+        self,
+        sequences: str | Sequence[str],
+        *,
+        pool: Literal["mean", "last", "sep"] = "mean",
+        layer: int = -1,
+        prefix: str = "",
+        max_tokens: int | None = None,
+        chunk_overlap: int | None = None,
+        batch_size: int = 8,
+    ) -> np.ndarray:
+        """Embeddings of DNA sequences: ``(hidden,)`` float32 for one string, ``(n, hidden)`` for a
+        list (:func:`hexamer.embed.embed_sequences`: mean over content tokens, the last content
+        token or the ``</dna>`` separator, of any layer; long sequences chunked). A sequence that
+        cannot be embedded raises ``ValueError`` naming it; for files with bad records use
+        ``hexamer.embed`` or ``hexamer embed``, which keep going. For a table:
+        ``pandas.DataFrame(m.embed(seqs), index=ids)``."""
+        from hexamer.embed import embed_sequences
+
+        single = isinstance(sequences, str)
+        items = [sequences] if single else list(sequences)
+        if not items:
+            raise ValueError("no sequences given")
+        errors: dict[str, str] = {}
+        records = [(f"sequence {i}", s) for i, s in enumerate(items)]
+        vectors = []
+        for ident, vector in embed_sequences(
+            self,
+            records,
+            pool=pool,
+            layer=layer,
+            prefix=prefix,
+            max_tokens=max_tokens,
+            chunk_overlap=chunk_overlap,
+            batch_size=batch_size,
+            on_error=lambda i, reason: errors.setdefault(i, reason),
+        ):
+            if vector is None:
+                raise ValueError(f"{ident}: {errors.get(ident, 'could not be embedded')}")
+            vectors.append(vector)
+        out = np.stack(vectors).astype(np.float32, copy=False)
+        return out[0] if single else out
+
     def with_rope(self, rope: RopeConfig, *, max_position_embeddings: int) -> Carbon:
         """This model with another RoPE scaling and context window (e.g. YaRN x4 for long prompts,
         like ``--with_yarn`` of the published NIAH script), sharing weights and tokenizer; ``self``
@@ -215,6 +289,9 @@ class Carbon:
         try:
             check_generation_fits(len(p.ids), len(p.forced), params, self.layout.k, self.engine.max_len)
             req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
+            if params.repetition_penalty != 1:
+                start, stop = self.layout.kmer_start, self.layout.kmer_stop
+                req.prompt_kmers = tuple(i - start for i in p.ids if start <= i < stop)
             self.engine.check(req)
         except ValueError as exc:
             raise ValueError(f"prompt {index}: {exc}") from None
@@ -244,6 +321,13 @@ class Carbon:
         mode: Literal["bp", "token"] = "bp",
         temperature: float = 1.0,
         top_p: float = 1.0,
+        top_k: int = 0,
+        min_p: float = 0.0,
+        repetition_penalty: float = 1.0,
+        n: int = 1,
+        num_return_sequences: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        logprobs: bool = False,
         seed: int | Sequence[int] | None = None,
         mask: str | np.ndarray | None = None,
         prefix: str = "",
@@ -263,13 +347,39 @@ class Carbon:
         ``num_speculative`` drafted 6-mers per round (``"auto"``: adaptive); the output is distributed
         exactly as without it (greedy: identical) and ``last_spec_stats`` reports acceptance
         (docs/speculative.md).
+
+        The options ``transformers`` and OpenAI-style servers offer: ``top_k`` / ``min_p`` filter
+        whole 6-mers (token mode; bp mode filters each base with ``top_p``);
+        ``repetition_penalty`` (1 = off) rescales the logits of 6-mers already in the prompt or
+        output; ``n`` (alias ``num_return_sequences``) samples each prompt n times (returned
+        prompt by prompt, sample j of prompt i with seed ``s + i * n + j``, or ``seeds[i] + j``);
+        ``stop`` (DNA strings) cuts each sequence before the first occurrence of any of them
+        (``finish_reason="stop"``); ``logprobs=True`` fills ``Generation.logprobs`` with the raw
+        model's log-probability of every new base (bp) or 6-mer (token). ``mode="text"``
+        (whole-vocabulary sampling of text) is the server's ``/v1/completions``, not this method.
         """
-        single = isinstance(prompts, str)
-        items = [prompts] if single else list(prompts)
+        if mode == "text":
+            raise ValueError(
+                "Carbon.generate continues DNA (mode='bp' or 'token'); whole-vocabulary text generation "
+                "is hexamer serve's /v1/completions (or hexamer.engine with SamplingParams(mode='text'))"
+            )
+        n = _check_n(n, num_return_sequences)
+        stops = _check_stops(stop)
+        extras = {"top_k": top_k, "min_p": min_p, "repetition_penalty": repetition_penalty}
+        if draft is not None and (
+            logprobs or extras != {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
+        ):
+            raise ValueError(
+                "speculative decoding (draft=...) takes no top_k, min_p, repetition_penalty or logprobs"
+            )
+        single = isinstance(prompts, str) and n == 1
+        items = [prompts] if isinstance(prompts, str) else list(prompts)
+        seeds = _sample_seeds(seed, len(items), n)
+        items = [p for p in items for _ in range(n)]
         requests, parsed = build_requests(
             self,
             items,
-            seed=seed,
+            seed=seeds,
             prefix=prefix,
             mode=mode,
             temperature=temperature,
@@ -278,6 +388,8 @@ class Carbon:
             max_new_tokens=max_new_tokens,
             mask=mask,
             stop_at_end_tag=stop_at_end_tag,
+            return_logprobs=logprobs,
+            **{key: value for key, value in extras.items() if key != "repetition_penalty" or value != 1},
         )
 
         def progress(done: list[Request]) -> None:
@@ -302,9 +414,15 @@ class Carbon:
                 n_prompt_oov_bases=p.n_oov_bases,
                 token_ids=[self.layout.kmer_start + i for i in req.output_kmers]
                 + ([self.layout.end_id] if req.ended_with_tag else []),
+                logprobs=_new_logprobs(req, mode) if logprobs else None,
             )
             for text, req, p in zip(items, requests, parsed, strict=True)
         ]
+        if stops:
+            out = [
+                _cut_at_stop(g, stops, mode, len(p.forced), self.layout.k)
+                for g, p in zip(out, parsed, strict=True)
+            ]
         return out[0] if single else out
 
     # ------------------------------------------------------------------ scoring
@@ -433,6 +551,67 @@ class Carbon:
         else:
             raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
         return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
+
+
+def _check_n(n: int, num_return_sequences: int | None) -> int:
+    if num_return_sequences is not None:
+        if n not in (1, num_return_sequences):
+            raise ValueError(f"n={n} and num_return_sequences={num_return_sequences} disagree: give one")
+        n = num_return_sequences
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n (num_return_sequences) must be a positive integer, got {n!r}")
+    return n
+
+
+def _check_stops(stop: str | Sequence[str] | None) -> list[str]:
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    for s in stops:
+        if not isinstance(s, str) or not s or not set(s.upper()) <= _ACGT:
+            raise ValueError(f"stop must be non-empty DNA strings of A/C/G/T, got {s!r}")
+    return [s.upper() for s in stops]
+
+
+def _sample_seeds(seed: int | Sequence[int] | None, n_prompts: int, n: int) -> list[int | None]:
+    """One seed per (prompt, sample): ``s + i * n + j`` from an int, ``seeds[i] + j`` from a list."""
+    if seed is None:
+        return [None] * (n_prompts * n)
+    if isinstance(seed, Sequence) and not isinstance(seed, str):
+        if len(seed) != n_prompts:
+            raise ValueError(f"got {len(seed)} seeds for {n_prompts} prompts")
+        return [int(s) + j for s in seed for j in range(n)]
+    return [int(seed) + i for i in range(n_prompts * n)]
+
+
+def _new_logprobs(req: Request, mode: str) -> np.ndarray:
+    """The recorded log-probabilities of the new bases (bp) or tokens (token), as ``sequence``."""
+    if not req.dna_logprobs:
+        return np.zeros(0, dtype=np.float64)
+    values = np.concatenate(req.dna_logprobs).astype(np.float64)
+    if mode == "token":
+        return values
+    values = values[len(req.forced) :]
+    return values[: req.params.max_bp] if req.params.max_bp is not None else values
+
+
+def _cut_at_stop(gen: Generation, stops: list[str], mode: str, n_forced: int, k: int) -> Generation:
+    """``gen`` ended before the first occurrence of any stop string (finish_reason ``stop``)."""
+    import dataclasses
+
+    hits = [i for i in (gen.sequence.find(s) for s in stops) if i >= 0]
+    if not hits:
+        return gen
+    cut = min(hits)
+    n_tokens = -(-(n_forced + cut) // k)
+    lp = gen.logprobs
+    if lp is not None:
+        lp = lp[:cut] if mode == "bp" else lp[:n_tokens]
+    return dataclasses.replace(
+        gen,
+        sequence=gen.sequence[:cut],
+        finish_reason="stop",
+        token_ids=gen.token_ids[:n_tokens],
+        logprobs=lp,
+    )
 
 
 def build_requests(

@@ -5,8 +5,9 @@ Figures are drawn on ``matplotlib.figure.Figure`` objects with the non-interacti
 (``.png``, ``.svg``, ``.pdf``) and written atomically. Missing scores (None/NaN) are left out and
 counted in the legend. ROC/PR use scikit-learn's ``roc_curve``, ``precision_recall_curve``,
 ``roc_auc_score`` and ``average_precision_score``; label 1 is the positive class (e.g.
-pathogenic). Pass scores oriented so that larger means "more likely positive" (for the window
-recipe that is ``-score``).
+pathogenic); string labels name theirs with ``positive=``. Pass scores oriented so that larger
+means "more likely positive" (for the window recipe that is ``-score``). Axis labels say the unit
+(log-probabilities are natural logs: nats) and which sign means what (:func:`score_axis_label`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,32 @@ import numpy as np
 
 from hexamer.io import atomic_path
 
-__all__ = ["FIGURE_FORMATS", "plot_pr", "plot_roc", "plot_score_hist"]
+__all__ = [
+    "FIGURE_FORMATS",
+    "SCORE_MEANINGS",
+    "binary_labels",
+    "plot_pr",
+    "plot_roc",
+    "plot_score_hist",
+    "score_axis_label",
+]
 
 PathLike = str | os.PathLike[str]
 FIGURE_FORMATS = ("png", "svg", "pdf")
 Scores = Sequence[float | None] | np.ndarray
+
+#: what a score means, per recipe or score column: the axis label of its figures
+SCORE_MEANINGS = {
+    "window": "LL(alt) − LL(ref), nats  (< 0: the alt is less likely than the reference)",
+    "next_base": "log P(ref) − log P(alt), nats  (> 0: the alt is less likely than the reference)",
+    "mean_logprob": "mean log P(base), nats  (uniform guessing: −1.386)",
+}
+
+
+def score_axis_label(recipe_or_column: str | None, *, negated: bool = False) -> str:
+    """The x-axis label for a score: its formula, unit and the meaning of its sign."""
+    meaning = SCORE_MEANINGS.get(recipe_or_column or "", f"{recipe_or_column or 'score'}")
+    return f"−({meaning.split('  (')[0]})  (larger: more likely positive)" if negated else meaning
 
 
 def _format(path: PathLike) -> str:
@@ -81,18 +103,35 @@ def plot_score_hist(
         label = f"{key} (n={ok.size}" + (f", {missing} missing)" if missing else ")")
         ax.hist(ok, bins=edges, alpha=0.55, label=label)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("count")
-    if title:
-        ax.set_title(title)
+    ax.set_ylabel("variants or sequences (count)")
+    ax.set_title(title or "Score distribution")
     ax.legend(loc="best", fontsize="small")
     _save(fig, path)
     return counts
 
 
+def binary_labels(labels: Sequence[Any], positive: Any = None) -> np.ndarray:
+    """0/1 (NaN for missing) from 0/1/True/False labels, or from any labels with ``positive``
+    naming the positive class (e.g. ``positive="pathogenic"``)."""
+    values = list(labels)
+    if positive is not None:
+        present = {str(v) for v in values if v is not None}
+        if str(positive) not in present:
+            raise ValueError(f"no label equals {positive!r}; labels found: {sorted(present)[:10]}")
+        return np.array([np.nan if v is None else float(str(v) == str(positive)) for v in values])
+    try:
+        return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        found = sorted({str(v) for v in values if v is not None})[:10]
+        raise ValueError(
+            f"labels are not 0/1: name the positive class (positive=..., --positive LABEL); found {found}"
+        ) from None
+
+
 def _curve_inputs(
-    scores: Scores | Mapping[str, Scores], labels: Sequence[Any]
+    scores: Scores | Mapping[str, Scores], labels: Sequence[Any], positive: Any = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    y = np.array([np.nan if v is None else float(v) for v in labels], dtype=np.float64)
+    y = binary_labels(labels, positive)
     named = dict(scores) if isinstance(scores, Mapping) else {"score": scores}
     out = {}
     for name, values in named.items():
@@ -112,13 +151,19 @@ def _curve_inputs(
 
 
 def plot_roc(
-    path: PathLike, scores: Scores | Mapping[str, Scores], labels: Sequence[Any], *, title: str | None = None
+    path: PathLike,
+    scores: Scores | Mapping[str, Scores],
+    labels: Sequence[Any],
+    *,
+    title: str | None = None,
+    positive: Any = None,
 ) -> dict[str, float]:
-    """ROC curve(s) of ``scores`` (or a mapping name -> scores) against 0/1 ``labels``; returns AUROC per name."""
+    """ROC curve(s) of ``scores`` (or a mapping name -> scores) against 0/1 ``labels`` (or any
+    labels with ``positive`` naming the positive class); returns AUROC per name."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
     _format(path)
-    data = _curve_inputs(scores, labels)
+    data = _curve_inputs(scores, labels, positive)
     fig = _figure(5.0, 5.0)
     ax = fig.add_subplot()
     aucs = {}
@@ -127,25 +172,30 @@ def plot_roc(
         aucs[name] = float(roc_auc_score(y, x))
         ax.plot(fpr, tpr, label=f"{name} (AUROC {aucs[name]:.3f}, n={len(y)})")
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=0.8)
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
+    ax.set_xlabel("false positive rate (1 − specificity)")
+    ax.set_ylabel("true positive rate (sensitivity)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_title(title or "ROC")
+    ax.set_title(title or "ROC curve")
     ax.legend(loc="lower right", fontsize="small")
     _save(fig, path)
     return aucs
 
 
 def plot_pr(
-    path: PathLike, scores: Scores | Mapping[str, Scores], labels: Sequence[Any], *, title: str | None = None
+    path: PathLike,
+    scores: Scores | Mapping[str, Scores],
+    labels: Sequence[Any],
+    *,
+    title: str | None = None,
+    positive: Any = None,
 ) -> dict[str, float]:
     """Precision-recall curve(s); returns the average precision per name. The dashed line is the
     positive fraction (a random ranking's precision)."""
     from sklearn.metrics import average_precision_score, precision_recall_curve
 
     _format(path)
-    data = _curve_inputs(scores, labels)
+    data = _curve_inputs(scores, labels, positive)
     fig = _figure(5.0, 5.0)
     ax = fig.add_subplot()
     aps = {}
@@ -156,11 +206,11 @@ def plot_pr(
         base = float(y.mean())
         ax.plot(recall, precision, label=f"{name} (AP {aps[name]:.3f}, n={len(y)})")
     ax.axhline(base, linestyle="--", color="grey", linewidth=0.8)
-    ax.set_xlabel("recall")
-    ax.set_ylabel("precision")
+    ax.set_xlabel("recall (sensitivity)")
+    ax.set_ylabel("precision (positive predictive value)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.02)
-    ax.set_title(title or "Precision-recall")
+    ax.set_title(title or "Precision-recall curve")
     ax.legend(loc="lower left", fontsize="small")
     _save(fig, path)
     return aps

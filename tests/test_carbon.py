@@ -284,3 +284,74 @@ def test_bad_score_input(carbon: Carbon) -> None:
         carbon.score("A" * 6 * 3000)
     with pytest.raises(ValueError, match="level"):
         carbon.score("ACGT", level="codon")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- options users expect
+
+
+def test_logprobs_equal_the_scores_of_the_generated_bases(carbon: Carbon) -> None:
+    prompt = "ACGTACGTTGCA"  # whole 6-mers: the new bases are scored with the same context
+    gen = carbon.generate(prompt, max_bp=18, mode="bp", seed=3, logprobs=True)
+    per_base = carbon.score(prompt + gen.sequence, level="bp").per_base[len(prompt) :]
+    np.testing.assert_allclose(gen.logprobs, per_base, atol=1e-5)
+    tok = carbon.generate(prompt, max_bp=18, mode="token", seed=3, logprobs=True)
+    per_token = carbon.score(prompt + tok.sequence, level="token").per_token[2:]
+    np.testing.assert_allclose(tok.logprobs, per_token, atol=1e-5)
+    assert carbon.generate(prompt, max_bp=6, seed=3).logprobs is None
+
+
+def test_n_samples_use_one_seed_each(carbon: Carbon) -> None:
+    many = carbon.generate(["ACGTAC", "GGGTTTACG"], max_bp=12, n=3, seed=10)
+    assert len(many) == 6
+    for i, prompt in enumerate(["ACGTAC", "GGGTTTACG"]):
+        for j in range(3):
+            one = carbon.generate(prompt, max_bp=12, seed=10 + 3 * i + j)
+            assert many[3 * i + j].sequence == one.sequence and many[3 * i + j].prompt == prompt
+    same = carbon.generate("ACGTAC", max_bp=12, num_return_sequences=2, seed=[7])
+    assert [g.sequence for g in same] == [
+        carbon.generate("ACGTAC", max_bp=12, seed=s).sequence for s in (7, 8)
+    ]
+    with pytest.raises(ValueError, match="disagree"):
+        carbon.generate("ACGTAC", max_bp=6, n=2, num_return_sequences=3)
+
+
+def test_stop_cuts_before_the_first_stop_string(carbon: Carbon) -> None:
+    full = carbon.generate("ACGTAC", max_bp=90, seed=4, logprobs=True)
+    cut = carbon.generate("ACGTAC", max_bp=90, seed=4, stop=["AA", "CCC"], logprobs=True)
+    first = min(i for i in (full.sequence.find("AA"), full.sequence.find("CCC")) if i >= 0)
+    assert cut.sequence == full.sequence[:first] and cut.finish_reason == "stop"
+    np.testing.assert_array_equal(cut.logprobs, full.logprobs[:first])
+    with pytest.raises(ValueError, match="stop"):
+        carbon.generate("ACGTAC", max_bp=6, stop="ANN")
+
+
+def test_filters_and_penalty_in_token_mode(carbon: Carbon) -> None:
+    greedy = carbon.generate("ACGTAC", max_bp=30, mode="token", temperature=0)
+    assert carbon.generate("ACGTAC", max_bp=30, mode="token", temperature=0, top_k=3, min_p=0.2).sequence == (
+        greedy.sequence
+    )
+    penalised = carbon.generate("ACGTAC", max_bp=60, mode="token", temperature=0, repetition_penalty=50.0)
+    kmers = [penalised.sequence[i : i + 6] for i in range(0, 60, 6)]
+    assert len(set(kmers)) == len(kmers) and "ACGTAC" not in kmers  # no 6-mer repeats itself
+    with pytest.raises(ValueError, match="mode='token'"):
+        carbon.generate("ACGTAC", max_bp=6, top_k=5)
+    with pytest.raises(ValueError, match="/v1/completions"):
+        carbon.generate("ACGTAC", max_new_tokens=2, mode="text")  # type: ignore[arg-type]
+
+
+def test_score_sum_repr_and_embed(carbon: Carbon, tiny_folder: Path) -> None:
+    from hexamer.embed import embed_sequences
+
+    res = carbon.score("ACGTACGTTGCANNNNNNACGT")
+    assert res.sum == pytest.approx(float(np.nansum(res.per_base.astype(np.float64))))
+    assert res.sum == pytest.approx(res.mean * res.n_scored, rel=1e-6)
+    text = repr(carbon)
+    assert text.startswith("Carbon(model='model'") and "dtype=float32" in text and "device=cpu" in text
+    assert "context=2,048 tokens" in text and f"{carbon.n_parameters / 1e3:.1f}K" in text
+    seqs = ["ACGTACGTTGCA", "TTTTGGGGCCCCAAAA"]
+    got = carbon.embed(seqs, pool="mean")
+    want = np.stack([v for _, v in embed_sequences(carbon, seqs, pool="mean")])
+    np.testing.assert_array_equal(got, want)
+    assert carbon.embed(seqs[0]).shape == (carbon.model.config.hidden_size,)
+    with pytest.raises(ValueError, match="sequence 1"):
+        carbon.embed(["ACGTAC", ""])

@@ -10,16 +10,14 @@ the overhead is visible even when it drowns in run-to-run noise end to end.
 
 from __future__ import annotations
 
-import gc
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hexamer.bench.backends import gc_paused
 from hexamer.bench.report import BenchReport
 from hexamer.bench.suite import suite_prompts
+from hexamer.bench.timing import Timing, run_rounds, spread_warning
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -27,23 +25,14 @@ if TYPE_CHECKING:
 TARGET_OVERHEAD_PCT = 5.0
 
 
-def _time(fn: Callable[[], object]) -> float:
-    with gc_paused():
-        start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
-
-
-def _interleaved_best(cases: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Best time of each case over ``repeats`` rounds that run the cases in turn."""
-    for fn in cases.values():
-        fn()  # warm
-    best = {name: float("inf") for name in cases}
-    gc.collect()
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            best[name] = min(best[name], _time(fn))
-    return best
+def _interleaved(
+    cases: dict[str, Callable[[], object]], repeats: int, into: dict[str, Timing]
+) -> dict[str, float]:
+    """Median time of each case over ``repeats`` (at least 3) alternating rounds after a warm-up;
+    the timings are kept in ``into`` for the spread warning and the min/max columns."""
+    timings = run_rounds(cases, repeats)
+    into.update(timings)
+    return {name: t.median for name, t in timings.items()}
 
 
 def run_fns_bench(
@@ -57,57 +46,67 @@ def run_fns_bench(
     repeats: int = 3,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
-    """Token vs bp level for generation (per batch size) and scoring; one row per (task, level)."""
+    """Token vs bp level for generation (per batch size) and scoring; one row per (task, level),
+    each the median of ``repeats`` (at least 3) alternating rounds after a warm-up."""
     from hexamer.fns import bp_sample, score_bases, score_tokens, token_sample
 
     report = BenchReport(
         name="fns",
         title="FNS cost: bp level vs token level, same model and run",
-        columns=("task", "batch", "level", "seconds", "bp/s", "overhead vs token"),
+        columns=("task", "batch", "level", "seconds", "s min/med/max", "bp/s", "overhead vs token"),
         formats={"seconds": "{:.4f}", "bp/s": "{:,.0f}", "overhead vs token": "{:+.1f}%"},
     )
     k = carbon.layout.k
     n_kmers = 4**k
     worst: dict[str, float] = {}
     steps = 50  # sampling calls per timing
+    spreads: dict[str, Timing] = {}
 
-    def add(task: str, batch: int | None, times: dict[str, float], bp: int, token_key: str) -> None:
+    def add(
+        task: str, batch: int | None, times: dict[str, float], bp: int, token_key: str, per: int = 1
+    ) -> None:
         base = times[token_key]
         for level, seconds in times.items():
             overhead = 100 * (seconds / base - 1)
+            t = spreads[level]
             report.rows.append(
                 {
                     "task": task,
                     "batch": batch,
                     "level": level,
                     "seconds": seconds,
+                    "s min/med/max": f"{t.min / per:.3g} / {t.median / per:.3g} / {t.max / per:.3g}",
                     "bp/s": bp / seconds,
                     "overhead vs token": None if level == token_key else overhead,
                 }
             )
+            all_timings[f"{task}, batch {batch}, {level}"] = t
             if level != token_key:
                 worst[task] = max(worst.get(task, -1e9), overhead)
 
+    all_timings: dict[str, Timing] = {}
     for batch in batch_sizes:
         prompts = [p.sequence for p in suite_prompts(batch, prompt_bp - prompt_bp % k)]
         log(f"fns: generation at batch {batch} ...")
-        times = _interleaved_best(
+        times = _interleaved(
             {
                 "token": lambda p=prompts: carbon.generate(p, max_bp=new_bp, mode="token", seed=0),
                 "bp (FNS)": lambda p=prompts: carbon.generate(p, max_bp=new_bp, mode="bp", seed=0),
             },
             repeats,
+            spreads,
         )
         add("generate (end to end)", batch, times, batch * new_bp, "token")
 
         logits = torch.randn(batch, n_kmers, generator=torch.Generator().manual_seed(batch))
         gens = [torch.Generator().manual_seed(i) for i in range(batch)]
-        times = _interleaved_best(
+        times = _interleaved(
             {
                 "token": lambda x=logits, g=gens: [token_sample(x, generator=g) for _ in range(steps)],
                 "bp (FNS)": lambda x=logits, g=gens: [bp_sample(x, generator=g) for _ in range(steps)],
             },
             repeats,
+            spreads,
         )
         add(
             "sampling only (per step)",
@@ -115,17 +114,19 @@ def run_fns_bench(
             {name: t / steps for name, t in times.items()},
             batch * k,
             "token",
+            per=steps,
         )
 
     seqs = [p.sequence for p in suite_prompts(score_sequences, score_bp)]
     log("fns: scoring ...")
-    times = _interleaved_best(
+    times = _interleaved(
         {
             "token": lambda: carbon.score(seqs, level="token"),
             "bp (FNS)": lambda: carbon.score(seqs, level="bp", method="fns"),
             "bp (exact chain rule)": lambda: carbon.score(seqs, level="bp", method="exact"),
         },
         repeats,
+        spreads,
     )
     add("score (end to end)", score_sequences, times, score_sequences * score_bp, "token")
 
@@ -133,13 +134,14 @@ def run_fns_bench(
     logits = torch.randn(score_sequences, n_tok, n_kmers, generator=torch.Generator().manual_seed(0))
     targets = torch.randint(0, n_kmers, (score_sequences, n_tok), generator=torch.Generator().manual_seed(1))
     n_real = torch.full_like(targets, k)
-    times = _interleaved_best(
+    times = _interleaved(
         {
             "token": lambda: score_tokens(logits, targets),
             "bp (FNS)": lambda: score_bases(logits, targets, n_real, method="fns"),
             "bp (exact chain rule)": lambda: score_bases(logits, targets, n_real, method="exact"),
         },
         repeats,
+        spreads,
     )
     add("scoring math only", score_sequences, times, score_sequences * score_bp, "token")
 
@@ -150,6 +152,9 @@ def run_fns_bench(
                 f"{task}: worst bp-level overhead {worst[task]:+.1f}% — {verdict} the ≤ {TARGET_OVERHEAD_PCT:.0f}% "
                 "target (published vLLM implementation: ~35%)"
             )
+    warning = spread_warning(all_timings)
+    if warning:
+        report.notes.insert(0, warning)
     report.notes.append(
         "end-to-end rows include the model forward (identical at both levels), so their differences "
         "within a few % are run-to-run noise; the 'only' rows isolate the FNS arithmetic."

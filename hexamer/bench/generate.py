@@ -9,7 +9,6 @@ processor so that every backend generates DNA; it samples at temperature 1 like 
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import torch
 
 from hexamer.bench.report import BenchReport
+from hexamer.bench.timing import MAX_TRUSTED_SPREAD
 from hexamer.bench.tokenizer import random_dna
 
 
@@ -26,9 +26,12 @@ class GenerateBenchRow:
     batch: int
     prompt_bp: int
     new_bp: int
-    seconds: float
+    seconds: float  # median of the rounds
     bp_per_s: float
     ratio_vs_transformers: float | None = None
+    seconds_min: float | None = None
+    seconds_max: float | None = None
+    rounds: int = 1
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -47,15 +50,6 @@ def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> 
     )
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    from hexamer.bench.backends import gc_paused
-
-    with gc_paused():
-        start = time.perf_counter()
-        fn()
-        return time.perf_counter() - start
-
-
 def run_generate_bench(
     folder: str | Path,
     *,
@@ -70,10 +64,11 @@ def run_generate_bench(
 ) -> list[GenerateBenchRow]:
     """Measure each backend at each batch size; returns one row per (backend, batch).
 
-    With ``repeats > 1`` the backends run in turn that many times and each keeps its best time,
-    so a burst of machine noise cannot favour one of them.
+    Each backend runs once untimed (warm-up), then ``repeats`` (at least 3) rounds in alternating
+    order; a row holds the median and the min/max (:mod:`hexamer.bench.timing`).
     """
     from hexamer import Carbon
+    from hexamer.bench.timing import run_rounds
 
     torch_dtype = getattr(torch, dtype)
     rows: list[GenerateBenchRow] = []
@@ -126,21 +121,13 @@ def run_generate_bench(
             "hexamer-bp": lambda: hexamer_run("bp"),
             "transformers": hf_run,
         }
-        warm: dict[str, Callable[[], None]] = {
-            "hexamer-token": lambda one=prompts[:1]: hexamer_run("token", 12, one),
-            "hexamer-bp": lambda one=prompts[:1]: hexamer_run("bp", 12, one),
-            "transformers": lambda one=prompts[:1]: hf_run(2, one),
-        }
-        measured: dict[str, float] = {}
-        for name in backends:
-            warm[name]()
         gc.collect()
-        for round_ in range(repeats):
-            for name in backends:
-                log(f"batch {batch}: running {name} (round {round_ + 1}/{repeats}) ...")
-                seconds = _timed(cases[name])
-                measured[name] = min(seconds, measured.get(name, float("inf")))
-                log(f"batch {batch}: {name} {batch * new_bp / seconds:.1f} bp/s")
+        timings = run_rounds(
+            {name: cases[name] for name in backends},
+            repeats,
+            log=lambda msg, b=batch: log(f"batch {b}: {msg}"),
+        )
+        measured = {name: t.median for name, t in timings.items()}
         peer = measured.get("transformers")
         for name, seconds in measured.items():
             rows.append(
@@ -154,6 +141,9 @@ def run_generate_bench(
                     seconds=seconds,
                     bp_per_s=batch * new_bp / seconds,
                     ratio_vs_transformers=(peer / seconds) if peer else None,
+                    seconds_min=timings[name].min,
+                    seconds_max=timings[name].max,
+                    rounds=len(timings[name].seconds),
                 )
             )
     return rows
@@ -165,11 +155,14 @@ def generate_report(
     """The rows as the shared table (JSON/Markdown/PNG), with the bp-vs-token cost per batch."""
     report = BenchReport(
         name="generate",
-        title=f"generation, {prompt_bp} bp in / {new_bp} bp out, {dtype}, end to end (best of {repeats})",
-        columns=("backend", "batch", "seconds", "bp/s", "× transformers"),
+        title=f"generation, {prompt_bp} bp in / {new_bp} bp out, {dtype}, end to end "
+        f"(median of {max(rows[0].rounds, 1) if rows else repeats} alternating rounds after a warm-up)",
+        columns=("backend", "batch", "seconds", "s min/med/max", "bp/s", "× transformers"),
         rows=[
             {
                 **r.as_dict(),
+                "s min/med/max": f"{r.seconds_min or r.seconds:.3g} / {r.seconds:.3g} / "
+                f"{r.seconds_max or r.seconds:.3g}",
                 "bp/s": r.bp_per_s,
                 "× transformers": r.ratio_vs_transformers,
             }
@@ -181,7 +174,25 @@ def generate_report(
     for b in dict.fromkeys(r.batch for r in rows):
         tok, bp = by_key.get(("hexamer-token", b)), by_key.get(("hexamer-bp", b))
         if tok and bp:
+            low = 100 * ((bp.seconds_min or bp.seconds) / (tok.seconds_max or tok.seconds) - 1)
+            high = 100 * ((bp.seconds_max or bp.seconds) / (tok.seconds_min or tok.seconds) - 1)
             report.notes.append(
-                f"batch {b}: bp-level costs {100 * (tok.bp_per_s / bp.bp_per_s - 1):+.1f}% vs token-level"
+                f"batch {b}: bp-level costs {100 * (bp.seconds / tok.seconds - 1):+.1f}% vs token-level "
+                f"(medians; {low:+.1f}% to {high:+.1f}% pairing the fastest and slowest rounds)"
             )
+    unsteady = [
+        f"{r.backend} batch {r.batch} {(r.seconds_max - r.seconds_min) / r.seconds:.0%}"
+        for r in rows
+        if r.seconds_min is not None
+        and r.seconds_max is not None
+        and r.seconds > 0
+        and (r.seconds_max - r.seconds_min) / r.seconds > MAX_TRUSTED_SPREAD
+    ]
+    if unsteady:
+        report.notes.insert(
+            0,
+            f"WARNING: timings are not steady enough to trust (rounds differ by {', '.join(unsteady)} "
+            f"of their median, more than {MAX_TRUSTED_SPREAD:.0%}): re-run with more --repeats, a larger "
+            "workload (no --quick) or on an idle machine before quoting these ratios.",
+        )
     return report

@@ -139,17 +139,92 @@ class BenchReport:
         return path
 
 
+#: throughput columns: unit -> (amount of that unit per one of the column's, the amount priced, its name)
+RATE_UNITS: dict[str, tuple[float, float, str]] = {
+    "bp/s": (1.0, 1e9, "Gbp"),
+    "kbp/s": (1e3, 1e9, "Gbp"),
+    "Mbp/s": (1e6, 1e9, "Gbp"),
+    "variants/s": (1.0, 1e6, "million variants"),
+    "sequences/s": (1.0, 1e6, "million sequences"),
+}
+
+
+def _rate_column(report: BenchReport) -> tuple[str, str] | None:
+    """The report's throughput column and its unit (``spec bp/s`` is in bp/s): the last one, so a
+    table comparing a baseline with an improvement prices the improvement."""
+    found = None
+    for column in report.columns:
+        for unit in RATE_UNITS:
+            if column == unit or column.endswith(" " + unit):
+                found = (column, unit)
+    return found
+
+
+def add_economics(report: BenchReport, price_per_hour: float) -> BenchReport:
+    """Throughput economics at a machine price of ``price_per_hour`` dollars: for every row with a
+    rate, the work per hour (``bp/hour``) and the dollars per Gbp (or per million variants /
+    sequences for tables that count those). ``hexamer bench serve``'s metric table gets the same
+    as two more rows. Tables without a rate get a note saying so."""
+    import math
+
+    if not (
+        isinstance(price_per_hour, int | float) and math.isfinite(price_per_hour) and price_per_hour >= 0
+    ):
+        raise ValueError(f"price_per_hour must be a finite number >= 0, got {price_per_hour!r}")
+    found = _rate_column(report)
+    if found is None and "metric" in report.columns and "value" in report.columns:
+        for row in list(report.rows):
+            if str(row.get("metric", "")).endswith("(bp/s)") and isinstance(row.get("value"), int | float):
+                per_hour = float(row["value"]) * 3600
+                report.rows.append(
+                    {"metric": "Output per hour (bp)", "key": "output_bp_per_hour", "value": per_hour}
+                )
+                cost = price_per_hour / per_hour * 1e9 if per_hour > 0 else None
+                report.rows.append(
+                    {"metric": f"$ per Gbp at ${price_per_hour:g}/hour", "key": "usd_per_gbp", "value": cost}
+                )
+                report.notes.append(
+                    f"$ per Gbp = price per hour / bp per hour × 1e9 (${price_per_hour:g}/hour)"
+                )
+                return report
+    if found is None:
+        report.notes.append(
+            f"--price-per-hour: this table has no throughput column to price (${price_per_hour:g}/hour)"
+        )
+        return report
+    column, unit = found
+    scale, priced, name = RATE_UNITS[unit]
+    what = "bp" if unit.endswith("bp/s") else unit.removesuffix("/s")
+    hour_col, cost_col = f"{what}/hour", f"$ per {name}"
+    report.columns = [*report.columns, hour_col, cost_col]
+    report.formats.setdefault(hour_col, "{:,.4g}")
+    report.formats.setdefault(cost_col, "${:,.4g}")
+    for row in report.rows:
+        rate = row.get(column)
+        if isinstance(rate, int | float) and rate > 0:
+            per_hour = float(rate) * scale * 3600
+            row[hour_col], row[cost_col] = per_hour, price_per_hour / per_hour * priced
+        else:
+            row[hour_col] = row[cost_col] = None
+    report.notes.append(
+        f"{cost_col} = price per hour / ({column} × 3600{f' × {scale:g}' if scale != 1 else ''}) "
+        f"× {priced:g}, at ${price_per_hour:g}/hour"
+    )
+    return report
+
+
 def print_report(report: BenchReport, console: Any | None = None) -> None:
-    """Print the table and its notes with rich."""
+    """Print the table and its notes with rich (their text shown as is: ``[bench]`` is not markup)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title=report.title)
+    table = Table(title=escape(report.title))
     for i, col in enumerate(report.columns):
-        table.add_column(col, justify="left" if i == 0 else "right")
+        table.add_column(escape(col), justify="left" if i == 0 else "right")
     for row in report.rows:
-        table.add_row(*(report.cell(row, c) for c in report.columns))
+        table.add_row(*(escape(report.cell(row, c)) for c in report.columns))
     console.print(table)
     for note in report.notes:
-        console.print(note)
+        console.print(escape(note))

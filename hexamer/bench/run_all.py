@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hexamer.bench.report import BenchReport, machine_info
+from hexamer.bench.timing import MIN_ROUNDS
 
 #: How each of our tables is plotted: BenchReport.plot keyword arguments.
 PLOTS: dict[str, dict[str, Any]] = {
@@ -33,6 +34,10 @@ EXTERNAL = {
     "serve": ("hexamer.bench.serve", "run_serve_bench"),
     "llamacpp": ("hexamer.bench.llamacpp", "run_llamacpp_bench"),
 }
+
+#: Optional peers an EXTERNAL bench module needs: module -> its function returning (available, why).
+#: A bench whose peer is missing is "skipped" with the install hint, not a failure with a traceback.
+PREREQUISITES = {"hexamer.bench.llamacpp": "llama_cpp_available"}
 
 #: How tables of the EXTERNAL benches are plotted. Kept apart from PLOTS, whose keys are also the
 #: benches whose failure fails ``hexamer bench all``. spec: speed-up over the target alone per
@@ -111,6 +116,11 @@ def run_external(name: str, *, quick: bool, log: Callable[[str], None]) -> Bench
     fn = getattr(module, func_name, None)
     if fn is None:
         return BenchOutcome(name, status="skipped", reason=f"{module_name} has no {func_name}()")
+    check = getattr(module, PREREQUISITES.get(module_name, ""), None)
+    if check is not None:
+        available, why = check()
+        if not available:
+            return BenchOutcome(name, status="skipped", reason=why)
     start = time.perf_counter()
     try:
         report = fn(quick=quick, log=log)
@@ -135,17 +145,20 @@ def run_all(
     tokenizer_sizes: list[int] | None = None,
     command: str = "hexamer bench all",
     log: Callable[[str], None] = lambda _: None,
+    price_per_hour: float | None = None,
 ) -> list[BenchOutcome]:
     """Run every bench on the model in ``folder``; JSON, PNGs and ``summary.md`` go to ``out_dir``.
 
     ``new_bp`` defaults to 60 with ``quick`` (1,080 otherwise; fns and roofline use 360), and the
     workload options override the quick/full defaults (tests use them to stay in seconds).
+    ``price_per_hour`` adds bp/hour and $ per Gbp to every table with a throughput column.
     """
     import torch
 
     from hexamer import Carbon
     from hexamer.bench.fns_cost import run_fns_bench
     from hexamer.bench.generate import generate_report, run_generate_bench
+    from hexamer.bench.report import add_economics
     from hexamer.bench.roofline import run_roofline_bench
     from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
     from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
@@ -155,7 +168,7 @@ def run_all(
     out.mkdir(parents=True, exist_ok=True)
     full_bp = new_bp or (60 if quick else 1080)
     short_bp = new_bp or (60 if quick else 360)
-    repeats = 1 if quick else 3
+    repeats = MIN_ROUNDS  # quick or not: one round cannot tell a figure from noise
     batches = tuple(batch_sizes)
     carbon_cache: list[Carbon] = []
 
@@ -242,6 +255,8 @@ def run_all(
         else:
             outcome = run_external(name, quick=quick, log=log)
         if outcome.report is not None:
+            if price_per_hour is not None:
+                add_economics(outcome.report, price_per_hour)
             try:
                 outcome.files = save_report(outcome.report, out)
             except Exception as exc:  # a plot must not lose the table

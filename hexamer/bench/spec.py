@@ -11,8 +11,6 @@ a trained model's rather than nearly uniform, which is what random weights give.
 
 from __future__ import annotations
 
-import gc
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 import torch
 
 from hexamer.bench.report import BenchReport
+from hexamer.bench.timing import MIN_ROUNDS, Timing, run_rounds, spread_warning
 from hexamer.bench.tokenizer import random_dna
 
 __all__ = ["FULL_PAIR", "QUICK_PAIR", "PairShape", "build_spec_pair", "run_spec_bench"]
@@ -130,25 +129,15 @@ COLUMNS = (
     "target bp/s",
     "spec bp/s",
     "speed-up",
+    "speed-up range",
+    "target s min/med/max",
+    "spec s min/med/max",
     "acceptance",
     "accepted/fwd",
     "tokens/fwd",
     "mean k",
     "greedy same",
 )
-
-
-def _best_times(fns: Sequence[Callable[[], Any]], repeats: int) -> list[tuple[float, Any]]:
-    """Best time (and last result) of each function, run in turn ``repeats`` times so a burst of
-    machine noise cannot favour one of them."""
-    best: list[tuple[float, Any]] = [(float("inf"), None)] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            gc.collect()
-            start = time.perf_counter()
-            result = fn()
-            best[i] = (min(best[i][0], time.perf_counter() - start), result)
-    return best
 
 
 def run_spec_bench(
@@ -173,7 +162,8 @@ def run_spec_bench(
 
     ``target``/``draft``: real folders (one pair); otherwise a synthetic pair per ``noises`` value
     (built under ``cache_root``, default the hexamer cache). Every configuration times the target alone
-    and speculative decoding on the same prompts, best of ``repeats``.
+    and speculative decoding on the same prompts: one warm-up run each, then ``repeats`` (at least 3)
+    alternating rounds; the speed-up is the ratio of the medians, its range min/max over max/min.
     """
     from hexamer import Carbon
     from hexamer.engine.speculative import SpecConfig
@@ -191,7 +181,7 @@ def run_spec_bench(
     config = SpecConfig.from_option(num_speculative)  # type: ignore[arg-type]
     prompt_bp = prompt_bp or (60 if quick else 300)
     new_bp = new_bp or (60 if quick else 300)
-    repeats = repeats or (1 if quick else 2)
+    repeats = max(repeats or MIN_ROUNDS, MIN_ROUNDS)
     pairs: list[tuple[str, Path | str, Path | str]] = []
     if target is not None and draft is not None:
         pairs.append(("given", target, draft))
@@ -212,7 +202,7 @@ def run_spec_bench(
         name="spec",
         title=(
             f"speculative decoding, batch {batch}, {prompt_bp} bp in / {new_bp} bp out, "
-            f"k={num_speculative}, best of {repeats}"
+            f"k={num_speculative}, median of {repeats} alternating rounds after a warm-up"
         ),
         columns=COLUMNS,
         formats={
@@ -226,6 +216,7 @@ def run_spec_bench(
         },
     )
     prompts = [random_dna(prompt_bp - prompt_bp % 6 + 3, seed=2000 + i) for i in range(batch)]
+    all_timings: dict[str, Timing] = {}
     for label, t_dir, d_dir in pairs:
         tgt = Carbon.from_pretrained(t_dir, dtype=torch.float32, device="cpu", max_batch_size=batch)
         drf = Carbon.from_pretrained(d_dir, dtype=torch.float32, device="cpu", max_batch_size=batch)
@@ -237,17 +228,18 @@ def run_spec_bench(
             for decoding in decodings:
                 temp = 0.0 if decoding == "greedy" else temperature
                 options: dict[str, Any] = {"max_bp": new_bp, "mode": mode, "temperature": temp, "seed": 0}
-                tgt.generate(prompts[:1], max_bp=12, mode=mode, temperature=temp, seed=0)
-                tgt.generate(prompts[:1], max_bp=12, mode=mode, temperature=temp, seed=0, draft=drf)
-                (base_s, base_out), (spec_s, spec_out) = _best_times(
-                    [
-                        lambda o=options, t=tgt: t.generate(prompts, **o),
-                        lambda o=options, t=tgt, d=drf: t.generate(
+                timings = run_rounds(
+                    {
+                        "target": lambda o=options, t=tgt: t.generate(prompts, **o),
+                        "spec": lambda o=options, t=tgt, d=drf: t.generate(
                             prompts, draft=d, num_speculative=config, **o
                         ),
-                    ],
+                    },
                     repeats,
                 )
+                base, spec = timings["target"], timings["spec"]
+                base_s, base_out, spec_s, spec_out = base.median, base.result, spec.median, spec.result
+                all_timings.update({f"{label} {mode} {decoding} {k}": v for k, v in timings.items()})
                 stats = tgt.last_spec_stats
                 assert stats is not None
                 same = None
@@ -260,6 +252,10 @@ def run_spec_bench(
                     "target bp/s": batch * new_bp / base_s,
                     "spec bp/s": batch * new_bp / spec_s,
                     "speed-up": base_s / spec_s,
+                    "speed-up range": f"{base.min / spec.max:.2f}–{base.max / spec.min:.2f}×",
+                    "target s min/med/max": base.summary(),
+                    "spec s min/med/max": spec.summary(),
+                    "timings": {"target": base.as_dict(), "spec": spec.as_dict()},
                     "acceptance": stats.acceptance_rate,
                     "accepted/fwd": stats.accepted_per_forward,
                     "tokens/fwd": stats.tokens_per_forward,
@@ -272,8 +268,12 @@ def run_spec_bench(
                     f"{label} {mode} {decoding}: target {row['target bp/s']:.1f} bp/s, spec {row['spec bp/s']:.1f} bp/s "
                     f"({row['speed-up']:.2f}×), {stats.summary()}"
                 )
+    warning = spread_warning(all_timings)
+    if warning:
+        report.notes.insert(0, warning)
     report.notes.append(
-        "speed-up = target-alone time / speculative time, same prompts and options, end to end (prefill included); "
+        "speed-up = median target-alone time / median speculative time (range: fastest over slowest "
+        "round and back), same prompts and options, end to end (prefill included); "
         "acceptance = accepted / drafted 6-mers; tokens/fwd counts the target's own token too (plain decoding = 1)."
     )
     if target is None:

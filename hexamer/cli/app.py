@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hexamer import __version__
@@ -18,18 +20,50 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
     from hexamer.tokenizer import CarbonTokenizer
 
+#: ``-h`` as well as ``--help``, on every command (click passes it down to sub-commands)
+HELP = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
     name="hexamer",
     help="Fast, complete, remote-code-free toolkit for Carbon and other 6-mer DNA language models.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings=HELP,
 )
 bench_app = typer.Typer(
-    help="Benchmarks that compare hexamer with its peers in the same run.", no_args_is_help=True
+    help="Benchmarks that compare hexamer with its peers in the same run.",
+    no_args_is_help=True,
+    context_settings=HELP,
 )
 app.add_typer(bench_app, name="bench")
 console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # error lines are never wrapped mid-message
+# error lines are never wrapped mid-message nor highlighted, so a message stays one plain line
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+DTypeOption = Annotated[
+    Literal["auto", "float32", "bfloat16", "float16"],
+    typer.Option(help="Weights' dtype (auto: float32 on CPU, the checkpoint's on GPU)."),
+]
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print a one-line JSON summary on stdout (for scripts).")
+]
+
+
+def fail(message: object, code: int = 2) -> NoReturn:
+    """Stop the command: ``error: MESSAGE`` on stderr (one line, markup in it shown as is)."""
+    err_console.print(f"[red]error:[/red] {escape(str(message))}")
+    raise typer.Exit(code)
+
+
+def print_json(summary: Mapping[str, Any]) -> None:
+    """One line of JSON on stdout: what ``--json`` prints instead of the human summary."""
+    print(json.dumps(summary, default=str))
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """``{"SNV": 9, "deletion": 2}`` as the words a person reads: ``SNV 9, deletion 2``."""
+    return ", ".join(f"{key} {value:,}" for key, value in counts.items()) or "none"
+
 
 ModelOption = Annotated[
     str | None,
@@ -80,8 +114,18 @@ def load_tokenizer(model: str | None, auto_dna_tags: bool | None = None) -> Carb
     try:
         return CarbonTokenizer.from_pretrained(resolve_model(model), auto_dna_tags=auto_dna_tags)
     except ModelFolderError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
+
+
+def token_kind(tokenizer: CarbonTokenizer, token_id: int, mask: int) -> str:
+    """What a token is: ``text (BPE)``, ``DNA tag``, ``<oov>`` or ``6-mer``."""
+    if mask == -1:
+        return "text (BPE)"
+    if token_id in (tokenizer.dna_begin_id, tokenizer.dna_end_id):
+        return "DNA tag"
+    if token_id == tokenizer.oov_token_id:
+        return "<oov>"
+    return f"{tokenizer.k}-mer"
 
 
 def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
@@ -91,29 +135,39 @@ def token_table(tokenizer: CarbonTokenizer, text: str, title: str) -> Table:
     for col in ("#", "id", "kind", "token", "covers", "real bases"):
         table.add_column(col, justify="right" if col in ("#", "id", "real bases") else "left")
     for i, (tid, mask, (a, b)) in enumerate(zip(enc.ids, enc.token_mask, enc.offsets, strict=True)):
-        if mask == -1:
-            kind = "text (BPE)"
-        elif tid in (tokenizer.dna_begin_id, tokenizer.dna_end_id):
-            kind = "DNA tag"
-        elif tid == tokenizer.oov_token_id:
-            kind = "<oov>"
-        else:
-            kind = f"{tokenizer.k}-mer"
         table.add_row(
             str(i),
             str(tid),
-            kind,
-            repr(tokenizer.id_to_token(tid)),
-            repr(text[a:b]),
+            token_kind(tokenizer, tid, mask),
+            escape(repr(tokenizer.id_to_token(tid))),
+            escape(repr(text[a:b])),
             str(mask) if mask > 0 else "",
         )
     return table
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Fast, complete, remote-code-free toolkit for Carbon and other 6-mer DNA language models."""
+
+
 @app.command()
 def version() -> None:
     """Print the hexamer version."""
-    console.print(__version__)
+    print(__version__)
 
 
 @app.command()
@@ -123,19 +177,24 @@ def tokenize(
     auto_dna_tags: Annotated[
         bool | None, typer.Option("--auto-dna-tags/--no-auto-dna-tags", help="Wrap untagged input as DNA.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print ids and token_mask as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print ids, token_mask, offsets and kinds as JSON.")
+    ] = False,
 ) -> None:
     """Show how a text + DNA prompt tokenises (ids, kinds, covered characters)."""
     tok = load_tokenizer(model, auto_dna_tags)
     if as_json:
         enc = tok.encode_plus(text)
-        print(json.dumps({"input_ids": enc.ids, "token_mask": enc.token_mask, "offsets": enc.offsets}))
+        kinds = [token_kind(tok, t, m) for t, m in zip(enc.ids, enc.token_mask, strict=True)]
+        print_json(
+            {"input_ids": enc.ids, "token_mask": enc.token_mask, "offsets": enc.offsets, "kinds": kinds}
+        )
         return
     console.print(token_table(tok, text, f"{len(tok.encode(text))} tokens"))
 
 
 @app.command()
-def info(model: ModelOption = None) -> None:
+def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
     """Describe a model folder: vocabulary layout, special ids and Llama shape."""
     from hexamer.tokenizer.folder import read_json, resolve_model_dir
 
@@ -165,6 +224,24 @@ def info(model: ModelOption = None) -> None:
     ):
         if key in config:
             rows[key] = str(config[key])
+    if as_json:
+        print_json(
+            {
+                "folder": str(folder),
+                "vocab_size": len(tok),
+                "dna_start_id": layout.dna_start_id,
+                "dna_vocab_size": layout.dna_vocab_size,
+                "dna_begin_id": layout.begin_id,
+                "dna_end_id": layout.end_id,
+                "oov_id": layout.oov_id,
+                "k": layout.k,
+                "kmer_ids": [layout.kmer_start, layout.kmer_stop],
+                "eos_token_id": tok.eos_token_id,
+                "pad_token_id": tok.pad_token_id,
+                "config": {k: config[k] for k in config if not isinstance(config[k], dict | list)},
+            }
+        )
+        return
     for key, value in rows.items():
         table.add_row(key, value)
     console.print(table)

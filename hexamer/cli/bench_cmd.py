@@ -8,26 +8,41 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from hexamer.cli.app import ModelOption, bench_app, cache_dir, console, load_tokenizer
+from hexamer.cli.app import ModelOption, bench_app, cache_dir, console, err_console, load_tokenizer
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
 
-ShapeOption = Annotated[str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")]
-DtypeOption = Annotated[str, typer.Option(help="float32 or bfloat16, used by every backend.")]
+Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.testing.SHAPES
+ShapeOption = Annotated[Shape, typer.Option(help="Random-weight shape when no --model.")]
+DtypeOption = Annotated[
+    Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype, used by every backend.")
+]
 BenchModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
 ]
-JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the table as JSON here.")]
+JsonOption = Annotated[
+    Path | None, typer.Option("--out", "-o", help="Also write the table as JSON here (- for stdout).")
+]
+LegacyJsonOption = Annotated[Path | None, typer.Option("--json", hidden=True, help="Old name of --out.")]
+PriceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--price-per-hour",
+        min=0,
+        help="Machine price in $ per hour: adds bp/hour and $ per Gbp columns (e.g. 2.5).",
+    ),
+]
 PlotOption = Annotated[Path | None, typer.Option("--plot", help="Also write a PNG bar chart here.")]
 ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
 
 
-def _ints(text: str, option: str) -> tuple[int, ...]:
+def parse_ints(text: str, option: str) -> tuple[int, ...]:
+    """``--batch-sizes 16,1`` as positive integers, or a usage error naming the option."""
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError as exc:
@@ -63,22 +78,40 @@ def bench_folder(model: str | None, shape: str, dtype: str) -> str:
 
 
 def _log(msg: str) -> None:
-    console.print(f"[dim]{msg}[/dim]", highlight=False)
+    from rich.markup import escape
+
+    console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)
 
 
-def emit(report: BenchReport, json_out: Path | None, plot_out: Path | None, **plot: Any) -> None:
-    """Print the table; write JSON and the plot where asked."""
-    from hexamer.bench.report import print_report
+def emit(
+    report: BenchReport,
+    json_out: Path | None,
+    plot_out: Path | None,
+    *,
+    price_per_hour: float | None = None,
+    **plot: Any,
+) -> None:
+    """Print the table (on stderr when ``json_out`` is ``-``: stdout then carries the JSON); add
+    the throughput economics with a price; write JSON and the plot where asked."""
+    import json
 
-    print_report(report, console)
-    if json_out is not None:
+    from hexamer.bench.report import add_economics, print_report
+
+    if price_per_hour is not None:
+        add_economics(report, price_per_hour)
+    to_stdout = json_out is not None and str(json_out) == "-"
+    screen = err_console if to_stdout else console
+    print_report(report, screen)
+    if to_stdout:
+        print(json.dumps(report.as_dict(), default=str))
+    elif json_out is not None:
         report.write_json(json_out)
-        console.print(f"wrote {json_out}")
+        screen.print(f"wrote {json_out}")
     if plot_out is not None:
         from hexamer.bench.run_all import PLOTS
 
         report.plot(plot_out, **(plot or PLOTS[report.name]))
-        console.print(f"wrote {plot_out}")
+        screen.print(f"wrote {plot_out}")
 
 
 @bench_app.command("tokenizer")
@@ -88,6 +121,8 @@ def bench_tokenizer(
     repeats: Annotated[int, typer.Option(min=1, help="Runs per case; the best is reported.")] = 3,
     json_out: JsonOption = None,
     plot_out: PlotOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """DNA encode/decode throughput (Mbp/s), with the official per-chunk algorithm as the peer."""
     from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
@@ -100,7 +135,7 @@ def bench_tokenizer(
         raise typer.BadParameter("--sizes needs at least one positive length")
     tok = load_tokenizer(model)
     rows = run_tokenizer_bench(tok, size_list, repeats=repeats)
-    emit(tokenizer_report(rows, repeats), json_out, plot_out)
+    emit(tokenizer_report(rows, repeats), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
 
 
 @bench_app.command("generate")
@@ -115,9 +150,13 @@ def bench_generate(
         str, typer.Option(help="Comma-separated: hexamer-token, hexamer-bp, transformers.")
     ] = "hexamer-token,hexamer-bp,transformers",
     hf_static_cache: Annotated[bool, typer.Option(help="Run transformers with its static cache.")] = False,
-    repeats: Annotated[int, typer.Option(min=1, help="Rounds; each backend keeps its best time.")] = 1,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
+    ] = 3,
     json_out: JsonOption = None,
     plot_out: PlotOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
     from hexamer.bench.generate import generate_report, run_generate_bench
@@ -127,7 +166,7 @@ def bench_generate(
     if not chosen or not set(chosen) <= known:
         raise typer.BadParameter(f"--backends must be a comma-separated subset of {sorted(known)}")
     _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
     folder = bench_folder(model, shape, dtype)
     rows = run_generate_bench(
         folder,
@@ -141,7 +180,7 @@ def bench_generate(
         log=_log,
     )
     report = generate_report(rows, prompt_bp=prompt_bp, new_bp=new_bp, dtype=dtype, repeats=repeats)
-    emit(report, json_out, plot_out)
+    emit(report, json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
 
 
 @bench_app.command("throughput")
@@ -164,6 +203,8 @@ def bench_throughput(
     threads: ThreadsOption = 0,
     json_out: JsonOption = None,
     plot_out: PlotOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """The Trainium2 article's DNA suite (7 prompt cases): kbp/s, latency p50/p99, valid DNA % per backend."""
     from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
@@ -174,7 +215,7 @@ def bench_throughput(
     if prompt_bp % 6:
         raise typer.BadParameter(f"--prompt-bp must be a multiple of 6, got {prompt_bp}")
     _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
     _threads(threads)
     folder = bench_folder(model, shape, dtype)
     objs = make_backends(folder, chosen, dtype=dtype, max_batch=max(sizes), log=_log)
@@ -188,7 +229,7 @@ def bench_throughput(
         f"{prompt_bp} bp in / {new_bp} bp out, end to end, best of {repeats}",
         log=_log,
     )
-    emit(report, json_out, plot_out)
+    emit(report, json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
 
 
 def _bench_carbon(
@@ -200,7 +241,7 @@ def _bench_carbon(
     from hexamer import Carbon
 
     _check_dtype(dtype)
-    sizes = _ints(batch_sizes, "--batch-sizes")
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
     _threads(threads)
     folder = bench_folder(model, shape, dtype)
     carbon = Carbon.from_pretrained(
@@ -218,10 +259,14 @@ def bench_fns(
     new_bp: Annotated[int, typer.Option(min=1, help="Bases generated per prompt.")] = 360,
     score_sequences: Annotated[int, typer.Option(min=1, help="Sequences scored.")] = 16,
     score_bp: Annotated[int, typer.Option(min=6, help="Length of each scored sequence.")] = 1080,
-    repeats: Annotated[int, typer.Option(min=1, help="Rounds; each level keeps its best time.")] = 3,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
+    ] = 3,
     threads: ThreadsOption = 0,
     json_out: JsonOption = None,
     plot_out: PlotOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """Cost of base-pair-level (FNS) generation and scoring over token level, same model and run."""
     from hexamer.bench.fns_cost import run_fns_bench
@@ -237,7 +282,7 @@ def bench_fns(
         repeats=repeats,
         log=_log,
     )
-    emit(add_plot_labels(report), json_out, plot_out)
+    emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
 
 
 @bench_app.command("roofline")
@@ -252,6 +297,8 @@ def bench_roofline(
     threads: ThreadsOption = 0,
     json_out: JsonOption = None,
     plot_out: PlotOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """Measure memory bandwidth and matmul FLOP/s, then decode/prefill as a fraction of those limits."""
     from hexamer.bench.roofline import run_roofline_bench
@@ -261,7 +308,7 @@ def bench_roofline(
     report = run_roofline_bench(
         carbon, batch_sizes=sizes, new_bp=new_bp, repeats=repeats, quick=quick, log=_log
     )
-    emit(add_plot_labels(report), json_out, plot_out)
+    emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
 
 
 @bench_app.command("all")
@@ -269,11 +316,11 @@ def bench_all(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the JSON, PNGs and summary.md.")],
     model: BenchModelOption = None,
     shape: Annotated[
-        str | None, typer.Option(help="Random-weight shape (default: tiny with --quick, else 500m).")
+        Shape | None, typer.Option(help="Random-weight shape (default: tiny with --quick, else 500m).")
     ] = None,
     dtype: DtypeOption = "float32",
     quick: Annotated[
-        bool, typer.Option(help="Small shape, short outputs, one round: minutes on a CPU.")
+        bool, typer.Option(help="Small shape, short outputs, 3 rounds: minutes on a CPU.")
     ] = False,
     only: Annotated[
         str | None,
@@ -282,6 +329,7 @@ def bench_all(
         ),
     ] = None,
     threads: ThreadsOption = 0,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """Every bench table in one run; each writes JSON (+ PNG) into --out, plus a Markdown summary."""
     from hexamer.bench.run_all import EXTERNAL, PLOTS, run_all
@@ -301,14 +349,17 @@ def bench_all(
         only=chosen,
         command=" ".join(["hexamer", *sys.argv[1:]]),
         log=_log,
+        price_per_hour=price_per_hour,
     )
+    from rich.markup import escape
+
     from hexamer.bench.report import print_report
 
     for o in outcomes:
         if o.report is not None:
             print_report(o.report, console)
         else:
-            console.print(f"[yellow]{o.name}: {o.status}[/yellow] — {o.reason}")
+            console.print(f"[yellow]{o.name}: {o.status}[/yellow] — {escape(o.reason)}")
     console.print(f"wrote {out / 'summary.md'} and {sum(len(o.files) for o in outcomes)} files")
     if any(o.status == "failed" for o in outcomes if o.name in PLOTS):
         raise typer.Exit(1)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import bench_app, cache_dir
+from hexamer.cli.bench_cmd import DtypeOption, JsonOption, LegacyJsonOption, PriceOption
 
 
 @bench_app.command("vep")
@@ -38,18 +39,19 @@ def bench_vep_cmd(
     context: Annotated[int, typer.Option(help="Next-base recipe: left context in bp.")] = 6144,
     context_grid: Annotated[int, typer.Option(help="Next-base: contexts start on this grid.")] = 6144,
     rc_average: Annotated[
-        bool, typer.Option("--rc-average", help="Window: average with the reverse complement.")
+        bool,
+        typer.Option("--rc-average/--no-rc-average", help="Window: average with the reverse complement."),
     ] = False,
-    dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
+    dtype: DtypeOption = "float32",
     repeats: Annotated[int, typer.Option(min=1, help="Rounds; each side keeps its best time.")] = 1,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the table as JSON here.")
-    ] = None,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Also draw variants/s per recipe (PNG).")
     ] = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="A seconds-long run (small windows, 6 sites).")
+        bool, typer.Option("--quick/--no-quick", help="A seconds-long run (small windows, 6 sites).")
     ] = False,
     published: Annotated[
         bool | None,
@@ -83,7 +85,15 @@ def bench_vep_cmd(
     )
     from hexamer.cli.bench_cmd import emit
 
-    emit(report, json_out, plot, x="recipe", y="variants/s", group="method")
+    emit(
+        report,
+        json_out or legacy_json,
+        plot,
+        price_per_hour=price_per_hour,
+        x="recipe",
+        y="variants/s",
+        group="method",
+    )
 
 
 def run_vep_bench(
@@ -271,11 +281,11 @@ def bench_embed_cmd(
     n_seqs: Annotated[int, typer.Option("--sequences", min=1, help="Sequences to embed.")] = 64,
     length: Annotated[int, typer.Option(min=6, help="Bases per sequence.")] = 1200,
     batch_size: Annotated[int, typer.Option(min=1)] = 8,
-    dtype: Annotated[str, typer.Option(help="float32 or bfloat16, used by both backends.")] = "float32",
+    dtype: DtypeOption = "float32",
     repeats: Annotated[int, typer.Option(min=1, help="Rounds; each backend keeps its best time.")] = 1,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the table as JSON here.")
-    ] = None,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
 ) -> None:
     """Sequences/s of ``hexamer.embed`` (mean pooling, last layer) vs transformers on the same weights."""
     from hexamer.cli.bench_cmd import emit
@@ -289,7 +299,7 @@ def bench_embed_cmd(
         dtype=dtype,
         repeats=repeats,
     )
-    emit(report, json_out, None)
+    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
 
 
 def run_embed_bench(

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from hexamer.cli.app import bench_app, console, err_console
+from hexamer.cli.app import bench_app, console, fail
+from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
 
 
 @bench_app.command("serve")
@@ -42,16 +43,21 @@ def bench_serve_cmd(
     temperature: Annotated[float, typer.Option(min=0)] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the random prompts.")] = 0,
     quick: Annotated[
-        bool, typer.Option("--quick", help="8 prompts, 60 bp in / out, 4 in flight (tiny model by default).")
+        bool,
+        typer.Option(
+            "--quick/--no-quick", help="8 prompts, 60 bp in / out, 4 in flight (tiny model by default)."
+        ),
     ] = False,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the summary as JSON here.")
-    ] = None,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the latencies (PNG).")] = None,
 ) -> None:
     """The published serving workload (random DNA prompts, fixed lengths, ignore_eos), vLLM-style summary."""
-    from hexamer.bench.report import print_report
+    from rich.markup import escape
+
     from hexamer.bench.serve import latency_plot, run_serve_bench
+    from hexamer.cli.bench_cmd import emit
     from hexamer.remote import RemoteError
 
     try:
@@ -71,13 +77,12 @@ def bench_serve_cmd(
             temperature=temperature,
             seed=seed,
             quick=quick,
-            log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
+            log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
         )
     except (RemoteError, ValueError, RuntimeError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    print_report(report, console)
-    if json_out is not None:
-        console.print(f"wrote {report.write_json(json_out)}")
+        fail(exc)
+    if plot is not None:  # drawn from the latency rows, before any price rows are added
+        latency_plot(report, plot)
+    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
     if plot is not None:
-        console.print(f"wrote {latency_plot(report, plot)}")
+        console.print(f"wrote {plot}")

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import bench_app, console
+from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
@@ -43,19 +44,28 @@ def bench_spec_cmd(
     decodings: Annotated[str, typer.Option(help="Comma-separated: greedy, sampled.")] = "greedy,sampled",
     prompt_bp: Annotated[int | None, typer.Option(min=6, help="Prompt length (bp).")] = None,
     new_bp: Annotated[int | None, typer.Option(min=1, help="New bases per prompt.")] = None,
-    batch: Annotated[int, typer.Option(min=1, help="Prompts decoded together.")] = 1,
+    batch_sizes: Annotated[
+        str, typer.Option(help="Comma-separated batch sizes (prompts decoded together).")
+    ] = "1",
+    legacy_batch: Annotated[int | None, typer.Option("--batch", min=1, hidden=True)] = None,
     spec_k: Annotated[
         str, typer.Option("--spec-k", help="Drafted 6-mers per round: a number or auto.")
     ] = "auto",
     temperature: Annotated[float, typer.Option(min=0.0, help="Temperature of the sampled runs.")] = 1.0,
-    repeats: Annotated[int | None, typer.Option(min=1, help="Runs per case; the best is kept.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="A seconds-long run on small models.")] = False,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the table as JSON here.")
+    repeats: Annotated[
+        int | None, typer.Option(min=1, help="Timed rounds per case after a warm-up (at least 3; medians).")
     ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick/--no-quick", help="A seconds-long run on small models.")
+    ] = False,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the speed-ups (PNG).")] = None,
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
+    from rich.markup import escape
+
     from hexamer.bench.run_all import EXTERNAL_PLOTS
     from hexamer.bench.spec import run_spec_bench
     from hexamer.cli.bench_cmd import emit
@@ -67,19 +77,38 @@ def bench_spec_cmd(
         SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
     except ValueError as exc:
         raise typer.BadParameter(f"--spec-k: {exc}") from exc
-    report = run_spec_bench(
-        quick=quick,
-        log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
-        target=target,
-        draft=draft,
-        noises=_floats(noises, "--noises") if noises is not None else None,
-        modes=_names(modes, "--modes", {"token", "bp"}),
-        decodings=_names(decodings, "--decodings", {"greedy", "sampled"}),
-        prompt_bp=prompt_bp,
-        new_bp=new_bp,
-        batch=batch,
-        num_speculative=spec_k if spec_k == "auto" else int(spec_k),
-        temperature=temperature,
-        repeats=repeats,
-    )
-    emit(report, json_out, plot, **EXTERNAL_PLOTS["spec"])
+    from hexamer.cli.bench_cmd import parse_ints
+
+    sizes = (legacy_batch,) if legacy_batch is not None else parse_ints(batch_sizes, "--batch-sizes")
+    modes_t = _names(modes, "--modes", {"token", "bp"})
+    decodings_t = _names(decodings, "--decodings", {"greedy", "sampled"})
+    noise_t = _floats(noises, "--noises") if noises is not None else None
+    report = None
+    for batch in sizes:
+        part = run_spec_bench(
+            quick=quick,
+            log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
+            target=target,
+            draft=draft,
+            noises=noise_t,
+            modes=modes_t,
+            decodings=decodings_t,
+            prompt_bp=prompt_bp,
+            new_bp=new_bp,
+            batch=batch,
+            num_speculative=spec_k if spec_k == "auto" else int(spec_k),
+            temperature=temperature,
+            repeats=repeats,
+        )
+        for row in part.rows:
+            row["batch"] = batch
+        if report is None:
+            report = part
+            report.columns = ["batch", *report.columns]
+        else:
+            report.rows.extend(part.rows)
+            report.notes.extend(n for n in part.notes if n not in report.notes)
+    assert report is not None
+    if len(sizes) > 1:
+        report.title = report.title.replace(f"batch {sizes[0]},", f"batch {', '.join(map(str, sizes))},")
+    emit(report, json_out or legacy_json, plot, price_per_hour=price_per_hour, **EXTERNAL_PLOTS["spec"])

@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from hexamer.cli.app import ModelOption, app, cache_dir, console, err_console, resolve_model
+from hexamer.cli.app import ModelOption, app, cache_dir, console, err_console, fail, resolve_model
 
 LEVELS = ("token", "bp", "both")
 
@@ -85,9 +85,9 @@ def eval_cmd(
         Path | None,
         typer.Option("--cache-dir", help="Per-example record cache (default: the hexamer cache)."),
     ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Do not read or write the record cache.")
-    ] = False,
+    use_cache: Annotated[
+        bool, typer.Option("--cache/--no-cache", help="Read and write the per-example record cache.")
+    ] = True,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Folder for per-task JSON, records and plots.")
     ] = Path("hexamer-eval"),
@@ -144,7 +144,7 @@ def eval_cmd(
         "seed": seed,
         "batch_size": batch_size,
         "options": options,
-        "cache_dir": None if no_cache else (cache or cache_dir() / "evals"),
+        "cache_dir": None if not use_cache else (cache or cache_dir() / "evals"),
         "out_dir": out,
         "n_boot": bootstrap,
     }
@@ -173,8 +173,7 @@ def eval_cmd(
                         run_task(the_task, local, carbon, level=lv, progress=progress, **run_options)
                     )
                 except (DatasetSchemaError, FileNotFoundError, ValueError) as exc:
-                    err_console.print(f"[red]error:[/red] {exc}")
-                    raise typer.Exit(2) from exc
+                    fail(exc)
         else:
             root = data_root if data_root is not None else Path(data or ".")
             results = run_suite(carbon, root, tasks=names, levels=levels, progress=progress, **run_options)

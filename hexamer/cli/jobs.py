@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.progress import (
@@ -20,7 +20,17 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from hexamer.cli.app import app, console, err_console, resolve_model
+from hexamer.cli.app import (
+    DTypeOption,
+    JsonFlag,
+    app,
+    console,
+    describe_counts,
+    err_console,
+    fail,
+    print_json,
+    resolve_model,
+)
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     SEED_MAX_CLI,
@@ -46,8 +56,7 @@ def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: i
             resolve_model(model), dtype=dtype, device=device, max_batch_size=batch_size
         )
     except (FileNotFoundError, ValueError) as exc:  # ModelFolderError is a ValueError
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
 
 
 def _records(inputs: list[str], input_file: Path | None) -> Iterator[SequenceRecord | BadRecord]:
@@ -63,8 +72,7 @@ def _records(inputs: list[str], input_file: Path | None) -> Iterator[SequenceRec
     try:
         yield from read_sequences(str(input_file))
     except SequenceInputError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
 
 
 def _chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -98,6 +106,7 @@ class _Output:
     def __init__(self, path: Path | None) -> None:
         from hexamer.io import TableWriter
 
+        path = None if path is not None and str(path) == "-" else path  # "-o -": stdout
         self.path = path
         self.fasta: list[tuple[str, str, str]] = []
         self.table: TableWriter | None = None
@@ -178,9 +187,23 @@ def generate(
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     max_bp: Annotated[int, typer.Option(min=1, help="New bases per prompt (exact).")] = 1000,
-    mode: Annotated[str, typer.Option(help="bp (FNS, base by base) or token (whole 6-mers).")] = "bp",
+    mode: Annotated[
+        Literal["bp", "token"], typer.Option(help="bp (FNS, base by base) or token (whole 6-mers).")
+    ] = "bp",
     temperature: Annotated[float, typer.Option(min=0.0, help="0 = greedy.")] = 1.0,
-    top_p: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
+    top_p: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Nucleus filter (per base in bp mode).")
+    ] = 1.0,
+    top_k: Annotated[
+        int, typer.Option(min=0, help="Token mode: keep the k most likely 6-mers (0 = off).")
+    ] = 0,
+    min_p: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Token mode: keep 6-mers with >= min_p x the top probability."),
+    ] = 0.0,
+    repetition_penalty: Annotated[
+        float, typer.Option(min=0.0, help="Penalise 6-mers already in the prompt or output (1 = off).")
+    ] = 1.0,
     seed: Annotated[
         int | None,
         typer.Option(min=SEED_MIN, max=SEED_MAX_CLI, help="Record i uses seed + i (its index in the input)."),
@@ -192,7 +215,7 @@ def generate(
     batch_size: Annotated[
         int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Sequences decoded together.")
     ] = 16,
-    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    dtype: DTypeOption = "auto",
     device: Annotated[
         str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda when present).")
     ] = None,
@@ -203,6 +226,7 @@ def generate(
     spec_k: Annotated[
         str, typer.Option("--spec-k", help="6-mers drafted per round: a number or auto.")
     ] = "auto",
+    as_json: JsonFlag = False,
 ) -> None:
     """Continue DNA prompts with the model (exact base counts, bp or token level)."""
     check_runtime(dtype=dtype, device=device)
@@ -216,17 +240,33 @@ def generate(
             raise typer.BadParameter(str(exc), param_hint="'--spec-k'") from exc
     if is_stdio(out):
         out = None
+    if as_json and out is None:
+        raise typer.BadParameter("--json needs --out FILE: stdout carries the sequences")
     if out is not None:
         check_output("--out", out, _check_generate_output)
     carbon = load_carbon(model, dtype, device, batch_size)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
+    options.update(
+        {
+            name: value
+            for name, value, off in (
+                ("top_k", top_k, 0),
+                ("min_p", min_p, 0.0),
+                ("repetition_penalty", repetition_penalty, 1.0),
+            )
+            if value != off
+        }
+    )
+    if spec_options and set(options) - {"max_bp", "mode", "temperature", "top_p", "mask"}:
+        raise typer.BadParameter("--draft takes no --top-k, --min-p or --repetition-penalty")
     try:
         carbon.check_prompt("<dna>", prefix=prefix, **options)
     except ValueError as exc:  # an option error concerns every record: stop here
         raise typer.BadParameter(str(exc)) from exc
     output = _Output(out)
     bad: list[str] = []
+    statuses: dict[str, int] = {}
     done_bp = 0
     try:
         with _progress() as progress:
@@ -262,6 +302,7 @@ def generate(
                 for row in rows:
                     row.pop("prompt")
                     row.pop("seed")
+                    statuses[row["status"]] = statuses.get(row["status"], 0) + 1
                 output.add(rows, "sequence")
                 progress.update(task, advance=len(rows))
     except BaseException:
@@ -271,8 +312,24 @@ def generate(
     _report(bad)
     if spec_total is not None:
         err_console.print(f"speculative decoding: {spec_total.summary()}")
-    if out is not None:
-        console.print(f"wrote {out}")
+    if as_json:
+        print_json(
+            {
+                "output": str(out),
+                "n_records": sum(statuses.values()),
+                "status_counts": statuses,
+                "n_bp": done_bp,
+                "speculative": None
+                if spec_total is None
+                else {
+                    "acceptance_rate": spec_total.acceptance_rate,
+                    "tokens_per_forward": spec_total.tokens_per_forward,
+                    "mean_k": spec_total.mean_k,
+                },
+            }
+        )
+    elif output.path is not None:
+        console.print(f"wrote {out} ({describe_counts(statuses)})")
 
 
 def _speculative_options(
@@ -291,8 +348,7 @@ def _speculative_options(
     try:
         check_compatible(carbon, draft_carbon)
     except ValueError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
     return {
         "draft": draft_carbon,
         "num_speculative": spec_k if spec_k == "auto" else int(spec_k),
@@ -345,17 +401,21 @@ def score(
         typer.Option("--out", "-o", help=".tsv, .csv, .jsonl or .parquet; default (or -): TSV on stdout."),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
-    level: Annotated[str, typer.Option(help="bp (mean per-base log-likelihood) or token.")] = "bp",
+    level: Annotated[
+        Literal["bp", "token"], typer.Option(help="bp (mean per-base log-likelihood) or token.")
+    ] = "bp",
     method: Annotated[
-        str, typer.Option(help="fns (published marginals) or exact (within-token chain rule).")
+        Literal["fns", "exact"],
+        typer.Option(help="fns (published marginals) or exact (within-token chain rule)."),
     ] = "fns",
     prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>.")] = "",
     per_base: Annotated[
-        bool, typer.Option("--per-base", help="Also write per-base log-probabilities.")
+        bool, typer.Option("--per-base/--no-per-base", help="Also write per-base log-probabilities.")
     ] = False,
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
-    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level)."""
     from hexamer.io import BadRecord, normalize_sequence
@@ -364,12 +424,15 @@ def score(
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=device)
     if is_stdio(out):
-        out = None
+        out = None  # "-o -": the TSV on stdout
+    if as_json and out is None:
+        raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
         check_output("--out", out, _check_score_output)  # before scoring, not after
     carbon = load_carbon(model, dtype, device, batch_size)
     output = _Output(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
+    all_statuses: list[str] = []
     bad: list[str] = []
     scored_bp = 0
     try:
@@ -420,6 +483,7 @@ def score(
                         scored_bp += len(seq)
                 elapsed = progress.tasks[task].elapsed or 1e-9
                 progress.update(task, advance=len(rows), rate=f"{scored_bp / elapsed:,.0f} bp/s")
+                all_statuses.extend(r["status"] for r in rows)
                 if output is not None:
                     output.add(rows, None)
                 else:
@@ -430,7 +494,13 @@ def score(
         raise
     if output is not None:
         output.close()
-        console.print(f"wrote {out}")
+        statuses: dict[str, int] = {}
+        for status in all_statuses:
+            statuses[status] = statuses.get(status, 0) + 1
+        if as_json:
+            print_json({"output": str(out), "n_records": len(all_statuses), "status_counts": statuses})
+        else:
+            console.print(f"wrote {out} ({describe_counts(statuses)})")
     else:
         columns = list(stdout_rows[0]) if stdout_rows else []
         print("\t".join(columns))

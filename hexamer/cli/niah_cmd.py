@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from hexamer.cli.app import app, console, err_console
+from hexamer.cli.app import app, console, fail
 
 
 @app.command("build-niah")
@@ -80,8 +80,7 @@ def build_niah_cmd(
         with console.status(f"building {len(cfg.ctx) * len(cfg.tasks)} cell(s) of {n} rows"):
             paths = build_niah(cfg, out)
     except (ValueError, FileNotFoundError, OSError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
     table = Table(title=f"Genome-NIAH cells in {out}")
     for col in ("cell", "rows", "prompt bp", "haystack", "file"):
         table.add_column(col, justify="right" if col in ("rows", "prompt bp") else "left")

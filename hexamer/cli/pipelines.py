@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from hexamer.cli.app import app, console, err_console
+from hexamer.cli.app import (
+    DTypeOption,
+    JsonFlag,
+    app,
+    console,
+    describe_counts,
+    err_console,
+    fail,
+    print_json,
+)
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     MAX_TOKEN_BUDGET,
@@ -51,8 +62,7 @@ def connect_server(
             url, model=model, api_key=api_key, tokenizer=tokenizer, top_n=top_n, max_in_flight=in_flight
         )
     except (RemoteError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
 
 
 @app.command()
@@ -72,7 +82,8 @@ def vep(
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     recipe: Annotated[
-        str, typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt).")
+        Literal["window", "next_base"],
+        typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt)."),
     ] = "window",
     window: Annotated[int, typer.Option(min=1, help="Window recipe: bp centred on the variant.")] = 8192,
     window_grid: Annotated[
@@ -84,7 +95,7 @@ def vep(
         ),
     ] = 1,
     rc_average: Annotated[
-        bool, typer.Option("--rc-average", help="Average with the reverse complement.")
+        bool, typer.Option("--rc-average/--no-rc-average", help="Average with the reverse complement.")
     ] = False,
     context: Annotated[int, typer.Option(min=1, help="Next-base recipe: left context in bp.")] = 24576,
     context_grid: Annotated[
@@ -101,7 +112,7 @@ def vep(
         ),
     ] = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Continue a killed run from its checkpoint.")
+        bool, typer.Option("--resume/--no-resume", help="Continue a killed run from its checkpoint.")
     ] = False,
     info_fields: Annotated[
         str | None,
@@ -111,7 +122,7 @@ def vep(
             "(comma-separated, e.g. AF,CLNSIG, or 'all').",
         ),
     ] = None,
-    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
     threads: Annotated[
         int | None,
@@ -141,6 +152,7 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
 
@@ -179,8 +191,7 @@ def vep(
             reference = stack.enter_context(Reference(fasta, renames=rename_chrs))
             survey = survey_contigs(vcf, reference)
         except (VcfInputError, FastaError, ValueError) as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from exc
+            fail(exc)
         for line in ([reference.note] if reference.note else []) + survey.notes():
             err_console.print(f"[yellow]{line}[/yellow]")
         if survey.mostly_unmatched():
@@ -227,27 +238,50 @@ def vep(
                     token_budget=token_budget,
                 )
         except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from exc
+            fail(exc)
         finally:
             if server is not None:
                 carbon.close()
         if is_stdio(out):
             copy_to_stdout(target)
-    counts = ", ".join(f"{k}: {v}" for k, v in sorted(result.status_counts.items()))
-    shown = "standard output" if is_stdio(out) else result.output
-    out_info.print(f"wrote {shown} ({result.n_rows} rows; {counts})")
+    from collections import Counter
+
+    statuses = dict(sorted(result.status_counts.items()))
+    kinds = dict(sorted(Counter(result.kinds).items()))
+    shown = "standard output" if is_stdio(out) else str(result.output)
+    summary = {
+        "output": shown,
+        "n_rows": result.n_rows,
+        "status_counts": statuses,
+        "scored_kinds": kinds,
+        "n_resumed": result.n_resumed,
+        "plot": None,
+    }
+    if not as_json:
+        out_info.print(f"wrote {shown} ({result.n_rows:,} rows: {describe_counts(statuses)})")
     if plot is not None:
-        if result.scores:
+        if not result.scores:
+            err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
+        else:
             from hexamer import plots
 
-            drawn = plots.plot_score_hist(plot, result.scores, result.kinds)
-            out_info.print(f"wrote {plot} ({drawn})")
+            plots.plot_score_hist(
+                plot,
+                result.scores,
+                result.kinds,
+                title=f"{recipe} recipe: scores per variant kind",
+                xlabel=plots.score_axis_label(recipe),
+            )
+            summary["plot"] = str(plot)
+            if not as_json:
+                out_info.print(f"wrote {plot} (scored variants per kind: {describe_counts(kinds)})")
+    if as_json:
+        if is_stdio(out):  # stdout carries the VCF itself
+            print(json.dumps(summary, default=str), file=sys.stderr)
         else:
-            err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
+            print_json(summary)
     if survey.mostly_unmatched():
-        err_console.print(f"[red]error:[/red] {survey.summary()}")
-        raise typer.Exit(1)
+        fail(survey.summary(), code=1)
 
 
 @app.command()
@@ -258,7 +292,8 @@ def embed(
     out: Annotated[Path, typer.Option("--out", "-o", help=".parquet, or .npy (+ .ids.txt)")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     pool: Annotated[
-        str, typer.Option(help="mean (content tokens), last (content token) or sep (</dna>).")
+        Literal["mean", "last", "sep"],
+        typer.Option(help="mean (content tokens), last (content token) or sep (</dna>)."),
     ] = "mean",
     layer: Annotated[
         int, typer.Option(help="Hidden layer; negative counts from the end (-1 = final norm).")
@@ -269,12 +304,13 @@ def embed(
     chunk_overlap: Annotated[int | None, typer.Option(min=0, help="Overlap between chunks, bp.")] = None,
     prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>.")] = "",
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
-    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: Annotated[
         int | None,
         typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
     ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
     from hexamer.embed import embed_sequences, write_embeddings
@@ -320,9 +356,11 @@ def embed(
                 out, items, errors=errors, on_item=lambda _: progress.update(task, advance=1)
             )
     except (SequenceInputError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    console.print(f"wrote {out} ({n} records, {len(errors)} without a vector)")
+        fail(exc)
+    if as_json:
+        print_json({"output": str(out), "n_records": n, "n_without_vector": len(errors)})
+    else:
+        console.print(f"wrote {out} ({n:,} records, {len(errors):,} without a vector)")
 
 
 def _check_embedding_output(path: Path) -> None:
@@ -334,17 +372,30 @@ def _check_embedding_output(path: Path) -> None:
 
 @app.command()
 def plot(
-    kind: Annotated[str, typer.Argument(help="hist, roc or pr")],
+    kind: Annotated[
+        Literal["hist", "roc", "pr"], typer.Argument(help="hist (distribution), roc or pr (against labels).")
+    ],
     table: Annotated[
         Path, typer.Argument(help="A score table (.parquet/.tsv/.csv) from hexamer vep or score.")
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help=".png, .svg or .pdf")],
     score_col: Annotated[str, typer.Option(help="Column holding the scores.")] = "score",
-    label_col: Annotated[str | None, typer.Option(help="0/1 label column (roc, pr).")] = None,
+    label_col: Annotated[
+        str | None, typer.Option(help="Label column (roc, pr): 0/1, or any values with --positive.")
+    ] = None,
+    positive: Annotated[
+        str | None,
+        typer.Option(help="roc, pr: the label value of the positive class, e.g. pathogenic."),
+    ] = None,
     by: Annotated[str | None, typer.Option(help="hist: one histogram per value of this column.")] = None,
     negate: Annotated[
-        bool, typer.Option(help="Use -score (window scores are negative for damaging alts).")
+        bool,
+        typer.Option(
+            "--negate/--no-negate", help="Use -score (window scores are negative for damaging alts)."
+        ),
     ] = False,
+    title: Annotated[str | None, typer.Option(help="Figure title (default: says what is drawn).")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Score distribution, or ROC / PR curves against labels."""
     import numpy as np
@@ -353,8 +404,6 @@ def plot(
 
     from hexamer import plots
 
-    if kind not in ("hist", "roc", "pr"):
-        raise typer.BadParameter("kind must be hist, roc or pr")
     name = table.name.lower()
     try:
         if name.endswith(".parquet"):
@@ -363,27 +412,52 @@ def plot(
             opts = pacsv.ParseOptions(delimiter="\t" if name.endswith((".tsv", ".tab")) else ",")
             data = pacsv.read_csv(table, parse_options=opts)
     except Exception as exc:
-        err_console.print(f"[red]error:[/red] cannot read {table}: {exc}")
-        raise typer.Exit(2) from exc
+        fail(f"cannot read {table}: {exc}")
     missing = [c for c in (score_col, label_col, by) if c and c not in data.column_names]
     if missing:
-        err_console.print(
-            f"[red]error:[/red] {table} has no column {missing[0]!r}; columns: {data.column_names}"
-        )
-        raise typer.Exit(2)
+        fail(f"{table} has no column {missing[0]!r}; columns: {', '.join(data.column_names)}")
     scores = np.asarray(data.column(score_col).to_pylist(), dtype=float)
     keep = ~np.isnan(scores)
     scores = -scores if negate else scores
+    recipes = set(data.column("recipe").to_pylist()) if "recipe" in data.column_names else set()
+    meaning = recipes.pop() if len(recipes) == 1 else score_col
+    xlabel = plots.score_axis_label(meaning, negated=negate)
+    summary: dict = {"output": str(out), "kind": kind, "n": int(keep.sum())}
     if kind == "hist":
         groups = data.column(by).to_pylist() if by else None
         counts = plots.plot_score_hist(
-            out, scores[keep], [g for g, k in zip(groups, keep, strict=True) if k] if groups else None
+            out,
+            scores[keep],
+            [g for g, k in zip(groups, keep, strict=True) if k] if groups else None,
+            title=title or (f"{score_col} per {by}" if by else f"{score_col} distribution"),
+            xlabel=xlabel,
         )
-        console.print(f"wrote {out} ({counts})")
+        summary["counts"] = counts
+        if as_json:
+            print_json(summary)
+        else:
+            console.print(f"wrote {out} (plotted scores per group: {describe_counts(counts)})")
         return
     if label_col is None:
         raise typer.BadParameter(f"{kind} needs --label-col")
-    labels = np.asarray(data.column(label_col).to_pylist())[keep]
-    fn = plots.plot_roc if kind == "roc" else plots.plot_pr
-    metrics = fn(out, scores[keep], labels)
-    console.print(f"wrote {out} ({', '.join(f'{k}: {v:.4f}' for k, v in metrics.items())})")
+    labels = data.column(label_col).to_pylist()
+    labels = [label for label, k in zip(labels, keep, strict=True) if k]
+    fn, metric = (plots.plot_roc, "AUROC") if kind == "roc" else (plots.plot_pr, "average precision")
+    what = "ROC" if kind == "roc" else "Precision-recall"
+    positive_name = positive if positive is not None else "1"
+    try:
+        values = fn(
+            out,
+            {score_col if not negate else f"-{score_col}": scores[keep]},
+            labels,
+            title=title or f"{what}: {'-' if negate else ''}{score_col} vs {label_col} = {positive_name}",
+            positive=positive,
+        )
+    except ValueError as exc:
+        fail(f"{table}: {exc}")
+    value = next(iter(values.values()))
+    summary.update(metric=metric, value=value, positive=positive_name)
+    if as_json:
+        print_json(summary)
+    else:
+        console.print(f"wrote {out} ({metric} {value:.4f}, n = {summary['n']:,}, positive: {positive_name})")

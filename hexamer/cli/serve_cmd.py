@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hexamer.cli.app import ModelOption, app, err_console, resolve_model
+from hexamer.cli.app import ModelOption, app, err_console, fail, resolve_model
 from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, ServerSettings
 
 
@@ -67,8 +67,7 @@ def serve(
             settings.served_model_name = model or os.path.basename(os.path.normpath(path))
         application = create_app(carbon, settings)
     except (ValueError, TypeError, OSError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
         err_console.print(
             f"[yellow]warning:[/yellow] serving on {host} without --api-key: anyone who can reach it can use it"

@@ -129,6 +129,13 @@ def _parameters() -> list[inspect.Parameter]:
         _param(
             "quiet", Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")], default=False
         ),
+        _param(
+            "as_json",
+            Annotated[
+                bool, typer.Option("--json", help="Print a one-line JSON summary on stdout (for scripts).")
+            ],
+            default=False,
+        ),
     ]
     return params
 
@@ -163,28 +170,44 @@ def register(app: typer.Typer) -> None:
     """Add the ``train`` command to ``app``."""
 
     def train_command(**values: Any) -> None:
+        from hexamer.cli.app import fail, print_json
         from hexamer.io import SequenceInputError
         from hexamer.train import train
+        from hexamer.train.curves import CURVES_FILE
+        from hexamer.train.trainer import METRICS_FILE
 
         print_config = values.pop("print_config", False)
         quiet = values.pop("quiet", False)
+        as_json = values.pop("as_json", False)
         try:
             config = config_from_cli(values)
         except (ValueError, FileNotFoundError, TypeError) as exc:
-            _err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from exc
+            fail(exc)
         if print_config:
-            _console.print_json(config.to_json())
+            print(config.to_json())  # plain JSON: Rich would colour and wrap it
             return
         if not config.data:
-            _err.print("[red]error:[/red] give training files as arguments or 'data' in --config")
-            raise typer.Exit(2)
+            fail("give training files as arguments or 'data' in --config")
         try:
-            result = train(config, progress=not quiet, console=_console)
+            result = train(config, progress=not (quiet or as_json), console=_err if as_json else _console)
         except (ValueError, FileNotFoundError, SequenceInputError) as exc:
-            _err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from exc
+            fail(exc)
         val = result.last_validation
+        curves = result.output_dir / CURVES_FILE
+        if as_json:
+            print_json(
+                {
+                    "step": result.step,
+                    "final_loss": result.final_loss,
+                    "val_accuracy": val["val_accuracy"] if val else None,
+                    "model": str(result.final_dir or result.checkpoint),
+                    "metrics": str(result.output_dir / METRICS_FILE),
+                    "curves": str(curves) if curves.is_file() else None,
+                    "train_seconds": result.train_seconds,
+                    "bases_per_second": result.bases_per_second,
+                }
+            )
+            return
         acc = f", held-out per-base accuracy {val['val_accuracy']:.4f}" if val else ""
         _console.print(
             f"step {result.step}: loss {result.final_loss:.4f}{acc}; "
@@ -192,6 +215,8 @@ def register(app: typer.Typer) -> None:
         )
         where = result.final_dir or result.checkpoint
         _console.print(f"model: {where}")
+        if curves.is_file():
+            _console.print(f"curves: {curves}")
 
     params = _parameters()
     train_command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

@@ -74,6 +74,16 @@ class SamplingParams:
     logprobs: also record the sampled token's log-probability, rank and the top-N alternatives
         (raw model distribution, before temperature and filters). prompt_logprobs: the same for
         every prompt token (one forward over the prompt).
+
+    The DNA modes take these too:
+
+    top_k / min_p (token mode; also text mode): keep the k most likely 6-mers / those with at least
+        min_p times the top probability, before top_p. bp mode refuses them (its filter is top_p per
+        base). repetition_penalty (bp and token modes; 1 = off): the 6-mer logits of k-mers already
+        in the prompt or the output are divided by it when positive, multiplied when negative (the
+        ``transformers`` rule), before bp-level marginalisation. return_logprobs: record the
+        raw-model log-probability of each chosen 6-mer (token mode: its log-softmax over the 6-mer
+        block) or base (bp mode: its FNS marginal), before penalty, temperature and filters.
     """
 
     mode: Literal["bp", "token", "text"] = "bp"
@@ -92,10 +102,13 @@ class SamplingParams:
     logprobs: int | None = None
     prompt_logprobs: int | None = None
     allowed_token_ids: tuple[int, ...] | None = field(default=None, compare=False)
+    repetition_penalty: float = 1.0
+    return_logprobs: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in ("bp", "token", "text"):
             raise ValueError(f"mode must be 'bp', 'token' or 'text', got {self.mode!r}")
+        self._check_dna_filters()
         self._check_text_options()
         if (
             not isinstance(self.temperature, int | float)
@@ -124,11 +137,43 @@ class SamplingParams:
                 raise ValueError(f"mask covers {len(atcg)} bases but only {limit} will be generated")
             object.__setattr__(self, "_mask_atcg", atcg)
 
+    def _check_dna_filters(self) -> None:
+        """top_k / min_p in token mode (text mode checks its own), repetition_penalty, return_logprobs."""
+        penalty = self.repetition_penalty
+        if (
+            not isinstance(penalty, int | float)
+            or isinstance(penalty, bool)
+            or not (math.isfinite(penalty) and penalty > 0)
+        ):
+            raise ValueError(f"repetition_penalty must be a finite number > 0 (1 = off), got {penalty!r}")
+        if penalty != 1 and self.mode == "text":
+            raise ValueError("repetition_penalty applies to the DNA modes (bp, token)")
+        if not isinstance(self.return_logprobs, bool):
+            raise ValueError(f"return_logprobs must be True or False, got {self.return_logprobs!r}")
+        if self.return_logprobs and self.mode == "text":
+            raise ValueError("return_logprobs is for the DNA modes; mode='text' takes logprobs=N")
+        if self.mode != "token":
+            if self.mode == "bp" and (self.top_k != 0 or self.min_p != 0.0):
+                raise ValueError(
+                    "top_k and min_p filter whole 6-mers: use mode='token' (bp mode filters each base with top_p)"
+                )
+            return
+        if not isinstance(self.top_k, int) or isinstance(self.top_k, bool) or self.top_k < 0:
+            raise ValueError(f"top_k must be a non-negative integer (0 = off), got {self.top_k!r}")
+        if (
+            not isinstance(self.min_p, int | float)
+            or isinstance(self.min_p, bool)
+            or not 0 <= self.min_p <= 1
+        ):
+            raise ValueError(f"min_p must lie in [0, 1] (0 = off), got {self.min_p!r}")
+
     def _check_text_options(self) -> None:
         defaults = {
-            "ignore_eos": False, "stop_token_ids": (), "min_tokens": 0, "top_k": 0, "min_p": 0.0,
+            "ignore_eos": False, "stop_token_ids": (), "min_tokens": 0,
             "logprobs": None, "prompt_logprobs": None, "allowed_token_ids": None,
         }  # fmt: skip
+        if self.mode == "bp":
+            defaults.update(top_k=0, min_p=0.0)  # token mode takes them (_check_dna_filters)
         if self.mode != "text":
             used = [name for name, value in defaults.items() if getattr(self, name) != value]
             if used:

@@ -69,6 +69,10 @@ class Request:
     logprobs: list[TokenLogprobs] = field(default_factory=list)
     stop_reason: int | None = None
     prompt_logprobs: TokenLogprobs | None = None
+    #: DNA modes: k-mer indices of the prompt (for ``repetition_penalty``) and, with
+    #: ``return_logprobs``, one array per new token (token mode: 1 value; bp mode: k, one per base)
+    prompt_kmers: tuple[int, ...] = ()
+    dna_logprobs: list[np.ndarray] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:

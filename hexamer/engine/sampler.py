@@ -1,8 +1,9 @@
 """Turns DNA-block logits into the next 6-mer for each request, with its own options and RNG.
 
-Rows are grouped by (mode, temperature, top_p) so each group is one batched call into
-:mod:`hexamer.fns`; every request draws from its own ``torch.Generator``, so its output does not
-depend on which other requests share the batch.
+Rows are grouped by (mode, temperature, top_p, top_k, min_p) so each group is one batched call
+into :mod:`hexamer.fns`; every request draws from its own ``torch.Generator``, so its output does
+not depend on which other requests share the batch. A request's ``repetition_penalty`` rescales
+its own row first; ``return_logprobs`` records the raw model's log-probability of what was picked.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hexamer.fns import (
     bp_greedy,
     bp_sample,
     kmer_mask_from_positions,
+    log_base_marginals,
     nucleus_mask,
     sample_from_probs,
     token_greedy,
@@ -65,6 +67,62 @@ def _sample_with_end(
     return [END if int(c) == n else int(c) for c in choice]
 
 
+def repetition_penalised(kmer_logits: torch.Tensor, requests: list[Request]) -> torch.Tensor:
+    """``kmer_logits`` with each request's ``repetition_penalty`` applied to the k-mers already in
+    its prompt or output (``transformers``' rule: positive logits divided, negative multiplied);
+    the input itself when no request asks for it (a copy otherwise: the input may be a view)."""
+    rows = [i for i, r in enumerate(requests) if r.params.repetition_penalty != 1]
+    if not rows:
+        return kmer_logits
+    x = kmer_logits.clone()
+    for i in rows:
+        r = requests[i]
+        seen = sorted(set(r.prompt_kmers) | set(r.output_kmers))
+        if seen:
+            idx = torch.tensor(seen, device=x.device)
+            v = x[i, idx]
+            penalty = r.params.repetition_penalty
+            x[i, idx] = torch.where(v > 0, v / penalty, v * penalty)
+    return x
+
+
+def kmer_filter(
+    kmer_logits: torch.Tensor,
+    allowed_kmers: torch.Tensor | None,
+    temperature: float,
+    top_k: int,
+    min_p: float,
+) -> torch.Tensor | None:
+    """Token mode's ``top_k`` / ``min_p`` as a ``(B, 4**k)`` mask of the k-mers that may be drawn
+    (combined with ``allowed_kmers``); None when nothing is filtered. Greedy picks are unchanged by
+    either filter (both keep the most likely k-mer)."""
+    if (top_k <= 0 and min_p <= 0) or temperature == 0:
+        return allowed_kmers
+    y = kmer_logits if allowed_kmers is None else kmer_logits.masked_fill(~allowed_kmers, -torch.inf)
+    keep = torch.ones_like(y, dtype=torch.bool)
+    if 0 < top_k < y.shape[-1]:
+        keep &= y >= torch.topk(y, top_k, dim=-1).values[:, -1:]
+    if min_p > 0:
+        probs = torch.softmax(y.double() / temperature, dim=-1)
+        keep &= probs >= min_p * probs.amax(-1, keepdim=True)
+    return keep if allowed_kmers is None else keep & allowed_kmers
+
+
+def record_logprobs(raw: torch.Tensor, requests: list[Request], picks: list[int], mode: str, k: int) -> None:
+    """Append the raw model's log-probability of each pick to requests that asked for it: token
+    mode the k-mer's log-softmax over the k-mer block, bp mode each base's FNS marginal."""
+    for j, r in enumerate(requests):
+        if not r.params.return_logprobs or picks[j] == END:
+            continue
+        row = raw[j : j + 1].double()
+        if mode == "token":
+            value = torch.log_softmax(row, dim=-1)[0, picks[j]].reshape(1)
+        else:
+            digits = torch.tensor([(picks[j] // 4 ** (k - 1 - i)) % 4 for i in range(k)], device=row.device)
+            value = log_base_marginals(row)[0].gather(-1, digits[:, None])[:, 0]
+        r.dna_logprobs.append(value.cpu().numpy())
+
+
 def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> list[int]:
     """Next k-mer index (or :data:`END`) for each request; ``logits`` is ``(B, 2 + 4**k)`` with
     ``</dna>`` in column 0 and ``<oov>`` (never sampled) in column 1."""
@@ -74,11 +132,12 @@ def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> li
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(requests):
         p = r.params
-        groups[(p.mode, p.temperature, p.top_p, p.stop_at_end_tag)].append(i)
-    for (mode, temperature, top_p, with_end), rows in groups.items():
+        groups[(p.mode, p.temperature, p.top_p, p.stop_at_end_tag, p.top_k, p.min_p)].append(i)
+    for (mode, temperature, top_p, with_end, top_k, min_p), rows in groups.items():
         reqs = [requests[i] for i in rows]
         sel = torch.tensor(rows, device=logits.device)
-        x = kmer_logits.index_select(0, sel)
+        raw = kmer_logits.index_select(0, sel)
+        x = repetition_penalised(raw, reqs)
         allowed = _allowed(reqs, k)
         gens = [r.generator for r in reqs]
         if mode == "bp":
@@ -89,6 +148,7 @@ def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> li
             values = picked.tolist()
         else:
             allowed_kmers = kmer_mask_from_positions(allowed) if allowed is not None else None
+            allowed_kmers = kmer_filter(x, allowed_kmers, temperature, top_k, min_p)
             if with_end:
                 values = _sample_with_end(x, end_logits.index_select(0, sel), reqs, allowed_kmers)
             elif temperature == 0:
@@ -97,6 +157,7 @@ def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> li
                 values = token_sample(
                     x, temperature=temperature, top_p=top_p, allowed_kmers=allowed_kmers, generator=gens
                 ).tolist()
+        record_logprobs(raw, reqs, values, mode, k)
         for i, v in zip(rows, values, strict=True):
             result[i] = v
     return result

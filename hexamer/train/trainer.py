@@ -158,6 +158,12 @@ def _write_metrics(run_dir: Path, history: list[dict[str, Any]], validation: lis
     tmp = run_dir / f".{METRICS_FILE}.tmp"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     tmp.replace(run_dir / METRICS_FILE)
+    try:  # the curves beside the numbers; matplotlib is the optional extra 'plots'
+        from hexamer.train.curves import plot_training_curves
+
+        plot_training_curves(run_dir / METRICS_FILE, title=run_dir.name)
+    except ImportError:
+        pass
 
 
 def _step_batches(

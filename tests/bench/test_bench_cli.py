@@ -14,20 +14,19 @@ from hexamer.cli import app
 runner = CliRunner()
 
 
-def _ok(args: list[str]) -> str:
+def _ok(args: list[str]) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    return result.output
 
 
 def test_tokenizer_json_and_plot(tiny_folder: Path, tmp_path: Path) -> None:
-    out = _ok(
+    _ok(  # --json: the old name of -o/--out, still accepted
         ["bench", "tokenizer", "--model", str(tiny_folder), "--sizes", "1200", "--repeats", "1",
          "--json", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.png")]
     )  # fmt: skip
-    assert "per-chunk" in out
     rows = json.loads((tmp_path / "t.json").read_text())["rows"]
     assert len(rows) == 6 and (tmp_path / "t.png").stat().st_size > 1000
+    assert any("per-chunk" in r["implementation"] for r in rows)
 
 
 def test_throughput_fns_roofline(tiny_folder: Path, tmp_path: Path) -> None:
@@ -46,21 +45,68 @@ def test_throughput_fns_roofline(tiny_folder: Path, tmp_path: Path) -> None:
          "--score-bp", "60", "--repeats", "1", "--json", str(tmp_path / "fns.json")]
     )  # fmt: skip
     assert json.loads((tmp_path / "fns.json").read_text())["name"] == "fns"
-    out = _ok(
+    _ok(
         ["bench", "roofline", *common, "--batch-sizes", "1", "--new-bp", "12", "--repeats", "1", "--quick",
-         "--plot", str(tmp_path / "roof.png")]
+         "--plot", str(tmp_path / "roof.png"), "-o", str(tmp_path / "roof.json")]
     )  # fmt: skip
-    assert "bandwidth" in out and (tmp_path / "roof.png").is_file()
+    items = [r["item"] for r in json.loads((tmp_path / "roof.json").read_text())["rows"]]
+    assert "memory read bandwidth" in items and (tmp_path / "roof.png").is_file()
 
 
 def test_all_quick_only(tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_all_module, "EXTERNAL", {"spec": ("hexamer.bench.not_there", "run_spec_bench")})
-    out = _ok(
+    _ok(
         ["bench", "all", "--quick", "--model", str(tiny_folder), "--out", str(tmp_path),
-         "--only", "tokenizer,spec"]
+         "--only", "tokenizer,spec", "--price-per-hour", "2.5"]
     )  # fmt: skip
-    assert "spec: skipped" in out
-    assert (tmp_path / "tokenizer.json").is_file() and (tmp_path / "summary.md").is_file()
+    assert "- **spec** (skipped)" in (tmp_path / "summary.md").read_text()
+    table = json.loads((tmp_path / "tokenizer.json").read_text())
+    assert "$ per Gbp" in table["columns"]
+    for r in table["rows"]:
+        assert r["bp/hour"] == pytest.approx(r["Mbp/s"] * 1e6 * 3600)
+        assert r["$ per Gbp"] == pytest.approx(2.5 / r["bp/hour"] * 1e9)
+
+
+def test_all_skips_a_missing_optional_peer_with_the_install_hint(
+    tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hexamer.bench import llamacpp
+
+    monkeypatch.setattr(
+        llamacpp, "llama_cpp_available", lambda: (False, "not installed: pip install 'hexamer[bench]'")
+    )
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "all",
+            "--quick",
+            "--model",
+            str(tiny_folder),
+            "--out",
+            str(tmp_path),
+            "--only",
+            "llamacpp",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    summary = (tmp_path / "summary.md").read_text()
+    assert "- **llamacpp** (skipped): not installed: pip install 'hexamer[bench]'" in summary
+
+
+def test_markup_in_notes_is_printed_as_is() -> None:
+    import io
+
+    from rich.console import Console
+
+    from hexamer.bench.report import BenchReport, print_report
+
+    report = BenchReport(name="x", title="t [bold]", columns=["a"], rows=[{"a": "[red]"}])
+    report.notes.append("pip install 'hexamer[bench]'")
+    buffer = io.StringIO()
+    print_report(report, Console(file=buffer, width=10_000, color_system=None))
+    assert "hexamer[bench]" in buffer.getvalue() and "[red]" in buffer.getvalue()
 
 
 @pytest.mark.parametrize(
@@ -77,3 +123,20 @@ def test_all_quick_only(tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.M
 def test_bad_options(args: list[str]) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code != 0
+
+
+def test_price_per_hour_adds_bp_per_hour_and_dollars_per_gbp() -> None:
+    from hexamer.bench.report import BenchReport, add_economics
+
+    report = BenchReport(name="x", title="t", columns=["backend", "bp/s", "spec bp/s"])
+    report.rows = [{"backend": "a", "bp/s": 1000.0, "spec bp/s": 2000.0}, {"backend": "b", "spec bp/s": None}]
+    add_economics(report, 3.6)
+    assert report.columns[-2:] == ["bp/hour", "$ per Gbp"]
+    assert report.rows[0]["bp/hour"] == 2000.0 * 3600  # the last rate column: the improvement
+    assert report.rows[0]["$ per Gbp"] == pytest.approx(3.6 / (2000.0 * 3600) * 1e9)  # $0.50
+    assert report.rows[1]["$ per Gbp"] is None
+    roof = BenchReport(name="r", title="t", columns=["item", "% of limit"])
+    add_economics(roof, 1.0)
+    assert "no throughput column" in roof.notes[-1]
+    with pytest.raises(ValueError, match="price_per_hour"):
+        add_economics(report, -1.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ def test_cli_tiny_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "bp-level costs" in result.stdout and out.is_file()
+    notes = json.loads(out.read_text())["notes"]
+    assert any(n.startswith("batch 2: bp-level costs") and "fastest and slowest" in n for n in notes)
     bad = CliRunner().invoke(app, ["bench", "generate", "--shape", "tiny", "--backends", "vllm"])
     assert bad.exit_code != 0

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from hexamer import Carbon
 from hexamer.bench.serve import RequestResult, random_prompts, run_serve_bench, summarize, token_lengths
 from hexamer.cli import app
+from hexamer.testing.cli import error_message
 from hexamer.tokenizer import DnaLayout
 from tests.remote.fake_server import FakeSettings, make_app, serve
 
@@ -84,11 +85,24 @@ def test_cli_bench_serve(local: Carbon, tiny_folder: Path, tmp_path: Path) -> No
     with serve(make_app(local, FakeSettings(api_key="k"))) as url:
         args = ["bench", "serve", "--url", url, "--tokenizer", str(tiny_folder), "--quick", "--api-key", "k"]
         result = CliRunner().invoke(
-            app, [*args, "--json", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")]
+            app,
+            [
+                *args,
+                "-o",
+                str(tmp_path / "s.json"),
+                "--plot",
+                str(tmp_path / "s.png"),
+                "--price-per-hour",
+                "3",
+            ],
         )
         assert result.exit_code == 0, result.output
-        assert "Output token throughput (tok/s)" in result.output and "TPOT (ms)" in result.output
         data = json.loads((tmp_path / "s.json").read_text())
+        metrics = {r["metric"]: r for r in data["rows"]}
+        assert {"Output token throughput (tok/s)", "TPOT (ms)"} <= set(metrics)
+        per_hour = metrics["Output throughput (bp/s)"]["value"] * 3600
+        assert metrics["Output per hour (bp)"]["value"] == pytest.approx(per_hour)
+        assert metrics["$ per Gbp at $3/hour"]["value"] == pytest.approx(3 / per_hour * 1e9)
         assert {r["key"] for r in data["rows"]} >= {
             "output_throughput",
             "ttft",
@@ -97,9 +111,9 @@ def test_cli_bench_serve(local: Carbon, tiny_folder: Path, tmp_path: Path) -> No
         }
         assert (tmp_path / "s.png").stat().st_size > 0
         bad = CliRunner().invoke(app, args[:-2])  # no API key
-        assert bad.exit_code == 2 and "HTTP 401" in bad.output
+        assert bad.exit_code == 2 and "HTTP 401" in error_message(bad)
     both = CliRunner().invoke(app, ["bench", "serve", "--url", "http://x", "--model", str(tiny_folder)])
-    assert both.exit_code == 2 and "not both" in both.output
+    assert both.exit_code == 2 and "not both" in error_message(both)
 
 
 def test_errors_inside_the_stream_are_reported(local: Carbon, tiny_folder: Path) -> None:

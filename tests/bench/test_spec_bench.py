@@ -57,12 +57,20 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     draft_dir, target_dir = build_spec_pair(tmp_path, SMALL, noise=0.01)
     out = tmp_path / "spec.json"
     args = ["bench", "spec", "--target", str(target_dir), "--draft", str(draft_dir), "--new-bp", "18"]
-    extra = ["--prompt-bp", "12", "--spec-k", "3", "--decodings", "greedy", "--json", str(out)]
-    result = CliRunner().invoke(app, [*args, *extra])
+    extra = ["--prompt-bp", "12", "--spec-k", "3", "--decodings", "greedy", "-o", str(out)]
+    result = CliRunner().invoke(app, [*args, *extra, "--batch-sizes", "1,2"])
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == 2 and {r["pair"] for r in rows} == {"given"}
+    assert len(rows) == 4 and {r["pair"] for r in rows} == {"given"}
+    assert [r["batch"] for r in rows] == [1, 1, 2, 2]
     assert all(r["greedy same"] == "yes" for r in rows)
+    for r in rows:  # medians of at least 3 rounds, with the spread
+        for side in ("target", "spec"):
+            t = r["timings"][side]
+            assert t["rounds"] >= 3 and t["seconds_min"] <= t["seconds_median"] <= t["seconds_max"]
+        assert r["speed-up"] == pytest.approx(
+            r["timings"]["target"]["seconds_median"] / r["timings"]["spec"]["seconds_median"]
+        )
     assert CliRunner().invoke(app, ["bench", "spec", "--target", str(target_dir)]).exit_code != 0
     assert CliRunner().invoke(app, [*args, "--modes", "kmer"]).exit_code != 0
     assert CliRunner().invoke(app, [*args, "--spec-k", "0"]).exit_code != 0

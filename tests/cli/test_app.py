@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hexamer.cli import app
+from hexamer.testing.cli import error_message, run_json
 
 runner = CliRunner()
 
@@ -27,14 +28,17 @@ def test_tokenize_json(tiny_folder: Path) -> None:
 
 def test_tokenize_table_and_auto_tags(tiny_folder: Path) -> None:
     result = runner.invoke(app, ["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
-    assert result.exit_code == 0, result.output
-    assert "6-mer" in result.stdout and "DNA tag" in result.stdout
+    assert result.exit_code == 0, result.output  # the table is for people; --json is checked
+    data = run_json(["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
+    assert data["kinds"] == ["DNA tag", "6-mer", "DNA tag"]
 
 
 def test_info(tiny_folder: Path) -> None:
     result = runner.invoke(app, ["info", "--model", str(tiny_folder)])
     assert result.exit_code == 0, result.output
-    assert "4,608 ids" in result.stdout
+    data = run_json(["info", "--model", str(tiny_folder)])
+    assert data["vocab_size"] == 4608 and data["k"] == 6
+    assert data["config"]["num_hidden_layers"] == 2
 
 
 def test_demo_runs_on_the_shipped_demo_model() -> None:
@@ -57,7 +61,7 @@ def test_builtin_tiny_model_is_built_once(tmp_path: Path) -> None:
 def test_bad_model_folder_is_a_clean_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["tokenize", "--model", str(tmp_path), "x"])
     assert result.exit_code == 2
-    assert "has no tokenizer.json" in result.output
+    assert "has no tokenizer.json" in error_message(result)
 
 
 def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
@@ -83,3 +87,21 @@ def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
     assert all(r["mbp_per_s"] > 0 for r in rows)
     bad = runner.invoke(app, ["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "abc"])
     assert bad.exit_code != 0
+
+
+def test_version_help_alias_and_listed_choices() -> None:
+    from hexamer import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == __version__
+    assert runner.invoke(app, ["version"]).stdout.strip() == __version__
+    for args in (["-h"], ["generate", "-h"], ["bench", "-h"], ["bench", "fns", "-h"], ["train", "-h"]):
+        assert runner.invoke(app, args).exit_code == 0, args
+    from hexamer.testing.cli import usage_error
+
+    assert "'bp', 'token'" in usage_error(["generate", "ACGT", "--mode", "codon"]).format_message()
+    dtypes = usage_error(["generate", "ACGT", "--dtype", "fp8"]).format_message()
+    assert "'auto', 'float32', 'bfloat16', 'float16'" in dtypes
+    assert "'window', 'next_base'" in usage_error(["vep", "--recipe", "x"]).format_message()
+    missing = usage_error(["vep", "--no-rc-average", "--fasta", "f.fa", "-o", "x.tsv"]).format_message()
+    assert "--vcf" in missing  # --no-rc-average itself is accepted

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.cli import app
+from hexamer.testing.cli import error_message, run_json, usage_error
 
 runner = CliRunner()
 
@@ -64,7 +65,6 @@ def test_generate_table_keeps_every_record(tiny_folder: Path, fasta: Path, tmp_p
     assert [r["status"] for r in rows] == ["ok", "skipped", "ok", "skipped", "skipped", "failed"]
     assert all(len(r["sequence"]) == 20 for r in rows if r["status"] == "ok")
     assert "exceeds the model's context" in rows[5]["error"]
-    assert "skipped" in result.output
     # reproducible and identical to the Python API with seed = seed + record index
     carbon = Carbon.from_pretrained(tiny_folder)
     expected = carbon.generate("TTGACATTGACAGG", max_bp=20, seed=3 + 2).sequence
@@ -110,11 +110,13 @@ def test_generate_stdout_and_bad_options(tiny_folder: Path) -> None:
         app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "--seed", "1"]
     )
     assert result.exit_code == 0, result.output
-    assert ">seq1" in result.stdout
-    bad = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--mode", "codon"])
-    assert bad.exit_code != 0 and "mode must be" in bad.output
-    bad = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--mask", "NNZ"])
-    assert bad.exit_code != 0 and "not an IUPAC" in bad.output
+    assert result.stdout.splitlines()[0] == ">seq1"  # FASTA on stdout is data, not terminal text
+    dash = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "-o", "-"])
+    assert dash.exit_code == 0 and dash.stdout.splitlines()[0] == ">seq1"
+    bad = usage_error(["generate", "-m", str(tiny_folder), "ACGTAC", "--mode", "codon"])
+    assert "codon" in bad.format_message()
+    bad = usage_error(["generate", "-m", str(tiny_folder), "ACGTAC", "--mask", "NNZ"])
+    assert "not an IUPAC" in bad.format_message()
     none = runner.invoke(app, ["generate", "-m", str(tiny_folder)])
     assert none.exit_code != 0
 
@@ -147,7 +149,7 @@ def test_score_stdout_tsv(tiny_folder: Path) -> None:
 def test_missing_input_file(tiny_folder: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(tmp_path / "nope.fa")])
     assert result.exit_code == 2
-    assert "nope.fa" in result.output
+    assert "nope.fa" in error_message(result)
 
 
 def test_score_and_generate_read_stdin_and_write_stdout_with_dash(tiny_folder: Path) -> None:
@@ -161,3 +163,26 @@ def test_score_and_generate_read_stdin_and_write_stdout_with_dash(tiny_folder: P
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.startswith(">") or set(line) <= set("ACGT")]
     assert lines[-2] == ">p" and len(lines[-1]) == 12
+
+
+def test_json_summaries_count_every_record(tiny_folder: Path, fasta: Path, tmp_path: Path) -> None:
+    args = ["-m", str(tiny_folder), "-i", str(fasta), "-o"]
+    gen = run_json(["generate", *args, str(tmp_path / "g.tsv"), "--max-bp", "6", "--seed", "0"])
+    assert gen["n_records"] == 6 and gen["status_counts"] == {"ok": 2, "skipped": 3, "failed": 1}
+    assert gen["n_bp"] == 12 and gen["speculative"] is None
+    scores = run_json(["score", *args, str(tmp_path / "s.tsv")])
+    assert scores["status_counts"] == {"ok": 2, "skipped": 3, "failed": 1}
+    assert "--out" in usage_error(["score", "-m", str(tiny_folder), "ACGT", "--json"]).format_message()
+
+
+def test_generate_sampling_options_reach_the_engine(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "g.tsv"
+    args = ["generate", "-m", str(tiny_folder), "ACGTAC", "-o", str(out), "--max-bp", "12", "--seed", "2"]
+    run_json([*args, "--mode", "token", "--top-k", "3", "--min-p", "0.1", "--repetition-penalty", "1.5"])
+    with out.open() as f:
+        got = next(csv.DictReader(f, delimiter="\t"))["sequence"]
+    want = Carbon.from_pretrained(tiny_folder).generate(
+        "ACGTAC", max_bp=12, seed=2, mode="token", top_k=3, min_p=0.1, repetition_penalty=1.5
+    )
+    assert got == want.sequence
+    assert "mode='token'" in usage_error([*args, "--top-k", "3"]).format_message()  # bp mode refuses it

@@ -9,6 +9,7 @@ import pysam
 from typer.testing import CliRunner
 
 from hexamer.cli import app
+from hexamer.testing.cli import error_message, run, run_json, usage_error
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
@@ -64,14 +65,22 @@ def test_vep_plot_and_threads(tiny_folder: Path, tmp_path: Path) -> None:
     args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "edge_cases.vcf")]
     args += ["--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(tmp_path / "s.tsv")]
     try:
-        result = runner.invoke(app, [*args, "--plot", str(plot), "--threads", "1"])
+        summary = run_json([*args, "--plot", str(plot), "--threads", "1"])
     finally:
         torch.set_num_threads(before)
-    assert result.exit_code == 0, result.output
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "'SNV': 9" in result.output  # counts per variant kind are printed
-    bad = runner.invoke(app, [*args, "--plot", str(tmp_path / "dist.txt")])
-    assert bad.exit_code != 0 and ".png" in bad.output
+    rows = (tmp_path / "s.tsv").read_text().splitlines()
+    assert summary["n_rows"] == len(rows) - 1 and summary["plot"] == str(plot)
+    assert summary["scored_kinds"]["SNV"] == 9  # counts per variant kind
+    assert sum(summary["status_counts"].values()) == summary["n_rows"]
+    assert ".png" in usage_error([*args, "--plot", str(tmp_path / "dist.txt")]).format_message()
+
+
+def test_counts_are_printed_as_words() -> None:
+    from hexamer.cli.app import describe_counts
+
+    assert describe_counts({"SNV": 9, "deletion": 2}) == "SNV 9, deletion 2"
+    assert describe_counts({"ok": 12345}) == "ok 12,345" and describe_counts({}) == "none"
 
 
 def test_vep_token_budget_is_a_setting_resume_checks(tiny_folder: Path, tmp_path: Path) -> None:
@@ -88,30 +97,18 @@ def test_vep_token_budget_is_a_setting_resume_checks(tiny_folder: Path, tmp_path
     (side / "meta.json").write_text(
         '{"version": 0, "settings": {"token_budget": 300}, "vcf": null, "fasta": null, "model": null, "output": "b.tsv"}'
     )
-    again = runner.invoke(app, [*args, "--token-budget", "512", "--resume"])
+    again = run([*args, "--token-budget", "512", "--resume"])
     assert again.exit_code == 2
-    assert "token_budget 300 -> 512" in again.output and "--token-budget 300" in again.output
+    message = error_message(again)
+    assert "token_budget 300 -> 512" in message and "--token-budget 300" in message
     bad = runner.invoke(app, [*args, "--token-budget", "0"])
     assert bad.exit_code != 0
 
 
 def test_vep_bad_input(tiny_folder: Path, tmp_path: Path) -> None:
-    result = runner.invoke(
-        app,
-        [
-            "vep",
-            "-m",
-            str(tiny_folder),
-            "--vcf",
-            str(tmp_path / "none.vcf"),
-            "--fasta",
-            str(DATA / "chr20_slice.fa.gz"),
-            "-o",
-            str(tmp_path / "x.tsv"),
-        ],
-    )
-    assert result.exit_code == 2
-    assert "none.vcf" in result.output
+    args = ["vep", "-m", str(tiny_folder), "--vcf", str(tmp_path / "none.vcf")]
+    args += ["--fasta", str(DATA / "chr20_slice.fa.gz"), "-o", str(tmp_path / "x.tsv")]
+    assert "none.vcf" in usage_error(args).format_message()  # refused before the model loads
 
 
 def test_embed_and_roc(tiny_folder: Path, tmp_path: Path) -> None:
@@ -129,9 +126,8 @@ def test_embed_and_roc(tiny_folder: Path, tmp_path: Path) -> None:
     labels = tmp_path / "labels.tsv"
     labels.write_text("score\tlabel\n0.1\t0\n0.9\t1\n0.4\t0\n0.8\t1\n")
     png = tmp_path / "roc.svg"
-    result = runner.invoke(app, ["plot", "roc", str(labels), "-o", str(png), "--label-col", "label"])
-    assert result.exit_code == 0, result.output
-    assert "1.0000" in result.output and png.is_file()
+    summary = run_json(["plot", "roc", str(labels), "-o", str(png), "--label-col", "label"])
+    assert summary["metric"] == "AUROC" and summary["value"] == 1.0 and png.is_file()
 
 
 def test_vep_unreadable_fields_fail_one_row_each(tiny_folder: Path, tmp_path: Path) -> None:
@@ -209,3 +205,25 @@ def test_vep_stdin_to_stdout(tiny_folder: Path, tmp_path: Path) -> None:
     assert len(body) == 9 and all("HEXAMER_STATUS=" in line for line in body)
     result = _vep(tiny_folder, "-", DATA / "chr20_slice.fa.gz", "-", "--resume", stdin=vcf)
     assert result.exit_code == 2
+
+
+def test_plot_roc_string_labels_need_positive(tmp_path: Path) -> None:
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    labels = tmp_path / "labels.tsv"
+    rows = [(0.1, "benign"), (0.9, "pathogenic"), (0.4, "benign"), (0.3, "pathogenic"), (0.8, "benign")]
+    labels.write_text("score\tclinvar\n" + "".join(f"{s}\t{c}\n" for s, c in rows))
+    args = ["plot", "roc", str(labels), "-o", str(tmp_path / "roc.png"), "--label-col", "clinvar"]
+    failed = run(args)
+    assert failed.exit_code == 2 and "--positive" in error_message(failed)
+    summary = run_json([*args, "--positive", "pathogenic"])
+    y = [c == "pathogenic" for _, c in rows]
+    assert summary["metric"] == "AUROC" and summary["positive"] == "pathogenic"
+    assert abs(summary["value"] - roc_auc_score(y, [s for s, _ in rows])) < 1e-12
+    negated = run_json([*args, "--positive", "pathogenic", "--negate"])
+    assert abs(negated["value"] - roc_auc_score(y, [-s for s, _ in rows])) < 1e-12
+    pr = run_json(["plot", "pr", *args[2:], "--positive", "pathogenic"])
+    assert pr["metric"] == "average precision"
+    assert abs(pr["value"] - average_precision_score(y, [s for s, _ in rows])) < 1e-12
+    missing = run([*args, "--positive", "likely_pathogenic"])
+    assert missing.exit_code == 2 and "likely_pathogenic" in error_message(missing)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -310,9 +311,10 @@ def test_cli_generate_with_draft(pair: tuple[Carbon, Carbon], tmp_path: Path) ->
     out = tmp_path / "gen.tsv"
     args = ["generate", "ACGTACGTAC", "GGCAT", "--max-bp", "20", "--temperature", "0", "-o", str(out)]
     t_dir, d_dir = target.tokenizer.name_or_path, draft.tokenizer.name_or_path
-    result = CliRunner().invoke(app, [*args, "--model", t_dir, "--draft", d_dir, "--spec-k", "2"])
+    result = CliRunner().invoke(app, [*args, "--model", t_dir, "--draft", d_dir, "--spec-k", "2", "--json"])
     assert result.exit_code == 0, result.output
-    assert "acceptance" in result.output
+    spec = json.loads(result.stdout.strip().splitlines()[-1])["speculative"]
+    assert 0 <= spec["acceptance_rate"] <= 1 and spec["tokens_per_forward"] >= 1
     lines = out.read_text().splitlines()
     assert len(lines) == 3
     alone = target.generate(["ACGTACGTAC", "GGCAT"], max_bp=20, temperature=0)

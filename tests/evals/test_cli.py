@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from hexamer.cli import app
 from hexamer.cli.eval_cmd import parse_option
+from hexamer.testing.cli import error_message
 from tests.evals.lookalike import write_brca2, write_clinvar, write_sequence_recovery, write_traitgym
 
 runner = CliRunner()
@@ -115,7 +116,8 @@ def test_schema_error_is_reported(tmp_path: Path, tiny_folder: Path) -> None:
         app, ["eval", "-m", str(tiny_folder), "-t", "brca2", "--data", str(bad), "--out", str(tmp_path / "o")]
     )
     assert result.exit_code == 2
-    assert "missing column(s)" in result.output and "ref_seq" in result.output
+    message = error_message(result)
+    assert "missing column(s)" in message and "ref_seq" in message
 
 
 def test_suite_all_with_report(tmp_path: Path, tiny_folder: Path, human_dna: str, lambda_dna: str) -> None:

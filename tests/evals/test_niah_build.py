@@ -23,6 +23,7 @@ from hexamer.evals.niah_build import (
     prompt_length_bp,
 )
 from hexamer.evals.tasks.niah import GenomeNiah, cell_name, parse_cell
+from hexamer.testing.cli import error_message
 
 
 @pytest.fixture(scope="module")
@@ -177,4 +178,4 @@ def test_cli(tmp_path: Path) -> None:
     bad = CliRunner().invoke(
         app, ["build-niah", "--out", str(out), "--ctx", "64", "--tasks", "neardup_d2", "--n", "1"]
     )
-    assert bad.exit_code == 2 and "too short" in bad.output
+    assert bad.exit_code == 2 and "too short" in error_message(bad)

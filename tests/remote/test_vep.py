@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from hexamer import Carbon
-from hexamer.cli import app
+from hexamer.testing.cli import run_json, usage_error
 from hexamer.vep import run_vep, score_variants
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
@@ -75,8 +74,8 @@ def test_cli_vep_server(vllm_url: str, tiny_folder: Path, tmp_path: Path) -> Non
         "--top-n",
         "4608",
     ]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    assert "wrote" in result.output and out.exists()
-    bad = CliRunner().invoke(app, [*args[:7], "--server", vllm_url, "--model", str(tiny_folder)])
-    assert bad.exit_code == 2 and "not both" in bad.output
+    summary = run_json(args)
+    assert summary["output"] == str(out) and out.exists()
+    assert sum(summary["status_counts"].values()) == summary["n_rows"] > 0
+    bad = usage_error([*args[:7], "--server", vllm_url, "--model", str(tiny_folder)])
+    assert "not both" in bad.format_message()

@@ -115,7 +115,8 @@ def test_serve_cli_rejects_bad_settings(tiny_folder: Path) -> None:
     from typer.testing import CliRunner
 
     from hexamer.cli import app
+    from hexamer.testing.cli import error_message
 
     result = CliRunner().invoke(app, ["serve", "-m", str(tiny_folder), "--max-num-seqs", "0"])
     assert result.exit_code == 2
-    assert "max_num_seqs" in result.output
+    assert "max_num_seqs" in error_message(result)

@@ -10,6 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from hexamer.cli.train_cmd import register
+from hexamer.testing.cli import error_message
 from hexamer.train.data import Segment
 from hexamer.train.evaluate import composition_accuracy, markov_accuracy
 
@@ -38,10 +39,13 @@ def test_cli_trains_and_resumes(app: typer.Typer, dna_file: Path, tmp_path: Path
     first = CliRunner().invoke(app, [*args, "--stop-at", "2"])
     assert first.exit_code == 0, first.output
     assert (out / "checkpoint-0000002" / "optimizer.safetensors").is_file()
-    second = CliRunner().invoke(app, [*args, "--resume"])
+    second = CliRunner().invoke(app, [*args, "--resume", "--json"])
     assert second.exit_code == 0, second.output
-    assert "held-out per-base accuracy" in second.output
-    assert (out / "final" / "model.safetensors").is_file()
+    summary = json.loads(second.stdout.strip().splitlines()[-1])
+    assert summary["step"] == 4 and 0 <= summary["val_accuracy"] <= 1
+    assert summary["model"] == str(out / "final") and (out / "final" / "model.safetensors").is_file()
+    assert summary["curves"] == str(out / "curves.png")
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # beside metrics.jsonl
     saved = json.loads((out / "train_config.json").read_text())
     assert saved["steps"] == 4 and saved["resume"] is True
 
@@ -63,13 +67,13 @@ def test_cli_errors_exit_2(app: typer.Typer, tmp_path: Path) -> None:
     empty = tmp_path / "e.fa"
     empty.write_text("")
     res = CliRunner().invoke(app, ["train", str(empty), "--output-dir", str(tmp_path / "o"), *TINY])
-    assert res.exit_code == 2 and "empty" in res.output
+    assert res.exit_code == 2 and "empty" in error_message(res)
     res = CliRunner().invoke(app, ["train", "x.fa", "--init", "huge"])
-    assert res.exit_code == 2 and "huge" in res.output
+    assert res.exit_code == 2 and "huge" in error_message(res)
     res = CliRunner().invoke(app, ["train", "x.fa", "--objective", "kl"])
     assert res.exit_code == 2
     res = CliRunner().invoke(app, ["train", "x.fa", "--file-tag", "notag"])
-    assert res.exit_code == 2 and "PATH=TAG" in res.output
+    assert res.exit_code == 2 and "PATH=TAG" in error_message(res)
 
 
 def test_baselines_on_a_periodic_sequence() -> None:
