@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from hexamer.bench.common import gc_paused
 from hexamer.bench.report import BenchReport
 from hexamer.bench.tokenizer import random_dna
 
@@ -34,22 +35,7 @@ class GenerateBenchRow:
         return asdict(self)
 
 
-def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
-    """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
-    from hexamer.testing import build_carbon_folder_once
-
-    return build_carbon_folder_once(
-        cache_root / f"bench-{shape}-qwen3-{dtype}",
-        shape=shape,
-        bpe="qwen3",
-        dtype=dtype,
-        shards=1 if shape in ("tiny", "500m") else 4,
-    )
-
-
 def _timed(fn: Callable[[], object]) -> float:
-    from hexamer.bench.backends import gc_paused
-
     with gc_paused():
         start = time.perf_counter()
         fn()

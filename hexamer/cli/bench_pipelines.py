@@ -118,7 +118,7 @@ def run_vep_bench(
     import math
     import time
 
-    from hexamer.bench.generate import bench_model_folder
+    from hexamer.bench.common import bench_model_folder
     from hexamer.bench.report import BenchReport
     from hexamer.carbon import Carbon
     from hexamer.demo import demo_data_files
@@ -310,7 +310,7 @@ def run_embed_bench(
     import numpy as np
     import torch
 
-    from hexamer.bench.generate import bench_model_folder
+    from hexamer.bench.common import bench_model_folder
     from hexamer.bench.report import BenchReport
     from hexamer.bench.tokenizer import random_dna
     from hexamer.carbon import Carbon

@@ -63,7 +63,7 @@ def run_llamacpp_bench(
     """
     import torch
 
-    from hexamer.bench.generate import bench_model_folder
+    from hexamer.bench.common import bench_model_folder
     from hexamer.bench.report import BenchReport
     from hexamer.bench.tokenizer import random_dna
     from hexamer.carbon import Carbon
