@@ -18,7 +18,9 @@ A *private-name use across packages* is ``from hexamer.x... import _y`` or ``mod
 package being the first level under ``hexamer`` (``hexamer.bench``, ``hexamer.vep``, ...; a
 top-level module such as ``hexamer.cache`` is its own package). Listed apart, as a heuristic
 without type information: ``obj._y`` on an object (not ``self``/``cls``) where ``_y`` is defined
-only in other packages, such as a private method of another package's class.
+only in other packages, such as a private method of another package's class. Also listed:
+product modules that import the benchmarks (``hexamer.bench``); only ``hexamer.cli`` and
+``hexamer.testing`` may.
 
     python scripts/check_imports.py            # the hexamer/ package of this checkout
     python scripts/check_imports.py --json     # the same, machine-readable
@@ -203,6 +205,24 @@ def foreign_private_attributes(modules: dict[str, ModuleInfo]) -> dict[str, list
     return found
 
 
+#: packages that may import the benchmarks (the CLI runs them; test helpers are not product code)
+BENCH_USERS = ("hexamer.bench", "hexamer.cli", "hexamer.testing")
+
+
+def product_imports_of_bench(modules: dict[str, ModuleInfo]) -> dict[str, list[str]]:
+    """Modules outside :data:`BENCH_USERS` that import ``hexamer.bench`` (module or function level)."""
+    found: dict[str, list[str]] = {}
+    for name, info in sorted(modules.items()):
+        if top_package(name) in BENCH_USERS:
+            continue
+        targets = sorted(
+            t for t in info.module_edges | info.function_edges if top_package(t) == "hexamer.bench"
+        )
+        if targets:
+            found[name] = targets
+    return found
+
+
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's algorithm (iterative); components with more than one module, sorted."""
     index: dict[str, int] = {}
@@ -281,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
         "cross_package_private_uses": private,
         "foreign_private_attributes": foreign_private_attributes(modules),
+        "product_imports_of_bench": product_imports_of_bench(modules),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -311,6 +332,10 @@ def _print_text(report: dict) -> None:
         print(f"  {module}")
         for use in uses:
             print(f"        {use}")
+    bench = report["product_imports_of_bench"]
+    print(f"\nproduct modules importing hexamer.bench: {len(bench)}")
+    for module, targets in bench.items():
+        print(f"  {module} -> {', '.join(targets)}")
     foreign = report["foreign_private_attributes"]
     total = sum(len(v) for v in foreign.values())
     print(
