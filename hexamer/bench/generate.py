@@ -16,7 +16,6 @@ from pathlib import Path
 
 import torch
 
-from hexamer.bench.common import gc_paused
 from hexamer.bench.report import BenchReport
 from hexamer.bench.tokenizer import random_dna
 
@@ -36,6 +35,8 @@ class GenerateBenchRow:
 
 
 def _timed(fn: Callable[[], object]) -> float:
+    from hexamer.bench.common import gc_paused
+
     with gc_paused():
         start = time.perf_counter()
         fn()
