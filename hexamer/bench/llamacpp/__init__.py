@@ -1,7 +1,7 @@
 """llama.cpp as hexamer's CPU peer: GGUF conversion, a parity gate, and a batched DNA generator.
 
 llama.cpp (through ``llama-cpp-python==0.3.36``, the ``bench`` extra) runs Carbon natively: its
-vendored revision knows the ``hybriddna`` tokenizer. This module puts it on the same footing as
+vendored revision knows the ``hybriddna`` tokenizer. This package puts it on the same footing as
 hexamer in ``hexamer bench``: the same folder (converted once to GGUF by llama.cpp's own
 ``convert_hf_to_gguf.py``), the same prompts, the same thread count, the same number of new bases,
 sampling restricted to the 4,096 6-mer tokens. Nothing here is needed by hexamer itself, and every
