@@ -10,7 +10,6 @@ with these three members can join a run (the llama.cpp backend lives in ``hexame
 
 from __future__ import annotations
 
-import gc
 import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
+from hexamer.bench.common import gc_paused
 from hexamer.bench.suite import kmer_ids_to_text
 
 if TYPE_CHECKING:
@@ -40,19 +40,6 @@ class GenerationRun:
     @property
     def decode_steps(self) -> int:
         return len(self.itl_s)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector out of a timed region (as ``timeit`` does); callers collect
-    once before a series of runs instead of before each (a full collection can take ~0.5 s)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @runtime_checkable

@@ -37,17 +37,6 @@ class GenerateBenchRow:
         return asdict(self)
 
 
-def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
-    """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
-    from hexamer.testing import build_carbon_folder_once
-
-    return build_carbon_folder_once(
-        cache_root / f"bench-{shape}-qwen3-{dtype}",
-        shape=shape,
-        bpe="qwen3",
-        dtype=dtype,
-        shards=1 if shape in ("tiny", "500m") else 4,
-    )
 
 
 def run_generate_bench(

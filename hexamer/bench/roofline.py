@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hexamer.bench.backends import gc_paused
+from hexamer.bench.common import gc_paused
 from hexamer.bench.report import BenchReport
 from hexamer.model.config import ModelConfig
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hexamer.bench.common import gc_paused
+
 __all__ = ["MAX_TRUSTED_SPREAD", "MIN_ROUNDS", "Timing", "run_rounds", "spread_warning"]
 
 #: fewest timed rounds per case: a median and a spread need three
@@ -63,15 +65,10 @@ class Timing:
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    was_enabled = gc.isenabled()
-    gc.disable()  # as timeit does; collected once per round instead
-    try:
+    with gc_paused():  # as timeit does; collected once per round instead
         start = time.perf_counter()
         result = fn()
         return time.perf_counter() - start, result
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def run_rounds(

@@ -309,7 +309,8 @@ def _demo_vep_and_embed(carbon: Carbon) -> None:
         return
     from hexamer.embed import embed_sequences
     from hexamer.io import SequenceRecord
-    from hexamer.vep import score_variants, write_random_vcf
+    from hexamer.testing.vcf import write_random_vcf
+    from hexamer.vep import score_variants
 
     console.rule("4. variant effects: 6 random SNVs on phage lambda (window recipe, 1,200 bp)")
     with tempfile.TemporaryDirectory() as tmp:

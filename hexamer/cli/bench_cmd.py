@@ -68,7 +68,7 @@ def bench_folder(model: str | None, shape: str, dtype: str) -> str:
     """``--model`` as given, else a cached random-weight folder of ``--shape`` with the real vocabulary."""
     if model is not None:
         return model
-    from hexamer.bench.generate import bench_model_folder
+    from hexamer.bench.common import bench_model_folder
     from hexamer.testing import SHAPES
 
     if shape not in SHAPES:

@@ -120,7 +120,7 @@ def run_vep_bench(
 
     Methods: the engine, the naive recipe on hexamer's model (6-mer rows of the head only) and,
     with ``published`` (default: when ``transformers`` is installed), the published scripts' way
-    (:mod:`hexamer.vep.published`: ``transformers``, full-vocabulary logits, one forward per window
+    (:mod:`hexamer.bench.baselines.published_vep`: ``transformers``, full-vocabulary logits, one forward per window
     or context). ``× vs engine`` is each method's speed relative to the engine. ``vcf`` scores a
     real variant file (against ``fasta``) instead of ``sites`` random SNVs.
     """
@@ -128,12 +128,14 @@ def run_vep_bench(
     import math
     import time
 
-    from hexamer.bench.generate import bench_model_folder
+    from hexamer.bench.common import bench_model_folder
     from hexamer.bench.report import BenchReport
+    from hexamer.bench.vep import bench_vep
     from hexamer.carbon import Carbon
     from hexamer.demo import demo_data_files
     from hexamer.testing import SHAPES
-    from hexamer.vep import bench_vep, score_variants, write_random_vcf
+    from hexamer.testing.vcf import write_random_vcf
+    from hexamer.vep import score_variants
 
     bad = [r for r in recipes if r not in ("window", "next_base")]
     if not recipes or bad:
@@ -156,7 +158,7 @@ def run_vep_bench(
     carbon = Carbon.from_pretrained(folder, dtype=dtype)
     scorer = None
     if published:
-        from hexamer.vep.published import PublishedScorer
+        from hexamer.bench.baselines.published_vep import PublishedScorer
 
         scorer = PublishedScorer(folder, dtype=dtype, device=carbon.model.device)
     reference = fasta or next(p for p in demo_data_files() if "chr20" in p.name)
@@ -320,7 +322,7 @@ def run_embed_bench(
     import numpy as np
     import torch
 
-    from hexamer.bench.generate import bench_model_folder
+    from hexamer.bench.common import bench_model_folder
     from hexamer.bench.report import BenchReport
     from hexamer.bench.tokenizer import random_dna
     from hexamer.carbon import Carbon

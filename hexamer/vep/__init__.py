@@ -4,7 +4,7 @@
 * :mod:`~hexamer.vep.recipes`: the window-likelihood and next-base recipes, defined exactly, and
   their plain reference implementation;
 * :mod:`~hexamer.vep.engine`: :func:`score_variants`, the same numbers at throughput (shared
-  prefixes, batching), and :func:`bench_vep`;
+  prefixes, batching);
 * :mod:`~hexamer.vep.output`: annotated VCF/BCF (``HEXAMER_*`` INFO fields) or a table;
 * :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume.
 
@@ -14,17 +14,17 @@
     for row in score_variants(m, "calls.vcf.gz", "hg38.fa.gz", recipe="window"):
         ...
     run_vep(m, "calls.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", recipe="next_base", resume=True)
+
+Its benchmark lives in :mod:`hexamer.bench.vep`, the published-scripts baseline in
+:mod:`hexamer.bench.baselines.published_vep`, random test VCFs in :mod:`hexamer.testing.vcf`.
 """
 
 from hexamer.vep.engine import (
     ROW_COLUMNS,
     STATUSES,
     ContigRenameWarning,
-    VepBench,
     VepSettings,
-    bench_vep,
     score_variants,
-    write_random_vcf,
 )
 from hexamer.vep.output import (
     INFO_REASON,
@@ -61,10 +61,8 @@ __all__ = [
     "VcfInputError",
     "VcfRecord",
     "VcfWriteResult",
-    "VepBench",
     "VepRunResult",
     "VepSettings",
-    "bench_vep",
     "classify",
     "output_kind",
     "read_vcf",
@@ -72,7 +70,6 @@ __all__ = [
     "run_vep",
     "score_variants",
     "sidecar_dir",
-    "write_random_vcf",
     "write_rows",
     "write_vcf",
     "write_vep_output",

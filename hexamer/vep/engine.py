@@ -22,10 +22,7 @@ bit-identical numbers. A unit that raises marks its rows ``failed``; the job goe
 
 from __future__ import annotations
 
-import math
 import os
-import random
-import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -65,11 +62,8 @@ __all__ = [
     "ROW_COLUMNS",
     "STATUSES",
     "ContigRenameWarning",
-    "VepBench",
     "VepSettings",
-    "bench_vep",
     "score_variants",
-    "write_random_vcf",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -726,109 +720,3 @@ def _ordered_rows(blocks: Iterator[Iterator[list[Row]]], reference: Reference) -
             rows = [row for unit in units for row in unit]
             rows.sort(key=lambda r: (r["record"], r["alt_index"]))
             yield from rows
-
-
-# --------------------------------------------------------------------------- benchmark
-
-
-@dataclass
-class VepBench:
-    """Throughput of the engine against the naive recipe on the same variants."""
-
-    recipe: str
-    n_variants: int
-    engine_s: float
-    naive_s: float
-    engine_variants_per_s: float
-    naive_variants_per_s: float
-    speedup: float
-    max_abs_diff: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def bench_vep(
-    carbon: Carbon,
-    vcf: PathLike,
-    fasta: PathLike,
-    *,
-    recipe: str = "window",
-    repeats: int = 1,
-    **options: Any,
-) -> VepBench:
-    """Time :func:`score_variants` with the engine and with ``naive=True`` on the same input.
-
-    Variants per second count the ``ok`` rows; ``max_abs_diff`` is the largest score difference
-    between the two (they compute the same recipe, so it is rounding only). Best of ``repeats``.
-    """
-
-    def run(naive: bool) -> tuple[float, dict[Key, float]]:
-        best = math.inf
-        scores: dict[Key, float] = {}
-        for _ in range(max(1, repeats)):
-            t0 = time.perf_counter()
-            rows = list(
-                score_variants(
-                    carbon, vcf, fasta, recipe=recipe, naive=naive, on_note=lambda _: None, **options
-                )
-            )
-            best = min(best, time.perf_counter() - t0)
-            scores = {(r["record"], r["alt_index"]): r["score"] for r in rows if r["status"] == "ok"}
-        return best, scores
-
-    engine_s, engine = run(False)
-    naive_s, naive = run(True)
-    if engine.keys() != naive.keys():
-        raise RuntimeError("engine and naive runs scored different variants")
-    n = len(engine)
-    diff = max((abs(engine[k] - naive[k]) for k in engine), default=0.0)
-    return VepBench(
-        recipe=recipe,
-        n_variants=n,
-        engine_s=engine_s,
-        naive_s=naive_s,
-        engine_variants_per_s=n / engine_s if engine_s else math.inf,
-        naive_variants_per_s=n / naive_s if naive_s else math.inf,
-        speedup=naive_s / engine_s if engine_s else math.inf,
-        max_abs_diff=diff,
-    )
-
-
-def write_random_vcf(
-    fasta: PathLike,
-    path: PathLike,
-    *,
-    n_sites: int,
-    alts_per_site: int = 1,
-    region: tuple[str, int, int] | None = None,
-    seed: int = 0,
-) -> int:
-    """Write a sorted VCF of random SNV sites (``alts_per_site`` of the 3 possible ALTs each) on
-    A/C/G/T reference bases of ``region`` (contig, 0-based start, end; default the first contig).
-    For benchmarks and tests; returns the number of records."""
-    if not 1 <= alts_per_site <= 3:
-        raise ValueError(f"alts_per_site must be 1..3, got {alts_per_site}")
-    rng = random.Random(seed)
-    with Reference(fasta) as ref:
-        contig, start, end = region or (next(iter(ref.lengths)), 0, next(iter(ref.lengths.values())))
-        seq = ref.fetch(contig, start, end)
-        length = ref.lengths[contig]
-    candidates = [i for i, b in enumerate(seq) if b in "ACGT"]
-    if n_sites > len(candidates):
-        raise ValueError(f"region has {len(candidates)} A/C/G/T bases, fewer than n_sites={n_sites}")
-    picks = sorted(rng.sample(candidates, n_sites))
-    lines = [
-        "##fileformat=VCFv4.2",
-        f"##contig=<ID={contig},length={length}>",
-        "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO",
-    ]
-    for i in picks:
-        base = seq[i]
-        alts = rng.sample([b for b in "ACGT" if b != base], alts_per_site)
-        lines.append(f"{contig}\t{start + i + 1}\tv{start + i + 1}\t{base}\t{','.join(alts)}\t.\t.\t.")
-    from hexamer.io import atomic_path
-
-    with atomic_path(path) as tmp, open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return len(picks)

@@ -26,6 +26,7 @@ from hexamer.bench.llamacpp import (
     top1_agreement,
     top1_margins,
 )
+from hexamer.bench.llamacpp.tokenizer import _ConverterTokenizer
 from hexamer.testing import build_carbon_folder
 
 
@@ -89,7 +90,7 @@ def test_fresh_cached_gguf_is_reused_without_a_converter(
 
 def test_converter_tokenizer_matches_what_the_converter_reads(tmp_path: Path) -> None:
     folder = build_carbon_folder(tmp_path / "real", bpe="qwen3", weights=False)
-    tok = llamacpp._ConverterTokenizer(folder)
+    tok = _ConverterTokenizer(folder)
     assert len(tok.vocab) == 155_775  # CCCCCC: the BPE id wins, as in the official get_vocab()
     assert tok.vocab["CCCCCC"] == 91443 and tok.dna_token_to_id["CCCCCC"] == 154402
     assert len(tok.kmers) == 4096 and tok.kmers[0] == "AAAAAA"
@@ -97,6 +98,26 @@ def test_converter_tokenizer_matches_what_the_converter_reads(tmp_path: Path) ->
     assert added["<dna>"] == 151669 and added["<oov>"] == 151671 and added["<|endoftext|>"] == 151643
     assert tok.added_tokens_decoder[151669].special and not tok.added_tokens_decoder[added["<think>"]].special
     assert tok.encode("<dna>CCCCCC</dna>") == [151669, 154402, 151670]
+
+
+def test_convert_entry_runs_the_converter_with_hexamers_tokenizer(tiny_folder: Path, tmp_path: Path) -> None:
+    """``python -m hexamer.bench.llamacpp _convert`` (what :func:`converter_command` runs) hands the
+    converter hexamer's tokenizer for a HybridDNATokenizer folder and passes its arguments through."""
+    import subprocess
+
+    converter = _fake_tree(tmp_path / "llama.cpp") / "convert_hf_to_gguf.py"
+    converter.write_text(
+        "import sys\n"
+        "from transformers import AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "open(sys.argv[sys.argv.index('--outfile') + 1], 'w').write(f'{type(tok).__name__} {len(tok.kmers)}')\n"
+    )
+    out = tmp_path / "out.txt"
+    proc = subprocess.run(
+        converter_command(tiny_folder, out, "f32", converter), capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == "_ConverterTokenizer 4096"
 
 
 # ------------------------------------------------------------------ parity logic
@@ -202,9 +223,11 @@ def test_sample_rows() -> None:
 
 
 def test_backend_reports_missing_llama_cpp(tiny_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = llamacpp.importlib.util.find_spec
+    real = llamacpp.convert.importlib.util.find_spec
     monkeypatch.setattr(
-        llamacpp.importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a)
+        llamacpp.convert.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llama_cpp" else real(name, *a),
     )
     backend = LlamaCppBackend(tiny_folder)
     ok, why = backend.available()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hexamer import Carbon
-from hexamer.vep import ContigRenameWarning, Reference, bench_vep, read_vcf, score_variants, write_random_vcf
+from hexamer.testing.vcf import write_random_vcf
+from hexamer.vep import ContigRenameWarning, Reference, read_vcf, score_variants
 from hexamer.vep import engine as engine_mod
 from hexamer.vep.recipes import (
     NextBaseContext,
@@ -234,16 +234,6 @@ def test_a_failing_unit_marks_its_rows_failed_and_the_job_goes_on(
     assert failed and all("out of memory (simulated)" in r["reason"] for r in failed)
     assert all(r["id"] for r in failed)  # full rows, not bare keys
     assert {r["status"] for r in rows} == {"failed", "skipped", "ref_mismatch"}
-
-
-def test_bench_vep_reports_both_runs(carbon: Carbon, tmp_path: Path) -> None:
-    vcf = tmp_path / "sat.vcf"
-    write_random_vcf(FASTA, vcf, n_sites=4, alts_per_site=3, region=("20", 200_000, 210_000), seed=1)
-    result = bench_vep(carbon, vcf, FASTA, recipe="window", window=600)
-    assert result.n_variants == 12
-    assert result.max_abs_diff < TOL
-    assert result.engine_s > 0 and result.naive_s > 0
-    assert np.isclose(result.speedup, result.naive_s / result.engine_s)
 
 
 # --------------------------------------------------------------------------- window grid

@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from hexamer import Carbon
+from hexamer.testing.vcf import write_random_vcf
 from hexamer.vep import (
     ResumeError,
     run_vep,
     score_variants,
     sidecar_dir,
-    write_random_vcf,
     write_rows,
     write_vep_output,
 )

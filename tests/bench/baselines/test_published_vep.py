@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 
 from hexamer import Carbon
+from hexamer.bench.baselines.published_vep import PublishedScorer, published_scores
 from hexamer.vep import Reference, read_vcf, score_variants
-from hexamer.vep.published import PublishedScorer, published_scores
 from hexamer.vep.recipes import NextBaseContext, context_anchor, leading_n
-
-from .conftest import EDGE_VCF, FASTA, SLICE_VCF
+from tests.vep.conftest import EDGE_VCF, FASTA, SLICE_VCF
 
 pytest.importorskip("transformers")
 

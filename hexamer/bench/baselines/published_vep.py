@@ -16,7 +16,7 @@ scores key by key.
   (identical to the tokenizer's), bp-level FNS over the DNA rows only, LL summed in float64,
   window bounds and alt windows, reverse-complement averaging, and the next-base context rules
   (grid-aligned anchors, leading ``N`` dropped, variant kept on a 6-mer boundary). Both recipes
-  are reproduced exactly; ``tests/vep/test_published.py`` checks them against the engine (window
+  are reproduced exactly; ``tests/bench/baselines/test_published_vep.py`` checks them against the engine (window
   with and without ``rc_average``, next-base with contexts that start in an ``N`` run).
 * Which variants: those the engine scores with ``status == "ok"``: the window recipe scores every
   sequence change (SNVs, MNVs, indels), the next-base recipe SNVs only.

@@ -1,0 +1,36 @@
+"""Helpers every benchmark shares: the random-weight model folder of a shape, and a timed region
+without the cyclic garbage collector. A leaf: it imports no other ``hexamer.bench`` module, so any
+benchmark can use it without import cycles."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
+    """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
+    from hexamer.testing import build_carbon_folder_once
+
+    return build_carbon_folder_once(
+        cache_root / f"bench-{shape}-qwen3-{dtype}",
+        shape=shape,
+        bpe="qwen3",
+        dtype=dtype,
+        shards=1 if shape in ("tiny", "500m") else 4,
+    )
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector out of a timed region (as ``timeit`` does); callers collect
+    once before a series of runs instead of before each (a full collection can take ~0.5 s)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
