@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["demo_data_files", "demo_model_path"]
+__all__ = ["DemoResult", "demo_data_files", "demo_model_path", "run_demo"]
 
 _MODEL_DIR = "data/demo-model"
 _DNA_DIR = "data/dna"
@@ -29,3 +29,12 @@ def demo_data_files() -> list[Path]:
     """The shipped DNA files the demo model was trained on (sorted by name)."""
     root = Path(str(resources.files("hexamer").joinpath(_DNA_DIR)))
     return sorted(root.glob("*.fa.gz"))
+
+
+def __getattr__(name: str) -> object:
+    """``run_demo``/``DemoResult`` load torch and the model code: import them only when asked."""
+    if name in ("run_demo", "DemoResult"):
+        from hexamer.demo import story
+
+        return getattr(story, name)
+    raise AttributeError(f"module 'hexamer.demo' has no attribute {name!r}")
