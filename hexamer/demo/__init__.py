@@ -1,9 +1,10 @@
-"""The built-in demo model: a tiny Carbon-format model trained on real DNA, shipped with hexamer.
+"""The built-in demo model: a small Carbon-format model trained on real DNA, shipped with hexamer.
 
-It exists so that ``hexamer generate``/``score`` and the examples produce DNA-like output without a
-download: 984k parameters (1.9 MB in float16), trained for 8 minutes on a CPU with ``hexamer train``
-on the sequences in ``hexamer/data/dna`` (provenance, command and held-out accuracy:
-``hexamer/data/demo-model/README.md``). It is not Carbon and says nothing about Carbon's quality.
+It exists so that ``hexamer demo``/``generate``/``score`` and the examples produce DNA-like output
+without a download: 4.3 M parameters (8.7 MB in float16), trained for about 19 CPU-minutes with
+``hexamer train`` on the sequences in ``hexamer/data/dna`` (provenance, commands and held-out
+accuracy beside Markov baselines: ``hexamer/data/demo-model/README.md``). It is not Carbon and says
+nothing about Carbon's quality. :func:`run_demo` (``hexamer demo``) is the guided tour.
 """
 
 from __future__ import annotations

@@ -407,7 +407,7 @@ def _plot_scores(path: Path, rows: list[dict[str, Any]]) -> None:
         vals = [next(r[col] for r in rows if r["sequence"] == n and r["kind"] == kind) for n in names]
         ax.bar(np.arange(len(names)) + j * width, np.array(vals) - UNIFORM_LOGP, width, label=label)
     ax.axhline(0, color="k", lw=0.8)
-    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8)
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8, rotation=30, ha="right")
     ax.set_ylabel("mean log P(base) - uniform (nats)")
     ax.set_title("held-out DNA: gain over uniform guessing")
     ax.legend(fontsize=8)
