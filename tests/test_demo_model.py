@@ -1,9 +1,12 @@
-"""The shipped demo model: it loads, scores, generates, and its README tells the truth."""
+"""The shipped demo model: it loads, scores, generates, copies from context, and its README tells
+the truth (its quick-check figures are recomputed here; the baselines come from the trainer's own
+evaluator)."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,17 +14,20 @@ import torch
 
 from hexamer import Carbon
 from hexamer.demo import demo_data_files, demo_model_path
+from hexamer.demo.heldout import model_accuracy
+from hexamer.demo.markov import acgt_codes
 from hexamer.model import load_model
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.train.data import load_corpus, validation_windows
-from hexamer.train.evaluate import evaluate_model
+from hexamer.train.evaluate import evaluate_model, markov_accuracy
 
 README = demo_model_path() / "README.md"
+ORIGINAL = ("ecoli_mg1655.fa.gz", "human_chr20.fa.gz", "lambda_phage.fa.gz", "saureus_n315.fa.gz")
 
 
 def _readme_number(label: str) -> float:
     """The bold number on the README line starting with ``label`` (e.g. ``- Held-out ...: **0.31**``)."""
-    match = re.search(rf"^- {re.escape(label)}[^*]*?\*\*([0-9.]+)\*\*", README.read_text(), re.MULTILINE)
+    match = re.search(rf"^- {re.escape(label)}[^*]*?\*\*(-?[0-9.]+)\*\*", README.read_text(), re.MULTILINE)
     assert match, f"no '{label}' line with a bold number in {README}"
     return float(match.group(1))
 
@@ -31,20 +37,26 @@ def carbon() -> Carbon:
     return Carbon.from_pretrained(demo_model_path())
 
 
+@pytest.fixture(scope="module")
+def quick_windows() -> list[tuple[str, str]]:
+    """The first held-out window of each of the four original genomes (22,850 bases)."""
+    files = [str(p) for p in demo_data_files() if p.name in ORIGINAL]
+    return validation_windows(load_corpus(files, val_fraction=0.1).val, 6000, max_bp=20_000)
+
+
 def test_demo_folder_is_a_small_carbon_checkpoint() -> None:
     folder = demo_model_path()
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"]
-    assert (folder / "model.safetensors").stat().st_size < 8 * 2**20
+    assert (folder / "model.safetensors").stat().st_size < 12 * 2**20
     assert not (folder / "optimizer.safetensors").exists()
+    data = folder.parent
+    assert sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) < 20 * 2**20
     tok = CarbonTokenizer.from_pretrained(folder)
     assert tok.encode("<dna>ATCGAT</dna>")[1] == tok.layout.kmer_id("ATCGAT")
-    assert [p.name for p in demo_data_files()] == [
-        "ecoli_mg1655.fa.gz",
-        "human_chr20.fa.gz",
-        "lambda_phage.fa.gz",
-        "saureus_n315.fa.gz",
-    ]
+    names = [p.name for p in demo_data_files()]
+    assert set(ORIGINAL) <= set(names) and len(names) == 9
+    assert all(Path(p).stat().st_size < 1 * 2**20 for p in demo_data_files())
 
 
 def test_demo_model_scores_and_generates(carbon: Carbon) -> None:
@@ -58,19 +70,55 @@ def test_demo_model_scores_and_generates(carbon: Carbon) -> None:
     assert again.sequence == gen.sequence
 
 
-def test_readme_accuracy_is_reproducible() -> None:
-    """The README's quick-check number is recomputed exactly; the full held-out number and the
-    baseline it must beat are checked for consistency with it."""
-    quick = _readme_number("Quick check")
-    full = _readme_number("Held-out per-base accuracy")
-    baseline = _readme_number("0-th order baseline")
+def test_readme_accuracy_is_reproducible(carbon: Carbon, quick_windows: list[tuple[str, str]]) -> None:
+    """The README's quick-check numbers are recomputed exactly, with the trainer's evaluator (FNS)
+    and with the exact within-token conditionals; the full held-out numbers must agree with them."""
     model, _ = load_model(demo_model_path())
     tok = CarbonTokenizer.from_pretrained(demo_model_path())
-    corpus = load_corpus([str(p) for p in demo_data_files()], val_fraction=0.1)
-    windows = validation_windows(corpus.val, 6000, max_bp=20_000)  # the first window of each genome
-    res = evaluate_model(model, tok, windows, batch_size=4)
+    res = evaluate_model(model, tok, quick_windows, batch_size=4)
     assert res.n_bases == 22_850
-    assert res.accuracy == pytest.approx(quick, abs=5e-4)
-    assert abs(res.accuracy - full) < 0.03
-    assert full > baseline + 0.01
+    assert res.accuracy == pytest.approx(_readme_number("Quick check, FNS marginals"), abs=5e-4)
+    ours = model_accuracy(carbon, quick_windows)["all"]
+    assert ours["n"] == 22_850
+    assert ours["fns_accuracy"] == pytest.approx(res.accuracy, abs=2e-4)  # two code paths, one answer
+    assert ours["exact_accuracy"] == pytest.approx(
+        _readme_number("Quick check, exact conditionals"), abs=5e-4
+    )
+    full_fns = _readme_number("Held-out per-base accuracy, FNS marginals")
+    full_exact = _readme_number("Held-out per-base accuracy, exact conditionals")
+    assert abs(res.accuracy - full_fns) < 0.03 and abs(ours["exact_accuracy"] - full_exact) < 0.03
     assert np.isfinite(res.bp_loss)
+
+
+def test_exact_conditionals_beat_the_next_base_markov_chain(quick_windows: list[tuple[str, str]]) -> None:
+    """The README's headline claim, with the Markov figure recomputed by the trainer's evaluator."""
+    files = [str(p) for p in demo_data_files() if p.name in ORIGINAL]
+    corpus = load_corpus(files, val_fraction=0.1)
+    windows = validation_windows(corpus.val, 6000)
+    markov6 = markov_accuracy(corpus.train, windows, order=6, aligned=False)
+    assert markov6 == pytest.approx(_readme_number("Markov, next base"), abs=5e-5)
+    assert _readme_number("Held-out per-base accuracy, exact conditionals") > markov6 + 0.01
+
+
+def test_copy_test_figures(carbon: Carbon) -> None:
+    """A random 600-bp sequence written twice: the README's figures for both copies are recomputed.
+    This model has not learnt to copy from context (the README says so): the second copy scores
+    about like the first; a model that copies would score it far better."""
+    rng = np.random.default_rng(7)
+    unit = "".join(rng.choice(list("ACGT"), 600))
+    seq = unit + unit
+    lp = carbon.base_logprobs(seq, method="exact")
+    true = lp[np.arange(len(seq)), acgt_codes(seq)]
+    first, second = float(true[:600].mean()), float(true[600:].mean())
+    assert first == pytest.approx(_readme_number("Copy test, first copy"), abs=2e-3)
+    assert second == pytest.approx(_readme_number("Copy test, second copy"), abs=2e-3)
+    assert second > first - 0.02
+
+
+def test_real_dna_beats_shuffled(carbon: Carbon, quick_windows: list[tuple[str, str]]) -> None:
+    import random
+
+    real = "".join(b for _, b in quick_windows)
+    shuffled = "".join(random.Random(0).sample(real, len(real)))
+    a, b = carbon.score([real[:6000], shuffled[:6000]], method="exact")
+    assert a.mean > b.mean + 0.02  # type: ignore[union-attr]

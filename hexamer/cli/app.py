@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
@@ -17,7 +16,6 @@ from hexamer import __version__
 from hexamer.cache import cache_root
 
 if TYPE_CHECKING:
-    from hexamer.carbon import Carbon
     from hexamer.tokenizer import CarbonTokenizer
 
 #: ``-h`` as well as ``--help``, on every command (click passes it down to sub-commands)
@@ -248,108 +246,42 @@ def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
 
 
 @app.command()
-def demo() -> None:
-    """A short tour on the built-in demo model: tokenise, generate with a mask, score."""
-    from hexamer.carbon import Carbon
+def demo(
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for every output (TSV, FASTA, PNG, summary.json).")
+    ] = Path("hexamer-demo"),
+    model: ModelOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """A short tour on the built-in demo model, each number beside a reference point
+    (uniform guessing, shuffled DNA, a Markov chain, published Carbon-3B figures)."""
+    from hexamer.demo import run_demo
 
-    path = resolve_model(None)
-    carbon = Carbon.from_pretrained(path)
-    tok = carbon.tokenizer
-    console.rule("[bold]hexamer demo[/bold]")
+    path = resolve_model(model)
+    if not as_json:
+        console.rule("[bold]hexamer demo[/bold]")
+        console.print(
+            "Carbon reads DNA inside [bold]<dna>…</dna>[/bold] as non-overlapping 6-mers. The built-in model is tiny"
+            " and not Carbon; every code path is the real one."
+        )
+    say = (lambda _m: None) if as_json else (lambda m: console.print(m, highlight=False, markup=False))
+    try:
+        result = run_demo(out, model=path, say=say)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if as_json:
+        print(json.dumps(result.to_dict()))
+        return
     console.print(
-        "Carbon reads text as byte-level BPE and DNA inside [bold]<dna>…</dna>[/bold] as non-overlapping 6-mers.\n"
-        "This demo model is tiny and not Carbon; the id layout and every code path are the real ones."
+        f"\nevery output is in {result.out_dir} ({len(result.files)} files, {result.seconds:.0f} s)"
     )
-    prompt = "<mammalian_species><dna>ATGGCGTACGATTACNNAGC</dna>"
-    console.print(token_table(tok, prompt, f"1. tokenise: {prompt}"))
-    console.print("   the 2-base tail is padded with 'A'; the chunk holding N becomes <oov>")
-    fast = tok.encode_dna("ATGGCGTACGATTACNNAGC")
     console.print(
-        f"   encode_dna fast path gives the same ids: {fast.tolist() == tok.encode(prompt)[-len(fast) :]}"
-    )
-
-    context = _demo_context()
-    console.rule("2. generate 60 bp, base-pair level (FNS), with a mask")
-    console.print(f"   prompt: ...{context[-42:]} ({len(context)} bp of real DNA)")
-    mask = "NNNNNNATGNNNNNNNNNNNNNNNNNNNNNTAA"
-    for label, options in (
-        ("greedy ", {"temperature": 0}),
-        ("sampled", {"temperature": 0.8, "top_p": 0.95, "seed": 0}),
-    ):
-        gen = carbon.generate(context, max_bp=60, mode="bp", mask=mask, **options)
-        console.print(f"   {label}: {gen.sequence}")
-    console.print(f"   mask {mask}: positions 7-9 forced to ATG, 31-33 to TAA")
-
-    console.rule("3. score: real DNA vs the same bases shuffled")
-    import random
-
-    real = context[-600:]
-    shuffled = "".join(random.Random(0).sample(real, len(real)))
-    a, b = carbon.score([real, shuffled])
-    console.print(f"   mean log P(base), real:     {a.mean:.4f}")
-    console.print(f"   mean log P(base), shuffled: {b.mean:.4f}   (uniform guessing: {-1.3863:.4f})")
-    _demo_vep_and_embed(carbon)
-    console.print(
-        "\nPoint [bold]--model[/bold] at a real Carbon folder (a local copy, or a hub id such as an org/Carbon-3B"
+        "Point [bold]--model[/bold] at a real Carbon folder (a local copy, or a hub id such as an org/Carbon-3B"
         " name when online):\n"
         "  hexamer generate --model path/to/Carbon-3B ATGGCGTACGATTACA --max-bp 1000\n"
         "  hexamer score --model path/to/Carbon-3B -i seqs.fa -o scores.parquet"
     )
-
-
-def _demo_vep_and_embed(carbon: Carbon) -> None:
-    """Score a small VCF of random SNVs on the shipped phage lambda genome, and embed three sequences."""
-
-    import numpy as np
-
-    from hexamer.demo import demo_data_files
-
-    lam = next((p for p in demo_data_files() if "lambda" in p.name), None)
-    if lam is None:
-        return
-    from hexamer.embed import embed_sequences
-    from hexamer.io import SequenceRecord
-    from hexamer.testing.vcf import write_random_vcf
-    from hexamer.vep import score_variants
-
-    console.rule("4. variant effects: 6 random SNVs on phage lambda (window recipe, 1,200 bp)")
-    with tempfile.TemporaryDirectory() as tmp:
-        vcf = Path(tmp) / "demo.vcf"
-        write_random_vcf(lam, vcf, n_sites=6, region=None, seed=1)
-        for row in score_variants(carbon, vcf, lam, recipe="window", window=1200, on_note=lambda _: None):
-            score = f"{row['score']:+.4f}" if row["score"] is not None else "—"
-            console.print(
-                f"   {row['chrom']}:{row['pos']} {row['ref']}>{row['alt']}  LL(alt)-LL(ref) = {score}  {row['status']}"
-            )
-    console.rule("5. embeddings: mean-pooled final hidden states")
-    context = _demo_context()
-    records = [
-        SequenceRecord("lambda_a", context[:600]),
-        SequenceRecord("lambda_b", context[600:1200]),
-        SequenceRecord("CAG_repeat", "CAG" * 200),
-    ]
-    vectors = dict(embed_sequences(carbon, records, pool="mean"))
-    names = list(vectors)
-    unit = {n: v / np.linalg.norm(v) for n, v in vectors.items() if v is not None}
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            console.print(f"   cosine({a}, {b}) = {float(unit[a] @ unit[b]):.3f}")
-
-
-def _demo_context() -> str:
-    """1,200 bp of real DNA (phage lambda) when the shipped data is present, else a fixed sequence."""
-    try:
-        import pysam
-
-        from hexamer.demo import demo_data_files
-
-        for path in demo_data_files():
-            if "lambda" in path.name:
-                with pysam.FastxFile(str(path)) as fx:
-                    return next(iter(fx)).sequence[1000:2200].upper()
-    except (ImportError, StopIteration, OSError):
-        pass
-    return "ATGGCGTACGATTACAGGCATTCGATCGATTTACGGCATCGA" * 30
 
 
 def main() -> None:
