@@ -231,6 +231,7 @@ def load_model(
     shards = _shards(folder)
     headers = {file: read_safetensors_header(file) for file in shards}
     _check_layers(folder, config, headers)
+    _check_dims(config_path, config, headers)
 
     with torch.device("meta"):
         model = LlamaModel(config)
@@ -295,6 +296,40 @@ def _check_layers(folder: Path, config: ModelConfig, headers: dict[Path, dict[st
             f"{folder / 'config.json'}: 'num_hidden_layers' is {config.num_hidden_layers} but the "
             f"safetensors files hold {stored_layers} layer(s)"
         )
+
+
+def _check_dims(config_path: Path, config: ModelConfig, headers: dict[Path, dict[str, StoredTensor]]) -> None:
+    """Compare the config's dimensions with the stored embedding and first layer before the model
+    is built (its RoPE table alone is allocated from ``head_dim``), naming the field at fault."""
+    stored = {name: t.shape for tensors in headers.values() for name, t in tensors.items()}
+    where = {name: file for file, tensors in headers.items() for name in tensors}
+    h, q, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
+    d = config.head_dim
+    checks = [
+        ("model.embed_tokens.weight", (config.vocab_size, h), "'vocab_size' x 'hidden_size'"),
+        (
+            "model.layers.0.self_attn.q_proj.weight",
+            (q * d, h),
+            "'num_attention_heads' x 'head_dim', 'hidden_size'",
+        ),
+        (
+            "model.layers.0.self_attn.k_proj.weight",
+            (kv * d, h),
+            "'num_key_value_heads' x 'head_dim', 'hidden_size'",
+        ),
+        (
+            "model.layers.0.mlp.gate_proj.weight",
+            (config.intermediate_size, h),
+            "'intermediate_size' x 'hidden_size'",
+        ),
+    ]
+    for name, shape, fields in checks:
+        if name in stored and stored[name] != shape:
+            raise ValueError(
+                f"{config_path} does not match the weights: tensor '{name}' in {where[name]} has shape "
+                f"{list(stored[name])}, "
+                f"but the config's {fields} make it {list(shape)}"
+            )
 
 
 def _check_memory(folder: Path, config: ModelConfig, target: torch.dtype, device: torch.device) -> None:

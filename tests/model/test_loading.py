@@ -313,3 +313,21 @@ def test_hub_cache_symlinks_are_followed(make_checkpoint: Any, tmp_path: Path) -
         blob.write_bytes(item.read_bytes())
         (snapshot / item.name).symlink_to(Path("../../blobs") / blob.name)
     load_model(snapshot)
+
+
+@pytest.mark.parametrize(
+    ("field", "tensor"),
+    [
+        ("head_dim", "q_proj"),  # its RoPE table alone would need terabytes
+        ("hidden_size", "embed_tokens"),
+        ("vocab_size", "embed_tokens"),
+        ("intermediate_size", "gate_proj"),
+    ],
+)
+def test_absurd_dimensions_are_refused_before_building(make_checkpoint: Any, field: str, tensor: str) -> None:
+    _, path = make_checkpoint()
+    _patch_config(path, **{field: 10**12})
+    with pytest.raises(
+        ValueError, match=rf"config\.json does not match the weights: tensor '.*{tensor}.*'.*{field}"
+    ):
+        load_model(path)
