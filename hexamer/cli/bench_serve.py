@@ -41,6 +41,13 @@ def bench_serve_cmd(
     ] = math.inf,
     temperature: Annotated[float, typer.Option(min=0)] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the random prompts.")] = 0,
+    endpoint: Annotated[
+        str,
+        typer.Option(
+            help="completions (OpenAI, whole-vocabulary sampling) or dna (/v1/dna/generate, token mode: "
+            "what `bench generate` measures)."
+        ),
+    ] = "completions",
     quick: Annotated[
         bool, typer.Option("--quick", help="8 prompts, 60 bp in / out, 4 in flight (tiny model by default).")
     ] = False,
@@ -71,6 +78,7 @@ def bench_serve_cmd(
             temperature=temperature,
             seed=seed,
             quick=quick,
+            endpoint=endpoint,
             log=lambda msg: console.print(f"[dim]{msg}[/dim]"),
         )
     except (RemoteError, ValueError, RuntimeError) as exc:
