@@ -204,10 +204,16 @@ def _check_limits(state: ServerState, body: CompletionRequest, prompts: list[_Pr
     return max_tokens
 
 
+#: stop strings per request: each one is searched in every streamed delta, on the event loop
+MAX_STOP_STRINGS = 64
+
+
 def _stops(body: CompletionRequest) -> list[str]:
     if body.stop is None:
         return []
     stops = [body.stop] if isinstance(body.stop, str) else list(body.stop)
+    if len(stops) > MAX_STOP_STRINGS:
+        raise ApiError(400, f"stop: {len(stops)} stop strings exceed the limit of {MAX_STOP_STRINGS}", "stop")
     return [s for s in stops if s]
 
 
@@ -602,6 +608,7 @@ async def _wait_disconnect(http: HttpRequest) -> None:
 async def create_completion(state: ServerState, http: HttpRequest, body: CompletionRequest) -> Response:
     state.check_model(body.model)
     _refuse_unsupported(body)
+    _stops(body)  # cheap checks before the prompts are tokenised
     if _prompt_size(body) > OFFLOAD_PROMPT_SIZE:  # tokenising is CPU work: never on the event loop
         prompts = await state.offload(lambda: _prompts(state, body))
     else:
