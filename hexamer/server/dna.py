@@ -161,14 +161,26 @@ class DnaGenerateRun:
         self.deadline = time.monotonic() + s.request_timeout_s
         self.finished = [False] * len(self.requests)
         self.sent_bp = [0] * len(self.requests)
+        self.sent_tokens = [0] * len(self.requests)
         self.first: list[float | None] = [None] * len(self.requests)
 
     def cancel_unfinished(self) -> None:
         self.state.worker.cancel([s for s, done in zip(self.subs, self.finished, strict=True) if not done])
 
-    def _bases_so_far(self, req: Request, count: int) -> str:
-        seq = kmers_to_bases(req.output_kmers[:count], req.k)[len(req.forced) :]
-        return seq[: req.params.max_bp] if req.params.max_bp is not None else seq
+    def _new_bases(self, index: int, req: Request, count: int, finished: bool) -> str:
+        """The bases of choice ``index`` not yet streamed, converting only the k-mers new since the
+        last event (whole-sequence conversions every step would cost O(length^2) per stream)."""
+        if finished:  # the request's own final sequence (a </dna> or trimmed last k-mer included)
+            return req.bases()[self.sent_bp[index] :]
+        done = self.sent_tokens[index]
+        raw = kmers_to_bases(req.output_kmers[done:count], req.k)
+        self.sent_tokens[index] = count
+        offset = done * req.k - len(req.forced)  # position of raw[0] in the visible sequence
+        if offset < 0:
+            raw, offset = raw[-offset:], 0
+        if req.params.max_bp is not None:
+            raw = raw[: max(req.params.max_bp - offset, 0)]
+        return raw[max(self.sent_bp[index] - offset, 0) :]
 
     def _event(self, index: int, count: int, finished: bool) -> None:
         if self.first[index] is None and count:
@@ -254,9 +266,8 @@ class DnaGenerateRun:
                     yield sse(exc.body())
                     break
                 req = self.requests[index]
-                bases = req.bases() if finished else self._bases_so_far(req, count)
-                delta = bases[self.sent_bp[index] :]
-                self.sent_bp[index] = len(bases)
+                delta = self._new_bases(index, req, count, finished)
+                self.sent_bp[index] += len(delta)
                 self.state.metrics.generated_bp.inc(len(delta))
                 if not delta and not finished:
                     continue
