@@ -115,7 +115,7 @@ def test_connections_beyond_the_cap_get_503(strict: str) -> None:
 
 
 def test_drain_on_shutdown(tiny_folder: Path) -> None:
-    app = create_app(tiny_folder, max_num_seqs=4, max_model_len=1100, shutdown_grace_s=1.0)
+    app = create_app(tiny_folder, max_num_seqs=8, max_model_len=2048, shutdown_grace_s=1.0)
     with running_server(app) as (url, server):
         short_events: list[str] = []
         long_events: list[str] = []
@@ -126,7 +126,7 @@ def test_drain_on_shutdown(tiny_folder: Path) -> None:
                     if line.startswith("data: "):
                         into.append(line[6:])
 
-        long_body = {"prompt": "hi", "max_tokens": 1000, "ignore_eos": True, "stream": True}
+        long_body = {"prompt": "hi", "max_tokens": 2000, "n": 4, "ignore_eos": True, "stream": True}
         long = threading.Thread(target=stream, args=(long_body, long_events))
         long.start()
         while not long_events:
@@ -155,3 +155,53 @@ def test_drain_on_shutdown(tiny_folder: Path) -> None:
         while server.started and not server.should_exit and time.monotonic() < deadline:
             time.sleep(0.05)
         assert server.should_exit
+
+
+@pytest.mark.slow
+def test_sigterm_drains_the_real_command(tiny_folder: Path) -> None:
+    """`hexamer serve` itself: SIGTERM -> 503 for new work, a stream cut at the grace with an error
+    event, exit status 0, then connection refused."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-c", "from hexamer.cli import app; app()", "serve", "-m", str(tiny_folder),
+               "--port", str(port), "--max-model-len", "2048", "--shutdown-grace", "0.3", "--log-level", "warning"]  # fmt: skip
+    proc = subprocess.Popen(command, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{url}/health")
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.1)
+        events: list[str] = []
+
+        def stream() -> None:
+            body = {"prompt": "hi", "max_tokens": 2000, "n": 4, "ignore_eos": True, "stream": True}
+            with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=30) as r:
+                events.extend(line[6:] for line in r.iter_lines() if line.startswith("data: "))
+
+        reader = threading.Thread(target=stream)
+        reader.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        assert httpx.get(f"{url}/health").status_code == 503
+        assert httpx.post(f"{url}/v1/completions", json={"prompt": "hi"}).status_code == 503
+        reader.join(timeout=20)
+        assert events[-1] == "[DONE]" and json.loads(events[-2])["error"]["code"] == 503
+        assert proc.wait(timeout=20) == 0
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/health")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
