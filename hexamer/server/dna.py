@@ -89,6 +89,10 @@ def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tup
     bp = body.max_bp if body.max_bp is not None else 6 * (body.max_tokens or 0)
     if bp > s.max_bp:
         raise ApiError(400, f"max_bp: {bp} bases exceed the server limit of {s.max_bp}", "max_bp")
+    if body.mask is not None and len(body.mask.strip()) > bp:  # before it is parsed, once per choice
+        raise ApiError(
+            400, f"mask: covers {len(body.mask.strip())} bases but only {bp} will be generated", "mask"
+        )
     limit = state.max_prompt_chars
     for i, text in enumerate(prompts):
         if len(text) > limit:
@@ -303,6 +307,7 @@ async def _wait_disconnect(http: HttpRequest) -> None:
 async def dna_generate(state: ServerState, http: HttpRequest, body: DnaGenerateRequest) -> Response:
     state.check_model(body.model)
     size = len(body.prompt) if isinstance(body.prompt, str) else sum(len(p) for p in body.prompt)
+    size += len(body.mask or "") * body.n
     if size > OFFLOAD_CHARS:  # scanning and tokenising prompts is CPU work: never on the event loop
         built = await state.offload(lambda: prepare_generation(state, body))
     else:

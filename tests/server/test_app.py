@@ -68,6 +68,7 @@ HUGE = 4 * MB  # a few MB: what a hostile client sends to a default 32 MiB body 
         ("/v1/completions", {"prompt": "x" * HUGE, "max_tokens": 1}, "max_prompt_chars"),
         ("/v1/completions", {"prompt": ["hi", "y " * (HUGE // 2)], "max_tokens": 1}, "prompt[1]"),
         ("/v1/dna/generate", {"prompt": "ACGT" * (HUGE // 4), "max_bp": 6}, "max_prompt_chars"),
+        ("/v1/dna/generate", {"prompt": "ACGT", "max_bp": 6, "mask": "N" * HUGE, "n": 64}, "mask: covers"),
         ("/v1/dna/score", {"sequences": "A" * HUGE}, "limit of"),
         ("/v1/embeddings", {"input": "A" * HUGE}, "limit of"),
         (
