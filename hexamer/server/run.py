@@ -108,8 +108,9 @@ class HexamerServer(uvicorn.Server):
             super().install_signal_handlers()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.draining or self.state.settings.shutdown_grace_s <= 0:
-            super().handle_exit(sig, frame)  # second signal: exit now
+        if self.draining:  # second signal: end everything in flight now, then exit
+            self.state.worker.abort("the server shut down before this request finished")
+            super().handle_exit(sig, frame)
             return
         self.drain()
 

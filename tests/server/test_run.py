@@ -205,3 +205,27 @@ def test_sigterm_drains_the_real_command(tiny_folder: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_second_signal_exits_at_once(tiny_folder: Path) -> None:
+    import signal
+
+    app = create_app(tiny_folder, max_num_seqs=4, max_model_len=2048, shutdown_grace_s=30)
+    with running_server(app) as (url, server):
+        events: list[str] = []
+
+        def stream() -> None:
+            body = {"prompt": "hi", "max_tokens": 2000, "n": 4, "ignore_eos": True, "stream": True}
+            with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=30) as r:
+                events.extend(line[6:] for line in r.iter_lines() if line.startswith("data: "))
+
+        reader = threading.Thread(target=stream)
+        reader.start()
+        time.sleep(0.3)
+        server.handle_exit(signal.SIGTERM, None)  # drains: the stream may take its 30 s
+        time.sleep(0.2)
+        start = time.perf_counter()
+        server.handle_exit(signal.SIGTERM, None)  # ... unless asked again
+        reader.join(timeout=10)
+        assert not reader.is_alive() and time.perf_counter() - start < 3.0
+        assert json.loads(events[-2])["error"]["code"] == 503
