@@ -37,8 +37,6 @@ class GenerateBenchRow:
         return asdict(self)
 
 
-
-
 def run_generate_bench(
     folder: str | Path,
     *,

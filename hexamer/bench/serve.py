@@ -75,14 +75,23 @@ def token_lengths(input_bp: int, output_bp: int, k: int = 6) -> tuple[int, int]:
     return 1 + input_bp // k, -(-output_bp // k)
 
 
-async def _one(conn: Connection, body: dict[str, Any]) -> RequestResult:
-    result = RequestResult(ok=False, prompt_len=len(body["prompt"]))
+#: what each endpoint is asked: OpenAI completions (whole-vocabulary sampling, as vLLM), or
+#: hexamer's /v1/dna/generate (6-mer sampling from the DNA block of the head, as ``Carbon.generate``)
+ENDPOINTS = {"completions": "/v1/completions", "dna": "/v1/dna/generate"}
+
+
+async def _one(
+    conn: Connection, body: dict[str, Any], path: str = "/v1/completions", k: int = 6
+) -> RequestResult:
+    dna = path == ENDPOINTS["dna"]
+    result = RequestResult(ok=False, prompt_len=body.pop("_prompt_len", None) or len(body["prompt"]))
     start = time.perf_counter()
     last = start
     chunks = 0
+    bases = 0
     usage: int | None = None
     try:
-        async for event in conn.stream_events("/v1/completions", body):
+        async for event in conn.stream_events(path, body):
             now = time.perf_counter()
             if isinstance(event.get("usage"), dict) and event["usage"].get("completion_tokens") is not None:
                 usage = int(event["usage"]["completion_tokens"])
@@ -91,6 +100,8 @@ async def _one(conn: Connection, body: dict[str, Any]) -> RequestResult:
                 raise RuntimeError(str(detail.get("message", detail) if isinstance(detail, dict) else detail))
             if not event.get("choices"):  # the usage-only chunk; a token's text may be "" (partial UTF-8)
                 continue
+            if dna:
+                bases += sum(len(c.get("delta") or "") for c in event["choices"])
             if chunks == 0:
                 result.ttft = now - start
             else:
@@ -98,7 +109,7 @@ async def _one(conn: Connection, body: dict[str, Any]) -> RequestResult:
             last = now
             chunks += 1
         result.latency = time.perf_counter() - start
-        result.output_len = usage if usage is not None else chunks
+        result.output_len = -(-bases // k) if dna else usage if usage is not None else chunks
         result.ok = chunks > 0
         if not result.ok:
             result.error = "the stream carried no token"
@@ -116,8 +127,24 @@ async def _run(
     request_rate: float,
     seed: int,
     log: Callable[[str], None],
+    endpoint: str = "completions",
+    layout: Any = None,
 ) -> tuple[list[RequestResult], float]:
+    path = ENDPOINTS[endpoint]
+
     def body(prompt: list[int], max_tokens: int) -> dict[str, Any]:
+        if endpoint == "dna":  # the same tokens as DNA text: the server adds <dna> back
+            from hexamer.tokenizer.dna import kmers_to_bases
+
+            return {
+                "model": model,
+                "prompt": kmers_to_bases([t - layout.kmer_start for t in prompt[1:]], layout.k),
+                "max_tokens": max_tokens,
+                "mode": "token",
+                "temperature": temperature,
+                "stream": True,
+                "_prompt_len": len(prompt),
+            }
         return {
             "model": model,
             "prompt": prompt,
@@ -128,14 +155,15 @@ async def _run(
             "stream_options": {"include_usage": True},
         }
 
-    warm = await _one(conn, body(work.prompts[0], min(4, work.output_len)))
+    k = layout.k if layout is not None else 6
+    warm = await _one(conn, body(work.prompts[0], min(4, work.output_len)), path, k)
     if not warm.ok:
-        raise RuntimeError(f"the warm-up request to {conn.url('/v1/completions')} failed: {warm.error}")
+        raise RuntimeError(f"the warm-up request to {conn.url(path)} failed: {warm.error}")
     rng = random.Random(seed)
     tasks = []
     start = time.perf_counter()
     for prompt in work.prompts:
-        tasks.append(asyncio.create_task(_one(conn, body(prompt, work.output_len))))
+        tasks.append(asyncio.create_task(_one(conn, body(prompt, work.output_len), path, k)))
         if math.isfinite(request_rate):
             await asyncio.sleep(rng.expovariate(request_rate))
     results = []
@@ -270,11 +298,15 @@ def run_serve_bench(
     seed: int = 0,
     quick: bool = False,
     server_settings: dict[str, Any] | None = None,
+    endpoint: str = "completions",
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Run the workload against ``url`` (or hexamer's server for ``model``, started here) and return
-    the summary. ``quick``: 8 prompts of 60 bp in / 60 bp out, 4 at a time (seconds on a tiny model)."""
-    from hexamer.remote.client import _load_tokenizer
+    the summary. ``quick``: 8 prompts of 60 bp in / 60 bp out, 4 at a time (seconds on a tiny model).
+    ``endpoint``: ``completions`` (OpenAI, whole-vocabulary sampling; what vLLM serves) or ``dna``
+    (hexamer's ``/v1/dna/generate`` in token mode: the same tokens, sampled from the DNA block of
+    the head as ``Carbon.generate`` and ``hexamer bench generate`` do)."""
+    from hexamer.remote.client import load_server_tokenizer
     from hexamer.remote.protocol import detect
 
     if quick:
@@ -283,6 +315,8 @@ def run_serve_bench(
         max_concurrency = max_concurrency or QUICK["max_concurrency"]
     if num_prompts < 1:
         raise ValueError(f"num_prompts must be >= 1, got {num_prompts}")
+    if endpoint not in ENDPOINTS:
+        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
     if not (request_rate > 0):
         raise ValueError(f"request_rate must be > 0 (inf = all at once), got {request_rate}")
     concurrency = min(max_concurrency or num_prompts, num_prompts)
@@ -294,7 +328,7 @@ def run_serve_bench(
             name = served_model or (info.models[0] if info.models else None)
             if name is None:
                 raise ValueError(f"{base}/v1/models lists no model; pass --served-model")
-            tok, _ = _load_tokenizer(tokenizer, info, name)
+            tok, _ = load_server_tokenizer(tokenizer, info, name)
             k = tok.layout.k
             in_len, out_len = token_lengths(input_bp, output_bp, k)
             in_len, out_len = input_len or in_len, output_len or out_len
@@ -303,7 +337,17 @@ def run_serve_bench(
                 f"{what} at {base} ({info.backend}): {num_prompts} prompts, {in_len} in / {out_len} out tokens"
             )
             results, duration = conn.run(
-                _run(conn, name, work, temperature=temperature, request_rate=request_rate, seed=seed, log=log)
+                _run(
+                    conn,
+                    name,
+                    work,
+                    temperature=temperature,
+                    request_rate=request_rate,
+                    seed=seed,
+                    log=log,
+                    endpoint=endpoint,
+                    layout=tok.layout,
+                )
             )
         finally:
             conn.close()
@@ -311,12 +355,14 @@ def run_serve_bench(
     rate = "all at once" if not math.isfinite(request_rate) else f"Poisson {request_rate:g} req/s"
     shown = Path(name).name if Path(name).is_absolute() else name  # a local folder: its name only
     title = (
-        f"serving: {shown} on {info.backend} — {num_prompts} prompts × {in_len} in / {out_len} out tokens, "
+        f"serving: {shown} on {info.backend} {ENDPOINTS[endpoint]} — {num_prompts} prompts × {in_len} in / "
+        f"{out_len} out tokens, "
         f"≤{concurrency} in flight, {rate}"
     )
     notes = [
-        f"target: {what} at {base}; streamed /v1/completions, ignore_eos, temperature {temperature:g}, "
-        f"random <dna> + 6-mer prompts (seed {seed})",
+        f"target: {what} at {base}; streamed {ENDPOINTS[endpoint]}"
+        + (", ignore_eos" if endpoint == "completions" else ", mode token")
+        + f", temperature {temperature:g}, random <dna> + 6-mer prompts (seed {seed})",
         f"bp/s = output tok/s × {k} (one {k}-mer per token); TPOT = (latency − TTFT) / (tokens − 1); "
         "ITL = gap between streamed chunks",
     ]

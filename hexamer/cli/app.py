@@ -268,8 +268,7 @@ def demo(
     try:
         result = run_demo(out, model=path, say=say)
     except (FileNotFoundError, NotADirectoryError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(exc)
     if as_json:
         print(json.dumps(result.to_dict()))
         return

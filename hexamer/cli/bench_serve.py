@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -42,6 +42,13 @@ def bench_serve_cmd(
     ] = math.inf,
     temperature: Annotated[float, typer.Option(min=0)] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the random prompts.")] = 0,
+    endpoint: Annotated[
+        Literal["completions", "dna"],
+        typer.Option(
+            help="completions (OpenAI, whole-vocabulary sampling) or dna (/v1/dna/generate, token mode: "
+            "what `bench generate` measures)."
+        ),
+    ] = "completions",
     quick: Annotated[
         bool,
         typer.Option(
@@ -77,6 +84,7 @@ def bench_serve_cmd(
             temperature=temperature,
             seed=seed,
             quick=quick,
+            endpoint=endpoint,
             log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
         )
     except (RemoteError, ValueError, RuntimeError) as exc:

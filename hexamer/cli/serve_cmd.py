@@ -43,16 +43,39 @@ def serve(
         int, typer.Option(help="Largest logprobs / prompt_logprobs top-N.")
     ] = DEFAULT_MAX_LOGPROBS,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413 above).")] = 32 * 2**20,
-    timeout: Annotated[float, typer.Option(help="Seconds before a request is cancelled (504).")] = 600.0,
+    max_prompt_chars: Annotated[
+        int | None,
+        typer.Option(
+            help="Largest prompt string, checked before tokenising (default: 16 x --max-model-len)."
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(help="Seconds before a request is cancelled (504; streams end with an error event)."),
+    ] = 600.0,
+    header_timeout: Annotated[
+        float, typer.Option(help="Seconds a connection has to send a request's headers.")
+    ] = 10.0,
+    body_timeout: Annotated[
+        float, typer.Option(help="Seconds a request has to send its whole body (408).")
+    ] = 60.0,
+    keep_alive: Annotated[
+        float, typer.Option(help="Seconds an idle keep-alive connection stays open.")
+    ] = 5.0,
+    max_connections: Annotated[
+        int, typer.Option(help="Open connections beyond which new ones get 503 and are closed.")
+    ] = 512,
+    shutdown_grace: Annotated[
+        float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM (new ones: 503).")
+    ] = 10.0,
     dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep}."""
-    import uvicorn
-
     from hexamer.carbon import Carbon
     from hexamer.server.app import create_app
+    from hexamer.server.run import run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(message)s", stream=sys.stderr)
     try:
@@ -60,6 +83,8 @@ def serve(
             max_num_seqs=max_num_seqs, max_model_len=max_model_len, max_queue=max_queue, max_tokens=max_tokens,
             max_bp=max_bp, max_logprobs=max_logprobs, max_body_bytes=max_body_bytes, request_timeout_s=timeout,
             api_key=api_key, served_model_name=served_model_name, kv_cache_bytes=kv_cache_bytes,
+            max_prompt_chars=max_prompt_chars, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+            keep_alive_s=keep_alive, max_connections=max_connections, shutdown_grace_s=shutdown_grace,
         )  # fmt: skip
         path = resolve_model(model)
         carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, max_batch_size=max_num_seqs)
@@ -72,10 +97,4 @@ def serve(
         err_console.print(
             f"[yellow]warning:[/yellow] serving on {host} without --api-key: anyone who can reach it can use it"
         )
-    uvicorn.run(
-        application,
-        host=host,
-        port=port,
-        log_level=log_level.lower(),
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
-    )
+    run_server(application, host=host, port=port, log_level=log_level.lower())

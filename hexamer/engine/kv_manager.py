@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from hexamer.model import KVCache, LlamaModel
+from hexamer.model.memory import check_fits
 
 
 def kv_bytes_per_token(model: LlamaModel, dtype: torch.dtype | None = None) -> int:
@@ -59,6 +60,12 @@ class CacheManager:
                 raise RuntimeError("cannot resize the KV cache while requests are running")
             # one row: the weights' dtype (see LlamaModel.kv_dtype for why and the figures)
             dtype = self.model.dtype if rows == 1 else None
+            check_fits(
+                rows * max_len * kv_bytes_per_token(self.model, dtype),
+                self.model.device,
+                f"a KV cache of {rows} row(s) x {max_len:,} tokens",
+                "ask for fewer or shorter sequences (--max-model-len, --max-num-seqs, --kv-cache-bytes)",
+            )
             self.cache = cache = KVCache.for_model(self.model, rows, max_len, dtype=dtype)
             self.free_rows = list(range(rows))
         return cache

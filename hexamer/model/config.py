@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,9 @@ SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 _DEFAULT_ROPE_THETA = 10_000.0
+
+#: a config.json is a few KB; anything this large is not one (and is not read into memory)
+MAX_CONFIG_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -99,10 +104,18 @@ class ModelConfig:
         """Parse a ``config.json`` file; errors name the file so users know which folder is bad."""
         path = Path(path)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            st = os.stat(path)  # before opening: a FIFO would block the read forever
         except FileNotFoundError:
             raise FileNotFoundError(f"config.json not found: {path}") from None
-        except json.JSONDecodeError as exc:
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file (a FIFO, device or directory is never read)")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise ValueError(
+                f"{path} is {st.st_size:,} bytes; a config.json is a few KB (limit {MAX_CONFIG_BYTES:,})"
+            )
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path} is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise ValueError(f"{path} must hold a JSON object, got {type(raw).__name__}")

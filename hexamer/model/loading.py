@@ -7,15 +7,23 @@ one at a time, so a bf16 load of an fp32 checkpoint never holds a full fp32 copy
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import os
+import re
+import stat
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from hexamer.model.config import SUPPORTED_DTYPES, ModelConfig
 from hexamer.model.llama import LlamaModel
+from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
 __all__ = ["load_model", "resolve_dtype"]
 
@@ -24,6 +32,106 @@ INDEX_FILE = "model.safetensors.index.json"
 
 _FLOAT_STORAGE = {"F64", "F32", "F16", "BF16"}
 _DTYPES = {name: getattr(torch, name) for name in SUPPORTED_DTYPES}
+#: bytes per element of every safetensors dtype (the format's own list)
+_ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
+}  # fmt: skip
+#: the safetensors library's own ceiling on the JSON header
+_MAX_HEADER = 100_000_000
+_LAYER = re.compile(r"^model\.layers\.(\d+)\.")
+
+
+def checked_file(path: Path, root: Path) -> Path:
+    """``path`` if it is a regular file that may be read as part of the model folder ``root``.
+
+    Checked with ``os.stat`` before anything opens it, so a FIFO or device never blocks a load.
+    A symlink must resolve inside ``root`` (or, for a hub-cache snapshot, inside the cached
+    repository that holds ``root``'s ``blobs/``)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} does not exist (or is a broken symlink)") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path} is not a regular file (a FIFO, device or directory is never read)")
+    if path.is_symlink() or any(p.is_symlink() for p in path.parents if root in p.parents):
+        target = path.resolve()
+        allowed = [root.resolve()]
+        if root.parent.name == "snapshots":  # huggingface_hub layout: snapshots/<rev>/x -> ../../blobs/<hash>
+            allowed.append(root.parent.parent.resolve() / "blobs")
+        if not any(target == a or a in target.parents for a in allowed):
+            raise ValueError(f"{path} is a symlink to {target}, outside the model folder {root}")
+    return path
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    """One tensor as a safetensors header describes it (checked against the file's size)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def read_safetensors_header(path: Path) -> dict[str, StoredTensor]:
+    """The tensors a safetensors file declares, validated against the file itself before any
+    tensor is read: a header longer than the file, a truncated data section, offsets that overlap
+    or disagree with shape x dtype are errors naming the file (and the tensor)."""
+    size = os.stat(path).st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{path} is not a safetensors file: {size} bytes, too short for a header")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(size - 8, _MAX_HEADER):
+            raise ValueError(
+                f"{path} is not a valid safetensors file: its header claims {n} bytes but the file has {size}"
+            )
+        raw = f.read(n)
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a valid safetensors file: header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path} is not a valid safetensors file: header is not a JSON object")
+    data_size = size - 8 - n
+    out: dict[str, StoredTensor] = {}
+    spans: list[tuple[int, int, str]] = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        where = f"tensor '{name}' in {path}"
+        if not isinstance(info, dict):
+            raise ValueError(f"{where}: header entry is not an object")
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if dtype not in _ITEMSIZE:
+            raise ValueError(f"{where}: unknown dtype {dtype!r}")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise ValueError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1]
+        ):
+            raise ValueError(f"{where}: data_offsets {offsets!r} are not [begin, end]")
+        nbytes = math.prod(shape) * _ITEMSIZE[dtype]
+        if offsets[1] - offsets[0] != nbytes:
+            raise ValueError(
+                f"{where}: shape {shape} as {dtype} is {nbytes} bytes but its data_offsets span "
+                f"{offsets[1] - offsets[0]}"
+            )
+        if offsets[1] > data_size:
+            raise ValueError(
+                f"{where}: data ends at byte {offsets[1]} of a data section of {data_size} bytes "
+                "(the file is truncated)"
+            )
+        spans.append((offsets[0], offsets[1], name))
+        out[name] = StoredTensor(dtype, tuple(shape))
+    spans.sort()
+    for (_, end, a), (begin, _, b) in itertools.pairwise(spans):
+        if begin < end:
+            raise ValueError(f"{path}: tensors '{a}' and '{b}' overlap in the data section")
+    return out
 
 
 def resolve_dtype(dtype: torch.dtype | str | None, config: ModelConfig) -> torch.dtype:
@@ -51,7 +159,8 @@ def _shards(folder: Path) -> dict[Path, set[str] | None]:
     index must exist and stay inside the folder.
     """
     index = folder / INDEX_FILE
-    if index.is_file():
+    if index.exists():
+        checked_file(index, folder)
         try:
             data = json.loads(index.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
@@ -64,18 +173,19 @@ def _shards(folder: Path) -> dict[Path, set[str] | None]:
         for name, shard in weight_map.items():
             if not isinstance(shard, str):
                 raise ValueError(f"{index}: shard of tensor '{name}' must be a file name, got {shard!r}")
-            shard_path = (folder / shard).resolve()
-            if root not in shard_path.parents:
+            shard_path = Path(os.path.normpath(folder / shard))
+            if root not in shard_path.resolve().parents and folder not in shard_path.parents:
                 raise ValueError(f"{index}: shard '{shard}' of tensor '{name}' lies outside {folder}")
-            if not shard_path.is_file():
+            if not (folder / shard).exists():
                 raise FileNotFoundError(f"{index}: shard '{shard}' (holding '{name}') does not exist")
+            checked_file(folder / shard, folder)
             names = shards.setdefault(shard_path, set())
             assert names is not None
             names.add(name)
         return shards
     single = folder / SINGLE_FILE
-    if single.is_file():
-        return {single: None}
+    if single.exists() or single.is_symlink():
+        return {checked_file(single, folder): None}
     if any(folder.glob("*.bin")) or any(folder.glob("*.pt")) or any(folder.glob("*.pth")):
         raise FileNotFoundError(
             f"no {SINGLE_FILE} or {INDEX_FILE} in {folder}; pickle checkpoints (.bin/.pt) are never loaded, "
@@ -113,54 +223,126 @@ def load_model(
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}")
     config_path = folder / "config.json"
-    if not config_path.is_file():
+    if not config_path.exists():
         raise FileNotFoundError(f"config.json not found in {folder}")
-    config = ModelConfig.from_file(config_path)
+    config = ModelConfig.from_file(checked_file(config_path, folder))
     target = resolve_dtype(dtype, config)
     device = torch.device(device)
     shards = _shards(folder)
+    headers = {file: read_safetensors_header(file) for file in shards}
+    _check_layers(folder, config, headers)
+    _check_dims(config_path, config, headers)
 
     with torch.device("meta"):
         model = LlamaModel(config)
     expected = {_hf_name(name): (name, tuple(p.shape)) for name, p in model.named_parameters()}
 
-    loaded: dict[str, Path] = {}
+    # every name, shape and dtype is checked against the headers before the first tensor is read
+    owner: dict[str, Path] = {}
     for file, listed in shards.items():
-        with safe_open(str(file), framework="pt", device="cpu") as f:
-            present = set(f.keys())
-            if listed is not None:
-                absent = sorted(listed - present)
-                if absent:
-                    raise ValueError(f"tensor '{absent[0]}' is listed in {INDEX_FILE} but absent from {file}")
-            for name in sorted(present):
-                if _ignorable(name, config):
-                    continue
-                if name not in expected:
-                    raise ValueError(f"unexpected tensor '{name}' in {file} (not part of a {_arch(config)})")
-                if name in loaded:
-                    raise ValueError(f"tensor '{name}' appears in both {loaded[name]} and {file}")
-                param_name, shape = expected[name]
-                view = f.get_slice(name)
-                stored_shape = tuple(view.get_shape())
-                if stored_shape != shape:
-                    raise ValueError(
-                        f"tensor '{name}' in {file} has shape {list(stored_shape)}, expected {list(shape)}"
-                    )
-                if view.get_dtype() not in _FLOAT_STORAGE:
-                    raise ValueError(
-                        f"tensor '{name}' in {file} is stored as {view.get_dtype()}, expected a float type"
-                    )
-                tensor = f.get_tensor(name).to(dtype=target).to(device=device)
-                _assign(model, param_name, tensor)
-                loaded[name] = file
-
-    missing = sorted(set(expected) - set(loaded))
+        present = set(headers[file])
+        if listed is not None:
+            absent = sorted(listed - present)
+            if absent:
+                raise ValueError(f"tensor '{absent[0]}' is listed in {INDEX_FILE} but absent from {file}")
+        for name in sorted(present):
+            if _ignorable(name, config):
+                continue
+            if name not in expected:
+                raise ValueError(f"unexpected tensor '{name}' in {file} (not part of a {_arch(config)})")
+            if name in owner:
+                raise ValueError(f"tensor '{name}' appears in both {owner[name]} and {file}")
+            stored = headers[file][name]
+            shape = expected[name][1]
+            if stored.shape != shape:
+                raise ValueError(
+                    f"tensor '{name}' in {file} has shape {list(stored.shape)}, expected {list(shape)} "
+                    f"(from {config_path})"
+                )
+            if stored.dtype not in _FLOAT_STORAGE:
+                raise ValueError(
+                    f"tensor '{name}' in {file} is stored as {stored.dtype}, expected a float type"
+                )
+            owner[name] = file
+    missing = sorted(set(expected) - set(owner))
     if missing:
         shown = ", ".join(f"'{m}'" for m in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise ValueError(f"missing tensor(s) in {folder}: {shown}{more}")
+    _check_memory(folder, config, target, device)
+
+    for file in shards:
+        names = sorted(n for n, f in owner.items() if f == file)
+        try:
+            with safe_open(str(file), framework="pt", device="cpu") as f:
+                for name in names:
+                    tensor = f.get_tensor(name).to(dtype=target).to(device=device)
+                    _assign(model, expected[name][0], tensor)
+        except SafetensorError as exc:
+            raise ValueError(f"{file} could not be read ({exc})") from None
     model.eval()
     return model, config
+
+
+def _check_layers(folder: Path, config: ModelConfig, headers: dict[Path, dict[str, StoredTensor]]) -> None:
+    """Refuse a layer count the weights do not have before the model is built (a
+    ``num_hidden_layers`` of 10^6 would otherwise spend minutes building modules)."""
+    layers = {
+        int(m.group(1)) for tensors in headers.values() for name in tensors if (m := _LAYER.match(name))
+    }
+    stored_layers = max(layers) + 1 if layers else 0
+    if config.num_hidden_layers > stored_layers:  # more stored layers: named as unexpected below
+        raise ValueError(
+            f"{folder / 'config.json'}: 'num_hidden_layers' is {config.num_hidden_layers} but the "
+            f"safetensors files hold {stored_layers} layer(s)"
+        )
+
+
+def _check_dims(config_path: Path, config: ModelConfig, headers: dict[Path, dict[str, StoredTensor]]) -> None:
+    """Compare the config's dimensions with the stored embedding and first layer before the model
+    is built (its RoPE table alone is allocated from ``head_dim``), naming the field at fault."""
+    stored = {name: t.shape for tensors in headers.values() for name, t in tensors.items()}
+    where = {name: file for file, tensors in headers.items() for name in tensors}
+    h, q, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
+    d = config.head_dim
+    checks = [
+        ("model.embed_tokens.weight", (config.vocab_size, h), "'vocab_size' x 'hidden_size'"),
+        (
+            "model.layers.0.self_attn.q_proj.weight",
+            (q * d, h),
+            "'num_attention_heads' x 'head_dim', 'hidden_size'",
+        ),
+        (
+            "model.layers.0.self_attn.k_proj.weight",
+            (kv * d, h),
+            "'num_key_value_heads' x 'head_dim', 'hidden_size'",
+        ),
+        (
+            "model.layers.0.mlp.gate_proj.weight",
+            (config.intermediate_size, h),
+            "'intermediate_size' x 'hidden_size'",
+        ),
+    ]
+    for name, shape, fields in checks:
+        if name in stored and stored[name] != shape:
+            raise ValueError(
+                f"{config_path} does not match the weights: tensor '{name}' in {where[name]} has shape "
+                f"{list(stored[name])}, "
+                f"but the config's {fields} make it {list(shape)}"
+            )
+
+
+def _check_memory(folder: Path, config: ModelConfig, target: torch.dtype, device: torch.device) -> None:
+    """Refuse weights that cannot fit the free memory of ``device``, with the estimate."""
+    params = parameter_count(config)
+    itemsize = torch.empty((), dtype=target).element_size()
+    check_fits(
+        params * itemsize,
+        device,
+        f"{folder}: {params:,} parameters in {str(target).removeprefix('torch.')} "
+        f"({format_bytes(params * itemsize)})",
+        "free memory or load in a smaller dtype (--dtype bfloat16)",
+    )
 
 
 def _arch(config: ModelConfig) -> str:

@@ -50,7 +50,7 @@ from hexamer.tokenizer.dna import encode_kmers, oov_bases
 _UNKNOWN_CONTEXT = 2**31 - 1
 
 
-def _load_tokenizer(
+def load_server_tokenizer(
     tokenizer: CarbonTokenizer | str | os.PathLike[str] | None, info: ServerInfo, model: str
 ) -> tuple[CarbonTokenizer, Path | None]:
     """The tokenizer named by the caller, else the server's model path (vLLM's ``root``) if it is a
@@ -134,7 +134,7 @@ class RemoteCarbon:
         self.served_model = model
         self.backend = info.backend
         self.server_info = info
-        self.tokenizer, folder = _load_tokenizer(tokenizer, info, model)
+        self.tokenizer, folder = load_server_tokenizer(tokenizer, info, model)
         self.layout = self.tokenizer.layout
         self.top_n = int(top_n) if top_n is not None else self.layout.n_kmers
         if self.top_n < 1:

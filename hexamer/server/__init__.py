@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ServerSettings", "create_app"]
+__all__ = ["ServerSettings", "create_app", "run_server"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,6 +16,10 @@ def __getattr__(name: str) -> Any:
         from hexamer.server.app import create_app
 
         return create_app
+    if name == "run_server":
+        from hexamer.server.run import run_server
+
+        return run_server
     if name == "ServerSettings":
         from hexamer.server.settings import ServerSettings
 

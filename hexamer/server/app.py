@@ -28,10 +28,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hexamer.carbon import Carbon
 from hexamer.engine import Engine
+from hexamer.engine.kv_manager import kv_bytes_per_token
+from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, format_bytes
 from hexamer.server.completions import create_completion
 from hexamer.server.detok import TokenStrings
 from hexamer.server.dna import dna_generate, dna_score, dna_vep, embeddings
-from hexamer.server.errors import ApiError, error_response, parse_request
+from hexamer.server.errors import ApiError, error_response, parse_body, read_body
 from hexamer.server.metrics import ServerMetrics
 from hexamer.server.schemas import (
     CompletionRequest,
@@ -59,6 +61,12 @@ ROUTES = (
     "/v1/dna/vep",
 )
 OPEN_PATHS = frozenset({"/health"})
+#: what still answers while the server drains on shutdown (everything else gets 503)
+DRAIN_PATHS = frozenset({"/health", "/metrics", "/v1/models"})
+#: bodies above this are parsed on the preparation threads, not on the event loop
+OFFLOAD_BODY_BYTES = 64 * 1024
+#: share of the free memory the KV cache may take when no --kv-cache-bytes is given
+KV_MEMORY_FRACTION = 0.8
 
 
 def _eos_ids(carbon: Carbon, folder: Path | None) -> tuple[int, ...]:
@@ -74,7 +82,28 @@ def _eos_ids(carbon: Carbon, folder: Path | None) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
-def _server_engine(carbon: Carbon, settings: ServerSettings) -> Engine:
+def kv_budget(carbon: Carbon, settings: ServerSettings, max_len: int) -> int | None:
+    """The KV-cache budget: ``kv_cache_bytes``, else a share of the free memory, so the cache is
+    sized by ``max_model_len`` and the machine, never allocated blindly from the model's context.
+    Refuses (with the estimate) a ``max_len`` of which not even one sequence fits."""
+    if settings.kv_cache_bytes is not None:
+        return settings.kv_cache_bytes
+    free = available_memory_bytes(carbon.model.device)
+    if free is None:
+        return None
+    budget = int(free * KV_MEMORY_FRACTION)
+    per_row = kv_bytes_per_token(carbon.model) * max_len
+    if per_row > budget:
+        source = "the model's max_position_embeddings" if settings.max_model_len is None else "max_model_len"
+        raise NotEnoughMemory(
+            f"one sequence of {max_len:,} tokens ({source}) needs {format_bytes(per_row)} of KV cache, more "
+            f"than {KV_MEMORY_FRACTION:.0%} of the {format_bytes(free)} free on {carbon.model.device}; "
+            "pass a smaller --max-model-len"
+        )
+    return budget
+
+
+def _server_engine(carbon: Carbon, settings: ServerSettings, kv_cache_bytes: int | None) -> Engine:
     """An engine of its own (the caller's ``carbon.engine`` stays free for offline use), with the
     same runner options."""
     runner = carbon.engine.runner
@@ -82,7 +111,7 @@ def _server_engine(carbon: Carbon, settings: ServerSettings) -> Engine:
         carbon.model,
         carbon.layout,
         max_batch_size=settings.max_num_seqs,
-        kv_cache_bytes=settings.kv_cache_bytes,
+        kv_cache_bytes=kv_cache_bytes,
         dna_only_logits=runner.dna_only_logits,
         static_decode=runner.static_decode,
         compile_decode=runner._decode_fn != carbon.model.decode_static,
@@ -100,8 +129,8 @@ def build_state(model: str | os.PathLike[str] | Carbon, settings: ServerSettings
     if folder is None and carbon.tokenizer.name_or_path:
         folder = Path(str(carbon.tokenizer.name_or_path))
     metrics = ServerMetrics()
-    engine = _server_engine(carbon, settings)
     max_len = min(settings.max_model_len or carbon.context_length, carbon.context_length)
+    engine = _server_engine(carbon, settings, kv_budget(carbon, settings, max_len))
     worker = EngineWorker(
         engine, max_len=max_len, max_rows=settings.max_num_seqs, max_queue=settings.max_queue, metrics=metrics
     )
@@ -151,9 +180,10 @@ class GuardMiddleware:
         try:
             denied = self._deny(path, headers)
             if denied is not None:
+                denied.headers["Connection"] = "close"  # its body was never read
                 await denied(scope, receive, send_wrapped)
             else:
-                await self.app(scope, receive, send_wrapped)
+                await self.app(scope, self._timed(receive), send_wrapped)
         finally:
             latency = time.perf_counter() - start
             m = self.state.metrics
@@ -174,7 +204,32 @@ class GuardMiddleware:
                     )
                 )
 
+    def _timed(self, receive: Receive) -> Receive:
+        """``receive`` that raises 408 when the body has not fully arrived ``body_timeout_s`` after
+        the headers (a lying Content-Length, a slow drip); later calls (disconnect) pass through."""
+        limit = self.state.settings.body_timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        done = False
+
+        async def receive_body() -> Message:
+            nonlocal done
+            if done:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+            except TimeoutError:
+                done = True
+                raise ApiError(408, f"the request body did not arrive within {limit:g} s") from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                done = True
+            return message
+
+        return receive_body
+
     def _deny(self, path: str, headers: dict[str, str]) -> Response | None:
+        if not self.state.worker.accepting and path not in DRAIN_PATHS:
+            return error_response(503, "the server is shutting down; retry on another replica")
         if self.key is not None and path not in OPEN_PATHS:
             auth = headers.get("authorization", "")
             scheme, _, token = auth.partition(" ")
@@ -225,6 +280,7 @@ def create_app(
         )
         yield
         await asyncio.to_thread(state.worker.stop, settings.shutdown_grace_s)
+        state.prep_pool.shutdown(wait=False, cancel_futures=True)
         log.info(json.dumps({"event": "stopped"}))
 
     app = FastAPI(title="hexamer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
@@ -242,7 +298,11 @@ def create_app(
 
     def post(path: str, schema: type[BaseModel], handler: Handler) -> None:
         async def endpoint(request: HttpRequest) -> Response:
-            body = await parse_request(request, schema, settings.max_body_bytes)
+            raw = await read_body(request, settings.max_body_bytes)
+            if len(raw) > OFFLOAD_BODY_BYTES:
+                body = await state.offload(lambda: parse_body(schema, raw))
+            else:
+                body = parse_body(schema, raw)
             return await handler(state, request, body)
 
         app.add_api_route(path, endpoint, methods=["POST"], include_in_schema=False)

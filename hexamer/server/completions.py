@@ -119,6 +119,22 @@ def _prompts(state: ServerState, body: CompletionRequest) -> list[_Prompt]:
             400, f"prompt: {len(items)} prompts exceed the limit of {state.settings.max_prompts}", "prompt"
         )
     tok = state.tokenizer
+    limit = state.max_prompt_chars
+    for i, item in enumerate(items):  # every cheap check first, before any prompt is tokenised
+        where = "prompt" if len(items) == 1 else f"prompt[{i}]"
+        if isinstance(item, str) and len(item) > limit:
+            raise ApiError(
+                400,
+                f"{where}: {len(item):,} characters exceed the server's max_prompt_chars of {limit:,} "
+                f"(the context holds {state.max_len:,} tokens)",
+                "prompt",
+            )
+        if not isinstance(item, str) and body.truncate_prompt_tokens is None and len(item) > state.max_len:
+            raise ApiError(
+                400,
+                f"{where}: {len(item):,} token ids exceed the context of {state.max_len:,} tokens",
+                "prompt",
+            )
     out = []
     for i, item in enumerate(items):
         where = "prompt" if len(items) == 1 else f"prompt[{i}]"
@@ -188,23 +204,41 @@ def _check_limits(state: ServerState, body: CompletionRequest, prompts: list[_Pr
     return max_tokens
 
 
+#: stop strings per request: each one is searched in every streamed delta, on the event loop
+MAX_STOP_STRINGS = 64
+
+
 def _stops(body: CompletionRequest) -> list[str]:
     if body.stop is None:
         return []
     stops = [body.stop] if isinstance(body.stop, str) else list(body.stop)
+    if len(stops) > MAX_STOP_STRINGS:
+        raise ApiError(400, f"stop: {len(stops)} stop strings exceed the limit of {MAX_STOP_STRINGS}", "stop")
     return [s for s in stops if s]
+
+
+def _prompt_size(body: CompletionRequest) -> int:
+    """Characters (or token ids) in the prompts: what tokenising and validating them costs."""
+    raw = body.prompt
+    if isinstance(raw, str):
+        return len(raw)
+    return sum(len(x) if isinstance(x, str | list) else 1 for x in raw)
+
+
+#: prompts longer than this (characters or ids in all) are prepared on the preparation threads
+OFFLOAD_PROMPT_SIZE = 4096
 
 
 class CompletionRun:
     """One completion request from submission to the response (plain or streamed)."""
 
-    def __init__(self, state: ServerState, http: HttpRequest, body: CompletionRequest) -> None:
-        state.check_model(body.model)
-        _refuse_unsupported(body)
+    def __init__(
+        self, state: ServerState, http: HttpRequest, body: CompletionRequest, prompts: list[_Prompt]
+    ) -> None:
         self.state = state
         self.http = http
         self.body = body
-        self.prompts = _prompts(state, body)
+        self.prompts = prompts
         self.max_tokens = _check_limits(state, body, self.prompts)
         self.echo_only = bool(body.echo) and body.max_tokens == 0
         self.stops = _stops(body)
@@ -572,5 +606,12 @@ async def _wait_disconnect(http: HttpRequest) -> None:
 
 
 async def create_completion(state: ServerState, http: HttpRequest, body: CompletionRequest) -> Response:
-    run = CompletionRun(state, http, body)
+    state.check_model(body.model)
+    _refuse_unsupported(body)
+    _stops(body)  # cheap checks before the prompts are tokenised
+    if _prompt_size(body) > OFFLOAD_PROMPT_SIZE:  # tokenising is CPU work: never on the event loop
+        prompts = await state.offload(lambda: _prompts(state, body))
+    else:
+        prompts = _prompts(state, body)
+    run = CompletionRun(state, http, body, prompts)
     return await run.respond()

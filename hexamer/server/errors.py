@@ -19,6 +19,7 @@ _TYPES = {
     400: "BadRequestError",
     401: "AuthenticationError",
     404: "NotFoundError",
+    408: "RequestTimeoutError",
     413: "RequestTooLargeError",
     429: "RateLimitError",
     500: "InternalServerError",
@@ -47,8 +48,10 @@ def error_body(status: int, message: str, param: str | None = None) -> dict[str,
 
 
 def error_response(status: int, message: str, param: str | None = None) -> JSONResponse:
-    headers = {"Retry-After": "1"} if status in (429, 503) else None
-    return JSONResponse(error_body(status, message, param), status_code=status, headers=headers)
+    headers = {"Retry-After": "1"} if status in (429, 503) else {}
+    if status == 408:  # the rest of that body may still be on its way: never reuse the connection
+        headers["Connection"] = "close"
+    return JSONResponse(error_body(status, message, param), status_code=status, headers=headers or None)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

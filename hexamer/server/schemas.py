@@ -1,4 +1,5 @@
-"""Request bodies, validated strictly: unknown fields and wrong JSON types are 400s naming the field.
+"""Request bodies, validated strictly: unknown fields, wrong JSON types and non-finite numbers are
+400s naming the field.
 
 The completion and embedding bodies accept every field of the OpenAI API and the vLLM extras its
 clients send (``ignore_eos``, ``min_tokens``, ``top_k``, ``prompt_logprobs``, ...), so the official
@@ -18,7 +19,11 @@ _I64 = 2**63
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    """Every body: unknown fields and loose types refused; every float field finite (``NaN``,
+    ``Infinity`` and overflowing literals such as ``1e400`` are a 400 naming the field; Python's
+    JSON would otherwise let them through as floats)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class StreamOptions(_Body):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 #: enough for a client that asks for every 6-mer (4,096) plus the rest of the DNA block and text
 DEFAULT_MAX_LOGPROBS = 4096 + 128
+#: characters a prompt may carry per token of ``max_model_len`` (the default ``max_prompt_chars``):
+#: 4x English text (~4 chars/token) and 2.7x DNA (6 bases/token), so no prompt that fits the
+#: context is refused, while a multi-megabyte string is refused before the tokenizer sees it
+PROMPT_CHARS_PER_TOKEN = 16
 
 
 @dataclass
@@ -17,7 +22,15 @@ class ServerSettings:
         beyond which new ones get 429. max_tokens / max_bp: per request (per choice).
     max_logprobs: largest ``logprobs`` / ``prompt_logprobs`` top-N. max_prompts: prompts (or
         sequences, variants) per request. max_body_bytes: request body size (413 above).
-    request_timeout_s: a request still running after this is cancelled (504).
+    max_prompt_chars: characters per prompt string, checked before tokenising (400 above; default
+        ``PROMPT_CHARS_PER_TOKEN`` x max_model_len).
+    request_timeout_s: a request still running after this is cancelled (504; a stream ends with
+        an error event).
+    header_timeout_s: a connection must deliver a request's headers within this (else closed).
+    body_timeout_s: a request's whole body must arrive within this after its headers (408).
+    keep_alive_s: an idle keep-alive connection is closed after this.
+    max_connections: open connections beyond this are answered 503 and closed.
+    prep_threads: threads that parse, validate and tokenise request bodies off the event loop.
     api_key: when set, every endpoint but ``/health`` needs ``Authorization: Bearer <key>``.
     served_model_name: the model id reported by ``/v1/models`` and accepted in ``model``.
     shutdown_grace_s: on shutdown, in-flight requests get this long to finish, then are cancelled.
@@ -32,7 +45,13 @@ class ServerSettings:
     max_prompts: int = 256
     max_n: int = 64
     max_body_bytes: int = 32 * 2**20
+    max_prompt_chars: int | None = None
     request_timeout_s: float = 600.0
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    keep_alive_s: float = 5.0
+    max_connections: int = 512
+    prep_threads: int = 2
     api_key: str | None = None
     served_model_name: str | None = None
     shutdown_grace_s: float = 10.0
@@ -47,8 +66,17 @@ class ServerSettings:
                 continue
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
                 raise ValueError(f"server setting {f.name} must be a positive number, got {value!r}")
+
+    def prompt_chars(self, max_len: int) -> int:
+        """``max_prompt_chars``, or its default for a context of ``max_len`` tokens."""
+        return self.max_prompt_chars or PROMPT_CHARS_PER_TOKEN * max_len
 
     @classmethod
     def from_options(cls, **options: object) -> ServerSettings:

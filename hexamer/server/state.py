@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from hexamer.carbon import Carbon
 from hexamer.server.detok import TokenStrings
@@ -11,6 +15,8 @@ from hexamer.server.metrics import ServerMetrics
 from hexamer.server.settings import ServerSettings
 from hexamer.server.worker import EngineWorker
 from hexamer.tokenizer import CarbonTokenizer
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -23,6 +29,20 @@ class ServerState:
     model_name: str
     model_root: str
     eos_ids: tuple[int, ...]
+    #: parses, validates and tokenises request bodies, so the event loop (and ``/health``) never waits on them
+    prep_pool: ThreadPoolExecutor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.prep_pool = ThreadPoolExecutor(self.settings.prep_threads, thread_name_prefix="hexamer-prep")
+
+    async def offload(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (request preparation: CPU work bounded by the request limits) on the
+        preparation threads and await its result."""
+        return await asyncio.get_running_loop().run_in_executor(self.prep_pool, fn)
+
+    @property
+    def max_prompt_chars(self) -> int:
+        return self.settings.prompt_chars(self.max_len)
 
     @property
     def tokenizer(self) -> CarbonTokenizer:

@@ -15,27 +15,30 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI
 
 from hexamer.carbon import Carbon
 from hexamer.server.app import create_app
-
-
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # a background thread cannot own signals
-        pass
+from hexamer.server.run import HexamerServer, uvicorn_config
 
 
 @contextmanager
 def serve_app_in_thread(app: FastAPI, *, start_timeout: float = 60.0) -> Iterator[str]:
     """Serve an app made by :func:`~hexamer.server.app.create_app`; yields its base URL."""
+    with running_server(app, start_timeout=start_timeout) as (url, _):
+        yield url
+
+
+@contextmanager
+def running_server(app: FastAPI, *, start_timeout: float = 60.0) -> Iterator[tuple[str, HexamerServer]]:
+    """Like :func:`serve_app_in_thread`, also yielding the server (``server.drain()`` does what
+    SIGTERM does to ``hexamer serve``). The same protocol, limits and drain as the command."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
-    server = _Server(config)
+    config = uvicorn_config(app, log_level="warning")
+    server = HexamerServer(config, app.state.hexamer, signals=False)  # a thread cannot own signals
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="hexamer-uvicorn", daemon=True
     )
@@ -49,7 +52,7 @@ def serve_app_in_thread(app: FastAPI, *, start_timeout: float = 60.0) -> Iterato
             raise TimeoutError(f"the server did not start within {start_timeout:g} s")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server
     finally:
         server.should_exit = True
         thread.join(timeout=60)

@@ -96,6 +96,16 @@ class EngineWorker:
     def rows_used(self) -> int:
         return self.rows - len(self.engine.cache.free_rows)
 
+    @property
+    def busy(self) -> bool:
+        """Requests or jobs are in flight (submitted and not yet answered)."""
+        return bool(self._subs or self._pending or self._jobs)
+
+    def abort(self, reason: str) -> None:
+        """Stop taking work and end everything in flight with ``reason`` (streams get an error event)."""
+        self.accepting = False
+        self._commands.put(("abort", reason))
+
     def submit(self, subs: list[Submission]) -> None:
         """Queue requests for the engine; all or none (429 when the queue is full)."""
         if not self.accepting:
@@ -126,7 +136,7 @@ class EngineWorker:
         """Stop taking work, let in-flight requests finish for up to ``grace_s``, cancel the rest."""
         self.accepting = False
         deadline = time.monotonic() + grace_s
-        while (self._subs or self._pending or self._jobs) and time.monotonic() < deadline:
+        while self.busy and time.monotonic() < deadline:
             time.sleep(0.02)
         self._commands.put(("shutdown", None))
         self._thread.join(timeout=30)
@@ -170,6 +180,8 @@ class EngineWorker:
                     self.engine.cancel(sub.request)
         elif kind == "job":
             self._jobs.append(payload)
+        elif kind == "abort":
+            self._abort_all(payload)
         elif kind == "shutdown":
             self._stop.set()
 

@@ -123,3 +123,14 @@ def test_errors_inside_the_stream_are_reported(local: Carbon, tiny_folder: Path)
         pytest.raises(RuntimeError, match=expected),
     ):
         run_serve_bench(url=url, tokenizer=str(tiny_folder), quick=True)
+
+
+def test_dna_endpoint_on_hexamer_server_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    report = run_serve_bench(quick=True, endpoint="dna")
+    rows = {r["key"]: r for r in report.rows}
+    assert rows["completed"]["value"] == 8 and rows["failed"]["value"] == 0
+    assert rows["total_output_tokens"]["value"] == 80 and rows["total_input_tokens"]["value"] == 88
+    assert "/v1/dna/generate" in report.title
+    with pytest.raises(ValueError, match="endpoint"):
+        run_serve_bench(quick=True, endpoint="chat")

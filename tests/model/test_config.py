@@ -203,3 +203,27 @@ def test_from_file_errors_name_the_file(tmp_path: Path) -> None:
     assert str(missing) in str(info.value) and "'model_type' is 'gpt2'" in str(info.value)
     missing.write_text(json.dumps(BASE))
     assert ModelConfig.from_file(missing) == ModelConfig.from_dict(BASE)
+
+
+def test_from_file_refuses_what_is_not_a_config_file(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)  # reading it would block forever
+    with pytest.raises(ValueError, match="not a regular file"):
+        ModelConfig.from_file(fifo)
+    fifo.unlink()
+    fifo.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(ValueError, match="is not valid JSON"):
+        ModelConfig.from_file(fifo)
+    with open(fifo, "wb") as f:
+        f.truncate(17 * 2**20)  # sparse: no disk used
+    with pytest.raises(ValueError, match=r"a config\.json is a few KB"):
+        ModelConfig.from_file(fifo)
+
+
+@pytest.mark.parametrize("value", [1e6, 10**12])
+def test_huge_but_valid_integers_parse(value: float) -> None:
+    """Absurd sizes are refused against the weights and the machine at load time
+    (tests/model/test_loading.py), not guessed at here."""
+    assert parse(num_hidden_layers=value).num_hidden_layers == int(value)

@@ -189,3 +189,145 @@ def test_sharded_bf16_carbon_folder_auto_dtype(tmp_path: Path) -> None:
     model, config = load_model(folder, dtype="auto")
     assert config.dtype == "bfloat16" and not config.tie_word_embeddings
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+# ------------------------------------------------------------------ lying and absurd checkpoints
+def _patch_config(path: Path, **changes: Any) -> None:
+    raw = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(raw | changes))
+
+
+def test_absurd_layer_count_is_refused_before_building(make_checkpoint: Any) -> None:
+    import time
+
+    _, path = make_checkpoint()
+    _patch_config(path, num_hidden_layers=1_000_000)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"'num_hidden_layers' is 1000000 but the safetensors files hold 2"):
+        load_model(path)
+    assert time.perf_counter() - start < 5  # building a 10^6-layer model (even on meta) takes minutes
+
+
+def test_weights_larger_than_free_memory_are_refused(make_checkpoint: Any, monkeypatch: Any) -> None:
+    from hexamer.model import memory
+
+    _, path = make_checkpoint()
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device="cpu": 1000)
+    with pytest.raises(memory.NotEnoughMemory, match=r"parameters in float32 \(.*KiB\) needs .* free on cpu"):
+        load_model(path)
+
+
+def _header_bytes(file: Path) -> tuple[int, dict[str, Any]]:
+    raw = file.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    return n, json.loads(raw[8 : 8 + n])
+
+
+def _write_header(file: Path, header: dict[str, Any], data: bytes) -> None:
+    text = json.dumps(header).encode()
+    file.write_bytes(len(text).to_bytes(8, "little") + text + data)
+
+
+def test_lying_safetensors_headers_name_file_and_tensor(make_checkpoint: Any) -> None:
+    _, path = make_checkpoint()
+    file = path / "model.safetensors"
+    original = file.read_bytes()
+    n, header = _header_bytes(file)
+    data = original[8 + n :]
+
+    file.write_bytes(original[: len(original) // 2])  # truncated
+    with pytest.raises(
+        ValueError, match=r"tensor '.*' in .*model\.safetensors: data ends at byte .* truncated"
+    ):
+        load_model(path)
+
+    file.write_bytes((10**9).to_bytes(8, "little") + original[8:100])  # header larger than the file
+    with pytest.raises(
+        ValueError, match=r"model\.safetensors is not a valid safetensors file: its header claims"
+    ):
+        load_model(path)
+
+    file.write_bytes(b"\x01")
+    with pytest.raises(ValueError, match="too short for a header"):
+        load_model(path)
+
+    name = "model.norm.weight"
+    lying = json.loads(json.dumps(header))
+    lying[name]["shape"] = [128]  # the offsets still span 64 floats
+    _write_header(file, lying, data)
+    with pytest.raises(
+        ValueError, match=r"tensor 'model\.norm\.weight' in .*: shape \[128\] as F32 is 512 bytes"
+    ):
+        load_model(path)
+
+    file.write_bytes(original)
+    load_model(path)
+
+
+def test_fifo_and_outside_symlinks_are_refused(make_checkpoint: Any, tmp_path: Path) -> None:
+    import os
+    import threading
+
+    _, path = make_checkpoint()
+    file = path / "model.safetensors"
+    file.rename(tmp_path / "elsewhere.safetensors")
+    file.symlink_to(tmp_path / "elsewhere.safetensors")
+    with pytest.raises(ValueError, match=r"is a symlink to .* outside the model folder"):
+        load_model(path)
+    file.unlink()
+    file.symlink_to("/etc/passwd")
+    with pytest.raises(ValueError, match="outside the model folder"):
+        load_model(path)
+    file.unlink()
+
+    os.mkfifo(file)
+    done: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_model(path)
+        except BaseException as exc:  # handed to the test thread
+            done.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "loading a FIFO hung"
+    assert isinstance(done[0], ValueError) and "not a regular file" in str(done[0])
+    file.unlink()
+
+    # a symlink inside the folder is fine (and so is the hub cache's snapshots -> blobs layout)
+    (tmp_path / "elsewhere.safetensors").rename(path / "real.safetensors")
+    file.symlink_to("real.safetensors")
+    load_model(path)
+
+
+def test_hub_cache_symlinks_are_followed(make_checkpoint: Any, tmp_path: Path) -> None:
+    _, path = make_checkpoint()
+    repo = tmp_path / "models--org--name"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    for item in path.iterdir():
+        blob = repo / "blobs" / f"blob-{item.name}"
+        blob.write_bytes(item.read_bytes())
+        (snapshot / item.name).symlink_to(Path("../../blobs") / blob.name)
+    load_model(snapshot)
+
+
+@pytest.mark.parametrize(
+    ("field", "tensor"),
+    [
+        ("head_dim", "q_proj"),  # its RoPE table alone would need terabytes
+        ("hidden_size", "embed_tokens"),
+        ("vocab_size", "embed_tokens"),
+        ("intermediate_size", "gate_proj"),
+    ],
+)
+def test_absurd_dimensions_are_refused_before_building(make_checkpoint: Any, field: str, tensor: str) -> None:
+    _, path = make_checkpoint()
+    _patch_config(path, **{field: 10**12})
+    with pytest.raises(
+        ValueError, match=rf"config\.json does not match the weights: tensor '.*{tensor}.*'.*{field}"
+    ):
+        load_model(path)

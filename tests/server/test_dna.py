@@ -100,3 +100,30 @@ def test_embeddings_equal_hexamer_embed(url: str, ref: Carbon) -> None:
     vec = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
     last = next(iter(embed_sequences(ref, [seqs[0]], pool="last")))[1]
     assert np.allclose(vec, last, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_bp": 50, "mode": "bp"},  # 2 forced bases + 50 new: a partial first and last 6-mer
+        {"max_tokens": 9, "mode": "token"},
+        {"max_bp": 1, "mode": "bp"},
+    ],
+)
+def test_stream_deltas_add_up_incrementally(url: str, ref: Carbon, options: dict) -> None:
+    body = {"prompt": "ACGTACGT", "temperature": 0, **options}
+    want = ref.generate(
+        "ACGTACGT",
+        max_bp=options.get("max_bp"),
+        max_new_tokens=options.get("max_tokens"),
+        mode=options["mode"],
+        temperature=0,
+    )
+    deltas = []
+    with httpx.stream("POST", f"{url}/v1/dna/generate", json={**body, "stream": True}, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                deltas.append(json.loads(line[6:])["choices"][0]["delta"])
+    assert "".join(deltas) == want.sequence
+    if len(want.sequence) > 12:
+        assert len([d for d in deltas if d]) > 2  # streamed as it was made, not at the end

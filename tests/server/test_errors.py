@@ -67,6 +67,7 @@ BAD = [
     ("/v1/completions", {"prompt": "hi", "presence_penalty": 0.5}, 400, "presence_penalty"),
     ("/v1/completions", {"prompt": "hi", "model": "gpt-4"}, 404, "does not exist"),
     ("/v1/completions", {"prompt": "hi", "stop_token_ids": [-1]}, 400, "stop_token_ids"),
+    ("/v1/completions", {"prompt": "hi", "stop": ["x"] * 65}, 400, "limit of 64"),
     ("/v1/dna/generate", {"prompt": "ACGT hello", "max_bp": 5}, 400, "not a nucleotide"),
     ("/v1/dna/generate", {"prompt": "ACGT", "max_bp": 301}, 400, "max_bp"),
     ("/v1/dna/generate", {"prompt": "ACGT"}, 400, "exactly one of max_bp"),
