@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from hexamer.cli.app import ModelOption, app, err_console, fail, resolve_model
+from hexamer.cli.app import DTypeOption, ModelOption, app, err_console, fail, resolve_model
 from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, ServerSettings
 
 
@@ -19,7 +19,7 @@ def serve(
     host: Annotated[
         str, typer.Option(help="Interface to bind; 0.0.0.0 exposes the server to the network.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free port).")] = 8000,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -68,9 +68,11 @@ def serve(
     shutdown_grace: Annotated[
         float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM (new ones: 503).")
     ] = 10.0,
-    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[
+        Literal["debug", "info", "warning", "error"], typer.Option(help="Server log verbosity.")
+    ] = "info",
 ) -> None:
     """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep}."""
     from hexamer.carbon import Carbon

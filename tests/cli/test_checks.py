@@ -90,6 +90,10 @@ CASES = [
     ([*EMBED, "-o", "x.parquet", "--chunk-overlap", "-1"], "--chunk-overlap"),
     ([*EMBED, "-o", "x.parquet", "--batch-size", "0"], "--batch-size"),
     ([*EMBED, "-o", "x.parquet", "--device", "tpu:7"], "--device"),
+    # serve
+    (["serve", *NO_MODEL, "--port", "70000"], "--port"),
+    (["serve", *NO_MODEL, "--dtype", "float64"], "--dtype"),
+    (["serve", *NO_MODEL, "--log-level", "loud"], "--log-level"),
 ]
 
 
