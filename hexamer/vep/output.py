@@ -58,6 +58,8 @@ PathLike = str | os.PathLike[str]
 INFO_SCORE = "HEXAMER_SCORE"
 INFO_STATUS = "HEXAMER_STATUS"
 INFO_RECIPE = "HEXAMER_RECIPE"
+INFO_SCORED_BP = "HEXAMER_SCORED_BP"
+INFO_OOV_BP = "HEXAMER_OOV_BP"
 _INFO = (
     (
         INFO_SCORE,
@@ -70,6 +72,18 @@ _INFO = (
         "A",
         "String",
         "hexamer scoring status of each ALT allele: ok, skipped, ref_mismatch or failed",
+    ),
+    (
+        INFO_SCORED_BP,
+        "A",
+        "Integer",
+        "hexamer: bases scored in each window of each ALT (window recipe) or read in its context (next_base)",
+    ),
+    (
+        INFO_OOV_BP,
+        "A",
+        "Integer",
+        "hexamer: bases of those windows or contexts inside <oov> 6-mers (a non-ACGT base), not scored",
     ),
     (
         INFO_RECIPE,
@@ -97,6 +111,7 @@ def row_schema() -> pa.Schema:
     import pyarrow as pa
 
     types = {"record": pa.int64(), "alt_index": pa.int64(), "pos": pa.int64(), "score": pa.float64()}
+    types.update(n_scored_bp=pa.int64(), n_oov_bp=pa.int64())
     return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])
 
 
@@ -300,6 +315,8 @@ def _write_records(
                     found = [mine.get(j) for j in range(n_alts)]
                     rec.info[INFO_SCORE] = tuple(None if r is None else r.get("score") for r in found)
                     rec.info[INFO_STATUS] = tuple("." if r is None else str(r.get("status")) for r in found)
+                    for info, column in ((INFO_SCORED_BP, "n_scored_bp"), (INFO_OOV_BP, "n_oov_bp")):
+                        rec.info[info] = tuple(None if r is None else r.get(column) for r in found)
                 rec.info[INFO_RECIPE] = recipe
                 out.write(rec)
                 n_records += 1

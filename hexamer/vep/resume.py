@@ -51,7 +51,7 @@ PathLike = str | os.PathLike[str]
 Row = dict[str, Any]
 Key = tuple[int, int]
 _META = "meta.json"
-_VERSION = 1
+_VERSION = 2  # 2: n_scored_bp/n_oov_bp columns, equal-length indel windows
 _CHUNK_NAME = re.compile(r"^rows-(\d+)(?:-(\d+))?\.parquet$")
 #: This many consecutive checkpoint chunks of the same span are merged into one.
 CHUNK_FANIN = 16
@@ -445,7 +445,7 @@ def run_vep(
     output_kind(out)  # an unsupported extension fails now, not after hours of scoring
     if not out.parent.is_dir():
         raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
-    checked = VepSettings(**settings).checked(carbon)
+    checked = VepSettings(**settings).checked(carbon, on_note=on_note)
     meta = {
         "version": _VERSION,
         "settings": checked.as_dict(),
