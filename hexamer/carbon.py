@@ -155,6 +155,11 @@ class Carbon:
     def context_length(self) -> int:
         return self.model.config.max_position_embeddings
 
+    @property
+    def max_prompt_tokens(self) -> int:
+        """Longest prompt :meth:`score` takes (the whole context here; one less on a server)."""
+        return self.context_length
+
     def with_rope(self, rope: RopeConfig, *, max_position_embeddings: int) -> Carbon:
         """This model with another RoPE scaling and context window (e.g. YaRN x4 for long prompts,
         like ``--with_yarn`` of the published NIAH script), sharing weights and tokenizer; ``self``
@@ -320,9 +325,11 @@ class Carbon:
         ids = self.tokenizer.encode(prefix) if prefix else []
         start = len(ids) + 1
         ids = [*ids, self.layout.begin_id, *dna.ids.tolist()]
-        if len(ids) > self.context_length:
+        if len(ids) > self.max_prompt_tokens:
+            room = "" if self.max_prompt_tokens == self.context_length else " less the one completion token"
             raise ValueError(
-                f"sequence {index} needs {len(ids)} tokens, more than the model's context of {self.context_length}"
+                f"sequence {index} needs {len(ids)} tokens, more than the model's context of "
+                f"{self.context_length}{room}"
             )
         return ids, start, dna.ids - self.layout.kmer_start, dna.n_real.astype(np.int64), content
 

@@ -106,7 +106,8 @@ def vep(
     ] = None,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status)."""
-    from hexamer.vep import FastaError, VcfInputError
+    from hexamer.vep import FastaError, VcfInputError, status_summary
+    from hexamer.vep.engine import count_rows
     from hexamer.vep.resume import ResumeError, run_vep
 
     set_threads(threads)
@@ -120,8 +121,12 @@ def vep(
         else load_carbon(model, dtype, device, batch_size)
     )
     try:
+        total = count_rows(vcf)  # a real total and ETA for the bar; seconds for millions of lines
+    except (OSError, ValueError):
+        total = None  # a missing or unreadable file is reported by run_vep, with its reason
+    try:
         with _progress() as progress:
-            task = progress.add_task("scoring variants", total=None, rate="")
+            task = progress.add_task("scoring variants", total=total, rate="")
 
             def tick(n: int) -> None:
                 elapsed = progress.tasks[task].elapsed or 1e-9
@@ -151,8 +156,13 @@ def vep(
     finally:
         if server is not None:
             carbon.close()
-    counts = ", ".join(f"{k}: {v}" for k, v in sorted(result.status_counts.items()))
-    console.print(f"wrote {result.output} ({result.n_rows} rows; {counts})")
+    summary = status_summary(result.status_counts, result.reason_counts)
+    console.print(f"wrote {result.output} ({result.n_rows} rows: {summary})")
+    if result.status_counts.get("failed", 0) and not result.status_counts.get("ok", 0):
+        err_console.print(
+            f"[red]error:[/red] no variant was scored ({summary}); the reasons are in the output"
+        )
+        raise typer.Exit(1)
     if plot is not None:
         if not result.scores:
             err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")

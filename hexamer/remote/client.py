@@ -148,6 +148,13 @@ class RemoteCarbon:
         self._window_cache: dict[str, float] = {}
         self._next_cache: dict[str, torch.Tensor] = {}
 
+    @property
+    def max_prompt_tokens(self) -> int:
+        """Longest prompt a scoring request can send: the served context less the one completion
+        token that every prompt-logprobs request asks for (vLLM refuses prompt + max_tokens above
+        ``max_model_len``)."""
+        return self.context_length - 1
+
     def __repr__(self) -> str:
         return f"RemoteCarbon({self.url!r}, model={self.served_model!r}, backend={self.backend!r}, top_n={self.top_n})"
 

@@ -6,7 +6,8 @@
 * :mod:`~hexamer.vep.engine`: :func:`score_variants`, the same numbers at throughput (shared
   prefixes, batching), and :func:`bench_vep`;
 * :mod:`~hexamer.vep.output`: annotated VCF/BCF (``HEXAMER_*`` INFO fields) or a table;
-* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume.
+* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume;
+* :mod:`~hexamer.vep.summary`: rows per status and reason in one line of plain words.
 
     from hexamer import Carbon
     from hexamer.vep import score_variants, run_vep
@@ -20,6 +21,7 @@ from hexamer.vep.engine import (
     ROW_COLUMNS,
     STATUSES,
     ContigRenameWarning,
+    SettingsFittedWarning,
     VepBench,
     VepSettings,
     bench_vep,
@@ -38,6 +40,7 @@ from hexamer.vep.output import (
 )
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, RECIPES
 from hexamer.vep.resume import ResumeError, VepRunResult, run_vep, sidecar_dir
+from hexamer.vep.summary import status_summary
 from hexamer.vep.variants import FastaError, Reference, Variant, VcfInputError, VcfRecord, classify, read_vcf
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "FastaError",
     "Reference",
     "ResumeError",
+    "SettingsFittedWarning",
     "Variant",
     "VcfInputError",
     "VcfRecord",
@@ -68,6 +72,7 @@ __all__ = [
     "run_vep",
     "score_variants",
     "sidecar_dir",
+    "status_summary",
     "write_random_vcf",
     "write_rows",
     "write_vcf",

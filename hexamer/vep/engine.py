@@ -63,7 +63,7 @@ from hexamer.vep.recipes import (
     window_pair_bounds,
     window_tokens,
 )
-from hexamer.vep.variants import Reference, Variant, VcfRecord, read_vcf
+from hexamer.vep.variants import Reference, Variant, VcfRecord, iter_data_lines, open_variant_file, read_vcf
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -76,6 +76,7 @@ __all__ = [
     "VepBench",
     "VepSettings",
     "bench_vep",
+    "count_rows",
     "score_variants",
     "write_random_vcf",
 ]
@@ -242,7 +243,7 @@ class _WindowSite:
     end: int
     members: list[Variant] = field(default_factory=list)
 
-    def pairs(self, reference: Reference, window: int, grid: int) -> list[WindowPair | None]:
+    def pairs(self, reference: Reference, window: int, grid: int, limit: int) -> list[WindowPair | None]:
         """Each member's ref and alt windows (:func:`~hexamer.vep.recipes.variant_windows`: an
         indel's windows reach up to its length difference beyond ``[start, end)``)."""
         length = reference.lengths[self.contig]
@@ -254,7 +255,9 @@ class _WindowSite:
             assert lo <= a <= b <= hi
             return seq[a - lo : b - lo]
 
-        return [variant_windows(fetch, v.start, v.ref, v.alt, length, window, grid) for v in self.members]
+        return [
+            variant_windows(fetch, v.start, v.ref, v.alt, length, window, grid, limit) for v in self.members
+        ]
 
     def n_windows(self) -> int:
         return 1 + len({(v.start, v.ref, v.alt) for v in self.members})
@@ -297,6 +300,9 @@ class _Planner:
         self.token_budget: int = settings.token_budget
         self.note = note
         self.k = carbon.layout.k
+        self.positions: int = getattr(carbon, "max_prompt_tokens", carbon.context_length)
+        #: the most bases a window may hold (``<dna>`` + whole k-mers within the model's context)
+        self.limit = self.k * (self.positions - 1)
         self._noted: set[str] = set()
         self._lead: dict[tuple[str, int], tuple[int, int]] = {}
 
@@ -352,17 +358,16 @@ class _Planner:
                 return f"the next_base recipe scores SNVs only (this is a {v.kind})"
             return None
         length = self.reference.lengths[contig]
-        spans = window_pair_bounds(v.start, len(v.ref), len(v.alt), length, self.s.window, self.s.window_grid)
+        if window_tokens(max(len(v.ref), len(v.alt)), self.k) > self.positions:
+            return f"its allele needs more tokens than the model's context of {self.positions}"
+        spans = window_pair_bounds(
+            v.start, len(v.ref), len(v.alt), length, self.s.window, self.s.window_grid, self.limit
+        )
         if spans is None:
             return (
                 f"contig {contig!r} ({length} bp) is too short to give this indel's ref and alt windows "
                 "the same number of bases"
             )
-        (start, end), _ = spans
-        tokens = window_tokens(end - start, self.k)
-        positions = getattr(self.carbon, "max_prompt_tokens", self.carbon.context_length)
-        if tokens > positions:
-            return f"its window needs {tokens} tokens, more than the model's context of {positions}"
         return None
 
     # ---------------------------------------------------------------- units
@@ -465,6 +470,8 @@ class _Runner:
         self.layout = carbon.layout
         self.device = torch.device("cpu") if remote else carbon.model.device
         self.rows = (self.layout.kmer_start, self.layout.kmer_stop)
+        positions = getattr(carbon, "max_prompt_tokens", carbon.context_length)
+        self.limit = self.layout.k * (positions - 1)
 
     # ------------------------------------------------------------ window
     def window(self, sites: list[_WindowSite]) -> list[Row]:
@@ -472,9 +479,8 @@ class _Runner:
         out: list[Row] = []
         todo: list[tuple[int, Variant, WindowPair, int]] = []  # (site, variant, windows, oov bases)
         for si, site in enumerate(sites):
-            for v, pair in zip(
-                site.members, site.pairs(self.reference, self.s.window, self.s.window_grid), strict=True
-            ):
+            pairs = site.pairs(self.reference, self.s.window, self.s.window_grid, self.limit)
+            for v, pair in zip(site.members, pairs, strict=True):
                 if pair is None:  # the planner skips these; kept for callers that bypass it
                     out.append(_row(v, recipe, "skipped", reason="contig too short for equal-length windows"))
                     continue
@@ -819,6 +825,25 @@ def score_variants(
         reference.close()
         raise
     return _ordered_rows(blocks, reference)
+
+
+def count_rows(vcf: PathLike) -> int:
+    """How many rows :func:`score_variants` yields for ``vcf`` (one per ALT; one for a record
+    without ALT or a malformed line), counted without parsing records: the total of a progress
+    bar. A text VCF is read line by line (about a second per million lines); a BCF with pysam."""
+    path = os.fspath(vcf)
+    with open(path, "rb") as f:
+        is_bcf = f.read(3) == b"BCF" or (path.lower().endswith(".bcf"))
+    if is_bcf:
+        with open_variant_file(path) as source:
+            return sum(max(1, len(rec.alts or ())) for rec in source)
+    n = 0
+    for line in iter_data_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split(b"\t", 5)
+        n += fields[4].count(b",") + 1 if len(fields) > 5 else 1
+    return n
 
 
 def _ordered_rows(blocks: Iterator[Iterator[list[Row]]], reference: Reference) -> Iterator[Row]:

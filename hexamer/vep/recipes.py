@@ -18,7 +18,8 @@ KV-cache prefix the engine shares still covers everything before the variant. Wh
 ends before that, the missing bases are taken on the left flank instead; where the contig is too
 short for both (a window already spanning the contig), the longer window gives up bases from its
 right flank, then its left one, so both hold ``contig length - max(0, len(REF) - len(ALT))``
-bases at most. SNVs and MNVs are unchanged.
+bases at most; the same cut keeps an insertion's windows within the model's context when the window
+already fills it. SNVs and MNVs are unchanged.
 
 **Unscored bases.** A 6-mer holding any non-ACGT base (``N``) is ``<oov>``; its bases have no
 log-probability and are left out of LL. A variant whose own bases (REF in the ref window, ALT in
@@ -134,7 +135,13 @@ def window_centre(p0: int, grid: int = 1) -> int:
 
 
 def window_pair_bounds(
-    p0: int, ref_len: int, alt_len: int, contig_len: int, window: int, grid: int = 1
+    p0: int,
+    ref_len: int,
+    alt_len: int,
+    contig_len: int,
+    window: int,
+    grid: int = 1,
+    limit: int | None = None,
 ) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """Reference spans ``[start, end)`` of the ref window and of the alt window (whose
     ``[p0, p0 + ref_len)`` is replaced by ALT), chosen so that both hold the same number of bases.
@@ -142,7 +149,8 @@ def window_pair_bounds(
     The ref window is :func:`window_bounds`; for an indel the window with the shorter allele gets
     the length difference on its right flank (then its left one at a contig end), and when the
     contig cannot give that many bases the other window is cut from the right instead (see the
-    module docstring). ``None`` when the contig is too short to hold both alleles' windows at one
+    module docstring); ``limit`` (the most bases the model takes) caps both windows the same way.
+    ``None`` when the contig (or ``limit``) is too short to hold both alleles' windows at one
     length (``contig_len - |difference|`` is less than the longer allele).
     """
     start, end = window_bounds(p0, ref_len, contig_len, window, grid)
@@ -150,6 +158,8 @@ def window_pair_bounds(
     if diff == 0:
         return (start, end), (start, end)
     total = min(end - start + max(diff, 0), contig_len - max(-diff, 0))
+    if limit is not None:
+        total = min(total, limit)
     if total < max(ref_len, alt_len):
         return None
 
@@ -184,10 +194,11 @@ def variant_windows(
     contig_len: int,
     window: int,
     grid: int = 1,
+    limit: int | None = None,
 ) -> WindowPair | None:
     """The two windows of a variant by :func:`window_pair_bounds` (``None`` where it gives none);
     ``fetch(start, end)`` returns reference bases ``[start, end)``."""
-    spans = window_pair_bounds(p0, len(ref), len(alt), contig_len, window, grid)
+    spans = window_pair_bounds(p0, len(ref), len(alt), contig_len, window, grid, limit)
     if spans is None:
         return None
     (rs, re_), (as_, ae) = spans

@@ -40,6 +40,7 @@ import numpy as np
 from hexamer.io import TableWriter, atomic_path
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, iter_blocks
 from hexamer.vep.output import VcfWriteResult, output_kind, row_schema, write_vep_output
+from hexamer.vep.summary import reason_category
 from hexamer.vep.variants import Reference
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class VepRunResult:
     output: str
     n_rows: int
     status_counts: dict[str, int] = field(default_factory=dict)
+    #: rows per ``(status, reason category)`` (:func:`hexamer.vep.summary.reason_category`)
+    reason_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     n_resumed: int = 0
     vcf: VcfWriteResult | None = None
     #: scores of the ``ok`` rows (an ``array('d')``) and their variant kinds (SNV, MNV, insertion,
@@ -379,6 +382,7 @@ class _Tally:
     def __init__(self) -> None:
         self.n_rows = 0
         self.counts: Counter[str] = Counter()
+        self.reasons: Counter[tuple[str, str]] = Counter()
         self.scores = array("d")
         self.kinds = _Labels()
 
@@ -386,6 +390,8 @@ class _Tally:
         for row in rows:
             self.n_rows += 1
             self.counts[str(row["status"])] += 1
+            if row["status"] != "ok":
+                self.reasons[(str(row["status"]), reason_category(row.get("reason")))] += 1
             if row["status"] == "ok" and row["score"] is not None:
                 self.scores.append(float(row["score"]))
                 self.kinds.append(str(row["kind"]))
@@ -519,6 +525,7 @@ def run_vep(
         output=str(out),
         n_rows=tally.n_rows,
         status_counts=dict(tally.counts),
+        reason_counts=dict(tally.reasons),
         n_resumed=n_resumed,
         vcf=result if isinstance(result, VcfWriteResult) else None,
         scores=tally.scores,

@@ -334,3 +334,33 @@ def test_window_grid_settings_are_checked(carbon: Carbon) -> None:
         score_variants(carbon, SLICE_VCF, FASTA, window=1200, window_grid=0)
     with pytest.raises(ValueError, match="window_grid applies to the window recipe only"):
         score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", window_grid=100)
+
+
+def test_a_window_larger_than_the_model_is_fitted_with_a_note(carbon: Carbon) -> None:
+    """Like ``hexamer eval``: a window the model cannot take is cut to fit, and said so."""
+    notes: list[str] = []
+    rows = list(score_variants(carbon, EDGE_VCF, FASTA, window=20_000, on_note=notes.append))
+    limit = 6 * (carbon.context_length - 1)
+    assert f"window 20000 bp -> {limit} bp" in " ".join(notes)
+    by_id = {r["id"]: r for r in rows}
+    # the windows of an insertion hold the same number of bases, within the model's context
+    for ident in ("insertion", "deletion", "complex", "multi_snv"):
+        row = by_id[ident]
+        assert row["status"] == "ok", row
+        assert row["n_scored_bp"] + row["n_oov_bp"] == limit
+    with pytest.warns(engine_mod.SettingsFittedWarning, match="window 20000 bp"):
+        score_variants(carbon, EDGE_VCF, FASTA, window=20_000)
+
+
+def test_next_base_context_larger_than_the_model_is_fitted_with_a_note(carbon: Carbon) -> None:
+    notes: list[str] = []
+    list(score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", on_note=notes.append))
+    assert any(n.startswith("context 24576 bp -> ") for n in notes)
+    notes.clear()
+    list(score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", context=600, on_note=notes.append))
+    assert not any(n.startswith("context") for n in notes)  # fits: nothing to say
+
+
+@pytest.mark.parametrize("vcf", [EDGE_VCF, MALFORMED_VCF, SLICE_VCF], ids=lambda p: p.stem)
+def test_count_rows_is_the_number_of_rows(carbon: Carbon, vcf: Path) -> None:
+    assert engine_mod.count_rows(vcf) == len(_rows(carbon, vcf, recipe="next_base", context=60))
