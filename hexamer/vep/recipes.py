@@ -287,7 +287,7 @@ def window_ll(carbon: Carbon, seq: str) -> float:
     remote = getattr(carbon, "window_ll", None)  # hexamer.remote computes it from server log-probs
     if remote is not None:
         return float(remote(seq))
-    ids, start, targets, n_real, _ = carbon._dna_inputs(seq, "", 0)
+    ids, start, targets, n_real, _ = carbon._dna_inputs(seq, "", 0, validate=False)
     logits = carbon._kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
     return bp_log_likelihood(logits, targets, n_real)
 
