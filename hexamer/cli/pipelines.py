@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import app, console, err_console
-from hexamer.cli.jobs import _progress, load_carbon
+from hexamer.cli.jobs import _progress, count_records, load_carbon
 
 
 def set_threads(threads: int | None) -> None:
@@ -223,7 +223,7 @@ def embed(
 
     try:
         with _progress() as progress:
-            task = progress.add_task("embedding", total=None, rate="")
+            task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
             items = embed_sequences(
                 carbon,
                 records(),

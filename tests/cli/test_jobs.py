@@ -191,3 +191,12 @@ def test_positional_and_fasta_sequences_are_checked_alike(tiny_folder: Path, tmp
         '"skipped"',
         '"ok", "er',
     ]
+
+
+def test_count_records_gives_the_progress_total(fasta: Path, tmp_path: Path) -> None:
+    from hexamer.cli.jobs import count_records
+
+    assert count_records(["ACGT", "TTGA"], None) == 2
+    assert count_records(None, fasta) == 6  # bad records count: they are rows too
+    assert count_records(None, Path("-")) is None  # standard input cannot be read twice
+    assert count_records(None, tmp_path / "missing.fa") is None  # the real pass reports it
