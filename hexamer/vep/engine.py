@@ -472,6 +472,8 @@ class _Runner:
         self.rows = (self.layout.kmer_start, self.layout.kmer_stop)
         positions = getattr(carbon, "max_prompt_tokens", carbon.context_length)
         self.limit = self.layout.k * (positions - 1)
+        #: group sequences fetched by next_base_logprobs, reused to count their <oov> bases
+        self._group_seqs: dict[tuple[str, int, int], str] = {}
 
     # ------------------------------------------------------------ window
     def window(self, sites: list[_WindowSite]) -> list[Row]:
@@ -628,7 +630,10 @@ class _Runner:
         group's k-mer grid), from one scan of the group's sequence."""
         k = self.layout.k
         last = max(g.sites)
-        chunks = sorted({i // k for i in _non_acgt(self.reference.fetch(g.contig, g.start, last))})
+        seq = self._group_seqs.pop((g.contig, g.start, last), None)  # left by next_base_logprobs
+        if seq is None:
+            seq = self.reference.fetch(g.contig, g.start, last)
+        chunks = sorted({i // k for i in _non_acgt(seq)})
         return {p0: k * bisect.bisect_left(chunks, (p0 - g.start) // k) for p0 in g.sites}
 
     @torch.inference_mode()
@@ -645,9 +650,11 @@ class _Runner:
         lay = self.layout
         model = self.carbon.model
         result: list[list[torch.Tensor]] = []
+        self._group_seqs = {}
         for g in groups:
             positions = sorted(g.sites)
             seq = self.reference.fetch(g.contig, g.start, positions[-1])
+            self._group_seqs[(g.contig, g.start, positions[-1])] = seq
             ids = torch.tensor([[lay.begin_id, *encode_kmers(seq, lay).tolist()]], device=self.device)
             hidden = model(ids, logits_at="none", return_hidden=True).hidden
             assert hidden is not None
@@ -799,8 +806,11 @@ def score_variants(
     Yields one row per (record, ALT) in input order, for every input record (malformed, symbolic,
     mismatching ones included), with the columns :data:`ROW_COLUMNS`; ``status`` is one of
     :data:`STATUSES` and ``reason`` says why a row was not scored. Scores: window recipe
-    ``LL(alt) - LL(ref)``, next-base ``log P(ref) - log P(alt)`` (definitions in
-    :mod:`hexamer.vep.recipes`). ``naive=True`` computes the same scores the slow, obvious way (one
+    ``LL(alt) - LL(ref)`` over windows of equal length, next-base ``log P(ref) - log P(alt)``
+    (definitions in :mod:`hexamer.vep.recipes`); a variant whose bases share a 6-mer with an
+    ``N`` is ``skipped``. ``n_scored_bp``/``n_oov_bp``: bases of the windows (or context) scored
+    and lost to ``<oov>`` 6-mers. A window or context too long for the model is cut to fit, with
+    a note. ``naive=True`` computes the same scores the slow, obvious way (one
     full forward per window or per ALT), for tests and benchmarks. ``on_progress(n)`` is called
     with the number of rows each finished unit produced; ``on_note(message)`` receives notes such
     as contig renames (default: a :class:`ContigRenameWarning`). A bad file raises at the call.

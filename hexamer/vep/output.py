@@ -5,6 +5,8 @@
 
   - ``HEXAMER_SCORE`` (Number=A, Float): the score of each ALT, ``.`` where it was not scored;
   - ``HEXAMER_STATUS`` (Number=A, String): ``ok``, ``skipped``, ``ref_mismatch`` or ``failed``;
+  - ``HEXAMER_SCORED_BP``/``HEXAMER_OOV_BP`` (Number=A, Integer): bases of each ALT's windows
+    (or context) scored, and lost to ``<oov>`` 6-mers;
   - ``HEXAMER_RECIPE`` (Number=1, String): ``window`` or ``next_base``.
 
   A record without ALT (``.``) gets only ``HEXAMER_RECIPE`` (a Number=A field has no slot for it).
