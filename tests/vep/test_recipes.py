@@ -133,11 +133,15 @@ def test_short_contig_windows_built_by_hand(carbon: Carbon, contigs: dict[str, s
     assert "too short" in row["reason"]
 
 
+@pytest.mark.parametrize("grid", [1, 100])
 @pytest.mark.parametrize("rc_average", [False, True])
 @pytest.mark.parametrize("window", [600, 602, 8192])
-def test_engine_equals_naive_on_indels_and_oov(carbon: Carbon, window: int, rc_average: bool) -> None:
-    fast = _rows(carbon, window=window, rc_average=rc_average, batch_size=3)
-    naive = _rows(carbon, window=window, rc_average=rc_average, naive=True)
+def test_engine_equals_naive_on_indels_and_oov(
+    carbon: Carbon, window: int, rc_average: bool, grid: int
+) -> None:
+    options = {"window": window, "rc_average": rc_average, "window_grid": grid}
+    fast = _rows(carbon, batch_size=3, **options)
+    naive = _rows(carbon, naive=True, **options)
     assert fast.keys() == naive.keys()
     for key, row in fast.items():
         other = naive[key]
@@ -215,3 +219,35 @@ def test_variant_windows_uses_fetch(contigs: dict[str, str]) -> None:
     assert pair is not None
     assert (pair.ref, pair.alt) == (t[1206:1806], t[1206:1506] + "C" + t[1510:1809])
     assert (pair.ref_offset, pair.alt_offset, pair.start) == (300, 300, 1206)
+
+
+@pytest.mark.parametrize("suffix", ["vcf.gz", "parquet", "tsv", "jsonl"])
+def test_scored_and_oov_bases_are_in_every_output(carbon: Carbon, tmp_path, suffix: str) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from hexamer.vep import run_vep
+
+    out = tmp_path / f"scored.{suffix}"
+    run_vep(carbon, OOV_VCF, OOV_FASTA, out, window=600, on_note=lambda _: None)
+    if suffix == "vcf.gz":
+        with pysam.VariantFile(str(out)) as vf:
+            for info in ("HEXAMER_SCORED_BP", "HEXAMER_OOV_BP"):
+                assert vf.header.info[info].number == "A" and vf.header.info[info].type == "Integer"
+            got = {rec.id: (rec.info["HEXAMER_SCORED_BP"][0], rec.info["HEXAMER_OOV_BP"][0]) for rec in vf}
+    elif suffix == "parquet":
+        got = {r["id"]: (r["n_scored_bp"], r["n_oov_bp"]) for r in pq.read_table(out).to_pylist()}
+    elif suffix == "jsonl":
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        got = {r["id"]: (r["n_scored_bp"], r["n_oov_bp"]) for r in rows}
+    else:
+        lines = [line.split("\t") for line in out.read_text().splitlines()]
+        head = lines[0]
+        got = {
+            r[head.index("id")]: (int(r[head.index("n_scored_bp")]), int(r[head.index("n_oov_bp")]))
+            for r in lines[1:]
+            if r[head.index("n_oov_bp")]
+        }
+    assert got["snv_next_to_n"] == (594, 6)
+    assert got["deletion"][0] + got["deletion"][1] == 600
