@@ -26,7 +26,6 @@ import bisect
 import math
 import os
 import random
-import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -54,6 +53,7 @@ from hexamer.vep.recipes import (
     leading_n,
     naive_next_base_scores,
     naive_window_score,
+    non_acgt_positions,
     oov_bp,
     pair_oov_bp,
     reverse_complement,
@@ -451,12 +451,6 @@ class _Planner:
 
 # --------------------------------------------------------------------------- compute
 
-_NON_ACGT = re.compile("[^ACGTacgt]")
-
-
-def _non_acgt(seq: str) -> list[int]:
-    return [m.start() for m in _NON_ACGT.finditer(seq)]
-
 
 class _Runner:
     """Model work for the units: the fast engine, or the naive recipe (``naive=True``)."""
@@ -633,7 +627,7 @@ class _Runner:
         seq = self._group_seqs.pop((g.contig, g.start, last), None)  # left by next_base_logprobs
         if seq is None:
             seq = self.reference.fetch(g.contig, g.start, last)
-        chunks = sorted({i // k for i in _non_acgt(seq)})
+        chunks = sorted({i // k for i in non_acgt_positions(seq)})
         return {p0: k * bisect.bisect_left(chunks, (p0 - g.start) // k) for p0 in g.sites}
 
     @torch.inference_mode()

@@ -85,6 +85,7 @@ __all__ = [
     "context_start",
     "naive_next_base_scores",
     "naive_window_score",
+    "non_acgt_positions",
     "oov_bp",
     "pair_oov_bp",
     "reverse_complement",
@@ -239,11 +240,16 @@ def unscored_allele(pair: WindowPair, *, rc_average: bool = False, k: int = 6) -
     return None
 
 
+def non_acgt_positions(seq: str) -> list[int]:
+    """Offsets of the characters that make a k-mer ``<oov>`` (anything but A/C/G/T, either case)."""
+    return [m.start() for m in _NON_ACGT.finditer(seq)]
+
+
 def oov_bp(seq: str, k: int = 6, *, rc: bool = False) -> int:
     """Bases of ``<dna>seq`` inside ``<oov>`` k-mers (chunks holding a non-ACGT character); with
     ``rc`` of its reverse complement (chunks laid from the end)."""
     n = len(seq)
-    hits = [m.start() for m in _NON_ACGT.finditer(seq)]
+    hits = non_acgt_positions(seq)
     if not hits:
         return 0
     chunks = {((n - 1 - i) if rc else i) // k for i in hits}
