@@ -11,15 +11,24 @@ _LAZY = {
     "Carbon": "hexamer.carbon",
     "Generation": "hexamer.carbon",
     "ScoreResult": "hexamer.carbon",
+    "UnscoredSequenceWarning": "hexamer.carbon",
     "CarbonTokenizer": "hexamer.tokenizer",
     "DnaLayout": "hexamer.tokenizer",
 }
 
 if TYPE_CHECKING:
-    from hexamer.carbon import Carbon, Generation, ScoreResult
+    from hexamer.carbon import Carbon, Generation, ScoreResult, UnscoredSequenceWarning
     from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 
-__all__ = ["Carbon", "CarbonTokenizer", "DnaLayout", "Generation", "ScoreResult", "__version__"]
+__all__ = [
+    "Carbon",
+    "CarbonTokenizer",
+    "DnaLayout",
+    "Generation",
+    "ScoreResult",
+    "UnscoredSequenceWarning",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

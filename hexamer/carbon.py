@@ -12,6 +12,8 @@ The CLI and the server are thin layers over this class.
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, overload
@@ -35,6 +37,27 @@ if TYPE_CHECKING:
     from hexamer.remote import RemoteCarbon
 
 _ACGT = set("ACGT")
+#: What a sequence may hold (either case): the IUPAC nucleotide codes, the rule of
+#: :func:`hexamer.io.read_sequences`; anything but A/C/G/T sends its 6-mer to ``<oov>``.
+_IUPAC = "ACGTUNRYKMSWBDHV"
+_INVALID_CHAR = re.compile(f"[^{_IUPAC}{_IUPAC.lower()}]")
+
+
+class UnscoredSequenceWarning(UserWarning):
+    """:meth:`Carbon.score` got a sequence with no scorable base (every 6-mer holds a non-ACGT
+    character): its ``mean`` is NaN and its ``status`` is ``"unscored"``."""
+
+
+def sequence_problem(content: str) -> str | None:
+    """Why ``content`` is not a DNA sequence (a character that is not an IUPAC nucleotide code),
+    in the words the sequence readers use, or ``None``."""
+    bad = _INVALID_CHAR.search(content)
+    if bad is None:
+        return None
+    return (
+        f"invalid character {bad.group()!r} at position {bad.start() + 1} "
+        f"(allowed: IUPAC nucleotide codes {_IUPAC}, either case)"
+    )
 
 
 @dataclass
@@ -64,6 +87,8 @@ class ScoreResult:
     ``mean`` is the mean log-probability over the scored bases (bp level) or full 6-mers (token
     level). ``per_base[i]`` is log P(base i | everything before it) at bp level, NaN where a base was
     not scored (inside an ``<oov>`` chunk); None at token level, where ``per_token`` is given.
+    ``status`` is ``"ok"``, or ``"unscored"`` when nothing could be scored (``n_scored == 0``:
+    every 6-mer holds a non-ACGT character); ``mean`` is then NaN and ``reason`` says why.
     """
 
     mean: float
@@ -71,6 +96,18 @@ class ScoreResult:
     n_oov_bases: int
     per_base: np.ndarray | None = None
     per_token: np.ndarray | None = None
+    status: str = "ok"
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_scored == 0 and self.status == "ok":
+            self.status = "unscored"
+            self.mean = float("nan")
+            self.reason = self.reason or (
+                f"no base scored: all {self.n_oov_bases} bases are in <oov> 6-mers (a non-ACGT character)"
+                if self.n_oov_bases
+                else "nothing to score (token level scores whole 6-mers only)"
+            )
 
     @property
     def sum(self) -> float:
@@ -227,6 +264,11 @@ class Carbon:
             vectors.append(vector)
         out = np.stack(vectors).astype(np.float32, copy=False)
         return out[0] if single else out
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        """Longest prompt :meth:`score` takes (the whole context here; one less on a server)."""
+        return self.context_length
 
     def with_rope(self, rope: RopeConfig, *, max_position_embeddings: int) -> Carbon:
         """This model with another RoPE scaling and context window (e.g. YaRN x4 for long prompts,
@@ -427,20 +469,27 @@ class Carbon:
 
     # ------------------------------------------------------------------ scoring
     def _dna_inputs(
-        self, sequence: str, prefix: str, index: int
+        self, sequence: str, prefix: str, index: int, *, validate: bool = True
     ) -> tuple[list[int], int, np.ndarray, np.ndarray, str]:
+        """Token ids and targets of ``prefix + <dna>sequence``. ``validate`` refuses characters
+        that are not IUPAC nucleotide codes (the sequence readers' rule); VEP windows cut from a
+        reference skip it and score whatever the FASTA holds as ``<oov>``."""
         if not isinstance(sequence, str):
             raise TypeError(f"sequence {index} is a {type(sequence).__name__}, expected str")
         content = sequence.strip()
         if not content:
             raise ValueError(f"sequence {index} is empty")
+        if validate and (problem := sequence_problem(content)) is not None:
+            raise ValueError(f"sequence {index}: {problem}")
         dna = encode_dna(content, self.layout)
         ids = self.tokenizer.encode(prefix) if prefix else []
         start = len(ids) + 1
         ids = [*ids, self.layout.begin_id, *dna.ids.tolist()]
-        if len(ids) > self.context_length:
+        if len(ids) > self.max_prompt_tokens:
+            room = "" if self.max_prompt_tokens == self.context_length else " less the one completion token"
             raise ValueError(
-                f"sequence {index} needs {len(ids)} tokens, more than the model's context of {self.context_length}"
+                f"sequence {index} needs {len(ids)} tokens, more than the model's context of "
+                f"{self.context_length}{room}"
             )
         return ids, start, dna.ids - self.layout.kmer_start, dna.n_real.astype(np.int64), content
 
@@ -529,6 +578,15 @@ class Carbon:
                         mean=float(t.mean), n_scored=int(full.sum()), n_oov_bases=n_oov, per_token=per_token
                     )
         final = [r for r in results if r is not None]
+        unscored = [i for i, r in enumerate(final) if r.status != "ok"]
+        if unscored:
+            shown = ", ".join(map(str, unscored[:10])) + (" ..." if len(unscored) > 10 else "")
+            warnings.warn(
+                f"{len(unscored)} of {len(final)} sequences have no scorable base (every 6-mer holds a "
+                f"non-ACGT character; mean is NaN, status 'unscored'): sequence {shown}",
+                UnscoredSequenceWarning,
+                stacklevel=2,
+            )
         return final[0] if single else final
 
     def base_logprobs(

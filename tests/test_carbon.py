@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from hexamer import Carbon
+from hexamer import Carbon, UnscoredSequenceWarning
 from hexamer.fns import log_base_marginals, to_acgt
 
 transformers = pytest.importorskip("transformers")
@@ -355,3 +355,31 @@ def test_score_sum_repr_and_embed(carbon: Carbon, tiny_folder: Path) -> None:
     assert carbon.embed(seqs[0]).shape == (carbon.model.config.hidden_size,)
     with pytest.raises(ValueError, match="sequence 1"):
         carbon.embed(["ACGTAC", ""])
+
+
+def test_a_sequence_with_no_scorable_base_is_marked_not_a_bare_nan(carbon: Carbon) -> None:
+    with pytest.warns(UnscoredSequenceWarning, match="1 of 2 sequences"):
+        none, some = carbon.score(["NNNNNNNNNNNN", "ACGTACNNNNNN"])
+    assert none.status == "unscored" and none.n_scored == 0 and np.isnan(none.mean)
+    assert "<oov>" in (none.reason or "") and none.n_oov_bases == 12
+    assert some.status == "ok" and some.reason is None and np.isfinite(some.mean)
+    with pytest.warns(UnscoredSequenceWarning):
+        assert carbon.score("ACG", level="token").status == "unscored"  # no whole 6-mer
+
+
+@pytest.mark.parametrize("bad", ["ACGT-ACGT", "ACGTXACGT", "ACGT ACGT", "ACGT1"])
+def test_score_refuses_what_the_sequence_readers_refuse(carbon: Carbon, bad: str, tmp_path) -> None:
+    """One rule for the Python API, a positional sequence and a FASTA record: IUPAC codes only."""
+    from hexamer.io import BadRecord, read_sequences
+
+    with pytest.raises(ValueError, match="invalid character"):
+        carbon.score(bad)
+    with pytest.raises(ValueError, match="invalid character"):
+        carbon.check_sequence(bad)
+    fasta = tmp_path / "x.fa"
+    fasta.write_text(f">x\n{bad}\n")
+    if " " not in bad:  # FASTA lines lose their whitespace
+        (rec,) = read_sequences(fasta)
+        assert isinstance(rec, BadRecord) and "invalid character" in rec.reason
+    # IUPAC ambiguity codes are accepted (their 6-mers are <oov>), as the readers accept them
+    assert carbon.score("ACGTRYACGTAC").n_oov_bases == 6

@@ -232,15 +232,22 @@ def run_vep_bench(
             if scorer is None:
                 continue
             rows = score_variants(carbon, vcf, reference, recipe=recipe, on_note=lambda _: None, **options)
-            engine = {(r["record"], r["alt_index"]): r["score"] for r in rows if r["status"] == "ok"}
+            # the published scripts give an indel's windows different lengths (hexamer.vep.published):
+            # compare the equal-length changes only
+            engine = {
+                (r["record"], r["alt_index"]): r["score"]
+                for r in rows
+                if r["status"] == "ok" and len(r["ref"]) == len(r["alt"])
+            }
             best = math.inf
             scores: dict[tuple[int, int], float] = {}
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 scores = scorer.scores(vcf, reference, recipe=recipe, **options)
                 best = min(best, time.perf_counter() - t0)
-            if scores.keys() != engine.keys():
+            if not engine.keys() <= scores.keys():
                 raise RuntimeError(f"engine and published-scripts runs scored different variants ({recipe})")
+            scores = {key: scores[key] for key in engine}
             report.rows.append(
                 {
                     **common,

@@ -6,6 +6,7 @@ outputs) and every other record is processed. Outputs are written atomically.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -60,19 +61,44 @@ def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: i
 
 
 def _records(inputs: list[str], input_file: Path | None) -> Iterator[SequenceRecord | BadRecord]:
-    from hexamer.io import SequenceInputError, SequenceRecord, read_sequences
+    """Records from the command line or a file, checked by the same rule either way (a character
+    that is not an IUPAC nucleotide code makes a record bad, as in :func:`hexamer.io.read_sequences`)."""
+    from hexamer.carbon import sequence_problem
+    from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
 
     if input_file is not None and inputs:
         raise typer.BadParameter("give sequences as arguments or with --input, not both")
     if input_file is None:
         if not inputs:
             raise typer.BadParameter("give sequences as arguments or a file with --input")
-        yield from (SequenceRecord(id=f"seq{i + 1}", sequence=s, index=i) for i, s in enumerate(inputs))
+        for i, s in enumerate(inputs):
+            ident = f"seq{i + 1}"
+            problem = "empty sequence" if not s.strip() else sequence_problem("".join(s.split()))
+            if problem is not None and "<dna>" not in s:  # generate prompts may hold tags
+                yield BadRecord(index=i, id=ident, reason=problem)
+            else:
+                yield SequenceRecord(id=ident, sequence=s, index=i)
         return
     try:
         yield from read_sequences(str(input_file))
     except SequenceInputError as exc:
         fail(exc)
+
+
+def count_records(inputs: list[str] | None, input_file: Path | None) -> int | None:
+    """How many records a job will read: the progress bar's total (None when unknown: standard
+    input, or a file the real pass will report as unreadable). Reading a file twice costs seconds
+    per gigabyte; the model work it measures costs far more."""
+    from hexamer.io import SequenceInputError, read_sequences
+
+    if input_file is None:
+        return len(inputs or [])
+    if str(input_file) == "-":
+        return None
+    try:
+        return sum(1 for _ in read_sequences(str(input_file)))
+    except (SequenceInputError, OSError, ValueError):
+        return None
 
 
 def _chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -270,7 +296,7 @@ def generate(
     done_bp = 0
     try:
         with _progress() as progress:
-            task = progress.add_task("generating", total=None, rate="")
+            task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
             for chunk in _chunks(_records(sequences or [], input_file), CHUNK):
                 rows, good = _generate_chunk(carbon, chunk, options, prefix, seed, bad)
                 if good:
@@ -418,6 +444,7 @@ def score(
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level)."""
+    from hexamer.carbon import UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence
 
     check_choice("--level", level, ("bp", "token"))
@@ -437,10 +464,10 @@ def score(
     scored_bp = 0
     try:
         with _progress() as progress:
-            task = progress.add_task("scoring", total=None, rate="")
+            task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
             for chunk in _chunks(_records(sequences or [], input_file), CHUNK):
                 rows: list[dict[str, Any]] = []
-                todo: list[tuple[dict[str, Any], str]] = []
+                todo: list[tuple[dict[str, Any], str, int]] = []
                 for rec in chunk:
                     row: dict[str, Any] = {
                         "id": rec.id,
@@ -461,21 +488,26 @@ def score(
                         row["length"] = len(seq)
                         try:
                             carbon.check_sequence(seq, prefix=prefix)
-                            todo.append((row, seq))
+                            todo.append((row, seq, rec.index))
                         except ValueError as exc:
                             row.update(status="failed", error=str(exc).replace("sequence 0", "sequence"))
                             bad.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
                     rows.append(row)
                 if todo:
-                    results = carbon.score(
-                        [s for _, s in todo],
-                        level=level,  # type: ignore[arg-type]
-                        method=method,  # type: ignore[arg-type]
-                        prefix=prefix,
-                        token_budget=batch_size * 1024,
-                    )
-                    for (row, seq), res in zip(todo, results, strict=True):
+                    with warnings.catch_warnings():  # unscored rows get a status, not a warning
+                        warnings.simplefilter("ignore", UnscoredSequenceWarning)
+                        results = carbon.score(
+                            [s for _, s, _ in todo],
+                            level=level,  # type: ignore[arg-type]
+                            method=method,  # type: ignore[arg-type]
+                            prefix=prefix,
+                            token_budget=batch_size * 1024,
+                        )
+                    for (row, seq, index), res in zip(todo, results, strict=True):
                         row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)
+                        if res.status != "ok":  # nothing scorable: no number to report
+                            row.update(status="skipped", error=res.reason, mean_logprob=None)
+                            bad.append(f"record {index + 1} ({row['id']!r}): {res.reason}")
                         if per_base:
                             row["per_base_logprob"] = (
                                 res.per_base if res.per_base is not None else res.per_token

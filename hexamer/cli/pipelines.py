@@ -31,7 +31,7 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
-from hexamer.cli.jobs import _progress, load_carbon
+from hexamer.cli.jobs import _progress, count_records, load_carbon
 
 
 def set_threads(threads: int | None) -> None:
@@ -159,7 +159,8 @@ def vep(
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
     from hexamer.io.stdio import copy_to_stdout, spool_stdin
-    from hexamer.vep import FastaError, VcfInputError
+    from hexamer.vep import FastaError, VcfInputError, status_summary
+    from hexamer.vep.engine import count_rows
     from hexamer.vep.output import output_kind
     from hexamer.vep.recipes import RECIPES
     from hexamer.vep.resume import ResumeError, run_vep
@@ -206,8 +207,12 @@ def vep(
             else load_carbon(model, dtype, device, batch_size)
         )
         try:
+            total = count_rows(vcf)  # a real total and ETA for the bar; seconds for millions of lines
+        except (OSError, ValueError):
+            total = None  # a missing or unreadable file is reported by run_vep, with its reason
+        try:
             with _progress() as progress:
-                task = progress.add_task("scoring variants", total=None, rate="")
+                task = progress.add_task("scoring variants", total=total, rate="")
 
                 def tick(n: int) -> None:
                     elapsed = progress.tasks[task].elapsed or 1e-9
@@ -249,16 +254,22 @@ def vep(
     statuses = dict(sorted(result.status_counts.items()))
     kinds = dict(sorted(Counter(result.kinds).items()))
     shown = "standard output" if is_stdio(out) else str(result.output)
+    in_words = status_summary(result.status_counts, result.reason_counts)
     summary = {
         "output": shown,
         "n_rows": result.n_rows,
         "status_counts": statuses,
+        "reason_counts": {  # {status: {reason category: rows}}
+            status: {reason: n for (s, reason), n in sorted(result.reason_counts.items()) if s == status}
+            for status in sorted({s for s, _ in result.reason_counts})
+        },
         "scored_kinds": kinds,
         "n_resumed": result.n_resumed,
         "plot": None,
     }
     if not as_json:
-        out_info.print(f"wrote {shown} ({result.n_rows:,} rows: {describe_counts(statuses)})")
+        out_info.print(f"wrote {shown} ({result.n_rows:,} rows: {in_words})")
+    nothing_scored = bool(statuses.get("failed", 0)) and not statuses.get("ok", 0)
     if plot is not None:
         if not result.scores:
             err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
@@ -282,6 +293,8 @@ def vep(
             print_json(summary)
     if survey.mostly_unmatched():
         fail(survey.summary(), code=1)
+    if nothing_scored:
+        fail(f"no variant was scored ({in_words}); the reasons are in the output", code=1)
 
 
 @app.command()
@@ -340,7 +353,7 @@ def embed(
 
     try:
         with _progress() as progress:
-            task = progress.add_task("embedding", total=None, rate="")
+            task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
             items = embed_sequences(
                 carbon,
                 records(),

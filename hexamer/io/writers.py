@@ -10,7 +10,9 @@ existing destination is left untouched. Only a hard kill (SIGKILL, power loss) c
 Table cells: list/array values (per-base log-probabilities, ...) become Parquet list columns; in
 TSV/CSV a list of numbers is one comma-joined cell (floats with 6 significant digits, integers
 exact), other lists/dicts are JSON. Scalar floats keep full precision everywhere. JSONL writes
-non-finite floats as ``NaN``/``Infinity`` (Python's and pandas' JSON readers accept them).
+NaN (an unscored base) as ``null``: ``NaN`` is not JSON and strict readers (``jq``, browsers, Go,
+Rust) refuse the line; infinities are written as ``Infinity``/``-Infinity`` (Python's and pandas'
+JSON readers accept them).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import csv
 import io
 import json
+import math
 import os
 import re
 import secrets
@@ -245,6 +248,8 @@ def _json_value(value: Any) -> Any:
         return {str(k): _json_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_value(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
     return value
 
 

@@ -35,7 +35,7 @@ from typing import Any, Literal, overload
 import numpy as np
 import torch
 
-from hexamer.carbon import Carbon, Generation, ScoreResult, _Prompt, build_requests
+from hexamer.carbon import Carbon, Generation, ScoreResult, UnscoredSequenceWarning, _Prompt, build_requests
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.request import RequestState
 from hexamer.engine.sampler import END, sample_next
@@ -148,6 +148,13 @@ class RemoteCarbon:
         self._window_cache: dict[str, float] = {}
         self._next_cache: dict[str, torch.Tensor] = {}
 
+    @property
+    def max_prompt_tokens(self) -> int:
+        """Longest prompt a scoring request can send: the served context less the one completion
+        token that every prompt-logprobs request asks for (vLLM refuses prompt + max_tokens above
+        ``max_model_len``)."""
+        return self.context_length - 1
+
     def __repr__(self) -> str:
         return f"RemoteCarbon({self.url!r}, model={self.served_model!r}, backend={self.backend!r}, top_n={self.top_n})"
 
@@ -171,9 +178,9 @@ class RemoteCarbon:
         return Carbon._prompt(self, prompt, index)  # type: ignore[arg-type]  # uses layout + tokenizer only
 
     def _dna_inputs(
-        self, sequence: str, prefix: str, index: int
+        self, sequence: str, prefix: str, index: int, *, validate: bool = True
     ) -> tuple[list[int], int, np.ndarray, np.ndarray, str]:
-        return Carbon._dna_inputs(self, sequence, prefix, index)  # type: ignore[arg-type]
+        return Carbon._dna_inputs(self, sequence, prefix, index, validate=validate)  # type: ignore[arg-type]
 
     def check_sequence(self, sequence: str, *, prefix: str = "") -> None:
         """Raise the ``ValueError`` that :meth:`score` would raise for this sequence."""
@@ -295,6 +302,14 @@ class RemoteCarbon:
             cov = cov.merge(c)
         self._warn(cov, "score")
         results = [r for r, _ in pairs]
+        unscored = [i for i, r in enumerate(results) if r.status != "ok"]
+        if unscored:
+            warnings.warn(
+                f"{len(unscored)} of {len(results)} sequences have no scorable base (mean is NaN, status "
+                f"'unscored'): sequence {', '.join(map(str, unscored[:10]))}",
+                UnscoredSequenceWarning,
+                stacklevel=2,
+            )
         return results[0] if single else results
 
     def base_logprobs(
@@ -319,7 +334,7 @@ class RemoteCarbon:
     async def _window_ll(self, seq: str) -> float:
         from hexamer.vep.recipes import bp_log_likelihood
 
-        ids, start, targets, n_real, _ = self._dna_inputs(seq, "", 0)
+        ids, start, targets, n_real, _ = self._dna_inputs(seq, "", 0, validate=False)
         tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
 
         def finish() -> tuple[float, Coverage]:

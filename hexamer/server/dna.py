@@ -29,7 +29,13 @@ from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response
 from hexamer.server.worker import QueueFull, ShuttingDown, Submission
 from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.segment import OPEN_TAG
-from hexamer.vep.recipes import alt_window, naive_window_score, window_bounds, window_tokens
+from hexamer.vep.recipes import (
+    naive_window_score,
+    pair_oov_bp,
+    unscored_allele,
+    variant_windows,
+    window_tokens,
+)
 
 T = TypeVar("T")
 _NOT_IUPAC = re.compile(r"[^ACGTURYSWKMBDHVNacgturyswkmbdhvn\s]")
@@ -390,7 +396,9 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
 
 # ---------------------------------------------------------------------------------------- vep
 async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) -> Response:
-    """Window recipe of :mod:`hexamer.vep.recipes`: LL(alt window) - LL(ref window)."""
+    """Window recipe of :mod:`hexamer.vep.recipes`: LL(alt window) - LL(ref window), with the
+    same rules as ``hexamer vep`` (equal-length indel windows; ``skipped`` with a reason for N
+    alleles and for variants whose bases share a 6-mer with an N)."""
     state.check_model(body.model)
     if not body.variants:
         raise ApiError(400, "variants: give at least one variant", "variants")
@@ -401,6 +409,7 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
             "variants",
         )
     context = state.carbon.context_length
+    k = state.carbon.layout.k
     rows: list[dict[str, Any]] = []
     work: list[tuple[int, str, str]] = []
     for i, v in enumerate(body.variants):
@@ -435,17 +444,40 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
                 reason=f"sequence has {seq[p0 : p0 + len(ref)]!r} at pos {v.pos}, not ref {ref!r}",
             )
             continue
-        start, end = window_bounds(p0, len(ref), len(seq), body.window)
-        ref_win = seq[start:end]
-        alt_win = alt_window(ref_win, p0 - start, ref, alt)
-        if window_tokens(max(len(ref_win), len(alt_win))) > context:
+        if "N" in ref + alt:
+            row.update(
+                status="skipped",
+                reason="allele contains N: its 6-mer would be <oov> and its bases not scored",
+            )
+            continue
+        if window_tokens(body.window, k) > context:
             row.update(
                 status="failed",
                 reason=f"a {body.window} bp window does not fit the model's context of {context} tokens",
             )
             continue
-        row.update(window_start=start, window_end=end)
-        work.append((i, ref_win, alt_win))
+        pair = variant_windows(
+            lambda a, b, seq=seq: seq[a:b], p0, ref, alt, len(seq), body.window, 1, k * (context - 1)
+        )
+        if pair is None:
+            row.update(
+                status="skipped",
+                reason=f"the sequence ({len(seq)} bp) is too short to give this indel's ref and alt windows "
+                "the same number of bases",
+            )
+            continue
+        n_oov = pair_oov_bp(pair, rc_average=body.rc_average, k=k)
+        row.update(
+            window_start=pair.start,
+            window_end=pair.start + len(pair.ref),
+            n_scored_bp=len(pair.ref) - n_oov,
+            n_oov_bp=n_oov,
+        )
+        unscored = unscored_allele(pair, rc_average=body.rc_average, k=k)
+        if unscored is not None:
+            row.update(status="skipped", reason=unscored)
+            continue
+        work.append((i, pair.ref, pair.alt))
 
     def score_all() -> list[float]:
         return [naive_window_score(state.carbon, r, a, rc_average=body.rc_average) for _, r, a in work]

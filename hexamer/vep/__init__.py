@@ -6,7 +6,8 @@
 * :mod:`~hexamer.vep.engine`: :func:`score_variants`, the same numbers at throughput (shared
   prefixes, batching);
 * :mod:`~hexamer.vep.output`: annotated VCF/BCF (``HEXAMER_*`` INFO fields) or a table;
-* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume.
+* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume;
+* :mod:`~hexamer.vep.summary`: rows per status and reason in one line of plain words.
 
     from hexamer import Carbon
     from hexamer.vep import score_variants, run_vep
@@ -23,6 +24,7 @@ from hexamer.vep.engine import (
     ROW_COLUMNS,
     STATUSES,
     ContigRenameWarning,
+    SettingsFittedWarning,
     VepSettings,
     score_variants,
 )
@@ -40,6 +42,7 @@ from hexamer.vep.output import (
 )
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, RECIPES
 from hexamer.vep.resume import ResumeError, VepRunResult, run_vep, sidecar_dir
+from hexamer.vep.summary import status_summary
 from hexamer.vep.variants import FastaError, Reference, Variant, VcfInputError, VcfRecord, classify, read_vcf
 
 __all__ = [
@@ -57,6 +60,7 @@ __all__ = [
     "FastaError",
     "Reference",
     "ResumeError",
+    "SettingsFittedWarning",
     "Variant",
     "VcfInputError",
     "VcfRecord",
@@ -70,6 +74,7 @@ __all__ = [
     "run_vep",
     "score_variants",
     "sidecar_dir",
+    "status_summary",
     "write_rows",
     "write_vcf",
     "write_vep_output",

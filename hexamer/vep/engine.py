@@ -22,6 +22,7 @@ bit-identical numbers. A unit that raises marks its rows ``failed``; the job goe
 
 from __future__ import annotations
 
+import bisect
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,18 +43,24 @@ from hexamer.vep.recipes import (
     DEFAULT_WINDOW,
     RECIPES,
     NextBaseContext,
-    alt_window,
+    WindowPair,
     bp_log_likelihood,
     context_anchor,
     context_start,
     leading_n,
     naive_next_base_scores,
     naive_window_score,
+    non_acgt_positions,
+    oov_bp,
+    pair_oov_bp,
     reverse_complement,
+    unscored_allele,
+    variant_windows,
     window_bounds,
+    window_pair_bounds,
     window_tokens,
 )
-from hexamer.vep.variants import Reference, Variant, VcfRecord, read_vcf
+from hexamer.vep.variants import Reference, Variant, VcfRecord, iter_data_lines, open_variant_file, read_vcf
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -62,7 +69,9 @@ __all__ = [
     "ROW_COLUMNS",
     "STATUSES",
     "ContigRenameWarning",
+    "SettingsFittedWarning",
     "VepSettings",
+    "count_rows",
     "score_variants",
 ]
 
@@ -84,15 +93,21 @@ ROW_COLUMNS = (
     "score",
     "status",
     "reason",
+    "n_scored_bp",
+    "n_oov_bp",
 )
 #: ``ok`` scored; ``skipped`` not scorable by design (symbolic, unknown contig, kind the recipe
-#: does not score, N alleles, too long); ``ref_mismatch`` REF differs from the FASTA; ``failed``
-#: malformed input or an error while scoring.
+#: does not score, N alleles, variant bases inside an ``<oov>`` 6-mer, too long); ``ref_mismatch``
+#: REF differs from the FASTA; ``failed`` malformed input or an error while scoring.
 STATUSES = ("ok", "skipped", "ref_mismatch", "failed")
 
 
 class ContigRenameWarning(UserWarning):
     """A VCF contig was matched to a differently spelled FASTA contig (``chr20`` -> ``20``)."""
+
+
+class SettingsFittedWarning(UserWarning):
+    """A window or context larger than the model's context was cut to fit it (old and new values)."""
 
 
 #: Default tokens per forward on CPU. Larger forwards lose more to activations that no longer fit
@@ -117,19 +132,29 @@ class VepSettings:
     token_budget: int | None = None
     block_records: int = 50_000
 
-    def checked(self, carbon: Carbon) -> VepSettings:
-        """Validate against the model; the next-base context is clipped to fit it."""
+    def checked(self, carbon: Carbon, *, on_note: Callable[[str], None] | None = None) -> VepSettings:
+        """Validate against the model. A window or next-base context that does not fit the model
+        is cut to fit, like ``hexamer eval`` does, and said so: ``on_note(message)`` with the old
+        and new values (default: a :class:`SettingsFittedWarning`)."""
+
+        def note(message: str) -> None:
+            if on_note is not None:
+                on_note(message)
+            else:
+                warnings.warn(message, SettingsFittedWarning, stacklevel=3)
+
         if self.recipe not in RECIPES:
             raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {self.recipe!r}")
         if self.token_budget is None:
             model = getattr(carbon, "model", None)  # hexamer.remote has none: its units are per window
             on_cpu = model is None or model.device.type == "cpu"
             budget = TOKEN_BUDGET_CPU if on_cpu else 16384
-            return replace(self, token_budget=budget).checked(carbon)
+            return replace(self, token_budget=budget).checked(carbon, on_note=on_note)
         for name in ("batch_size", "token_budget", "block_records"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        positions = carbon.context_length
+        # a served model needs room for the one completion token of a prompt-logprobs request
+        positions = getattr(carbon, "max_prompt_tokens", carbon.context_length)
         k = carbon.layout.k
         if self.recipe == "window":
             if self.window < 1:
@@ -140,16 +165,28 @@ class VepSettings:
                     f"window ({self.window // 2} bp), got {self.window_grid}"
                 )
             if window_tokens(self.window, k) > positions:
-                raise ValueError(
-                    f"a {self.window} bp window needs {window_tokens(self.window, k)} tokens; the model's context "
-                    f"is {positions} tokens (at most {k * (positions - 1)} bp)"
+                fitted = k * (positions - 1)
+                note(
+                    f"window {self.window} bp -> {fitted} bp: a {self.window} bp window needs "
+                    f"{window_tokens(self.window, k)} tokens, the model takes {positions}"
                 )
+                grid = min(self.window_grid, max(1, fitted // 2))
+                if grid != self.window_grid:
+                    note(f"window_grid {self.window_grid} bp -> {grid} bp (at most half the window)")
+                return replace(self, window=fitted, window_grid=grid)
             return self
         if self.rc_average:
             raise ValueError("rc_average applies to the window recipe only (next_base reads left context)")
         if self.window_grid != 1:
             raise ValueError("window_grid applies to the window recipe only")
         ctx = NextBaseContext.for_model(self.context, self.context_grid, positions, k)
+        if ctx.context < self.context - self.context % k:
+            note(
+                f"context {self.context} bp -> {ctx.context} bp: the model takes {positions} tokens "
+                f"(at most {k * (positions - 1)} bp with the grid)"
+            )
+        if ctx.grid < max(k, self.context_grid - self.context_grid % k):
+            note(f"context_grid {self.context_grid} bp -> {ctx.grid} bp so that every context fits the model")
         return VepSettings(**{**asdict(self), "context": ctx.context, "context_grid": ctx.grid})
 
     def as_dict(self) -> dict[str, Any]:
@@ -159,7 +196,16 @@ class VepSettings:
 # --------------------------------------------------------------------------- rows
 
 
-def _row(v: Variant, recipe: str, status: str, score: float | None = None, reason: str | None = None) -> Row:
+def _row(
+    v: Variant,
+    recipe: str,
+    status: str,
+    score: float | None = None,
+    reason: str | None = None,
+    *,
+    n_scored_bp: int | None = None,
+    n_oov_bp: int | None = None,
+) -> Row:
     return {
         "record": v.record,
         "alt_index": v.alt_index,
@@ -173,6 +219,8 @@ def _row(v: Variant, recipe: str, status: str, score: float | None = None, reaso
         "score": score,
         "status": status,
         "reason": reason,
+        "n_scored_bp": n_scored_bp,
+        "n_oov_bp": n_oov_bp,
     }
 
 
@@ -189,10 +237,21 @@ class _WindowSite:
     end: int
     members: list[Variant] = field(default_factory=list)
 
-    def windows(self, reference: Reference) -> tuple[str, list[str]]:
-        """The ref window and each member's alt window."""
-        ref = reference.fetch(self.contig, self.start, self.end)
-        return ref, [alt_window(ref, v.start - self.start, v.ref, v.alt) for v in self.members]
+    def pairs(self, reference: Reference, window: int, grid: int, limit: int) -> list[WindowPair | None]:
+        """Each member's ref and alt windows (:func:`~hexamer.vep.recipes.variant_windows`: an
+        indel's windows reach up to its length difference beyond ``[start, end)``)."""
+        length = reference.lengths[self.contig]
+        reach = max(abs(len(v.alt) - len(v.ref)) for v in self.members)
+        lo, hi = max(0, self.start - reach), min(length, self.end + reach)
+        seq = reference.fetch(self.contig, lo, hi)
+
+        def fetch(a: int, b: int) -> str:
+            assert lo <= a <= b <= hi
+            return seq[a - lo : b - lo]
+
+        return [
+            variant_windows(fetch, v.start, v.ref, v.alt, length, window, grid, limit) for v in self.members
+        ]
 
     def n_windows(self) -> int:
         return 1 + len({(v.start, v.ref, v.alt) for v in self.members})
@@ -235,6 +294,9 @@ class _Planner:
         self.token_budget: int = settings.token_budget
         self.note = note
         self.k = carbon.layout.k
+        self.positions: int = getattr(carbon, "max_prompt_tokens", carbon.context_length)
+        #: the most bases a window may hold (``<dna>`` + whole k-mers within the model's context)
+        self.limit = self.k * (self.positions - 1)
         self._noted: set[str] = set()
         self._lead: dict[tuple[str, int], tuple[int, int]] = {}
 
@@ -289,13 +351,17 @@ class _Planner:
             if v.kind != "SNV":
                 return f"the next_base recipe scores SNVs only (this is a {v.kind})"
             return None
-        start, end = window_bounds(
-            v.start, len(v.ref), self.reference.lengths[contig], self.s.window, self.s.window_grid
+        length = self.reference.lengths[contig]
+        if window_tokens(max(len(v.ref), len(v.alt)), self.k) > self.positions:
+            return f"its allele needs more tokens than the model's context of {self.positions}"
+        spans = window_pair_bounds(
+            v.start, len(v.ref), len(v.alt), length, self.s.window, self.s.window_grid, self.limit
         )
-        n = (end - start) - len(v.ref) + len(v.alt)
-        tokens = window_tokens(max(n, end - start), self.k)
-        if tokens > self.carbon.context_length:
-            return f"its window needs {tokens} tokens, more than the model's context of {self.carbon.context_length}"
+        if spans is None:
+            return (
+                f"contig {contig!r} ({length} bp) is too short to give this indel's ref and alt windows "
+                "the same number of bases"
+            )
         return None
 
     # ---------------------------------------------------------------- units
@@ -392,37 +458,63 @@ class _Runner:
         self.layout = carbon.layout
         self.device = torch.device("cpu") if remote else carbon.model.device
         self.rows = (self.layout.kmer_start, self.layout.kmer_stop)
+        positions = getattr(carbon, "max_prompt_tokens", carbon.context_length)
+        self.limit = self.layout.k * (positions - 1)
+        #: group sequences fetched by next_base_logprobs, reused to count their <oov> bases
+        self._group_seqs: dict[tuple[str, int, int], str] = {}
 
     # ------------------------------------------------------------ window
     def window(self, sites: list[_WindowSite]) -> list[Row]:
-        recipe = self.s.recipe
-        windows = [site.windows(self.reference) for site in sites]
+        recipe, rc, k = self.s.recipe, self.s.rc_average, self.layout.k
+        out: list[Row] = []
+        todo: list[tuple[int, Variant, WindowPair, int]] = []  # (site, variant, windows, oov bases)
+        for si, site in enumerate(sites):
+            pairs = site.pairs(self.reference, self.s.window, self.s.window_grid, self.limit)
+            for v, pair in zip(site.members, pairs, strict=True):
+                if pair is None:  # the planner skips these; kept for callers that bypass it
+                    out.append(_row(v, recipe, "skipped", reason="contig too short for equal-length windows"))
+                    continue
+                n_oov = pair_oov_bp(pair, rc_average=rc, k=k)
+                counts = {"n_scored_bp": len(pair.ref) - n_oov, "n_oov_bp": n_oov}
+                reason = unscored_allele(pair, rc_average=rc, k=k)
+                if reason is not None:
+                    out.append(_row(v, recipe, "skipped", reason=reason, **counts))
+                else:
+                    todo.append((si, v, pair, n_oov))
+        if not todo:
+            return out
+
+        def ok(v: Variant, pair: WindowPair, n_oov: int, score: float) -> Row:
+            return _row(v, recipe, "ok", score, n_scored_bp=len(pair.ref) - n_oov, n_oov_bp=n_oov)
+
         if self.naive:
             prefetch = getattr(self.carbon, "prefetch_windows", None)  # remote: all windows concurrently
             if prefetch is not None:
-                flips = [reverse_complement] if self.s.rc_average else []
-                prefetch([f(x) for ref, alts in windows for x in [ref, *alts] for f in [str, *flips]])
-            return [
-                _row(v, recipe, "ok", naive_window_score(self.carbon, ref, w, rc_average=self.s.rc_average))
-                for site, (ref, alts) in zip(sites, windows, strict=True)
-                for v, w in zip(site.members, alts, strict=True)
-            ]
-        strands = [lambda x: x, reverse_complement] if self.s.rc_average else [lambda x: x]
+                flips = [reverse_complement] if rc else []
+                prefetch([f(x) for _, _, p, _ in todo for x in (p.ref, p.alt) for f in [str, *flips]])
+            for _, v, pair, n_oov in todo:
+                out.append(
+                    ok(v, pair, n_oov, naive_window_score(self.carbon, pair.ref, pair.alt, rc_average=rc))
+                )
+            return out
+        strands = [lambda x: x, reverse_complement] if rc else [lambda x: x]
+        by_site: dict[int, list[tuple[Variant, WindowPair, int]]] = {}
+        for si, v, pair, n_oov in todo:
+            by_site.setdefault(si, []).append((v, pair, n_oov))
         groups: list[list[str]] = []
-        for ref, alts in windows:
-            strings = list(dict.fromkeys([ref, *alts]))
+        for members in by_site.values():
+            strings = list(dict.fromkeys(x for _, p, _ in members for x in (p.ref, p.alt)))
             groups.extend([[flip(x) for x in strings] for flip in strands])
         sums = self.shared_prefix_sums(groups)
-        out = []
         g = 0
-        for site, (ref, alts) in zip(sites, windows, strict=True):
-            per_strand = []
+        for members in by_site.values():
+            tables = []
             for flip in strands:
-                per_strand.append((flip, dict(zip(groups[g], sums[g], strict=True))))
+                tables.append((flip, dict(zip(groups[g], sums[g], strict=True))))
                 g += 1
-            for v, w in zip(site.members, alts, strict=True):
-                deltas = [table[flip(w)] - table[flip(ref)] for flip, table in per_strand]
-                out.append(_row(v, recipe, "ok", sum(deltas) / len(deltas)))
+            for v, pair, n_oov in members:
+                deltas = [table[flip(pair.alt)] - table[flip(pair.ref)] for flip, table in tables]
+                out.append(ok(v, pair, n_oov, sum(deltas) / len(deltas)))
         return out
 
     @torch.inference_mode()
@@ -505,16 +597,32 @@ class _Runner:
             for g in groups:
                 for p0 in sorted(g.sites):
                     ctx = self.reference.fetch(g.contig, g.start, p0)
+                    n_oov = oov_bp(ctx, self.layout.k)
+                    counts = {"n_scored_bp": len(ctx) - n_oov, "n_oov_bp": n_oov}
                     for v in g.sites[p0]:
                         (score,) = naive_next_base_scores(self.carbon, ctx, v.ref, [v.alt])
-                        out.append(_row(v, recipe, "ok", score))
+                        out.append(_row(v, recipe, "ok", score, **counts))
             return out
         firsts = self.next_base_logprobs(groups)
         for g, per_site in zip(groups, firsts, strict=True):
+            oov = self._context_oov(g)
             for p0, lp in zip(sorted(g.sites), per_site, strict=True):
+                counts = {"n_scored_bp": p0 - g.start - oov[p0], "n_oov_bp": oov[p0]}
                 for v in g.sites[p0]:
-                    out.append(_row(v, recipe, "ok", float(lp[BASE_INDEX[v.ref]] - lp[BASE_INDEX[v.alt]])))
+                    score = float(lp[BASE_INDEX[v.ref]] - lp[BASE_INDEX[v.alt]])
+                    out.append(_row(v, recipe, "ok", score, **counts))
         return out
+
+    def _context_oov(self, g: _NextBaseGroup) -> dict[int, int]:
+        """``<oov>`` bases of each site's context ``[g.start, p0)`` (whole k-mers: sites sit on the
+        group's k-mer grid), from one scan of the group's sequence."""
+        k = self.layout.k
+        last = max(g.sites)
+        seq = self._group_seqs.pop((g.contig, g.start, last), None)  # left by next_base_logprobs
+        if seq is None:
+            seq = self.reference.fetch(g.contig, g.start, last)
+        chunks = sorted({i // k for i in non_acgt_positions(seq)})
+        return {p0: k * bisect.bisect_left(chunks, (p0 - g.start) // k) for p0 in g.sites}
 
     @torch.inference_mode()
     def next_base_logprobs(self, groups: Sequence[_NextBaseGroup]) -> list[list[torch.Tensor]]:
@@ -530,9 +638,11 @@ class _Runner:
         lay = self.layout
         model = self.carbon.model
         result: list[list[torch.Tensor]] = []
+        self._group_seqs = {}
         for g in groups:
             positions = sorted(g.sites)
             seq = self.reference.fetch(g.contig, g.start, positions[-1])
+            self._group_seqs[(g.contig, g.start, positions[-1])] = seq
             ids = torch.tensor([[lay.begin_id, *encode_kmers(seq, lay).tolist()]], device=self.device)
             hidden = model(ids, logits_at="none", return_hidden=True).hidden
             assert hidden is not None
@@ -626,7 +736,7 @@ def iter_blocks(
     """Per block of input records, an iterator over the row lists of its units (the resume layer's
     view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
     The VCF header is read now, so a bad file raises here."""
-    settings = settings.checked(carbon)
+    settings = settings.checked(carbon, on_note=on_note)
     planner = _Planner(carbon, reference, settings, on_note or _default_note)
     runner = _Runner(carbon, reference, settings, naive)
     records = read_vcf(vcf)
@@ -685,8 +795,11 @@ def score_variants(
     Yields one row per (record, ALT) in input order, for every input record (malformed, symbolic,
     mismatching ones included), with the columns :data:`ROW_COLUMNS`; ``status`` is one of
     :data:`STATUSES` and ``reason`` says why a row was not scored. Scores: window recipe
-    ``LL(alt) - LL(ref)``, next-base ``log P(ref) - log P(alt)`` (definitions in
-    :mod:`hexamer.vep.recipes`). ``naive=True`` computes the same scores the slow, obvious way (one
+    ``LL(alt) - LL(ref)`` over windows of equal length, next-base ``log P(ref) - log P(alt)``
+    (definitions in :mod:`hexamer.vep.recipes`); a variant whose bases share a 6-mer with an
+    ``N`` is ``skipped``. ``n_scored_bp``/``n_oov_bp``: bases of the windows (or context) scored
+    and lost to ``<oov>`` 6-mers. A window or context too long for the model is cut to fit, with
+    a note. ``naive=True`` computes the same scores the slow, obvious way (one
     full forward per window or per ALT), for tests and benchmarks. ``on_progress(n)`` is called
     with the number of rows each finished unit produced; ``on_note(message)`` receives notes such
     as contig renames (default: a :class:`ContigRenameWarning`). ``renames`` maps VCF contig
@@ -702,7 +815,7 @@ def score_variants(
         batch_size=batch_size,
         token_budget=token_budget,
         block_records=block_records,
-    ).checked(carbon)
+    ).checked(carbon, on_note=on_note)
     reference = Reference(fasta, renames=renames)
     try:
         blocks = iter_blocks(
@@ -712,6 +825,25 @@ def score_variants(
         reference.close()
         raise
     return _ordered_rows(blocks, reference)
+
+
+def count_rows(vcf: PathLike) -> int:
+    """How many rows :func:`score_variants` yields for ``vcf`` (one per ALT; one for a record
+    without ALT or a malformed line), counted without parsing records: the total of a progress
+    bar. A text VCF is read line by line (about a second per million lines); a BCF with pysam."""
+    path = os.fspath(vcf)
+    with open(path, "rb") as f:
+        is_bcf = f.read(3) == b"BCF" or (path.lower().endswith(".bcf"))
+    if is_bcf:
+        with open_variant_file(path) as source:
+            return sum(max(1, len(rec.alts or ())) for rec in source)
+    n = 0
+    for line in iter_data_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split(b"\t", 5)
+        n += fields[4].count(b",") + 1 if len(fields) > 5 else 1
+    return n
 
 
 def _ordered_rows(blocks: Iterator[Iterator[list[Row]]], reference: Reference) -> Iterator[Row]:

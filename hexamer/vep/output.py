@@ -7,6 +7,8 @@
   - ``HEXAMER_STATUS`` (Number=A, String): ``ok``, ``skipped``, ``ref_mismatch`` or ``failed``;
   - ``HEXAMER_REASON`` (Number=A, String): why an ALT is not ``ok`` (percent-encoded, see
     :func:`vcf_escape`), ``.`` for ok ones; absent when all are ok;
+  - ``HEXAMER_SCORED_BP``/``HEXAMER_OOV_BP`` (Number=A, Integer): bases of each ALT's windows
+    (or context) scored, and lost to ``<oov>`` 6-mers;
   - ``HEXAMER_RECIPE`` (Number=1, String): ``window`` or ``next_base``;
 
   plus the symbolic ALTs, ``END`` and undeclared tags the records use, and ``##hexamer_*``
@@ -74,6 +76,8 @@ INFO_SCORE = "HEXAMER_SCORE"
 INFO_STATUS = "HEXAMER_STATUS"
 INFO_RECIPE = "HEXAMER_RECIPE"
 INFO_REASON = "HEXAMER_REASON"
+INFO_SCORED_BP = "HEXAMER_SCORED_BP"
+INFO_OOV_BP = "HEXAMER_OOV_BP"
 _INFO = (
     (
         INFO_SCORE,
@@ -86,6 +90,18 @@ _INFO = (
         "A",
         "String",
         "hexamer scoring status of each ALT allele: ok, skipped, ref_mismatch or failed",
+    ),
+    (
+        INFO_SCORED_BP,
+        "A",
+        "Integer",
+        "hexamer: bases scored in each window of each ALT (window recipe) or read in its context (next_base)",
+    ),
+    (
+        INFO_OOV_BP,
+        "A",
+        "Integer",
+        "hexamer: bases of those windows or contexts inside <oov> 6-mers (a non-ACGT base), not scored",
     ),
     (
         INFO_RECIPE,
@@ -120,6 +136,7 @@ def row_schema() -> pa.Schema:
     import pyarrow as pa
 
     types = {"record": pa.int64(), "alt_index": pa.int64(), "pos": pa.int64(), "score": pa.float64()}
+    types.update(n_scored_bp=pa.int64(), n_oov_bp=pa.int64())
     return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])
 
 
@@ -560,6 +577,8 @@ def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, 
             rec.stop = stop
     if n_alts or found[0] is not None:
         rec.info[INFO_STATUS] = tuple("." if r is None else str(r.get("status")) for r in found)
+        for info, column in ((INFO_SCORED_BP, "n_scored_bp"), (INFO_OOV_BP, "n_oov_bp")):
+            rec.info[info] = tuple(None if r is None else r.get(column) for r in found)
         if any(r is not None and r.get("reason") for r in found):
             rec.info[INFO_REASON] = tuple(
                 vcf_escape(str(r["reason"])) if r is not None and r.get("reason") else "." for r in found

@@ -3,17 +3,32 @@
 **Window likelihood** (BRCA2, TraitGym). A window of ``window`` bp (default 8,192) around the
 variant: ``[p0 - window//2, p0 + window - window//2)`` with ``p0`` the 0-based position of the first
 REF base, clipped at the contig ends (and stretched right so that a long REF fits). The alt window
-is the ref window with REF replaced by ALT, keeping both flanks, so for an indel the two windows
-have different lengths but cover the same genomic interval. Each window is scored as
-``<dna>window`` (no closing tag) with FNS base-level log-probabilities, and
+is the ref window with REF replaced by ALT. Each window is scored as ``<dna>window`` (no closing
+tag) with FNS base-level log-probabilities, and
 
     LL(window) = SUM over the window's scored bases of log P(base | everything before it)
     score      = LL(alt window) - LL(ref window)        (negative: alt is less likely)
 
-The sum, not the mean: with a mean an indel would be rewarded or penalised for changing the number
-of bases, whereas the sum compares the likelihood of the two haplotypes of the same region.
-Bases in ``<oov>`` chunks (``N``) are not scored. With ``rc_average`` the same delta is computed
-on the reverse-complemented windows and the two deltas are averaged.
+**Equal lengths** (:func:`window_pair_bounds`). A sum over windows of different lengths measures
+the length difference (a 1.2 kb deletion would score ~ +1,700 for having 1,200 fewer bases to
+pay for), so the two windows always hold the same number of bases. For an indel the window with
+the shorter allele takes ``|len(ALT) - len(REF)|`` more reference bases on its right (3') flank:
+a deletion's alt window, an insertion's ref window. Both windows keep the same left flank, so the
+KV-cache prefix the engine shares still covers everything before the variant. Where the contig
+ends before that, the missing bases are taken on the left flank instead; where the contig is too
+short for both (a window already spanning the contig), the longer window gives up bases from its
+right flank, then its left one, so both hold ``contig length - max(0, len(REF) - len(ALT))``
+bases at most; the same cut keeps an insertion's windows within the model's context when the window
+already fills it. SNVs and MNVs are unchanged.
+
+**Unscored bases.** A 6-mer holding any non-ACGT base (``N``) is ``<oov>``; its bases have no
+log-probability and are left out of LL. A variant whose own bases (REF in the ref window, ALT in
+the alt window, on either strand scored) fall in such a 6-mer cannot be scored: the two windows
+would differ only inside a token the model never sees, and the delta would be a meaningless
+(often exactly 0.0) number; :func:`unscored_allele` names it and the engine marks the row
+``skipped``. Otherwise each window's ``<oov>`` bases are counted (:func:`oov_bp`) and reported with
+the score. With ``rc_average`` the same delta is computed on the reverse-complemented windows and
+the two deltas are averaged.
 
 With ``window_grid = G > 1`` (off by default) the window is centred on the middle of the G-bp tile
 holding the variant instead of on the variant, so the variant sits at most G/2 bp off centre and
@@ -42,7 +57,8 @@ ranking for SNVs, see above).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,16 +78,23 @@ __all__ = [
     "DEFAULT_WINDOW",
     "RECIPES",
     "NextBaseContext",
+    "WindowPair",
     "alt_window",
     "bp_log_likelihood",
     "context_anchor",
     "context_start",
     "naive_next_base_scores",
     "naive_window_score",
+    "non_acgt_positions",
+    "oov_bp",
+    "pair_oov_bp",
     "reverse_complement",
+    "unscored_allele",
+    "variant_windows",
     "window_bounds",
     "window_centre",
     "window_ll",
+    "window_pair_bounds",
     "window_tokens",
 ]
 
@@ -112,6 +135,133 @@ def window_centre(p0: int, grid: int = 1) -> int:
     return grid * (p0 // grid) + grid // 2
 
 
+def window_pair_bounds(
+    p0: int,
+    ref_len: int,
+    alt_len: int,
+    contig_len: int,
+    window: int,
+    grid: int = 1,
+    limit: int | None = None,
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Reference spans ``[start, end)`` of the ref window and of the alt window (whose
+    ``[p0, p0 + ref_len)`` is replaced by ALT), chosen so that both hold the same number of bases.
+
+    The ref window is :func:`window_bounds`; for an indel the window with the shorter allele gets
+    the length difference on its right flank (then its left one at a contig end), and when the
+    contig cannot give that many bases the other window is cut from the right instead (see the
+    module docstring); ``limit`` (the most bases the model takes) caps both windows the same way.
+    ``None`` when the contig (or ``limit``) is too short to hold both alleles' windows at one
+    length (``contig_len - |difference|`` is less than the longer allele).
+    """
+    start, end = window_bounds(p0, ref_len, contig_len, window, grid)
+    diff = alt_len - ref_len
+    if diff == 0:
+        return (start, end), (start, end)
+    total = min(end - start + max(diff, 0), contig_len - max(-diff, 0))
+    if limit is not None:
+        total = min(total, limit)
+    if total < max(ref_len, alt_len):
+        return None
+
+    def span(allele_len: int) -> tuple[int, int]:
+        flank = total - allele_len
+        right = min(max(flank - (p0 - start), 0), contig_len - p0 - ref_len)
+        return p0 - (flank - right), p0 + ref_len + right
+
+    return span(ref_len), span(alt_len)
+
+
+@dataclass(frozen=True)
+class WindowPair:
+    """The ref and alt windows of one variant and where its alleles sit in them."""
+
+    ref: str
+    alt: str
+    ref_offset: int
+    alt_offset: int
+    ref_len: int
+    alt_len: int
+    #: 0-based reference start of the ref window (for reports; the alt window may start elsewhere
+    #: only at a contig end)
+    start: int = 0
+
+
+def variant_windows(
+    fetch: Callable[[int, int], str],
+    p0: int,
+    ref: str,
+    alt: str,
+    contig_len: int,
+    window: int,
+    grid: int = 1,
+    limit: int | None = None,
+) -> WindowPair | None:
+    """The two windows of a variant by :func:`window_pair_bounds` (``None`` where it gives none);
+    ``fetch(start, end)`` returns reference bases ``[start, end)``."""
+    spans = window_pair_bounds(p0, len(ref), len(alt), contig_len, window, grid, limit)
+    if spans is None:
+        return None
+    (rs, re_), (as_, ae) = spans
+    ref_win = fetch(rs, re_)
+    alt_win = fetch(as_, p0) + alt + fetch(p0 + len(ref), ae)
+    return WindowPair(ref_win, alt_win, p0 - rs, p0 - as_, len(ref), len(alt), rs)
+
+
+_NON_ACGT = re.compile("[^ACGTacgt]")
+
+
+def _chunk_span(n: int, offset: int, length: int, k: int, rc: bool) -> tuple[int, int]:
+    """Forward coordinates of the k-mer chunks of an ``n``-base window that hold
+    ``[offset, offset + length)``; on the reverse strand chunks are laid from the window's end."""
+    if not rc:
+        return k * (offset // k), min(n, k * -(-(offset + length) // k))
+    o = n - offset - length  # the same bases on the reverse-complemented window
+    return max(0, n - k * -(-(o + length) // k)), n - k * (o // k)
+
+
+def unscored_allele(pair: WindowPair, *, rc_average: bool = False, k: int = 6) -> str | None:
+    """Why the variant's own bases are not scored (they share a k-mer with a non-ACGT base, so
+    that k-mer is ``<oov>`` in the ref or the alt window, on a strand used), or ``None``."""
+    strands = (False, True) if rc_average else (False,)
+    for rc in strands:
+        for which, seq, offset, length in (
+            ("ref", pair.ref, pair.ref_offset, pair.ref_len),
+            ("alt", pair.alt, pair.alt_offset, pair.alt_len),
+        ):
+            a, b = _chunk_span(len(seq), offset, length, k, rc)
+            if _NON_ACGT.search(seq, a, b):
+                strand = " (reverse strand)" if rc else ""
+                return (
+                    f"a non-ACGT reference base shares a {k}-mer with the variant: the {k}-mer{'s' if b - a > k else ''} "
+                    f"{seq[a:b]!r} of the {which} window{strand} {'are' if b - a > k else 'is'} <oov>, so the "
+                    "variant's bases would not be scored"
+                )
+    return None
+
+
+def non_acgt_positions(seq: str) -> list[int]:
+    """Offsets of the characters that make a k-mer ``<oov>`` (anything but A/C/G/T, either case)."""
+    return [m.start() for m in _NON_ACGT.finditer(seq)]
+
+
+def oov_bp(seq: str, k: int = 6, *, rc: bool = False) -> int:
+    """Bases of ``<dna>seq`` inside ``<oov>`` k-mers (chunks holding a non-ACGT character); with
+    ``rc`` of its reverse complement (chunks laid from the end)."""
+    n = len(seq)
+    hits = non_acgt_positions(seq)
+    if not hits:
+        return 0
+    chunks = {((n - 1 - i) if rc else i) // k for i in hits}
+    return sum(min(k, n - c * k) for c in chunks)
+
+
+def pair_oov_bp(pair: WindowPair, *, rc_average: bool = False, k: int = 6) -> int:
+    """The most bases lost to ``<oov>`` in any window of the pair (either strand when averaged)."""
+    strands = (False, True) if rc_average else (False,)
+    return max(oov_bp(seq, k, rc=rc) for seq in (pair.ref, pair.alt) for rc in strands)
+
+
 def alt_window(ref_window: str, offset: int, ref: str, alt: str) -> str:
     """The ref window with ``ref`` (at ``offset``) replaced by ``alt``; both flanks kept."""
     return ref_window[:offset] + alt + ref_window[offset + len(ref) :]
@@ -143,7 +293,7 @@ def window_ll(carbon: Carbon, seq: str) -> float:
     remote = getattr(carbon, "window_ll", None)  # hexamer.remote computes it from server log-probs
     if remote is not None:
         return float(remote(seq))
-    ids, start, targets, n_real, _ = carbon._dna_inputs(seq, "", 0)
+    ids, start, targets, n_real, _ = carbon._dna_inputs(seq, "", 0, validate=False)
     logits = carbon._kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
     return bp_log_likelihood(logits, targets, n_real)
 

@@ -57,6 +57,7 @@ from hexamer.vep.output import (
     row_schema,
     write_vep_output,
 )
+from hexamer.vep.summary import reason_category
 from hexamer.vep.variants import FastaError, Reference, VcfInputError
 
 if TYPE_CHECKING:
@@ -77,7 +78,8 @@ Row = dict[str, Any]
 Key = tuple[int, int]
 _META = "meta.json"
 _MANIFEST = "chunks.json"
-#: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json
+#: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json,
+#: n_scored_bp/n_oov_bp columns, equal-length indel windows
 _VERSION = 2
 #: meta.json keys that describe the run but do not make it a different job
 _NOT_COMPARED = ("command",)
@@ -103,6 +105,8 @@ class VepRunResult:
     output: str
     n_rows: int
     status_counts: dict[str, int] = field(default_factory=dict)
+    #: rows per ``(status, reason category)`` (:func:`hexamer.vep.summary.reason_category`)
+    reason_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     n_resumed: int = 0
     vcf: VcfWriteResult | None = None
     #: scores of the ``ok`` rows (an ``array('d')``) and their variant kinds (SNV, MNV, insertion,
@@ -477,6 +481,7 @@ class _Tally:
     def __init__(self) -> None:
         self.n_rows = 0
         self.counts: Counter[str] = Counter()
+        self.reasons: Counter[tuple[str, str]] = Counter()
         self.scores = array("d")
         self.kinds = _Labels()
 
@@ -484,6 +489,8 @@ class _Tally:
         for row in rows:
             self.n_rows += 1
             self.counts[str(row["status"])] += 1
+            if row["status"] != "ok":
+                self.reasons[(str(row["status"]), reason_category(row.get("reason")))] += 1
             if row["status"] == "ok" and row["score"] is not None:
                 self.scores.append(float(row["score"]))
                 self.kinds.append(str(row["kind"]))
@@ -555,7 +562,7 @@ def run_vep(
     for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
         if not os.path.isfile(path):
             raise error(f"{os.fspath(path)}: no such {what} file")
-    checked = VepSettings(**settings).checked(carbon)
+    checked = VepSettings(**settings).checked(carbon, on_note=on_note)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     meta = {
         "version": _VERSION,
@@ -664,6 +671,7 @@ def run_vep(
         output=str(out),
         n_rows=tally.n_rows,
         status_counts=dict(tally.counts),
+        reason_counts=dict(tally.reasons),
         n_resumed=n_resumed,
         vcf=result if isinstance(result, VcfWriteResult) else None,
         scores=tally.scores,

@@ -186,3 +186,55 @@ def test_generate_sampling_options_reach_the_engine(tiny_folder: Path, tmp_path:
     )
     assert got == want.sequence
     assert "mode='token'" in usage_error([*args, "--top-k", "3"]).format_message()  # bp mode refuses it
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "tsv", "csv", "parquet"])
+def test_score_all_n_writes_null_not_nan(tiny_folder: Path, tmp_path: Path, suffix: str) -> None:
+    import json
+
+    fa = tmp_path / "in.fa"
+    fa.write_text(">n\nNNNNNNNNNNNN\n>some\nACGTACNNNNNN\n")
+    out = tmp_path / f"scores.{suffix}"
+    args = ["score", "-m", str(tiny_folder), "-i", str(fa), "-o", str(out), "--per-base"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    if suffix == "jsonl":
+        text = out.read_text()
+        assert "NaN" not in text
+        rows = [json.loads(line) for line in text.splitlines()]  # strict JSON parses it
+        assert rows[1]["per_base_logprob"][6:] == [None] * 6
+    elif suffix == "parquet":
+        rows = pq.read_table(out).to_pylist()
+    else:
+        with out.open() as f:
+            rows = list(csv.DictReader(f, delimiter="\t" if suffix == "tsv" else ","))
+    assert rows[0]["status"] == "skipped" and "<oov>" in rows[0]["error"]
+    assert rows[0]["mean_logprob"] in (None, "")
+    assert rows[1]["status"] == "ok"
+
+
+def test_positional_and_fasta_sequences_are_checked_alike(tiny_folder: Path, tmp_path: Path) -> None:
+    seqs = ["ACGTACGTACGT", "ACGT-ACGT", "ACGTRYACGTAC"]
+    fa = tmp_path / "in.fa"
+    fa.write_text("".join(f">seq{i + 1}\n{s}\n" for i, s in enumerate(seqs)))
+    by_arg, by_file = tmp_path / "a.jsonl", tmp_path / "f.jsonl"
+    assert runner.invoke(app, ["score", "-m", str(tiny_folder), *seqs, "-o", str(by_arg)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(fa), "-o", str(by_file)]).exit_code
+        == 0
+    )
+    assert by_arg.read_text() == by_file.read_text()
+    assert [r.split('"status": ')[1][:9] for r in by_arg.read_text().splitlines()] == [
+        '"ok", "er',
+        '"skipped"',
+        '"ok", "er',
+    ]
+
+
+def test_count_records_gives_the_progress_total(fasta: Path, tmp_path: Path) -> None:
+    from hexamer.cli.jobs import count_records
+
+    assert count_records(["ACGT", "TTGA"], None) == 2
+    assert count_records(None, fasta) == 6  # bad records count: they are rows too
+    assert count_records(None, Path("-")) is None  # standard input cannot be read twice
+    assert count_records(None, tmp_path / "missing.fa") is None  # the real pass reports it

@@ -171,6 +171,18 @@ def make_app(carbon: Carbon, settings: FakeSettings) -> FastAPI:
                 return bad
         ids = _prompt_ids(carbon, body["prompt"])
         n_new = int(body.get("max_tokens", 16))
+        if s.max_model_len and len(ids) + n_new > s.max_model_len:  # vLLM's check
+            return JSONResponse(
+                {
+                    "object": "error",
+                    "message": f"This model's maximum context length is {s.max_model_len} tokens. However, "
+                    f"you requested {len(ids) + n_new} tokens ({len(ids)} in the messages, {n_new} in the "
+                    "completion). Please reduce the length of the messages or completion.",
+                    "type": "BadRequestError",
+                    "code": 400,
+                },
+                status_code=400,
+            )
         if body.get("stream"):
             return StreamingResponse(stream(ids, body, n_new), media_type="text/event-stream")
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from hexamer import Carbon
-from hexamer.testing.cli import run_json, usage_error
+from hexamer.testing.cli import error_message, run, run_json, usage_error
 from hexamer.vep import run_vep, score_variants
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
@@ -79,3 +80,68 @@ def test_cli_vep_server(vllm_url: str, tiny_folder: Path, tmp_path: Path) -> Non
     assert sum(summary["status_counts"].values()) == summary["n_rows"] > 0
     bad = usage_error([*args[:7], "--server", vllm_url, "--model", str(tiny_folder)])
     assert "not both" in bad.format_message()
+
+
+def _vep_args(url: str, tiny_folder: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "vep",
+        "--vcf",
+        str(DATA / "chr20_slice.vcf"),
+        "--fasta",
+        str(FASTA),
+        "--out",
+        str(out),
+        "--server",
+        url,
+        "--tokenizer",
+        str(tiny_folder),
+        "--top-n",
+        "4608",
+        *extra,
+    ]
+
+
+def test_next_base_default_context_fits_a_served_context(
+    local: Carbon, tiny_folder: Path, tmp_path: Path
+) -> None:
+    """A server whose max_model_len is the model's context: the default next-base context used to
+    fill it exactly, so prompt + the one completion token overflowed (HTTP 400 on every site)."""
+    from tests.remote.fake_server import FakeSettings, make_app, serve
+
+    settings = FakeSettings(max_model_len=local.context_length)
+    with serve(make_app(local, settings)) as url:
+        out = tmp_path / "scored.jsonl"
+        run_json(_vep_args(url, tiny_folder, out, "--recipe", "next_base"))
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert {r["status"] for r in rows} == {"ok", "skipped"}  # the insertions are skipped
+        # the context was fitted, and the CLI said so with the old and new values
+        with Carbon.from_server(url, tokenizer=tiny_folder, top_n=4608) as remote:
+            assert remote.max_prompt_tokens == local.context_length - 1
+            notes: list[str] = []
+            list(
+                score_variants(
+                    remote, DATA / "chr20_slice.vcf", FASTA, recipe="next_base", on_note=notes.append
+                )
+            )
+        assert any(n.startswith("context 24576 bp -> ") for n in notes)
+        # the remote score path leaves the completion token room as well
+        with Carbon.from_server(url, tokenizer=tiny_folder, top_n=4608) as remote:
+            longest = "ACGTAC" * (remote.max_prompt_tokens - 1)
+            assert remote.score(longest).n_scored == len(longest)
+            with pytest.raises(ValueError, match="less the one completion token"):
+                remote.check_sequence(longest + "ACGTAC")
+
+
+def test_a_job_where_nothing_was_scored_exits_non_zero(
+    local: Carbon, tiny_folder: Path, tmp_path: Path
+) -> None:
+    from tests.remote.fake_server import FakeSettings, make_app, serve
+
+    settings = FakeSettings(fail_first=10**6, fail_status=400)  # a server refusing every request
+    with serve(make_app(local, settings)) as url:
+        out = tmp_path / "scored.tsv"
+        result = run(_vep_args(url, tiny_folder, out, "--window", "60"))
+        assert result.exit_code == 1 and "no variant was scored" in error_message(result)
+        assert out.exists()  # every record is still in the output, with its reason
+        lines = out.read_text().splitlines()
+        assert len(lines) == 10 and all("\tfailed\t" in line for line in lines[1:])

@@ -11,7 +11,7 @@ import pytest
 
 from hexamer import Carbon
 from hexamer.embed import embed_sequences
-from hexamer.vep.recipes import alt_window, naive_window_score, window_bounds
+from hexamer.vep.recipes import naive_window_score, window_bounds
 
 
 def _post(url: str, path: str, **body: object) -> dict:
@@ -83,11 +83,35 @@ def test_vep_equals_window_recipe(url: str, ref: Carbon) -> None:
         q0 = int(v["pos"]) - 1
         start, end = window_bounds(q0, len(v["ref"]), len(seq), 120)
         ref_win = seq[start:end]
-        want = naive_window_score(
-            ref, ref_win, alt_window(ref_win, q0 - start, v["ref"], v["alt"]), rc_average=True
-        )
+        # the deletion's alt window takes its 2 missing bases on the right (equal lengths)
+        alt_win = seq[start:q0] + v["alt"] + seq[q0 + len(v["ref"]) : end + len(v["ref"]) - len(v["alt"])]
+        assert len(alt_win) == len(ref_win)
+        want = naive_window_score(ref, ref_win, alt_win, rc_average=True)
         assert row["status"] == "ok" and row["score"] == pytest.approx(want, abs=1e-6)
     assert rows[2]["status"] == "ref_mismatch" and rows[2]["score"] is None
+
+
+def test_vep_n_next_to_a_variant_is_skipped_not_scored(url: str, ref: Carbon) -> None:
+    """An N allele, or an N sharing the variant's 6-mer, used to give an `ok` row (ALT N scored,
+    REF N 0.0): the variant's bases were inside an <oov> 6-mer."""
+    rng = np.random.default_rng(1)
+    seq = list("".join(rng.choice(list("ACGT"), 300)))
+    seq[152] = "N"
+    seq = "".join(seq)
+    p0 = 150  # window 120: the variant starts its 6-mer [150, 156), which holds the N at 152
+    alt = "A" if seq[p0] != "A" else "C"
+    far = 100  # window [40, 160): its 6-mer is clean, the N is in the window
+    variants = [
+        {"sequence": seq, "pos": p0 + 1, "ref": seq[p0], "alt": alt},
+        {"sequence": seq, "pos": p0 + 1, "ref": seq[p0], "alt": "N"},
+        {"sequence": seq, "pos": 153, "ref": "N", "alt": "A"},
+        {"sequence": seq, "pos": far + 1, "ref": seq[far], "alt": "A" if seq[far] != "A" else "C"},
+    ]
+    rows = _post(url, "/v1/dna/vep", variants=variants, window=120, position_base=1)["data"]
+    for row in rows[:3]:
+        assert row["status"] == "skipped" and row["score"] is None and row["reason"]
+    assert "<oov>" in rows[0]["reason"]
+    assert rows[3]["status"] == "ok" and rows[3]["n_oov_bp"] == 6 and rows[3]["n_scored_bp"] == 114
 
 
 def test_embeddings_equal_hexamer_embed(url: str, ref: Carbon) -> None:

@@ -20,6 +20,7 @@ from hexamer.vep.recipes import (
     context_start,
     naive_window_score,
     reverse_complement,
+    variant_windows,
     window_bounds,
     window_centre,
 )
@@ -130,10 +131,11 @@ def test_window_rc_average(carbon: Carbon) -> None:
         for row, fwd in zip(fast, forward, strict=True):
             if row["status"] != "ok":
                 continue
-            start, end = window_bounds(row["pos"] - 1, len(row["ref"]), 440_000, 900)
-            ref_win = ref.fetch("20", start, end)
-            alt_win = alt_window(ref_win, row["pos"] - 1 - start, row["ref"], row["alt"])
-            rc = naive_window_score(carbon, reverse_complement(ref_win), reverse_complement(alt_win))
+            pair = variant_windows(
+                lambda a, b: ref.fetch("20", a, b), row["pos"] - 1, row["ref"], row["alt"], 440_000, 900
+            )
+            assert pair is not None
+            rc = naive_window_score(carbon, reverse_complement(pair.ref), reverse_complement(pair.alt))
             assert row["score"] == pytest.approx((fwd["score"] + rc) / 2, abs=TOL)
             assert row["score"] != pytest.approx(fwd["score"], abs=1e-9)
 
@@ -213,8 +215,6 @@ def test_next_base_context_is_clipped_to_the_model(carbon: Carbon) -> None:
 def test_bad_settings_raise(carbon: Carbon) -> None:
     with pytest.raises(ValueError, match="recipe must be one of"):
         score_variants(carbon, SLICE_VCF, FASTA, recipe="exact")
-    with pytest.raises(ValueError, match="needs 2049 tokens"):
-        score_variants(carbon, SLICE_VCF, FASTA, window=12_288)
     with pytest.raises(ValueError, match="rc_average applies to the window recipe"):
         score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", rc_average=True)
     with pytest.raises(ValueError, match="no such file"):
@@ -324,3 +324,33 @@ def test_window_grid_settings_are_checked(carbon: Carbon) -> None:
         score_variants(carbon, SLICE_VCF, FASTA, window=1200, window_grid=0)
     with pytest.raises(ValueError, match="window_grid applies to the window recipe only"):
         score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", window_grid=100)
+
+
+def test_a_window_larger_than_the_model_is_fitted_with_a_note(carbon: Carbon) -> None:
+    """Like ``hexamer eval``: a window the model cannot take is cut to fit, and said so."""
+    notes: list[str] = []
+    rows = list(score_variants(carbon, EDGE_VCF, FASTA, window=20_000, on_note=notes.append))
+    limit = 6 * (carbon.context_length - 1)
+    assert f"window 20000 bp -> {limit} bp" in " ".join(notes)
+    by_id = {r["id"]: r for r in rows}
+    # the windows of an insertion hold the same number of bases, within the model's context
+    for ident in ("insertion", "deletion", "complex", "multi_snv"):
+        row = by_id[ident]
+        assert row["status"] == "ok", row
+        assert row["n_scored_bp"] + row["n_oov_bp"] == limit
+    with pytest.warns(engine_mod.SettingsFittedWarning, match="window 20000 bp"):
+        score_variants(carbon, EDGE_VCF, FASTA, window=20_000)
+
+
+def test_next_base_context_larger_than_the_model_is_fitted_with_a_note(carbon: Carbon) -> None:
+    notes: list[str] = []
+    list(score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", on_note=notes.append))
+    assert any(n.startswith("context 24576 bp -> ") for n in notes)
+    notes.clear()
+    list(score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", context=600, on_note=notes.append))
+    assert not any(n.startswith("context") for n in notes)  # fits: nothing to say
+
+
+@pytest.mark.parametrize("vcf", [EDGE_VCF, MALFORMED_VCF, SLICE_VCF], ids=lambda p: p.stem)
+def test_count_rows_is_the_number_of_rows(carbon: Carbon, vcf: Path) -> None:
+    assert engine_mod.count_rows(vcf) == len(_rows(carbon, vcf, recipe="next_base", context=60))

@@ -19,7 +19,14 @@ scores key by key.
   are reproduced exactly; ``tests/bench/baselines/test_published_vep.py`` checks them against the engine (window
   with and without ``rc_average``, next-base with contexts that start in an ``N`` run).
 * Which variants: those the engine scores with ``status == "ok"``: the window recipe scores every
-  sequence change (SNVs, MNVs, indels), the next-base recipe SNVs only.
+  sequence change (SNVs, MNVs, indels), the next-base recipe SNVs only. (The engine also skips a
+  variant whose bases share a 6-mer with an ``N``; this baseline still scores it, as the scripts
+  do, so it may return a few more keys.)
+* **Indels differ on purpose.** Like the scripts, the alt window here is the ref window with REF
+  replaced by ALT, so an indel's two windows hold different numbers of bases and the summed LL
+  difference mostly measures that length (a 1.2 kb deletion scores ~ +1,700). The engine gives
+  both windows the same number of bases (:func:`hexamer.vep.recipes.window_pair_bounds`), so for
+  indels the two disagree; SNVs and MNVs agree to rounding, and the benchmark compares those.
 """
 
 from __future__ import annotations
