@@ -41,6 +41,7 @@ __all__ = [
     "quantization_config",
     "quantize_model",
     "quantize_weight",
+    "refuse_int8_folder",
 ]
 
 #: ``quantization_config.quant_method`` of a hexamer int8 folder.
@@ -205,6 +206,16 @@ def folder_quantization(folder: str | Path) -> dict[str, Any] | None:
             f"{qc.get('bits')!r} is not supported (this hexamer reads version {FORMAT_VERSION}, 8 bits)"
         )
     return qc
+
+
+def refuse_int8_folder(folder: str | Path, tool: str) -> None:
+    """Raise a clear error where ``tool`` would read an int8 folder as float weights (transformers
+    only warns about an unknown ``quantization_config`` and loads the int8 codes as numbers)."""
+    if folder_quantization(folder) is not None:
+        raise ValueError(
+            f"{folder} is a {QUANT_METHOD} folder (int8 weights); {tool} cannot load it: use hexamer "
+            "(Carbon.from_pretrained) or the float checkpoint it was quantized from"
+        )
 
 
 def _activation_dtype_for(dtype: object) -> torch.dtype:
