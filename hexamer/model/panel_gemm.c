@@ -268,12 +268,14 @@ HX_INLINE void panel_scales(const float *scales, int64_t n0, int64_t cols, v16 *
     *s1 = *(const v16u *)(s + 16);
 }
 
-HX_INLINE void qtile(const int8_t *panel, const float *x, void *y, v16 s0, v16 s1, int64_t K,
-                     int64_t N, int64_t cols, int rows, int ybf16) {
+/* `wide` (when not NULL): the same panel already widened to fp32 (see linear_i8_staged) */
+HX_INLINE void qtile(const int8_t *panel, const float *wide, const float *x, void *y, v16 s0, v16 s1,
+                     int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
     v16 acc[MR][2];
     for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = (v16){0};
     for (int64_t k = 0; k < K; k++) {
-        v16 w0 = load_i8x16(panel + k * PANEL), w1 = load_i8x16(panel + k * PANEL + 16);
+        v16 w0 = wide ? *(const v16 *)(wide + k * PANEL) : load_i8x16(panel + k * PANEL);
+        v16 w1 = wide ? *(const v16 *)(wide + k * PANEL + 16) : load_i8x16(panel + k * PANEL + 16);
         for (int i = 0; i < rows; i++) {
             float xi = x[i * K + k];
             acc[i][0] += xi * w0;
@@ -308,22 +310,64 @@ HX_INLINE void qtile_row(const int8_t *panel, const float *x, void *y, v16 s0, v
     store_cols(y, ((a0 + b0) + (c0 + d0)) * s0, ((a1 + b1) + (c1 + d1)) * s1, cols, ybf16);
 }
 
-HX_INLINE void qtile_n(const int8_t *panel, const float *x, void *y, v16 s0, v16 s1, int64_t K,
-                       int64_t N, int64_t cols, int rows, int ybf16) {
+HX_INLINE void qtile_n(const int8_t *panel, const float *wide, const float *x, void *y, v16 s0,
+                       v16 s1, int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
     switch (rows) {
-    case 8: qtile(panel, x, y, s0, s1, K, N, cols, 8, ybf16); break;
-    case 7: qtile(panel, x, y, s0, s1, K, N, cols, 7, ybf16); break;
-    case 6: qtile(panel, x, y, s0, s1, K, N, cols, 6, ybf16); break;
-    case 5: qtile(panel, x, y, s0, s1, K, N, cols, 5, ybf16); break;
-    case 4: qtile(panel, x, y, s0, s1, K, N, cols, 4, ybf16); break;
-    case 3: qtile(panel, x, y, s0, s1, K, N, cols, 3, ybf16); break;
-    default: qtile(panel, x, y, s0, s1, K, N, cols, 2, ybf16); break;
+    case 8: qtile(panel, wide, x, y, s0, s1, K, N, cols, 8, ybf16); break;
+    case 7: qtile(panel, wide, x, y, s0, s1, K, N, cols, 7, ybf16); break;
+    case 6: qtile(panel, wide, x, y, s0, s1, K, N, cols, 6, ybf16); break;
+    case 5: qtile(panel, wide, x, y, s0, s1, K, N, cols, 5, ybf16); break;
+    case 4: qtile(panel, wide, x, y, s0, s1, K, N, cols, 4, ybf16); break;
+    case 3: qtile(panel, wide, x, y, s0, s1, K, N, cols, 3, ybf16); break;
+    default: qtile(panel, wide, x, y, s0, s1, K, N, cols, 2, ybf16); break;
     }
 }
 
-static void linear_i8(const int8_t *panels, const float *scales, const float *x, void *y, int64_t M,
-                      int64_t N, int64_t K, int threads, int ybf16) {
+/* More than one block of rows (M > 8): each thread widens a panel once into its own buffer (L2
+ * sized: K x 32 floats) and runs every row block over it, instead of widening it per block. The
+ * widened values are exact, so the results are those of the unstaged path. 0, or -1 when out of
+ * memory. */
+static int linear_i8_staged(const int8_t *panels, const float *scales, const float *x, void *y,
+                            split_t s, int64_t M, int64_t N, int64_t K, int threads, int ybf16) {
+    int failed = 0;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        float *wide = aligned_alloc(64, (size_t)(K * PANEL) * sizeof *wide);
+        int64_t current = -1;
+        if (wide == NULL) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < s.work; t++) {
+            if (wide == NULL) continue;
+            item_t it = item(s, t, M, N);
+            if (it.p != current) {
+                const int8_t *panel = panels + it.p * K * PANEL;
+                for (int64_t k = 0; k < K; k++) {
+                    *(v16 *)(wide + k * PANEL) = load_i8x16(panel + k * PANEL);
+                    *(v16 *)(wide + k * PANEL + 16) = load_i8x16(panel + k * PANEL + 16);
+                }
+                current = it.p;
+            }
+            v16 s0, s1;
+            panel_scales(scales, it.n0, it.cols, &s0, &s1);
+            const float *xb = x + it.m * K;
+            void *yb = y_at(y, it.m * N + it.n0, ybf16);
+            if (it.rows == 1)
+                qtile_row(panels + it.p * K * PANEL, xb, yb, s0, s1, K, it.cols, ybf16);
+            else
+                qtile_n(NULL, wide, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+        }
+        free(wide);
+    }
+    return failed ? -1 : 0;
+}
+
+static int linear_i8(const int8_t *panels, const float *scales, const float *x, void *y, int64_t M,
+                     int64_t N, int64_t K, int threads, int ybf16) {
     split_t s = split(M, N);
+    if (s.n_blocks > 1) return linear_i8_staged(panels, scales, x, y, s, M, N, K, threads, ybf16);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t t = 0; t < s.work; t++) {
         item_t it = item(s, t, M, N);
@@ -335,8 +379,9 @@ static void linear_i8(const int8_t *panels, const float *scales, const float *x,
         if (it.rows == 1)
             qtile_row(panel, xb, yb, s0, s1, K, it.cols, ybf16);
         else
-            qtile_n(panel, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+            qtile_n(panel, NULL, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
     }
+    return 0;
 }
 
 #if HX_BF16_DOT
@@ -347,13 +392,20 @@ HX_INLINE __m512bh i8x32_to_bf16(const int8_t *p) {
     return _mm512_cvtne2ps_pbh(hi, lo); /* lanes 0-15 from lo, 16-31 from hi */
 }
 
-HX_INLINE void qdtile(const int8_t *panel, const uint16_t *x, void *y, v16 s0, v16 s1, int64_t K,
-                      int64_t N, int64_t cols, int rows, int ybf16) {
+/* `wide` (when not NULL): the same panel already widened to bf16 (see linear_i8_bf16_staged) */
+HX_INLINE void qdtile(const int8_t *panel, const uint16_t *wide, const uint16_t *x, void *y, v16 s0,
+                      v16 s1, int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
     __m512 acc[MR][2];
     for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t kp = 0; kp < pairs(K); kp++) {
-        const int8_t *w = panel + kp * PANEL * 2;
-        __m512bh w0 = i8x32_to_bf16(w), w1 = i8x32_to_bf16(w + 32);
+        __m512bh w0, w1;
+        if (wide) {
+            w0 = (__m512bh)_mm512_load_si512(wide + kp * PANEL * 2);
+            w1 = (__m512bh)_mm512_load_si512(wide + kp * PANEL * 2 + 32);
+        } else {
+            w0 = i8x32_to_bf16(panel + kp * PANEL * 2);
+            w1 = i8x32_to_bf16(panel + kp * PANEL * 2 + 32);
+        }
         for (int i = 0; i < rows; i++) {
             __m512bh xp = (__m512bh)_mm512_set1_epi32((int)x_pair(x + i * K, 2 * kp, K));
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], w0, xp);
@@ -386,22 +438,61 @@ HX_INLINE void qdtile_row(const int8_t *panel, const uint16_t *x, void *y, v16 s
     store_cols(y, (v16)_mm512_add_ps(a0, b0) * s0, (v16)_mm512_add_ps(a1, b1) * s1, cols, ybf16);
 }
 
-HX_INLINE void qdtile_n(const int8_t *panel, const uint16_t *x, void *y, v16 s0, v16 s1, int64_t K,
-                        int64_t N, int64_t cols, int rows, int ybf16) {
+HX_INLINE void qdtile_n(const int8_t *panel, const uint16_t *wide, const uint16_t *x, void *y,
+                        v16 s0, v16 s1, int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
     switch (rows) {
-    case 8: qdtile(panel, x, y, s0, s1, K, N, cols, 8, ybf16); break;
-    case 7: qdtile(panel, x, y, s0, s1, K, N, cols, 7, ybf16); break;
-    case 6: qdtile(panel, x, y, s0, s1, K, N, cols, 6, ybf16); break;
-    case 5: qdtile(panel, x, y, s0, s1, K, N, cols, 5, ybf16); break;
-    case 4: qdtile(panel, x, y, s0, s1, K, N, cols, 4, ybf16); break;
-    case 3: qdtile(panel, x, y, s0, s1, K, N, cols, 3, ybf16); break;
-    default: qdtile(panel, x, y, s0, s1, K, N, cols, 2, ybf16); break;
+    case 8: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 8, ybf16); break;
+    case 7: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 7, ybf16); break;
+    case 6: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 6, ybf16); break;
+    case 5: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 5, ybf16); break;
+    case 4: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 4, ybf16); break;
+    case 3: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 3, ybf16); break;
+    default: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 2, ybf16); break;
     }
 }
 
-static void linear_i8_bf16_dot(const int8_t *panels, const float *scales, const uint16_t *x,
-                               void *y, int64_t M, int64_t N, int64_t K, int threads, int ybf16) {
+/* as linear_i8_staged: a panel widened to bf16 once per thread for all its row blocks */
+static int linear_i8_bf16_staged(const int8_t *panels, const float *scales, const uint16_t *x,
+                                 void *y, split_t s, int64_t M, int64_t N, int64_t K, int threads,
+                                 int ybf16) {
+    int failed = 0;
+    int64_t panel_elems = pairs(K) * PANEL * 2;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        uint16_t *wide = aligned_alloc(64, (size_t)panel_elems * sizeof *wide);
+        int64_t current = -1;
+        if (wide == NULL) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < s.work; t++) {
+            if (wide == NULL) continue;
+            item_t it = item(s, t, M, N);
+            const int8_t *panel = panels + it.p * panel_elems;
+            if (it.p != current) {
+                for (int64_t e = 0; e < panel_elems; e += 32)
+                    _mm512_store_si512(wide + e, (__m512i)i8x32_to_bf16(panel + e));
+                current = it.p;
+            }
+            v16 s0, s1;
+            panel_scales(scales, it.n0, it.cols, &s0, &s1);
+            const uint16_t *xb = x + it.m * K;
+            void *yb = y_at(y, it.m * N + it.n0, ybf16);
+            if (it.rows == 1)
+                qdtile_row(panel, xb, yb, s0, s1, K, it.cols, ybf16);
+            else
+                qdtile_n(NULL, wide, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+        }
+        free(wide);
+    }
+    return failed ? -1 : 0;
+}
+
+static int linear_i8_bf16_dot(const int8_t *panels, const float *scales, const uint16_t *x,
+                              void *y, int64_t M, int64_t N, int64_t K, int threads, int ybf16) {
     split_t s = split(M, N);
+    if (s.n_blocks > 1) return linear_i8_bf16_staged(panels, scales, x, y, s, M, N, K, threads, ybf16);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t t = 0; t < s.work; t++) {
         item_t it = item(s, t, M, N);
@@ -413,8 +504,9 @@ static void linear_i8_bf16_dot(const int8_t *panels, const float *scales, const 
         if (it.rows == 1)
             qdtile_row(panel, xb, yb, s0, s1, K, it.cols, ybf16);
         else
-            qdtile_n(panel, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+            qdtile_n(panel, NULL, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
     }
+    return 0;
 }
 #endif
 
@@ -519,19 +611,15 @@ void hx_unpack_i8(const int8_t *p, int8_t *w, int64_t N, int64_t K, int x_bf16) 
  * memory */
 int hx_linear_i8(const int8_t *panels, const float *scales, const void *x, void *y, int64_t M,
                  int64_t N, int64_t K, int threads, int x_bf16, int out_bf16) {
-    if (!x_bf16) {
-        linear_i8(panels, scales, x, y, M, N, K, threads, out_bf16);
-        return 0;
-    }
+    if (!x_bf16) return linear_i8(panels, scales, x, y, M, N, K, threads, out_bf16);
 #if HX_BF16_DOT
-    linear_i8_bf16_dot(panels, scales, x, y, M, N, K, threads, out_bf16);
-    return 0;
+    return linear_i8_bf16_dot(panels, scales, x, y, M, N, K, threads, out_bf16);
 #else
     float *wide = malloc((size_t)(M * K) * sizeof *wide);
     if (wide == NULL) return -1;
     for (int64_t i = 0; i < M * K; i++) wide[i] = bf16_to_f32(((const uint16_t *)x)[i]);
-    linear_i8(panels, scales, wide, y, M, N, K, threads, out_bf16);
+    int code = linear_i8(panels, scales, wide, y, M, N, K, threads, out_bf16);
     free(wide);
-    return 0;
+    return code;
 #endif
 }
