@@ -250,10 +250,31 @@ static void linear_bf16_dot(const uint16_t *panels, const uint16_t *x, void *y, 
 #endif
 
 /* ---- int8 weights ------------------------------------------------------------------------ */
-typedef int8_t b16u __attribute__((vector_size(16), aligned(1)));
-
-/* 16 int8 weights widened to fp32 */
-HX_INLINE v16 load_i8x16(const int8_t *p) { return __builtin_convertvector(*(const b16u *)p, v16); }
+/* 16 int8 weights widened to fp32: sign-extending loads by intrinsics where the CPU has them (GCC
+ * turns a vector-extension int8 -> int32 conversion into 16 scalar conversions) */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+HX_INLINE v16 load_i8x16(const int8_t *p) {
+    return (v16)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+#elif defined(__AVX2__)
+#include <immintrin.h>
+HX_INLINE v16 load_i8x16(const int8_t *p) {
+    __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+    __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))));
+    v16 out;
+    memcpy(&out, &lo, sizeof lo);
+    memcpy((char *)&out + sizeof lo, &hi, sizeof hi);
+    return out;
+}
+#else
+typedef int8_t b16 __attribute__((vector_size(16)));
+HX_INLINE v16 load_i8x16(const int8_t *p) {
+    b16 b;
+    memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(__builtin_convertvector(b, i16v), v16);
+}
+#endif
 
 /* the 32 scales of a panel's columns (zero beyond `cols`) as two vectors */
 HX_INLINE void panel_scales(const float *scales, int64_t n0, int64_t cols, v16 *s0, v16 *s1) {
