@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 VARIANTS = ("float32", "bfloat16", "int8", "int8-bf16")
 DNA_DIR = Path(__file__).resolve().parents[1] / "data" / "dna"
 HELD_OUT = 0.10  # the demo model never saw the last 10% of each sequence
+LLAMA_CPP_NAME = "llama.cpp Q8_0"
 LLAMA_CPP_HINT = (
     "llama-cpp-python is not installed (pip install 'hexamer[bench]', ~15 min build; then make a Q8_0 "
     "GGUF with llama.cpp's convert_hf_to_gguf.py --outtype q8_0 and pass --gguf)"
@@ -83,7 +84,10 @@ def run_quant_speed(
     from hexamer.bench.suite import suite_prompts
 
     k = next(iter(carbons.values())).layout.k
-    backends = {v: HexamerBackend(c, "token") for v, c in carbons.items()}
+    backends: dict[str, Any] = {v: HexamerBackend(c, "token") for v, c in carbons.items()}
+    peer, skipped = llama_cpp_peer(gguf, folder)
+    if peer is not None:
+        backends[LLAMA_CPP_NAME] = peer
     prompts = {b: [p.sequence for p in suite_prompts(b, prompt_bp - prompt_bp % k)] for b in batch_sizes}
     for v, backend in backends.items():  # warm-up: first-call packing, native build, allocator
         log(f"warm-up {v} ...")
@@ -127,9 +131,17 @@ def run_quant_speed(
                     "threads": _threads(),
                 }
             )
-    peer = _llama_cpp_rows(gguf, folder, batch_sizes)
-    report.rows.extend(peer)
-    report.notes.append(f"llama.cpp Q8_0: {peer[0]['status']} ({peer[0]['reason']})")
+    if skipped is not None:
+        report.rows.extend(
+            {"variant": LLAMA_CPP_NAME, "batch": b, "status": "skipped", "reason": skipped}
+            for b in batch_sizes
+        )
+        report.notes.append(f"{LLAMA_CPP_NAME}: skipped ({skipped})")
+    else:
+        report.notes.append(
+            f"{LLAMA_CPP_NAME}: {gguf}, same threads; its outputs are not checked against hexamer's "
+            "(Q8_0 quantizes differently), only timed"
+        )
     report.notes.append(
         f"prompts of {prompt_bp} bp, {new_bp} bp generated (token level); decode step = median "
         "inter-token latency of a run; × columns are speed-ups (baseline time / variant time) "
@@ -144,31 +156,34 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def _llama_cpp_rows(
-    gguf: str | Path | None, folder: str | Path | None, batch_sizes: Sequence[int]
-) -> list[dict[str, Any]]:
-    from hexamer.bench.llamacpp import llama_cpp_available
+class _LlamaCppTimer:
+    """llama.cpp's batched generation with the interface of ``HexamerBackend.generate``
+    (``itl_s``: its decode steps; ``ttft_s``: its prefill)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def generate(self, prompts: Sequence[str], new_bp: int) -> Any:
+        from types import SimpleNamespace
+
+        _, timings = self.backend.generate(list(prompts), new_bp, batch=len(prompts))
+        return SimpleNamespace(itl_s=list(timings.step_s), ttft_s=timings.prefill_s)
+
+
+def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
+    """(a timer for llama.cpp on the Q8_0 GGUF ``gguf``, None), or (None, why it is skipped)."""
+    from hexamer.bench.llamacpp import LlamaCppBackend, llama_cpp_available
 
     ok, why = llama_cpp_available()
     if not ok:
-        reason = LLAMA_CPP_HINT if "not installed" in why else why
-    elif gguf is None or not Path(gguf).is_file():
-        reason = (
-            "no Q8_0 GGUF given: make one with llama.cpp's convert_hf_to_gguf.py --outtype q8_0 and pass "
-            "--gguf (hexamer bench llamacpp converts f32/bf16/f16 only)"
+        return None, LLAMA_CPP_HINT if "not installed" in why else why
+    if gguf is None or not Path(gguf).is_file() or folder is None:
+        return None, (
+            "no Q8_0 GGUF given: make one with llama.cpp's convert_hf_to_gguf.py --outtype q8_0 and "
+            "pass --gguf (hexamer's converter writes f32/bf16/f16 only)"
         )
-    else:
-        reason = "timing a Q8_0 GGUF here is not implemented; use 'hexamer bench llamacpp --gguf' for its decode step"
-    return [
-        {
-            "variant": "llama.cpp Q8_0",
-            "batch": b,
-            "status": "skipped",
-            "reason": reason,
-            "decode step ms": None,
-        }
-        for b in batch_sizes
-    ]
+    backend = LlamaCppBackend(folder, gguf_path=gguf, n_threads=_threads())
+    return _LlamaCppTimer(backend), None
 
 
 # ------------------------------------------------------------------------------------- fidelity

@@ -86,3 +86,37 @@ def test_quantize_command_writes_a_loadable_folder(tiny_folder: Path, tmp_path: 
     assert result.exit_code == 1 and not (tmp_path / "again").exists()
     result = runner.invoke(app, ["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int4"])
     assert result.exit_code != 0 and not (tmp_path / "x").exists()
+
+
+def test_llama_cpp_peer_is_timed_when_installed_and_given_a_gguf(
+    tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The peer's plumbing, with a stand-in for llama.cpp (not installed on the test machines)."""
+    from hexamer.bench import llamacpp
+    from hexamer.bench.quant import LLAMA_CPP_NAME, run_quant_speed
+
+    class FakeLlamaCpp:
+        def __init__(self, folder: Path, *, gguf_path: Path, n_threads: int) -> None:
+            assert gguf_path.is_file() and n_threads >= 1
+
+        def generate(self, prompts: list[str], new_bp: int, *, batch: int) -> tuple[list[str], object]:
+            assert batch == len(prompts) and all(len(p) % 6 == 0 for p in prompts)
+            return ["A" * new_bp] * len(prompts), llamacpp.GenerationTimings(
+                step_s=[0.002] * 3, prefill_s=0.01
+            )
+
+    monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: (True, ""))
+    monkeypatch.setattr(llamacpp, "LlamaCppBackend", FakeLlamaCpp)
+    gguf = tmp_path / "m.q8_0.gguf"
+    gguf.write_bytes(b"GGUF")
+    carbons = load_variants(tiny_folder, ("float32",), 2, lambda _: None)
+    report = run_quant_speed(
+        carbons, batch_sizes=(2,), prompt_bp=24, new_bp=12, rounds=1, gguf=gguf, folder=tiny_folder
+    )
+    peer = next(r for r in report.rows if r["variant"] == LLAMA_CPP_NAME)
+    assert peer["status"] == "ok" and peer["decode step ms"] == pytest.approx(2.0)
+    no_gguf = run_quant_speed(
+        carbons, batch_sizes=(2,), prompt_bp=24, new_bp=12, rounds=1, folder=tiny_folder
+    )
+    peer = next(r for r in no_gguf.rows if r["variant"] == LLAMA_CPP_NAME)
+    assert peer["status"] == "skipped" and "--gguf" in peer["reason"]
