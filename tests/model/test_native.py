@@ -423,6 +423,8 @@ def test_int8_avx2_build_matches(tmp_path: Path, monkeypatch: Any) -> None:
                 for m in (1, 5, 16):
                     x = torch.randn(m, k).to(dtype)
                     want = (x.double() @ w.T).float()
-                    torch.testing.assert_close(avx2.linear_int8(x, panels, scale, n), want, atol=1e-4, rtol=1e-5)
+                    torch.testing.assert_close(
+                        avx2.linear_int8(x, panels, scale, n), want, atol=1e-4, rtol=1e-5
+                    )
     finally:
         native_kernels.cache_clear()
