@@ -33,6 +33,8 @@ SEED_MIN = -(2**63)
 SEED_MAX = 2**64 - 1
 #: ``dtype`` names the model loader understands.
 DTYPES = ("auto", "float32", "bfloat16", "float16", "fp32", "bf16", "fp16", "half")
+#: int8 weights (``hexamer.model.quant``) with float32 or bfloat16 activations.
+INT8_DTYPES = ("int8", "int8-fp32", "int8-float32", "int8-bf16", "int8-bfloat16")
 #: Device types hexamer runs on.
 DEVICE_TYPES = ("cpu", "cuda", "mps")
 
@@ -58,8 +60,8 @@ def check_threads(threads: int, *, name: str = "threads") -> None:
 
 
 def check_dtype(dtype: str, *, name: str = "dtype") -> None:
-    if dtype not in DTYPES:
-        raise ValueError(f"{name} must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype not in DTYPES + INT8_DTYPES:
+        raise ValueError(f"{name} must be one of {', '.join(DTYPES + INT8_DTYPES)}, got {dtype!r}")
 
 
 def parse_device(device: str | torch.device | None) -> torch.device:

@@ -123,6 +123,9 @@ def load_hf_model(folder: str | Path, dtype: str) -> Any:
     """The same weights as ``transformers.LlamaForCausalLM`` in ``dtype`` (eval mode)."""
     import transformers
 
+    from hexamer.model.quant import refuse_int8_folder
+
+    refuse_int8_folder(folder, "transformers")
     return transformers.LlamaForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, dtype)).eval()
 
 

@@ -8,6 +8,7 @@ from hexamer.cli import eval_cmd as _eval_cmd  # noqa: F401  (registers eval)
 from hexamer.cli import jobs as _jobs  # noqa: F401  (registers generate/score)
 from hexamer.cli import niah_cmd as _niah_cmd  # noqa: F401  (registers build-niah)
 from hexamer.cli import pipelines as _pipelines  # noqa: F401  (registers vep/embed/plot)
+from hexamer.cli import quantize_cmd as _quantize_cmd  # noqa: F401  (registers quantize, bench quant)
 from hexamer.cli import serve_cmd as _serve_cmd  # noqa: F401  (registers serve)
 from hexamer.cli.app import app, main
 from hexamer.cli.train_cmd import register as _register_train

@@ -39,8 +39,11 @@ console = Console()
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 DTypeOption = Annotated[
-    Literal["auto", "float32", "bfloat16", "float16"],
-    typer.Option(help="Weights' dtype (auto: float32 on CPU, the checkpoint's on GPU)."),
+    Literal["auto", "float32", "bfloat16", "float16", "int8", "int8-bf16"],
+    typer.Option(
+        help="Weights' dtype (auto: float32 on CPU, the checkpoint's on GPU; int8: int8 decoder "
+        "projections with float32 activations, int8-bf16 with bfloat16 ones; docs/quantization.md)."
+    ),
 ]
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print a one-line JSON summary on stdout (for scripts).")

@@ -232,7 +232,7 @@ def run_vep_bench(
             if scorer is None:
                 continue
             rows = score_variants(carbon, vcf, reference, recipe=recipe, on_note=lambda _: None, **options)
-            # the published scripts give an indel's windows different lengths (hexamer.vep.published):
+            # the published scripts give an indel's windows different lengths (hexamer.bench.baselines.published_vep):
             # compare the equal-length changes only
             engine = {
                 (r["record"], r["alt_index"]): r["score"]

@@ -18,7 +18,16 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from hexamer.cli.app import ModelOption, app, cache_dir, console, err_console, fail, resolve_model
+from hexamer.cli.app import (
+    DTypeOption,
+    ModelOption,
+    app,
+    cache_dir,
+    console,
+    err_console,
+    fail,
+    resolve_model,
+)
 
 LEVELS = ("token", "bp", "both")
 
@@ -108,7 +117,7 @@ def eval_cmd(
     context_length: Annotated[
         int | None, typer.Option(help="ClinVar: left context in bp (24000 published; 48000 too).")
     ] = None,
-    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    dtype: DTypeOption = "auto",
     device: Annotated[
         str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda when present).")
     ] = None,

@@ -25,6 +25,7 @@ from torch import nn
 
 from hexamer.model.llama import LlamaModel, RMSNorm
 from hexamer.model.native import NativeKernels, native_kernels, native_status
+from hexamer.model.quant import Int8Linear
 
 #: Batch-size hint for oneDNN's weight layout choice (decode batches); any batch size works.
 PACK_BATCH_HINT = 16
@@ -130,6 +131,62 @@ class PanelLinear(_RelaidLinear):
         return f"in_features={self.in_features}, out_features={self.out_features}, dtype={self.panels.dtype}"
 
 
+class PanelInt8Linear(nn.Module):
+    """:class:`~hexamer.model.quant.Int8Linear` on hexamer's panel kernel: int8 panels widened in
+    registers, fp32 sums, one multiply by the column's scale, one rounding to the activation
+    dtype. The panels are laid out for one activation dtype (the model's); other activations are
+    cast to it. Inference only. The state dict is the int8 one (``weight``, ``weight_scale``)."""
+
+    def __init__(self, linear: Int8Linear, kernels: NativeKernels, activations: torch.dtype) -> None:
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.activations = activations
+        self._kernels = kernels
+        self.register_buffer("panels", kernels.pack_int8(linear.weight, activations), persistent=False)
+        # a plain attribute, not a buffer: Module.to(dtype) must not round the scales
+        self.weight_scale = linear.weight_scale.float().contiguous()
+        self.bias = linear.bias
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The int8 codes [out, in] (an unpacked copy; for inspection and state dicts)."""
+        return self._kernels.unpack_int8(self.panels, self.out_features, self.in_features, self.activations)
+
+    def reference(self) -> Int8Linear:
+        """The equivalent PyTorch :class:`Int8Linear`."""
+        bias = None if self.bias is None else self.bias.detach()
+        return Int8Linear(self.weight, self.weight_scale.clone(), bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        if rows.dtype != self.activations:
+            rows = rows.to(self.activations)
+        direct = self.bias is None and x.dtype == self.activations
+        y = self._kernels.linear_int8(
+            rows.contiguous(), self.panels, self.weight_scale, self.out_features,
+            x.dtype if direct else torch.float32,
+        )  # fmt: skip
+        if self.bias is not None:
+            y += self.bias
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        destination[prefix + "weight"] = self.weight
+        destination[prefix + "weight_scale"] = self.weight_scale
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+
+    def __deepcopy__(self, memo: dict) -> PanelInt8Linear:
+        return PanelInt8Linear(self.reference(), self._kernels, self.activations)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel, "
+            f"activations={self.activations}"
+        )
+
+
 class PanelHead:
     """Scores a contiguous block of LM-head rows (decoding's DNA block) on the panel kernel.
 
@@ -187,8 +244,19 @@ def _native_kernels_for(model: LlamaModel) -> NativeKernels | None:
     return native_kernels()
 
 
+def _int8_linears(model: LlamaModel) -> list[tuple[nn.Module, str, Int8Linear]]:
+    return [
+        (parent, name, child)
+        for layer in model.layers
+        for parent in (layer.self_attn, layer.mlp)
+        for name, child in list(parent.named_children())
+        if isinstance(child, Int8Linear)
+    ]
+
+
 def use_native_linears(model: LlamaModel) -> int:
-    """Swap every ``nn.Linear`` of the decoder layers for a :class:`PanelLinear`, in place.
+    """Swap every ``nn.Linear`` of the decoder layers for a :class:`PanelLinear` (and every
+    :class:`~hexamer.model.quant.Int8Linear` for a :class:`PanelInt8Linear`), in place.
 
     Returns how many were converted: float32 and bfloat16 models on the CPU where the kernels
     build (:func:`hexamer.model.native.native_kernels`); 0 otherwise (the model is left alone).
@@ -199,7 +267,10 @@ def use_native_linears(model: LlamaModel) -> int:
     linears = _decoder_linears(model)
     for parent, name, child in linears:
         setattr(parent, name, PanelLinear(child, kernels))
-    return len(linears)
+    quantized = _int8_linears(model)
+    for parent, name, child in quantized:
+        setattr(parent, name, PanelInt8Linear(child, kernels, model.dtype))
+    return len(linears) + len(quantized)
 
 
 def use_native_attention(model: LlamaModel) -> int:

@@ -226,6 +226,13 @@ def load_model(
     if not config_path.exists():
         raise FileNotFoundError(f"config.json not found in {folder}")
     config = ModelConfig.from_file(checked_file(config_path, folder))
+    # int8 weight-only quantisation lives in hexamer.model.quant: a quantized folder, or an
+    # "int8"/"int8-bf16" dtype, takes its loader
+    from hexamer.model import quant
+
+    qconfig = quant.folder_quantization(folder)
+    if qconfig is not None or quant.int8_activation_dtype(dtype) is not None:
+        return quant.load_int8(folder, config, qconfig, dtype, torch.device(device))
     target = resolve_dtype(dtype, config)
     device = torch.device(device)
     shards = _shards(folder)

@@ -41,7 +41,7 @@ HEADERS = (Path(__file__).with_name("simd.h"),)
 #: Output columns per weight panel (``PANEL`` in the C source).
 PANEL = 32
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
-_ABI_VERSION = 3
+_ABI_VERSION = 4
 _status = "not used in this process"
 
 
@@ -107,6 +107,69 @@ class NativeKernels:
             threads,
             int(out_dtype != torch.float32),
         ):
+            raise MemoryError(f"no memory to widen {m}x{k} bf16 activations")
+        return y
+
+    def pack_int8(self, weight: torch.Tensor, activations: torch.dtype) -> torch.Tensor:
+        """int8 ``weight`` [N, K] in the panel layout for ``activations`` (float32 or bfloat16:
+        bf16 activations on a CPU with a bf16 dot product get k-pair panels), as a flat tensor."""
+        if weight.dtype != torch.int8 or weight.dim() != 2:
+            raise ValueError(f"cannot pack a {weight.dtype} tensor of shape {tuple(weight.shape)} as int8")
+        if activations not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"int8 panels meet float32 or bfloat16 activations, not {activations}")
+        n, k = weight.shape
+        weight = weight.detach().contiguous()
+        x_bf16 = int(activations == torch.bfloat16)
+        panels = torch.empty(self.lib.hx_packed_size_i8(n, k, x_bf16), dtype=torch.int8)
+        self.lib.hx_pack_i8(weight.data_ptr(), panels.data_ptr(), n, k, x_bf16, torch.get_num_threads())
+        return panels
+
+    def unpack_int8(
+        self, panels: torch.Tensor, out_features: int, in_features: int, activations: torch.dtype
+    ) -> torch.Tensor:
+        """The dense int8 [out_features, in_features] weight back from :meth:`pack_int8` (exact)."""
+        weight = torch.empty(out_features, in_features, dtype=torch.int8)
+        self.lib.hx_unpack_i8(
+            panels.data_ptr(),
+            weight.data_ptr(),
+            out_features,
+            in_features,
+            int(activations == torch.bfloat16),
+        )
+        return weight
+
+    def linear_int8(
+        self,
+        x: torch.Tensor,
+        panels: torch.Tensor,
+        scales: torch.Tensor,
+        out_features: int,
+        out_dtype: torch.dtype = torch.float32,
+    ) -> torch.Tensor:
+        """``x`` [M, K] (contiguous float32 or bfloat16, the dtype the panels were packed for by
+        :meth:`pack_int8`) times the int8 weight, each output column times its float32 scale:
+        [M, out_features] in ``out_dtype`` (float32, or bfloat16 for bfloat16 activations, each
+        result rounded once)."""
+        m, k = x.shape
+        if x.dtype not in (torch.float32, torch.bfloat16) or not x.is_contiguous():
+            raise ValueError(f"need contiguous float32 or bfloat16 activations, got {x.dtype}")
+        if panels.dtype != torch.int8 or panels.numel() != self.lib.hx_packed_size_i8(
+            out_features, k, int(x.dtype == torch.bfloat16)
+        ):
+            raise ValueError(
+                f"int8 panels do not hold a [{out_features}, {k}] weight for {x.dtype} activations"
+            )
+        if scales.dtype != torch.float32 or scales.shape != (out_features,) or not scales.is_contiguous():
+            raise ValueError(
+                f"need {out_features} contiguous float32 scales, got {tuple(scales.shape)} {scales.dtype}"
+            )
+        if out_dtype not in (torch.float32, x.dtype):
+            raise ValueError(f"output dtype {out_dtype} is not possible for {x.dtype} activations")
+        y = torch.empty(m, out_features, dtype=out_dtype)
+        if self.lib.hx_linear_i8(
+            panels.data_ptr(), scales.data_ptr(), x.data_ptr(), y.data_ptr(), m, out_features, k,
+            torch.get_num_threads(), int(x.dtype == torch.bfloat16), int(out_dtype == torch.bfloat16),
+        ):  # fmt: skip
             raise MemoryError(f"no memory to widen {m}x{k} bf16 activations")
         return y
 
@@ -308,6 +371,11 @@ def _load(path: Path) -> NativeKernels:
         c_int,
     )
     lib.hx_packed_size.argtypes, lib.hx_packed_size.restype = [i64, i64, c_int], i64
+    lib.hx_packed_size_i8.argtypes, lib.hx_packed_size_i8.restype = [i64, i64, c_int], i64
+    lib.hx_pack_i8.argtypes, lib.hx_pack_i8.restype = [ptr, ptr, i64, i64, c_int, c_int], None
+    lib.hx_unpack_i8.argtypes, lib.hx_unpack_i8.restype = [ptr, ptr, i64, i64, c_int], None
+    lib.hx_linear_i8.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, c_int, c_int, c_int]
+    lib.hx_linear_i8.restype = c_int
     lib.hx_bf16_dot.restype = c_int
     lib.hx_decode_attention.argtypes = [
         ptr,
@@ -365,11 +433,28 @@ def _self_check(kernels: NativeKernels) -> None:
             if not torch.allclose(got.double(), want, atol=1e-4, rtol=1e-4):
                 err = (got - want).abs().max().item()
                 raise RuntimeError(f"self-check failed ({dtype}, {m} rows, max error {err:.3g})")
+        _check_int8(kernels, dtype, gen)
         _check_attention(kernels, dtype, gen)
         x, w = torch.randn(3, 40, generator=gen).to(dtype), torch.rand(40, generator=gen).to(dtype)
         want = (x.double() * (x.double().pow(2).mean(-1, keepdim=True) + 1e-6).rsqrt() * w.double()).to(dtype)
         if not torch.allclose(kernels.rms_norm(x, w, 1e-6).double(), want.double(), atol=1e-2, rtol=1e-2):
             raise RuntimeError(f"self-check failed (rms_norm, {dtype})")
+
+
+def _check_int8(kernels: NativeKernels, dtype: torch.dtype, gen: torch.Generator) -> None:
+    """int8 weights with ``dtype`` activations vs float64 on the dequantised weight."""
+    q = torch.randint(-127, 128, (45, 37), generator=gen, dtype=torch.int8)
+    scales = torch.rand(45, generator=gen) / 64
+    panels = kernels.pack_int8(q, dtype)
+    if not torch.equal(kernels.unpack_int8(panels, 45, 37, dtype), q):
+        raise RuntimeError(f"self-check failed (int8 pack/unpack round trip for {dtype} activations)")
+    for m in (1, 2, 5, 8, 13, 17):
+        x = torch.randn(m, 37, generator=gen).to(dtype)
+        got = kernels.linear_int8(x, panels, scales, 45)
+        want = (x.double() @ q.double().T) * scales.double()
+        if not torch.allclose(got.double(), want, atol=1e-4, rtol=1e-4):
+            err = (got - want).abs().max().item()
+            raise RuntimeError(f"self-check failed (int8 x {dtype}, {m} rows, max error {err:.3g})")
 
 
 def _check_attention(kernels: NativeKernels, dtype: torch.dtype, gen: torch.Generator) -> None:

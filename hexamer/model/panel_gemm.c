@@ -12,6 +12,10 @@
  * (AVX-512, AVX2 or NEON as the CPU has); accumulation is always fp32. bf16 weights meet bf16
  * activations: on CPUs with AVX512-BF16 through VDPBF16PS (two k steps per instruction, so the
  * panels interleave k pairs: P[N/32][K/2][32][2]), elsewhere widened to fp32 in registers.
+ * int8 weights (weight-only quantisation, one fp32 scale per output column) use the same panels
+ * at one byte per element and are widened in registers: to fp32 for fp32 activations, and on
+ * AVX512-BF16 CPUs to bf16 (exact: |q| <= 127) for VDPBF16PS with bf16 activations (k-pair
+ * panels again); each column's sum is multiplied by its scale once, at the end.
  * Threads: OpenMP (the same runtime PyTorch's CPU build loads).
  */
 #include <stdint.h>
@@ -245,7 +249,289 @@ static void linear_bf16_dot(const uint16_t *panels, const uint16_t *x, void *y, 
 }
 #endif
 
-int hx_abi_version(void) { return 3; } /* of the whole library, decode_attention.c included */
+/* ---- int8 weights ------------------------------------------------------------------------ */
+/* 16 int8 weights widened to fp32: sign-extending loads by intrinsics where the CPU has them (GCC
+ * turns a vector-extension int8 -> int32 conversion into 16 scalar conversions) */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+HX_INLINE v16 load_i8x16(const int8_t *p) {
+    return (v16)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+#elif defined(__AVX2__)
+#include <immintrin.h>
+HX_INLINE v16 load_i8x16(const int8_t *p) {
+    __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+    __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))));
+    v16 out;
+    memcpy(&out, &lo, sizeof lo);
+    memcpy((char *)&out + sizeof lo, &hi, sizeof hi);
+    return out;
+}
+#else
+typedef int8_t b16 __attribute__((vector_size(16)));
+HX_INLINE v16 load_i8x16(const int8_t *p) {
+    b16 b;
+    memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(__builtin_convertvector(b, i16v), v16);
+}
+#endif
+
+/* the 32 scales of a panel's columns (zero beyond `cols`) as two vectors */
+HX_INLINE void panel_scales(const float *scales, int64_t n0, int64_t cols, v16 *s0, v16 *s1) {
+    if (cols == PANEL) {
+        *s0 = *(const v16u *)(scales + n0);
+        *s1 = *(const v16u *)(scales + n0 + 16);
+        return;
+    }
+    float s[PANEL] = {0};
+    for (int64_t j = 0; j < cols; j++) s[j] = scales[n0 + j];
+    *s0 = *(const v16u *)s;
+    *s1 = *(const v16u *)(s + 16);
+}
+
+/* `wide` (when not NULL): the same panel already widened to fp32 (see linear_i8_staged) */
+HX_INLINE void qtile(const int8_t *panel, const float *wide, const float *x, void *y, v16 s0, v16 s1,
+                     int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
+    v16 acc[MR][2];
+    for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = (v16){0};
+    for (int64_t k = 0; k < K; k++) {
+        v16 w0 = wide ? *(const v16 *)(wide + k * PANEL) : load_i8x16(panel + k * PANEL);
+        v16 w1 = wide ? *(const v16 *)(wide + k * PANEL + 16) : load_i8x16(panel + k * PANEL + 16);
+        for (int i = 0; i < rows; i++) {
+            float xi = x[i * K + k];
+            acc[i][0] += xi * w0;
+            acc[i][1] += xi * w1;
+        }
+    }
+    for (int i = 0; i < rows; i++)
+        store_cols(y_at(y, i * N, ybf16), acc[i][0] * s0, acc[i][1] * s1, cols, ybf16);
+}
+
+/* one activation row: k unrolled by four (eight independent FMA chains; the widening adds
+ * latency that two chains per column do not hide) */
+HX_INLINE void qtile_row(const int8_t *panel, const float *x, void *y, v16 s0, v16 s1, int64_t K,
+                         int64_t cols, int ybf16) {
+    v16 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, d0 = {0}, d1 = {0};
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const int8_t *w = panel + k * PANEL;
+        a0 += x[k] * load_i8x16(w);
+        a1 += x[k] * load_i8x16(w + 16);
+        b0 += x[k + 1] * load_i8x16(w + 32);
+        b1 += x[k + 1] * load_i8x16(w + 48);
+        c0 += x[k + 2] * load_i8x16(w + 64);
+        c1 += x[k + 2] * load_i8x16(w + 80);
+        d0 += x[k + 3] * load_i8x16(w + 96);
+        d1 += x[k + 3] * load_i8x16(w + 112);
+    }
+    for (; k < K; k++) {
+        a0 += x[k] * load_i8x16(panel + k * PANEL);
+        a1 += x[k] * load_i8x16(panel + k * PANEL + 16);
+    }
+    store_cols(y, ((a0 + b0) + (c0 + d0)) * s0, ((a1 + b1) + (c1 + d1)) * s1, cols, ybf16);
+}
+
+HX_INLINE void qtile_n(const int8_t *panel, const float *wide, const float *x, void *y, v16 s0,
+                       v16 s1, int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
+    switch (rows) {
+    case 8: qtile(panel, wide, x, y, s0, s1, K, N, cols, 8, ybf16); break;
+    case 7: qtile(panel, wide, x, y, s0, s1, K, N, cols, 7, ybf16); break;
+    case 6: qtile(panel, wide, x, y, s0, s1, K, N, cols, 6, ybf16); break;
+    case 5: qtile(panel, wide, x, y, s0, s1, K, N, cols, 5, ybf16); break;
+    case 4: qtile(panel, wide, x, y, s0, s1, K, N, cols, 4, ybf16); break;
+    case 3: qtile(panel, wide, x, y, s0, s1, K, N, cols, 3, ybf16); break;
+    default: qtile(panel, wide, x, y, s0, s1, K, N, cols, 2, ybf16); break;
+    }
+}
+
+/* More than one block of rows (M > 8): each thread widens a panel once into its own buffer (L2
+ * sized: K x 32 floats) and runs every row block over it, instead of widening it per block. The
+ * widened values are exact, so the results are those of the unstaged path. 0, or -1 when out of
+ * memory. */
+static int linear_i8_staged(const int8_t *panels, const float *scales, const float *x, void *y,
+                            split_t s, int64_t M, int64_t N, int64_t K, int threads, int ybf16) {
+    int failed = 0;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        float *wide = aligned_alloc(64, (size_t)(K * PANEL) * sizeof *wide);
+        int64_t current = -1;
+        if (wide == NULL) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < s.work; t++) {
+            if (wide == NULL) continue;
+            item_t it = item(s, t, M, N);
+            if (it.p != current) {
+                const int8_t *panel = panels + it.p * K * PANEL;
+                for (int64_t k = 0; k < K; k++) {
+                    *(v16 *)(wide + k * PANEL) = load_i8x16(panel + k * PANEL);
+                    *(v16 *)(wide + k * PANEL + 16) = load_i8x16(panel + k * PANEL + 16);
+                }
+                current = it.p;
+            }
+            v16 s0, s1;
+            panel_scales(scales, it.n0, it.cols, &s0, &s1);
+            const float *xb = x + it.m * K;
+            void *yb = y_at(y, it.m * N + it.n0, ybf16);
+            if (it.rows == 1)
+                qtile_row(panels + it.p * K * PANEL, xb, yb, s0, s1, K, it.cols, ybf16);
+            else
+                qtile_n(NULL, wide, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+        }
+        free(wide);
+    }
+    return failed ? -1 : 0;
+}
+
+static int linear_i8(const int8_t *panels, const float *scales, const float *x, void *y, int64_t M,
+                     int64_t N, int64_t K, int threads, int ybf16) {
+    split_t s = split(M, N);
+    if (s.n_blocks > 1) return linear_i8_staged(panels, scales, x, y, s, M, N, K, threads, ybf16);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t t = 0; t < s.work; t++) {
+        item_t it = item(s, t, M, N);
+        const int8_t *panel = panels + it.p * K * PANEL;
+        v16 s0, s1;
+        panel_scales(scales, it.n0, it.cols, &s0, &s1);
+        const float *xb = x + it.m * K;
+        void *yb = y_at(y, it.m * N + it.n0, ybf16);
+        if (it.rows == 1)
+            qtile_row(panel, xb, yb, s0, s1, K, it.cols, ybf16);
+        else
+            qtile_n(panel, NULL, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+    }
+    return 0;
+}
+
+#if HX_BF16_DOT
+/* 32 int8 weights (16 columns x a k pair) as 32 bf16 lanes, exactly (|q| <= 127) */
+HX_INLINE __m512bh i8x32_to_bf16(const int8_t *p) {
+    __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+    __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 16))));
+    return _mm512_cvtne2ps_pbh(hi, lo); /* lanes 0-15 from lo, 16-31 from hi */
+}
+
+/* `wide` (when not NULL): the same panel already widened to bf16 (see linear_i8_bf16_staged) */
+HX_INLINE void qdtile(const int8_t *panel, const uint16_t *wide, const uint16_t *x, void *y, v16 s0,
+                      v16 s1, int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
+    __m512 acc[MR][2];
+    for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t kp = 0; kp < pairs(K); kp++) {
+        __m512bh w0, w1;
+        if (wide) {
+            w0 = (__m512bh)_mm512_load_si512(wide + kp * PANEL * 2);
+            w1 = (__m512bh)_mm512_load_si512(wide + kp * PANEL * 2 + 32);
+        } else {
+            w0 = i8x32_to_bf16(panel + kp * PANEL * 2);
+            w1 = i8x32_to_bf16(panel + kp * PANEL * 2 + 32);
+        }
+        for (int i = 0; i < rows; i++) {
+            __m512bh xp = (__m512bh)_mm512_set1_epi32((int)x_pair(x + i * K, 2 * kp, K));
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], w0, xp);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], w1, xp);
+        }
+    }
+    for (int i = 0; i < rows; i++)
+        store_cols(y_at(y, i * N, ybf16), (v16)acc[i][0] * s0, (v16)acc[i][1] * s1, cols, ybf16);
+}
+
+HX_INLINE void qdtile_row(const int8_t *panel, const uint16_t *x, void *y, v16 s0, v16 s1,
+                          int64_t K, int64_t cols, int ybf16) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t kp = 0, np = pairs(K);
+    for (; kp + 2 <= np; kp += 2) {
+        const int8_t *w = panel + kp * PANEL * 2;
+        __m512bh p0 = (__m512bh)_mm512_set1_epi32((int)x_pair(x, 2 * kp, K));
+        __m512bh p1 = (__m512bh)_mm512_set1_epi32((int)x_pair(x, 2 * kp + 2, K));
+        a0 = _mm512_dpbf16_ps(a0, i8x32_to_bf16(w), p0);
+        a1 = _mm512_dpbf16_ps(a1, i8x32_to_bf16(w + 32), p0);
+        b0 = _mm512_dpbf16_ps(b0, i8x32_to_bf16(w + 64), p1);
+        b1 = _mm512_dpbf16_ps(b1, i8x32_to_bf16(w + 96), p1);
+    }
+    for (; kp < np; kp++) {
+        const int8_t *w = panel + kp * PANEL * 2;
+        __m512bh p0 = (__m512bh)_mm512_set1_epi32((int)x_pair(x, 2 * kp, K));
+        a0 = _mm512_dpbf16_ps(a0, i8x32_to_bf16(w), p0);
+        a1 = _mm512_dpbf16_ps(a1, i8x32_to_bf16(w + 32), p0);
+    }
+    store_cols(y, (v16)_mm512_add_ps(a0, b0) * s0, (v16)_mm512_add_ps(a1, b1) * s1, cols, ybf16);
+}
+
+HX_INLINE void qdtile_n(const int8_t *panel, const uint16_t *wide, const uint16_t *x, void *y,
+                        v16 s0, v16 s1, int64_t K, int64_t N, int64_t cols, int rows, int ybf16) {
+    switch (rows) {
+    case 8: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 8, ybf16); break;
+    case 7: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 7, ybf16); break;
+    case 6: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 6, ybf16); break;
+    case 5: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 5, ybf16); break;
+    case 4: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 4, ybf16); break;
+    case 3: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 3, ybf16); break;
+    default: qdtile(panel, wide, x, y, s0, s1, K, N, cols, 2, ybf16); break;
+    }
+}
+
+/* as linear_i8_staged: a panel widened to bf16 once per thread for all its row blocks */
+static int linear_i8_bf16_staged(const int8_t *panels, const float *scales, const uint16_t *x,
+                                 void *y, split_t s, int64_t M, int64_t N, int64_t K, int threads,
+                                 int ybf16) {
+    int failed = 0;
+    int64_t panel_elems = pairs(K) * PANEL * 2;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        uint16_t *wide = aligned_alloc(64, (size_t)panel_elems * sizeof *wide);
+        int64_t current = -1;
+        if (wide == NULL) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < s.work; t++) {
+            if (wide == NULL) continue;
+            item_t it = item(s, t, M, N);
+            const int8_t *panel = panels + it.p * panel_elems;
+            if (it.p != current) {
+                for (int64_t e = 0; e < panel_elems; e += 32)
+                    _mm512_store_si512(wide + e, (__m512i)i8x32_to_bf16(panel + e));
+                current = it.p;
+            }
+            v16 s0, s1;
+            panel_scales(scales, it.n0, it.cols, &s0, &s1);
+            const uint16_t *xb = x + it.m * K;
+            void *yb = y_at(y, it.m * N + it.n0, ybf16);
+            if (it.rows == 1)
+                qdtile_row(panel, xb, yb, s0, s1, K, it.cols, ybf16);
+            else
+                qdtile_n(NULL, wide, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+        }
+        free(wide);
+    }
+    return failed ? -1 : 0;
+}
+
+static int linear_i8_bf16_dot(const int8_t *panels, const float *scales, const uint16_t *x,
+                              void *y, int64_t M, int64_t N, int64_t K, int threads, int ybf16) {
+    split_t s = split(M, N);
+    if (s.n_blocks > 1) return linear_i8_bf16_staged(panels, scales, x, y, s, M, N, K, threads, ybf16);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t t = 0; t < s.work; t++) {
+        item_t it = item(s, t, M, N);
+        const int8_t *panel = panels + it.p * pairs(K) * PANEL * 2;
+        v16 s0, s1;
+        panel_scales(scales, it.n0, it.cols, &s0, &s1);
+        const uint16_t *xb = x + it.m * K;
+        void *yb = y_at(y, it.m * N + it.n0, ybf16);
+        if (it.rows == 1)
+            qdtile_row(panel, xb, yb, s0, s1, K, it.cols, ybf16);
+        else
+            qdtile_n(panel, NULL, xb, yb, s0, s1, K, N, it.cols, it.rows, ybf16);
+    }
+    return 0;
+}
+#endif
+
+int hx_abi_version(void) { return 4; } /* of the whole library, decode_attention.c included */
 
 /* 1 where bf16 runs on VDPBF16PS (k-pair panels), 0 where it is widened to fp32 */
 int hx_bf16_dot(void) { return HX_BF16_DOT; }
@@ -318,5 +604,43 @@ int hx_linear_bf16(const uint16_t *panels, const uint16_t *x, void *y, int64_t M
     linear(panels, wide, y, M, N, K, threads, 1, out_bf16);
     free(wide);
     return 0;
+#endif
+}
+
+/* int8 panels: k-pair layout where bf16 activations meet VDPBF16PS (x_bf16 and a bf16 dot
+ * product), the plain k-major one otherwise; `x_bf16` names the activations they will meet */
+int64_t hx_packed_size_i8(int64_t N, int64_t K, int x_bf16) { return hx_packed_size(N, K, x_bf16); }
+
+void hx_pack_i8(const int8_t *w, int8_t *p, int64_t N, int64_t K, int x_bf16, int threads) {
+    int64_t n_panels = (N + PANEL - 1) / PANEL;
+    int pairs_layout = pair_layout(x_bf16);
+    memset(p, 0, (size_t)hx_packed_size(N, K, x_bf16));
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t b = 0; b < n_panels; b++)
+        for (int64_t n = b * PANEL; n < N && n < (b + 1) * PANEL; n++)
+            for (int64_t k = 0; k < K; k++) p[packed_index(n, k, K, pairs_layout)] = w[n * K + k];
+}
+
+void hx_unpack_i8(const int8_t *p, int8_t *w, int64_t N, int64_t K, int x_bf16) {
+    int pairs_layout = pair_layout(x_bf16);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) w[n * K + k] = p[packed_index(n, k, K, pairs_layout)];
+}
+
+/* int8 weights (scale per output column) x activations X (float32, or bfloat16 when x_bf16; the
+ * panels packed for the same x_bf16) -> Y in fp32, or bf16 when out_bf16; 0, or -1 when out of
+ * memory */
+int hx_linear_i8(const int8_t *panels, const float *scales, const void *x, void *y, int64_t M,
+                 int64_t N, int64_t K, int threads, int x_bf16, int out_bf16) {
+    if (!x_bf16) return linear_i8(panels, scales, x, y, M, N, K, threads, out_bf16);
+#if HX_BF16_DOT
+    return linear_i8_bf16_dot(panels, scales, x, y, M, N, K, threads, out_bf16);
+#else
+    float *wide = malloc((size_t)(M * K) * sizeof *wide);
+    if (wide == NULL) return -1;
+    for (int64_t i = 0; i < M * K; i++) wide[i] = bf16_to_f32(((const uint16_t *)x)[i]);
+    int code = linear_i8(panels, scales, wide, y, M, N, K, threads, out_bf16);
+    free(wide);
+    return code;
 #endif
 }

@@ -22,6 +22,7 @@ from torch import nn
 
 from hexamer.fns import kmer_digits
 from hexamer.model import LlamaModel, ModelConfig, load_model
+from hexamer.model.quant import folder_quantization
 from hexamer.testing import QWEN3_ADDED_TOKENS, SHAPES, llama_config, write_tokenizer_files
 from hexamer.tokenizer import CarbonTokenizer
 
@@ -163,6 +164,8 @@ def starting_point(
             f"unknown init {init!r}: use {' or '.join(_SHAPE_OF_INIT)} for a new model, "
             "or the path of a Carbon-format model folder to fine-tune"
         )
+    if folder_quantization(folder) is not None:  # int8 codes cannot be trained
+        raise ValueError(f"{folder} is an int8-quantized folder; fine-tune the float checkpoint it came from")
     hf_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     model, _ = load_model(folder, dtype=torch.float32)
     for p in model.parameters():  # load_model returns a frozen inference model

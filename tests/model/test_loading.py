@@ -62,8 +62,8 @@ def _config(path: Path) -> Any:
 
 def test_resolve_dtype_errors(make_checkpoint: Any) -> None:
     _, path = make_checkpoint()
-    with pytest.raises(ValueError, match="unsupported dtype 'int8'"):
-        load_model(path, dtype="int8")
+    with pytest.raises(ValueError, match="unsupported dtype 'int4'"):
+        load_model(path, dtype="int4")
     with pytest.raises(ValueError, match="unsupported dtype"):
         load_model(path, dtype=torch.float64)
 

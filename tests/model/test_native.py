@@ -302,3 +302,129 @@ def test_fully_native_model_matches_transformers(make_checkpoint: Any) -> None:
         steps = [model(ids[:, i : i + 1], kv_cache=cache, vocab_rows=(40, 200)).logits for i in range(7, 10)]
     torch.testing.assert_close(prefill, want[:, :7], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(torch.cat(steps, 1), want[:, 7:, 40:200], atol=1e-4, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------
+# int8 weights (weight-only quantisation)
+
+
+def _int8_case(n: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randint(-127, 128, (n, k), generator=gen, dtype=torch.int8)
+    return q, torch.rand(n, generator=gen) / 100 + 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 100])
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 64, 129])
+def test_int8_linear_matches_the_dequantised_weight_on_every_tile_shape(
+    kernels: native_mod.NativeKernels, dtype: torch.dtype, n: int, k: int
+) -> None:
+    """Against float64 on the dequantised weight (q * scale): the only difference is the fp32
+    summation order, as for the float kernels."""
+    q, scale = _int8_case(n, k, n * 1000 + k)
+    panels = kernels.pack_int8(q, dtype)
+    pairs = dtype == torch.bfloat16 and kernels.bf16_dot
+    assert panels.dtype == torch.int8
+    assert panels.numel() == -(-n // 32) * 32 * (k + k % 2 if pairs else k)
+    assert torch.equal(kernels.unpack_int8(panels, n, k, dtype), q)
+    w = q.double() * scale.double()[:, None]
+    gen = torch.Generator().manual_seed(k)
+    for m in (1, 2, 3, 7, 8, 9, 16, 17, 40):
+        x = torch.randn(m, k, generator=gen).to(dtype)
+        got = kernels.linear_int8(x, panels, scale, n)
+        want = (x.double() @ w.T).float()
+        bound = (x.double().abs() @ w.abs().T).max().item()  # fp32 rounding scales with sum |x w|
+        torch.testing.assert_close(got, want, atol=1e-6 * max(bound, 1.0) * max(1, k) ** 0.5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("m", [1, 3, 8, 17])
+def test_int8_bf16_output_is_the_fp32_output_rounded_once(kernels: native_mod.NativeKernels, m: int) -> None:
+    q, scale = _int8_case(70, 67, m)
+    panels = kernels.pack_int8(q, torch.bfloat16)
+    x = torch.randn(m, 67).bfloat16()
+    got = kernels.linear_int8(x, panels, scale, 70, torch.bfloat16)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, kernels.linear_int8(x, panels, scale, 70).to(torch.bfloat16))
+
+
+def test_int8_kernel_rejects_mismatched_inputs(kernels: native_mod.NativeKernels) -> None:
+    q, scale = _int8_case(40, 24, 0)
+    with pytest.raises(ValueError, match="as int8"):
+        kernels.pack_int8(q.float(), torch.float32)
+    with pytest.raises(ValueError, match="float32 or bfloat16 activations"):
+        kernels.pack_int8(q, torch.float16)
+    panels = kernels.pack_int8(q, torch.float32)
+    with pytest.raises(ValueError, match="scales"):
+        kernels.linear_int8(torch.zeros(2, 24), panels, scale[:39], 40)
+    with pytest.raises(ValueError, match="int8 panels do not hold"):
+        kernels.linear_int8(torch.zeros(2, 25), panels, scale, 40)
+    with pytest.raises(ValueError, match="output dtype"):
+        kernels.linear_int8(torch.zeros(2, 24), panels, scale, 40, torch.bfloat16)
+
+
+def test_int8_results_do_not_depend_on_thread_count(kernels: native_mod.NativeKernels) -> None:
+    q, scale = _int8_case(200, 96, 5)
+    x = torch.randn(19, 96)
+    panels = kernels.pack_int8(q, torch.float32)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = kernels.linear_int8(x, panels, scale, 200)
+        torch.set_num_threads(max(2, before))
+        many = kernels.linear_int8(x, panels, scale, 200)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, many)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_panel_int8_linear_matches_the_reference_int8_linear(
+    kernels: native_mod.NativeKernels, dtype: torch.dtype
+) -> None:
+    from hexamer.model.cpu import PanelInt8Linear
+    from hexamer.model.quant import Int8Linear
+
+    lin = torch.nn.Linear(40, 70, bias=True).requires_grad_(False)
+    ref = Int8Linear.from_linear(lin)
+    panel = PanelInt8Linear(ref, kernels, dtype)
+    x = torch.randn(2, 3, 40).to(dtype)
+    with torch.inference_mode():
+        out = panel(x)
+        want = ref(x)
+    assert out.shape == (2, 3, 70) and out.dtype == dtype
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-2, "rtol": 1e-2}
+    torch.testing.assert_close(out, want, **tol)
+    assert torch.equal(panel.weight, ref.weight)  # unpacking is exact
+    state = panel.state_dict()
+    assert set(state) == {"weight", "weight_scale", "bias"} and state["weight"].dtype == torch.int8
+    torch.testing.assert_close(copy.deepcopy(panel)(x), out, atol=0, rtol=0)
+    assert "int8" in repr(panel)
+
+
+def test_int8_avx2_build_matches(tmp_path: Path, monkeypatch: Any) -> None:
+    """The same int8 kernels built without AVX-512 (the AVX2 path: widening, no VDPBF16PS)."""
+    first = native_kernels()
+    if first is None:
+        pytest.skip(native_status())
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    monkeypatch.setenv("HEXAMER_NATIVE_CFLAGS", "-mno-avx512f")
+    native_kernels.cache_clear()
+    try:
+        avx2 = native_kernels()
+        assert avx2 is not None and not avx2.bf16_dot, native_status()
+        for dtype in (torch.float32, torch.bfloat16):
+            for n, k in ((70, 33), (32, 64), (5, 3)):
+                q, scale = _int8_case(n, k, n + k)
+                panels = avx2.pack_int8(q, dtype)
+                assert panels.numel() == -(-n // 32) * 32 * k  # no k pairs without a bf16 dot
+                assert torch.equal(avx2.unpack_int8(panels, n, k, dtype), q)
+                w = q.double() * scale.double()[:, None]
+                for m in (1, 5, 16):
+                    x = torch.randn(m, k).to(dtype)
+                    want = (x.double() @ w.T).float()
+                    torch.testing.assert_close(
+                        avx2.linear_int8(x, panels, scale, n), want, atol=1e-4, rtol=1e-5
+                    )
+    finally:
+        native_kernels.cache_clear()

@@ -88,6 +88,9 @@ class PublishedScorer:
         from hexamer.tokenizer.folder import resolve_model_dir
 
         path = resolve_model_dir(folder)
+        from hexamer.model.quant import refuse_int8_folder
+
+        refuse_int8_folder(path, "the published transformers path")
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype

@@ -121,6 +121,9 @@ def convert_to_gguf(
     folder = Path(folder).resolve()
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"not a model folder (no config.json): {folder}")
+    from hexamer.model.quant import refuse_int8_folder
+
+    refuse_int8_folder(folder, "llama.cpp's GGUF converter")
     out = Path(out_path) if out_path is not None else default_gguf_path(folder, outtype)
     if _is_fresh(out, folder):
         return out

@@ -1,0 +1,311 @@
+"""``hexamer bench quant``: what int8 weights buy (speed) and cost (fidelity) against float32 and
+bfloat16, every variant loaded from the same folder into the same process.
+
+Speed: decode step (median inter-token latency of a generation) and prefill (time to first token)
+at each batch size, the variants taking turns round by round (so a slow spell of a shared machine
+hits them all), best round kept; ratios are against float32 of the same run. A llama.cpp Q8_0 row
+is added when llama-cpp-python is installed and a Q8_0 GGUF is given (``--gguf``), else a
+``skipped`` row says why.
+
+Fidelity: against the float32 model, on real DNA windows (the held-out tail of every sequence in
+``hexamer/data/dna``, which the demo model never trained on):
+
+* variant scores of random SNVs, window recipe ``LL(alt window) - LL(ref window)`` at bp level:
+  per-variant ``|Δscore|`` (median, p99, max) and Spearman of the scores vs float32;
+* a labelled task with a known answer: real windows (label 1) vs the same windows with 10% of the
+  bases substituted (label 0), scored by mean bp log-likelihood: AUROC per variant and ΔAUROC vs
+  float32 (synthetic labels, not clinical ones);
+* bp-level log-likelihood drift: mean and max ``|Δ log P(base)|`` over every scored base, and the
+  change of the mean per-base log-likelihood.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hexamer.bench.report import BenchReport
+
+if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
+
+#: The variants compared, as ``Carbon.from_pretrained`` dtype names (float32 first: the reference).
+VARIANTS = ("float32", "bfloat16", "int8", "int8-bf16")
+DNA_DIR = Path(__file__).resolve().parents[1] / "data" / "dna"
+HELD_OUT = 0.10  # the demo model never saw the last 10% of each sequence
+LLAMA_CPP_NAME = "llama.cpp Q8_0"
+LLAMA_CPP_HINT = (
+    "llama-cpp-python is not installed (pip install 'hexamer[bench]', ~15 min build; then make a Q8_0 "
+    "GGUF with llama.cpp's convert_hf_to_gguf.py --outtype q8_0 and pass --gguf)"
+)
+
+
+def check_variants(variants: Sequence[str]) -> tuple[str, ...]:
+    """The variants in order, float32 first (added when missing: every ratio is against it)."""
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        raise ValueError(f"unknown variant(s) {bad}; choose from {list(VARIANTS)}")
+    return ("float32", *[v for v in dict.fromkeys(variants) if v != "float32"])
+
+
+def load_variants(
+    folder: str | Path, variants: Sequence[str], max_batch_size: int, log: Callable[[str], None]
+) -> dict[str, Carbon]:
+    """One CPU ``Carbon`` per variant, all from ``folder`` (int8 ones quantized while loading)."""
+    from hexamer import Carbon
+
+    carbons = {}
+    for v in variants:
+        log(f"loading {Path(folder).name} as {v} ...")
+        carbons[v] = Carbon.from_pretrained(folder, dtype=v, device="cpu", max_batch_size=max_batch_size)
+    return carbons
+
+
+# ------------------------------------------------------------------------------------- speed
+def run_quant_speed(
+    carbons: dict[str, Carbon],
+    *,
+    batch_sizes: Sequence[int] = (1, 16),
+    prompt_bp: int = 1080,
+    new_bp: int = 360,
+    rounds: int = 3,
+    gguf: str | Path | None = None,
+    folder: str | Path | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> BenchReport:
+    """Decode step and prefill per variant and batch size, alternating rounds; best round kept."""
+    from hexamer.bench.backends import HexamerBackend
+    from hexamer.bench.suite import suite_prompts
+
+    k = next(iter(carbons.values())).layout.k
+    backends: dict[str, Any] = {v: HexamerBackend(c, "token") for v, c in carbons.items()}
+    peer, skipped = llama_cpp_peer(gguf, folder)
+    if peer is not None:
+        backends[LLAMA_CPP_NAME] = peer
+    prompts = {b: [p.sequence for p in suite_prompts(b, prompt_bp - prompt_bp % k)] for b in batch_sizes}
+    for v, backend in backends.items():  # warm-up: first-call packing, native build, allocator
+        log(f"warm-up {v} ...")
+        backend.generate(prompts[min(batch_sizes)][:1], 2 * k)
+    step: dict[tuple[str, int], list[float]] = {}
+    prefill: dict[tuple[str, int], list[float]] = {}
+    for r in range(rounds):
+        for b in batch_sizes:
+            for v, backend in backends.items():
+                log(f"round {r + 1}/{rounds}: {v} batch {b} ...")
+                run = backend.generate(prompts[b], new_bp)
+                if run.itl_s:
+                    step.setdefault((v, b), []).append(statistics.median(run.itl_s))
+                if run.ttft_s is not None:
+                    prefill.setdefault((v, b), []).append(run.ttft_s)
+    report = BenchReport(
+        name="quant",
+        title=f"int8 vs float: decode step and prefill (best of {rounds} alternating rounds)",
+        columns=("variant", "batch", "status", "decode step ms", "× float32", "× bfloat16", "prefill s", "prefill × float32"),
+        formats={"decode step ms": "{:.1f}", "× float32": "{:.2f}×", "× bfloat16": "{:.2f}×", "prefill s": "{:.2f}", "prefill × float32": "{:.2f}×"},
+    )  # fmt: skip
+    for b in batch_sizes:
+        base = min(step.get(("float32", b), [float("nan")]))
+        base_pf = min(prefill.get(("float32", b), [float("nan")]))
+        bf16 = min(step.get(("bfloat16", b), [float("nan")]))
+        for v in backends:
+            s, p = min(step.get((v, b), [float("nan")])), min(prefill.get((v, b), [float("nan")]))
+            ok = np.isfinite(s) and np.isfinite(p)
+            report.rows.append(
+                {
+                    "variant": v,
+                    "batch": b,
+                    "status": "ok" if ok else "no timing",
+                    "decode step ms": 1000 * s if ok else None,
+                    "× float32": base / s if ok else None,  # speed-up: > 1 is faster
+                    "× bfloat16": bf16 / s if ok and np.isfinite(bf16) else None,
+                    "prefill s": p if ok else None,
+                    "prefill × float32": base_pf / p if ok else None,
+                    "rounds_decode_s": step.get((v, b), []),
+                    "rounds_prefill_s": prefill.get((v, b), []),
+                    "threads": _threads(),
+                }
+            )
+    if skipped is not None:
+        report.rows.extend(
+            {"variant": LLAMA_CPP_NAME, "batch": b, "status": "skipped", "reason": skipped}
+            for b in batch_sizes
+        )
+        report.notes.append(f"{LLAMA_CPP_NAME}: skipped ({skipped})")
+    else:
+        report.notes.append(
+            f"{LLAMA_CPP_NAME}: {gguf}, same threads; its outputs are not checked against hexamer's "
+            "(Q8_0 quantizes differently), only timed"
+        )
+    report.notes.append(
+        f"prompts of {prompt_bp} bp, {new_bp} bp generated (token level); decode step = median "
+        "inter-token latency of a run; × columns are speed-ups (baseline time / variant time) "
+        "within this run. On a shared machine only the ratios are comparable across runs."
+    )
+    return report
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+class _LlamaCppTimer:
+    """llama.cpp's batched generation with the interface of ``HexamerBackend.generate``
+    (``itl_s``: its decode steps; ``ttft_s``: its prefill)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def generate(self, prompts: Sequence[str], new_bp: int) -> Any:
+        from types import SimpleNamespace
+
+        _, timings = self.backend.generate(list(prompts), new_bp, batch=len(prompts))
+        return SimpleNamespace(itl_s=list(timings.step_s), ttft_s=timings.prefill_s)
+
+
+def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
+    """(a timer for llama.cpp on the Q8_0 GGUF ``gguf``, None), or (None, why it is skipped)."""
+    from hexamer.bench.llamacpp import LlamaCppBackend, llama_cpp_available
+
+    ok, why = llama_cpp_available()
+    if not ok:
+        return None, LLAMA_CPP_HINT if "not installed" in why else why
+    if gguf is None or not Path(gguf).is_file() or folder is None:
+        return None, (
+            "no Q8_0 GGUF given: make one with llama.cpp's convert_hf_to_gguf.py --outtype q8_0 and "
+            "pass --gguf (hexamer's converter writes f32/bf16/f16 only)"
+        )
+    backend = LlamaCppBackend(folder, gguf_path=gguf, n_threads=_threads())
+    return _LlamaCppTimer(backend), None
+
+
+# ------------------------------------------------------------------------------------- fidelity
+def held_out_dna(window_bp: int, n_windows: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``n_windows`` (name, sequence) A/C/G/T-only windows from the held-out tail of every
+    sequence in ``hexamer/data/dna``, spread over the sequences in turn."""
+    tails = []
+    for path in sorted(DNA_DIR.glob("*.fa.gz")):
+        with gzip.open(path, "rt") as f:
+            seq = "".join(line.strip() for line in f if not line.startswith(">")).upper()
+        tails.append((path.name.removesuffix(".fa.gz"), seq[int(len(seq) * (1 - HELD_OUT)) :]))
+    rng = random.Random(seed)
+    windows: list[tuple[str, str]] = []
+    attempts = 0
+    while len(windows) < n_windows:
+        attempts += 1
+        if attempts > 100 * n_windows:
+            raise RuntimeError(f"could not find {n_windows} A/C/G/T-only windows of {window_bp} bp")
+        name, tail = tails[len(windows) % len(tails)]
+        if len(tail) < window_bp:
+            continue
+        start = rng.randrange(len(tail) - window_bp + 1)
+        window = tail[start : start + window_bp]
+        if set(window) <= set("ACGT"):
+            windows.append((f"{name}:{start}", window))
+    return windows
+
+
+def _substitute(seq: str, fraction: float, rng: random.Random) -> str:
+    bases = list(seq)
+    for i in rng.sample(range(len(bases)), max(1, round(fraction * len(bases)))):
+        bases[i] = rng.choice([b for b in "ACGT" if b != bases[i]])
+    return "".join(bases)
+
+
+def _per_base(carbon: Carbon, seqs: list[str], batch: int) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for i in range(0, len(seqs), batch):
+        for r in carbon.score(seqs[i : i + batch], level="bp"):
+            assert r.per_base is not None
+            out.append(np.asarray(r.per_base, dtype=np.float64))
+    return out
+
+
+def run_quant_fidelity(
+    carbons: dict[str, Carbon],
+    *,
+    model_name: str,
+    n_variants: int = 200,
+    n_windows: int = 64,
+    window_bp: int = 600,
+    substitution: float = 0.10,
+    batch_size: int = 8,
+    seed: int = 0,
+    log: Callable[[str], None] = lambda _: None,
+) -> BenchReport:
+    """Fidelity of every variant against float32 (see the module docstring for the measures)."""
+    from hexamer.evals.metrics import auroc, spearman
+
+    rng = random.Random(seed)
+    windows = held_out_dna(window_bp, max(n_variants, n_windows), seed)
+    snv_ref, snv_alt = [], []
+    for _, seq in windows[:n_variants]:  # one SNV in the middle of each window
+        mid = len(seq) // 2
+        alt = rng.choice([b for b in "ACGT" if b != seq[mid]])
+        snv_ref.append(seq)
+        snv_alt.append(seq[:mid] + alt + seq[mid + 1 :])
+    real = [seq for _, seq in windows[:n_windows]]
+    fake = [_substitute(seq, substitution, rng) for seq in real]
+    labels = [1] * len(real) + [0] * len(fake)
+    results: dict[str, dict[str, Any]] = {}
+    for v, carbon in carbons.items():
+        log(f"fidelity: scoring with {v} ...")
+        ref_lp = _per_base(carbon, snv_ref, batch_size)
+        alt_lp = _per_base(carbon, snv_alt, batch_size)
+        task_lp = _per_base(carbon, real + fake, batch_size)
+        results[v] = {
+            "scores": np.array([np.nansum(a) - np.nansum(r) for a, r in zip(alt_lp, ref_lp, strict=True)]),
+            "per_base": np.concatenate(ref_lp + task_lp),
+            "task": [float(np.nanmean(x)) for x in task_lp],
+        }
+    base = results["float32"]
+    base_auc = auroc(labels, base["task"])
+    report = BenchReport(
+        name="quant-fidelity",
+        title=f"fidelity vs float32 ({model_name}): {n_variants} SNVs, {n_windows} real vs {n_windows} "
+        f"{substitution:.0%}-substituted windows of {window_bp} bp",
+        columns=("variant", "status", "Spearman vs fp32", "|Δscore| median", "|Δscore| p99", "|Δscore| max",
+                 "AUROC", "ΔAUROC", "|Δ log P| mean", "|Δ log P| max", "Δ mean LL"),
+        formats={"Spearman vs fp32": "{:.5f}", "|Δscore| median": "{:.2g}", "|Δscore| p99": "{:.2g}",
+                 "|Δscore| max": "{:.2g}", "AUROC": "{:.4f}", "ΔAUROC": "{:+.4f}", "|Δ log P| mean": "{:.2g}",
+                 "|Δ log P| max": "{:.2g}", "Δ mean LL": "{:+.2g}"},
+    )  # fmt: skip
+    spread = float(np.std(base["scores"]))
+    for v, res in results.items():
+        d_score = np.abs(res["scores"] - base["scores"])
+        d_lp = np.abs(res["per_base"] - base["per_base"])
+        d_lp = d_lp[np.isfinite(d_lp)]
+        auc = auroc(labels, res["task"])
+        report.rows.append(
+            {
+                "variant": v,
+                "status": "ok",
+                "Spearman vs fp32": spearman(base["scores"], res["scores"]),
+                "|Δscore| median": float(np.median(d_score)),
+                "|Δscore| p99": float(np.quantile(d_score, 0.99)),
+                "|Δscore| max": float(d_score.max()),
+                "AUROC": auc,
+                "ΔAUROC": auc - base_auc,
+                "|Δ log P| mean": float(d_lp.mean()),
+                "|Δ log P| max": float(d_lp.max()),
+                "Δ mean LL": float(np.nanmean(res["per_base"]) - np.nanmean(base["per_base"])),
+                "score_sd_fp32": spread,
+                "n_variants": n_variants,
+                "n_windows": n_windows,
+                "n_bases": int(d_lp.size),
+            }
+        )
+    report.notes.append(
+        f"score = LL(alt window) - LL(ref window), bp level, SNV at the window centre; float32 score "
+        f"SD {spread:.3g}. AUROC: mean bp log-likelihood separating real held-out DNA (label 1) from "
+        f"the same windows with {substitution:.0%} of bases substituted (label 0): synthetic labels "
+        "with a known answer, not clinical ones. Windows: the held-out last 10% of hexamer/data/dna."
+    )
+    return report

@@ -1,0 +1,116 @@
+"""``hexamer quantize`` (write an int8 model folder) and ``hexamer bench quant`` (its speed and
+fidelity against float32 / bfloat16); thin layers over :mod:`hexamer.model.quant` and
+:mod:`hexamer.bench.quant`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
+from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
+
+
+@app.command("quantize")
+def quantize(
+    source: Annotated[Path, typer.Argument(help="Float checkpoint folder (config.json + safetensors).")],
+    out: Annotated[Path, typer.Argument(help="New folder to write (must not exist, or be empty).")],
+    dtype: Annotated[
+        Literal["int8"], typer.Option(help="Weight format: int8 (per-output-channel scales).")
+    ] = "int8",
+    as_json: JsonFlag = False,
+) -> None:
+    """Write an int8 copy of a model folder that hexamer loads directly (docs/quantization.md)."""
+    from hexamer.model.quant import QUANT_METHOD, quantize_folder
+
+    if not (source / "config.json").is_file():
+        raise typer.BadParameter(f"{source} is not a model folder (no config.json)")
+    try:
+        folder = quantize_folder(source, out)
+    except (ValueError, FileExistsError, FileNotFoundError) as exc:
+        fail(exc, code=1)
+    before = sum(p.stat().st_size for p in source.glob("*.safetensors"))
+    after = (folder / "model.safetensors").stat().st_size
+    summary = {
+        "source": str(source),
+        "out": str(folder),
+        "quant_method": QUANT_METHOD,
+        "source_bytes": before,
+        "out_bytes": after,
+    }
+    if as_json:
+        print_json(summary)
+    else:
+        console.print(
+            f"wrote {folder} ({QUANT_METHOD}): weights {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB"
+        )
+
+
+@bench_app.command("quant")
+def bench_quant(
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model folder (default: --shape random weights; --fidelity: the demo model).",
+        ),
+    ] = None,
+    shape: Annotated[
+        str | None,
+        typer.Option(help="Random-weight shape when no --model (tiny, 500m, ...; speed default 500m)."),
+    ] = None,
+    variants: Annotated[str, typer.Option(help="Comma-separated: float32,bfloat16,int8,int8-bf16.")] = (
+        "float32,bfloat16,int8,int8-bf16"
+    ),
+    fidelity: Annotated[
+        bool, typer.Option("--fidelity/--no-fidelity", help="Fidelity report vs float32 instead of speed.")
+    ] = False,
+    batch_sizes: Annotated[str, typer.Option(help="Speed: comma-separated batch sizes.")] = "1,16",
+    prompt_bp: Annotated[int, typer.Option(min=6, max=100_000, help="Speed: prompt length.")] = 1080,
+    new_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Speed: bases generated.")] = 360,
+    rounds: Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")] = 3,
+    gguf: Annotated[Path | None, typer.Option(help="Speed: a llama.cpp Q8_0 GGUF of the same model.")] = None,
+    n_variants: Annotated[int, typer.Option(min=2, max=100_000, help="Fidelity: SNVs scored.")] = 200,
+    n_windows: Annotated[
+        int, typer.Option(min=2, max=100_000, help="Fidelity: real (and as many corrupted) windows.")
+    ] = 64,
+    window_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Fidelity: window length.")] = 600,
+    threads: Annotated[int, typer.Option(min=0, max=4096, help="torch threads (0: torch's default).")] = 0,
+    json_out: JsonOption = None,
+    legacy_json: LegacyJsonOption = None,
+    price_per_hour: PriceOption = None,
+) -> None:
+    """int8 vs float32 vs bfloat16: decode/prefill speed (same run, alternating rounds) or fidelity."""
+    import torch
+
+    from hexamer.bench.quant import check_variants, load_variants, run_quant_fidelity, run_quant_speed
+    from hexamer.cli.bench_cmd import _log, bench_folder, emit, parse_ints
+
+    try:
+        chosen = check_variants([v.strip() for v in variants.split(",") if v.strip()])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
+    if threads:
+        torch.set_num_threads(threads)
+    if model is None and shape is None and fidelity:
+        folder = resolve_model(None)
+    else:
+        folder = bench_folder(model, shape or "500m", "float32")
+    carbons = load_variants(folder, chosen, max(sizes), _log)
+    if fidelity:
+        if window_bp > 6 * (next(iter(carbons.values())).context_length - 4):
+            raise typer.BadParameter(f"--window-bp {window_bp} does not fit the model's context")
+        report = run_quant_fidelity(
+            carbons, model_name=Path(folder).name, n_variants=n_variants, n_windows=n_windows,
+            window_bp=window_bp, log=_log,
+        )  # fmt: skip
+    else:
+        report = run_quant_speed(
+            carbons, batch_sizes=sizes, prompt_bp=prompt_bp, new_bp=new_bp, rounds=rounds, gguf=gguf,
+            folder=folder, log=_log,
+        )  # fmt: skip
+    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
