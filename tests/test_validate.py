@@ -95,5 +95,6 @@ def test_threads_and_dtype() -> None:
         with pytest.raises(ValueError, match=r"threads must lie in \[1, \d+\]"):
             check_threads(bad)
     check_dtype("bf16")
+    check_dtype("int8-bf16")  # int8 weights (hexamer.model.quant)
     with pytest.raises(ValueError, match="dtype must be one of"):
-        check_dtype("int8")
+        check_dtype("int4")
