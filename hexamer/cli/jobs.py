@@ -195,6 +195,14 @@ def _report(bad: list[str]) -> None:
         err_console.print(f"[yellow]... and {len(bad) - 20} more skipped records[/yellow]")
 
 
+def fail_if_none_ok(statuses: dict[str, int], verb: str, table: bool) -> None:
+    """Exit with status 1 (the output is written by now) when there were records and none is
+    ``ok``: a script must not take a job that produced nothing for a success (as ``hexamer vep``)."""
+    if sum(statuses.values()) and not statuses.get("ok", 0):
+        where = "in the output's error column" if table else "listed above"
+        fail(f"no record was {verb} ({describe_counts(statuses)}); the reasons are {where}", code=1)
+
+
 @app.command()
 def generate(
     sequences: Annotated[
@@ -254,7 +262,9 @@ def generate(
     ] = "auto",
     as_json: JsonFlag = False,
 ) -> None:
-    """Continue DNA prompts with the model (exact base counts, bp or token level)."""
+    """Continue DNA prompts with the model (exact base counts, bp or token level).
+
+    Exits with status 1 (after writing the whole output) when no record is ok."""
     check_runtime(dtype=dtype, device=device)
     check_choice("--mode", mode, ("bp", "token"))
     if draft is not None:
@@ -356,6 +366,7 @@ def generate(
         )
     elif output.path is not None:
         console.print(f"wrote {out} ({describe_counts(statuses)})")
+    fail_if_none_ok(statuses, "generated", output.table is not None)
 
 
 def _speculative_options(
@@ -443,7 +454,9 @@ def score(
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Log-likelihood of DNA sequences under the model (bp or token level)."""
+    """Log-likelihood of DNA sequences under the model (bp or token level).
+
+    Exits with status 1 (after writing the whole output) when no record is ok."""
     from hexamer.carbon import UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence
 
@@ -524,11 +537,11 @@ def score(
         if output is not None:
             output.abort()
         raise
+    statuses: dict[str, int] = {}
+    for status in all_statuses:
+        statuses[status] = statuses.get(status, 0) + 1
     if output is not None:
         output.close()
-        statuses: dict[str, int] = {}
-        for status in all_statuses:
-            statuses[status] = statuses.get(status, 0) + 1
         if as_json:
             print_json({"output": str(out), "n_records": len(all_statuses), "status_counts": statuses})
         else:
@@ -539,6 +552,7 @@ def score(
         for row in stdout_rows:
             print("\t".join(_cell(row[c]) for c in columns))
     _report(bad)
+    fail_if_none_ok(statuses, "scored", table=True)
 
 
 def _cell(value: Any) -> str:

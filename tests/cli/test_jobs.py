@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.cli import app
-from hexamer.testing.cli import error_message, run_json, usage_error
+from hexamer.testing.cli import error_message, run, run_json, usage_error
 
 runner = CliRunner()
 
@@ -190,8 +191,6 @@ def test_generate_sampling_options_reach_the_engine(tiny_folder: Path, tmp_path:
 
 @pytest.mark.parametrize("suffix", ["jsonl", "tsv", "csv", "parquet"])
 def test_score_all_n_writes_null_not_nan(tiny_folder: Path, tmp_path: Path, suffix: str) -> None:
-    import json
-
     fa = tmp_path / "in.fa"
     fa.write_text(">n\nNNNNNNNNNNNN\n>some\nACGTACNNNNNN\n")
     out = tmp_path / f"scores.{suffix}"
@@ -238,3 +237,31 @@ def test_count_records_gives_the_progress_total(fasta: Path, tmp_path: Path) -> 
     assert count_records(None, fasta) == 6  # bad records count: they are rows too
     assert count_records(None, Path("-")) is None  # standard input cannot be read twice
     assert count_records(None, tmp_path / "missing.fa") is None  # the real pass reports it
+
+
+@pytest.mark.parametrize("command", ["score", "generate"])
+def test_a_job_with_no_ok_record_exits_1_after_writing_everything(
+    tiny_folder: Path, tmp_path: Path, command: str
+) -> None:
+    fa = tmp_path / "in.fa"
+    fa.write_text(">bad\nACGTXACGT\n>empty\n>long\n" + "ACGT" * 4000 + "\n")
+    out = tmp_path / "out.jsonl"
+    extra = ["--max-bp", "6"] if command == "generate" else []
+    result = run([command, "-m", tiny_folder, "-i", fa, "-o", out, *extra, "--json"])
+    assert result.exit_code == 1
+    summary = json.loads(result.stdout.strip().splitlines()[-1])  # the summary still comes first
+    assert summary["status_counts"] == {"skipped": 2, "failed": 1}
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["skipped", "skipped", "failed"]  # the whole output
+    assert "no record was" in error_message(result) and "skipped 2" in error_message(result)
+    # one ok record among bad ones is a success
+    fa.write_text(">bad\nACGTXACGT\n>good\nACGTACGTACGT\n")
+    assert run([command, "-m", tiny_folder, "-i", fa, "-o", out]).exit_code == 0
+
+
+def test_score_to_stdout_with_no_ok_record_exits_1(tiny_folder: Path) -> None:
+    result = run(["score", "-m", tiny_folder, "NNNNNNNNNNNN"])
+    assert result.exit_code == 1
+    header, line = result.stdout.strip().splitlines()[:2]
+    assert dict(zip(header.split("\t"), line.split("\t"), strict=True))["status"] == "skipped"
+    assert "no record was scored" in error_message(result)
