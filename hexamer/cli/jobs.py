@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
     from hexamer.io import BadRecord, SequenceRecord
 
-CHUNK = 256  # records per engine call: bounds memory on huge inputs
+CHUNK = 256  # sequences per engine call (records x samples): bounds memory on huge inputs
+#: Largest ``generate --n``: samples per prompt (the server's default limit is 64).
+MAX_SAMPLES = 1024
 
 
 def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int) -> Carbon:
@@ -143,9 +145,11 @@ class _Output:
     def add(self, rows: list[dict[str, Any]], fasta_key: str | None) -> None:
         if self.table is not None:
             self.table.write_batch(rows)
-        elif fasta_key is not None:
+        elif fasta_key is not None:  # sample j of a record (--n) is named ID_j
             self.fasta.extend(
-                (r["id"], r[fasta_key], r.get("description", "")) for r in rows if r["status"] == "ok"
+                (r["id"] if "sample" not in r else f"{r['id']}_{r['sample']}", r[fasta_key], "")
+                for r in rows
+                if r["status"] == "ok"
             )
 
     def close(self) -> None:
@@ -238,9 +242,36 @@ def generate(
     repetition_penalty: Annotated[
         float, typer.Option(min=0.0, help="Penalise 6-mers already in the prompt or output (1 = off).")
     ] = 1.0,
+    n: Annotated[
+        int,
+        typer.Option(
+            "--n",
+            min=1,
+            max=MAX_SAMPLES,
+            help="Samples per prompt: a sample column in tables, IDs ID_0, ID_1 ... in FASTA.",
+        ),
+    ] = 1,
+    stop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--stop", help="Cut a sequence before this DNA string (repeatable; finish_reason stop)."
+        ),
+    ] = None,
+    logprobs: Annotated[
+        bool,
+        typer.Option(
+            "--logprobs/--no-logprobs",
+            help="Tables: a logprobs list column, the model's log-probability of each new base "
+            "(bp mode) or 6-mer (token mode).",
+        ),
+    ] = False,
     seed: Annotated[
         int | None,
-        typer.Option(min=SEED_MIN, max=SEED_MAX_CLI, help="Record i uses seed + i (its index in the input)."),
+        typer.Option(
+            min=SEED_MIN,
+            max=SEED_MAX_CLI,
+            help="Sample j of record i uses seed + i * n + j (i: its index in the input).",
+        ),
     ] = None,
     mask: Annotated[
         str | None, typer.Option(help="IUPAC mask over the first new bases, e.g. NNNATGNNN.")
@@ -267,6 +298,7 @@ def generate(
     Exits with status 1 (after writing the whole output) when no record is ok."""
     check_runtime(dtype=dtype, device=device)
     check_choice("--mode", mode, ("bp", "token"))
+    stops = _check_stops(stop or [])
     if draft is not None:
         from hexamer.engine.speculative import SpecConfig
 
@@ -280,6 +312,12 @@ def generate(
         raise typer.BadParameter("--json needs --out FILE: stdout carries the sequences")
     if out is not None:
         check_output("--out", out, _check_generate_output)
+    if logprobs and (out is None or is_fasta_name(out)):
+        raise typer.BadParameter(
+            "--logprobs needs a table output (-o .tsv, .csv, .jsonl or .parquet): FASTA has no column for them"
+        )
+    if draft is not None and logprobs:
+        raise typer.BadParameter("--draft takes no --logprobs")
     carbon = load_carbon(model, dtype, device, batch_size)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
@@ -307,8 +345,8 @@ def generate(
     try:
         with _progress() as progress:
             task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
-            for chunk in _chunks(_records(sequences or [], input_file), CHUNK):
-                rows, good = _generate_chunk(carbon, chunk, options, prefix, seed, bad)
+            for chunk in _chunks(_records(sequences or [], input_file), max(1, CHUNK // n)):
+                rows, good = _generate_chunk(carbon, chunk, options, prefix, seed, n, bad)
                 if good:
                     ok_rows = [r for r in rows if r["status"] == "ok"]
 
@@ -323,23 +361,19 @@ def generate(
                         seed=[r["seed"] for r in ok_rows] if seed is not None else None,
                         prefix=prefix,
                         on_progress=tick,
+                        n=n,
+                        stop=stops or None,
+                        logprobs=logprobs,
                         **options,
                         **spec_options,
                     )
                     if spec_total is not None and carbon.last_spec_stats is not None:
                         spec_total.merge(carbon.last_spec_stats)
-                    for row, gen in zip(ok_rows, gens, strict=True):
-                        row.update(
-                            sequence=gen.sequence,
-                            n_bp=gen.n_bp,
-                            finish_reason=gen.finish_reason,
-                            n_prompt_oov_bases=gen.n_prompt_oov_bases,
-                        )
+                    for i, row in enumerate(ok_rows):  # the n samples of a prompt come together
+                        row["gens"] = gens[i * n : (i + 1) * n]
                 for row in rows:
-                    row.pop("prompt")
-                    row.pop("seed")
                     statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-                output.add(rows, "sequence")
+                output.add(_sample_rows(rows, n, logprobs), "sequence")
                 progress.update(task, advance=len(rows))
     except BaseException:
         output.abort()
@@ -353,7 +387,8 @@ def generate(
             {
                 "output": str(out),
                 "n_records": sum(statuses.values()),
-                "status_counts": statuses,
+                "status_counts": statuses,  # per input record (a record has n sample rows)
+                "n_samples": n,
                 "n_bp": done_bp,
                 "speculative": None
                 if spec_total is None
@@ -392,8 +427,51 @@ def _speculative_options(
     }, SpecStats()
 
 
+def _check_stops(stops: list[str]) -> list[str]:
+    """``--stop`` values: non-empty A/C/G/T strings (upper-cased), as ``Carbon.generate`` takes."""
+    for value in stops:
+        if not value or not set(value.upper()) <= set("ACGT"):
+            raise typer.BadParameter(
+                f"must be a non-empty string of A/C/G/T, got {value!r}", param_hint="'--stop'"
+            )
+    return [value.upper() for value in stops]
+
+
+def _sample_rows(rows: list[dict[str, Any]], n: int, logprobs: bool) -> list[dict[str, Any]]:
+    """The output rows of a chunk's records: one per record and sample (``--n``), every record's
+    samples included, a skipped or failed record's too (with its status and error)."""
+    import numpy as np
+
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        row.pop("prompt")
+        row.pop("seed")
+        gens = row.pop("gens", None) or [None] * n
+        for j, gen in enumerate(gens):
+            sample = {"id": row["id"], **({"sample": j} if n > 1 else {}), **row}
+            if logprobs:  # typed even when empty: a Parquet column's type is set by its first batch
+                sample["logprobs"] = np.zeros(0, dtype=np.float64)
+            if gen is not None:
+                sample.update(
+                    sequence=gen.sequence,
+                    n_bp=gen.n_bp,
+                    finish_reason=gen.finish_reason,
+                    n_prompt_oov_bases=gen.n_prompt_oov_bases,
+                )
+                if logprobs and gen.logprobs is not None:
+                    sample["logprobs"] = gen.logprobs
+            out.append(sample)
+    return out
+
+
 def _generate_chunk(
-    carbon: Carbon, chunk: list[Any], options: dict[str, Any], prefix: str, seed: int | None, bad: list[str]
+    carbon: Carbon,
+    chunk: list[Any],
+    options: dict[str, Any],
+    prefix: str,
+    seed: int | None,
+    n: int,
+    bad: list[str],
 ) -> tuple[list[dict[str, Any]], int]:
     from hexamer.io import BadRecord, normalize_sequence
 
@@ -409,7 +487,7 @@ def _generate_chunk(
             "finish_reason": "",
             "n_prompt_oov_bases": 0,
             "prompt": "",
-            "seed": None if seed is None else seed + rec.index,
+            "seed": None if seed is None else seed + rec.index * n,  # sample j: + j
         }
         if isinstance(rec, BadRecord):
             row.update(status="skipped", error=rec.reason)

@@ -265,3 +265,61 @@ def test_score_to_stdout_with_no_ok_record_exits_1(tiny_folder: Path) -> None:
     header, line = result.stdout.strip().splitlines()[:2]
     assert dict(zip(header.split("\t"), line.split("\t"), strict=True))["status"] == "skipped"
     assert "no record was scored" in error_message(result)
+
+
+def test_generate_n_samples_stop_and_logprobs_match_the_python_api(
+    tiny_folder: Path, fasta: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "g.parquet"
+    args = ["generate", "-m", tiny_folder, "-i", fasta, "-o", out, "--max-bp", "30", "--seed", "5"]
+    summary = run_json([*args, "--n", "3", "--stop", "ta", "--stop", "GGG", "--logprobs"])
+    assert summary["n_records"] == 6 and summary["n_samples"] == 3
+    assert summary["status_counts"] == {"ok": 2, "skipped": 3, "failed": 1}  # per input record
+    rows = pq.read_table(out).to_pylist()
+    # every record has its 3 sample rows, bad ones included (with their status)
+    assert [(r["id"], r["sample"]) for r in rows] == [
+        (ident, j) for ident in ("good1", "bad_char", "good2", "empty", "good1", "long") for j in range(3)
+    ]
+    assert [r["status"] for r in rows[3:6]] == ["skipped"] * 3 and rows[3]["logprobs"] == []
+    # record i, sample j: seed 5 + i * 3 + j, as Carbon.generate(n=3, seed=...) gives prompt by prompt
+    carbon = Carbon.from_pretrained(tiny_folder)
+    want = carbon.generate(
+        ["ACGTACGTACGTAAC", "TTGACATTGACAGG"],
+        max_bp=30,
+        n=3,
+        seed=[5, 5 + 2 * 3],
+        stop=["TA", "GGG"],
+        logprobs=True,
+    )
+    got = [r for r in rows if r["status"] == "ok"]
+    assert [r["sequence"] for r in got] == [g.sequence for g in want]
+    assert [r["finish_reason"] for r in got] == [g.finish_reason for g in want]
+    for row, gen in zip(got, want, strict=True):
+        assert "TA" not in row["sequence"] and "GGG" not in row["sequence"]
+        assert row["logprobs"] == pytest.approx(gen.logprobs.tolist(), abs=1e-6)
+        assert len(row["logprobs"]) == row["n_bp"]  # bp mode: one per new base
+    assert "stop" in {r["finish_reason"] for r in got}
+
+
+def test_generate_n_samples_in_fasta_are_named_id_j(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "g.fa"
+    run_json(
+        ["generate", "-m", tiny_folder, "ACGTACGT", "-o", out, "--max-bp", "12", "--n", "2", "--seed", "0"]
+    )
+    text = out.read_text().split()
+    assert text[0::2] == [">seq1_0", ">seq1_1"]
+    want = Carbon.from_pretrained(tiny_folder).generate("ACGTACGT", max_bp=12, n=2, seed=0)
+    assert text[1::2] == [g.sequence for g in want]
+
+
+def test_generate_n_stop_and_logprobs_are_checked_before_the_model_loads(tiny_folder: Path) -> None:
+    args = ["generate", "-m", tiny_folder, "ACGTAC", "--max-bp", "6"]
+    for bad, bound in (("0", "1"), ("100000", "1024")):
+        message = usage_error([*args, "--n", bad]).format_message()
+        assert "'--n'" in message and message.endswith(f" {bound}")
+    assert "A/C/G/T" in usage_error([*args, "--stop", "TXA"]).format_message()
+    assert "A/C/G/T" in usage_error([*args, "--stop", ""]).format_message()
+    assert "table output" in usage_error([*args, "--logprobs"]).format_message()  # FASTA on stdout
+    assert "table output" in usage_error([*args, "--logprobs", "-o", "x.fa"]).format_message()
+    draft = usage_error([*args, "--logprobs", "-o", "x.tsv", "--draft", tiny_folder])
+    assert "--logprobs" in draft.format_message()
