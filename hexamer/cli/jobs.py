@@ -341,7 +341,8 @@ def generate(
     output = _Output(out)
     bad: list[str] = []
     statuses: dict[str, int] = {}
-    done_bp = 0
+    done_bp = 0  # generated (the rate)
+    written_bp = 0  # in the output (after --stop cuts)
     try:
         with _progress() as progress:
             task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
@@ -373,7 +374,9 @@ def generate(
                         row["gens"] = gens[i * n : (i + 1) * n]
                 for row in rows:
                     statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-                output.add(_sample_rows(rows, n, logprobs), "sequence")
+                samples = _sample_rows(rows, n, logprobs)
+                written_bp += sum(r["n_bp"] for r in samples)
+                output.add(samples, "sequence")
                 progress.update(task, advance=len(rows))
     except BaseException:
         output.abort()
@@ -389,7 +392,7 @@ def generate(
                 "n_records": sum(statuses.values()),
                 "status_counts": statuses,  # per input record (a record has n sample rows)
                 "n_samples": n,
-                "n_bp": done_bp,
+                "n_bp": written_bp,
                 "speculative": None
                 if spec_total is None
                 else {

@@ -299,6 +299,7 @@ def test_generate_n_samples_stop_and_logprobs_match_the_python_api(
         assert row["logprobs"] == pytest.approx(gen.logprobs.tolist(), abs=1e-6)
         assert len(row["logprobs"]) == row["n_bp"]  # bp mode: one per new base
     assert "stop" in {r["finish_reason"] for r in got}
+    assert summary["n_bp"] == sum(r["n_bp"] for r in got)  # the bases written, after the cuts
 
 
 def test_generate_n_samples_in_fasta_are_named_id_j(tiny_folder: Path, tmp_path: Path) -> None:
