@@ -254,7 +254,9 @@ def generate(
     stop: Annotated[
         list[str] | None,
         typer.Option(
-            "--stop", help="Cut a sequence before this DNA string (repeatable; finish_reason stop)."
+            "--stop",
+            metavar="DNA",
+            help="Cut a sequence before this DNA string (repeatable; finish_reason stop).",
         ),
     ] = None,
     logprobs: Annotated[
