@@ -405,8 +405,8 @@ class Carbon:
                 "Carbon.generate continues DNA (mode='bp' or 'token'); whole-vocabulary text generation "
                 "is hexamer serve's /v1/completions (or hexamer.engine with SamplingParams(mode='text'))"
             )
-        n = _check_n(n, num_return_sequences)
-        stops = _check_stops(stop)
+        n = check_n(n, num_return_sequences)
+        stops = check_stops(stop)
         extras = {"top_k": top_k, "min_p": min_p, "repetition_penalty": repetition_penalty}
         if draft is not None and (
             logprobs or extras != {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
@@ -416,7 +416,7 @@ class Carbon:
             )
         single = isinstance(prompts, str) and n == 1
         items = [prompts] if isinstance(prompts, str) else list(prompts)
-        seeds = _sample_seeds(seed, len(items), n)
+        seeds = sample_seeds(seed, len(items), n)
         items = [p for p in items for _ in range(n)]
         requests, parsed = build_requests(
             self,
@@ -456,13 +456,13 @@ class Carbon:
                 n_prompt_oov_bases=p.n_oov_bases,
                 token_ids=[self.layout.kmer_start + i for i in req.output_kmers]
                 + ([self.layout.end_id] if req.ended_with_tag else []),
-                logprobs=_new_logprobs(req, mode) if logprobs else None,
+                logprobs=new_logprobs(req, mode) if logprobs else None,
             )
             for text, req, p in zip(items, requests, parsed, strict=True)
         ]
         if stops:
             out = [
-                _cut_at_stop(g, stops, mode, len(p.forced), self.layout.k)
+                cut_at_stop(g, stops, mode, len(p.forced), self.layout.k)
                 for g, p in zip(out, parsed, strict=True)
             ]
         return out[0] if single else out
@@ -611,7 +611,8 @@ class Carbon:
         return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
 
 
-def _check_n(n: int, num_return_sequences: int | None) -> int:
+def check_n(n: int, num_return_sequences: int | None) -> int:
+    """``generate``'s samples per prompt (``n``, alias ``num_return_sequences``), local or remote."""
     if num_return_sequences is not None:
         if n not in (1, num_return_sequences):
             raise ValueError(f"n={n} and num_return_sequences={num_return_sequences} disagree: give one")
@@ -621,7 +622,8 @@ def _check_n(n: int, num_return_sequences: int | None) -> int:
     return n
 
 
-def _check_stops(stop: str | Sequence[str] | None) -> list[str]:
+def check_stops(stop: str | Sequence[str] | None) -> list[str]:
+    """``generate``'s ``stop`` as a list of upper-case DNA strings, local or remote."""
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     for s in stops:
         if not isinstance(s, str) or not s or not set(s.upper()) <= _ACGT:
@@ -629,7 +631,7 @@ def _check_stops(stop: str | Sequence[str] | None) -> list[str]:
     return [s.upper() for s in stops]
 
 
-def _sample_seeds(seed: int | Sequence[int] | None, n_prompts: int, n: int) -> list[int | None]:
+def sample_seeds(seed: int | Sequence[int] | None, n_prompts: int, n: int) -> list[int | None]:
     """One seed per (prompt, sample): ``s + i * n + j`` from an int, ``seeds[i] + j`` from a list."""
     if seed is None:
         return [None] * (n_prompts * n)
@@ -640,7 +642,7 @@ def _sample_seeds(seed: int | Sequence[int] | None, n_prompts: int, n: int) -> l
     return [int(seed) + i for i in range(n_prompts * n)]
 
 
-def _new_logprobs(req: Request, mode: str) -> np.ndarray:
+def new_logprobs(req: Request, mode: str) -> np.ndarray:
     """The recorded log-probabilities of the new bases (bp) or tokens (token), as ``sequence``."""
     if not req.dna_logprobs:
         return np.zeros(0, dtype=np.float64)
@@ -651,7 +653,7 @@ def _new_logprobs(req: Request, mode: str) -> np.ndarray:
     return values[: req.params.max_bp] if req.params.max_bp is not None else values
 
 
-def _cut_at_stop(gen: Generation, stops: list[str], mode: str, n_forced: int, k: int) -> Generation:
+def cut_at_stop(gen: Generation, stops: list[str], mode: str, n_forced: int, k: int) -> Generation:
     """``gen`` ended before the first occurrence of any stop string (finish_reason ``stop``)."""
     import dataclasses
 

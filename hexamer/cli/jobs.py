@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
     from hexamer.io import BadRecord, SequenceRecord
 
-CHUNK = 256  # records per engine call: bounds memory on huge inputs
+CHUNK = 256  # sequences per engine call (records x samples): bounds memory on huge inputs
+#: Largest ``generate --n``: samples per prompt (the server's default limit is 64).
+MAX_SAMPLES = 1024
 
 
 def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int) -> Carbon:
@@ -143,9 +145,11 @@ class _Output:
     def add(self, rows: list[dict[str, Any]], fasta_key: str | None) -> None:
         if self.table is not None:
             self.table.write_batch(rows)
-        elif fasta_key is not None:
+        elif fasta_key is not None:  # sample j of a record (--n) is named ID_j
             self.fasta.extend(
-                (r["id"], r[fasta_key], r.get("description", "")) for r in rows if r["status"] == "ok"
+                (r["id"] if "sample" not in r else f"{r['id']}_{r['sample']}", r[fasta_key], "")
+                for r in rows
+                if r["status"] == "ok"
             )
 
     def close(self) -> None:
@@ -195,6 +199,14 @@ def _report(bad: list[str]) -> None:
         err_console.print(f"[yellow]... and {len(bad) - 20} more skipped records[/yellow]")
 
 
+def fail_if_none_ok(statuses: dict[str, int], verb: str, table: bool) -> None:
+    """Exit with status 1 (the output is written by now) when there were records and none is
+    ``ok``: a script must not take a job that produced nothing for a success (as ``hexamer vep``)."""
+    if sum(statuses.values()) and not statuses.get("ok", 0):
+        where = "in the output's error column" if table else "listed above"
+        fail(f"no record was {verb} ({describe_counts(statuses)}); the reasons are {where}", code=1)
+
+
 @app.command()
 def generate(
     sequences: Annotated[
@@ -230,9 +242,38 @@ def generate(
     repetition_penalty: Annotated[
         float, typer.Option(min=0.0, help="Penalise 6-mers already in the prompt or output (1 = off).")
     ] = 1.0,
+    n: Annotated[
+        int,
+        typer.Option(
+            "--n",
+            min=1,
+            max=MAX_SAMPLES,
+            help="Samples per prompt: a sample column in tables, IDs ID_0, ID_1 ... in FASTA.",
+        ),
+    ] = 1,
+    stop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--stop",
+            metavar="DNA",
+            help="Cut a sequence before this DNA string (repeatable; finish_reason stop).",
+        ),
+    ] = None,
+    logprobs: Annotated[
+        bool,
+        typer.Option(
+            "--logprobs/--no-logprobs",
+            help="Tables: a logprobs list column, the model's log-probability of each new base "
+            "(bp mode) or 6-mer (token mode).",
+        ),
+    ] = False,
     seed: Annotated[
         int | None,
-        typer.Option(min=SEED_MIN, max=SEED_MAX_CLI, help="Record i uses seed + i (its index in the input)."),
+        typer.Option(
+            min=SEED_MIN,
+            max=SEED_MAX_CLI,
+            help="Sample j of record i uses seed + i * n + j (i: its index in the input).",
+        ),
     ] = None,
     mask: Annotated[
         str | None, typer.Option(help="IUPAC mask over the first new bases, e.g. NNNATGNNN.")
@@ -254,9 +295,12 @@ def generate(
     ] = "auto",
     as_json: JsonFlag = False,
 ) -> None:
-    """Continue DNA prompts with the model (exact base counts, bp or token level)."""
+    """Continue DNA prompts with the model (exact base counts, bp or token level).
+
+    Exits with status 1 (after writing the whole output) when no record is ok."""
     check_runtime(dtype=dtype, device=device)
     check_choice("--mode", mode, ("bp", "token"))
+    stops = _check_stops(stop or [])
     if draft is not None:
         from hexamer.engine.speculative import SpecConfig
 
@@ -270,6 +314,12 @@ def generate(
         raise typer.BadParameter("--json needs --out FILE: stdout carries the sequences")
     if out is not None:
         check_output("--out", out, _check_generate_output)
+    if logprobs and (out is None or is_fasta_name(out)):
+        raise typer.BadParameter(
+            "--logprobs needs a table output (-o .tsv, .csv, .jsonl or .parquet): FASTA has no column for them"
+        )
+    if draft is not None and logprobs:
+        raise typer.BadParameter("--draft takes no --logprobs")
     carbon = load_carbon(model, dtype, device, batch_size)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
@@ -293,12 +343,13 @@ def generate(
     output = _Output(out)
     bad: list[str] = []
     statuses: dict[str, int] = {}
-    done_bp = 0
+    done_bp = 0  # generated (the rate)
+    written_bp = 0  # in the output (after --stop cuts)
     try:
         with _progress() as progress:
             task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
-            for chunk in _chunks(_records(sequences or [], input_file), CHUNK):
-                rows, good = _generate_chunk(carbon, chunk, options, prefix, seed, bad)
+            for chunk in _chunks(_records(sequences or [], input_file), max(1, CHUNK // n)):
+                rows, good = _generate_chunk(carbon, chunk, options, prefix, seed, n, bad)
                 if good:
                     ok_rows = [r for r in rows if r["status"] == "ok"]
 
@@ -313,23 +364,21 @@ def generate(
                         seed=[r["seed"] for r in ok_rows] if seed is not None else None,
                         prefix=prefix,
                         on_progress=tick,
+                        n=n,
+                        stop=stops or None,
+                        logprobs=logprobs,
                         **options,
                         **spec_options,
                     )
                     if spec_total is not None and carbon.last_spec_stats is not None:
                         spec_total.merge(carbon.last_spec_stats)
-                    for row, gen in zip(ok_rows, gens, strict=True):
-                        row.update(
-                            sequence=gen.sequence,
-                            n_bp=gen.n_bp,
-                            finish_reason=gen.finish_reason,
-                            n_prompt_oov_bases=gen.n_prompt_oov_bases,
-                        )
+                    for i, row in enumerate(ok_rows):  # the n samples of a prompt come together
+                        row["gens"] = gens[i * n : (i + 1) * n]
                 for row in rows:
-                    row.pop("prompt")
-                    row.pop("seed")
                     statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-                output.add(rows, "sequence")
+                samples = _sample_rows(rows, n, logprobs)
+                written_bp += sum(r["n_bp"] for r in samples)
+                output.add(samples, "sequence")
                 progress.update(task, advance=len(rows))
     except BaseException:
         output.abort()
@@ -343,8 +392,9 @@ def generate(
             {
                 "output": str(out),
                 "n_records": sum(statuses.values()),
-                "status_counts": statuses,
-                "n_bp": done_bp,
+                "status_counts": statuses,  # per input record (a record has n sample rows)
+                "n_samples": n,
+                "n_bp": written_bp,
                 "speculative": None
                 if spec_total is None
                 else {
@@ -356,6 +406,7 @@ def generate(
         )
     elif output.path is not None:
         console.print(f"wrote {out} ({describe_counts(statuses)})")
+    fail_if_none_ok(statuses, "generated", output.table is not None)
 
 
 def _speculative_options(
@@ -381,8 +432,51 @@ def _speculative_options(
     }, SpecStats()
 
 
+def _check_stops(stops: list[str]) -> list[str]:
+    """``--stop`` values: non-empty A/C/G/T strings (upper-cased), as ``Carbon.generate`` takes."""
+    for value in stops:
+        if not value or not set(value.upper()) <= set("ACGT"):
+            raise typer.BadParameter(
+                f"must be a non-empty string of A/C/G/T, got {value!r}", param_hint="'--stop'"
+            )
+    return [value.upper() for value in stops]
+
+
+def _sample_rows(rows: list[dict[str, Any]], n: int, logprobs: bool) -> list[dict[str, Any]]:
+    """The output rows of a chunk's records: one per record and sample (``--n``), every record's
+    samples included, a skipped or failed record's too (with its status and error)."""
+    import numpy as np
+
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        row.pop("prompt")
+        row.pop("seed")
+        gens = row.pop("gens", None) or [None] * n
+        for j, gen in enumerate(gens):
+            sample = {"id": row["id"], **({"sample": j} if n > 1 else {}), **row}
+            if logprobs:  # typed even when empty: a Parquet column's type is set by its first batch
+                sample["logprobs"] = np.zeros(0, dtype=np.float64)
+            if gen is not None:
+                sample.update(
+                    sequence=gen.sequence,
+                    n_bp=gen.n_bp,
+                    finish_reason=gen.finish_reason,
+                    n_prompt_oov_bases=gen.n_prompt_oov_bases,
+                )
+                if logprobs and gen.logprobs is not None:
+                    sample["logprobs"] = gen.logprobs
+            out.append(sample)
+    return out
+
+
 def _generate_chunk(
-    carbon: Carbon, chunk: list[Any], options: dict[str, Any], prefix: str, seed: int | None, bad: list[str]
+    carbon: Carbon,
+    chunk: list[Any],
+    options: dict[str, Any],
+    prefix: str,
+    seed: int | None,
+    n: int,
+    bad: list[str],
 ) -> tuple[list[dict[str, Any]], int]:
     from hexamer.io import BadRecord, normalize_sequence
 
@@ -398,7 +492,7 @@ def _generate_chunk(
             "finish_reason": "",
             "n_prompt_oov_bases": 0,
             "prompt": "",
-            "seed": None if seed is None else seed + rec.index,
+            "seed": None if seed is None else seed + rec.index * n,  # sample j: + j
         }
         if isinstance(rec, BadRecord):
             row.update(status="skipped", error=rec.reason)
@@ -443,7 +537,9 @@ def score(
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Log-likelihood of DNA sequences under the model (bp or token level)."""
+    """Log-likelihood of DNA sequences under the model (bp or token level).
+
+    Exits with status 1 (after writing the whole output) when no record is ok."""
     from hexamer.carbon import UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence
 
@@ -524,11 +620,11 @@ def score(
         if output is not None:
             output.abort()
         raise
+    statuses: dict[str, int] = {}
+    for status in all_statuses:
+        statuses[status] = statuses.get(status, 0) + 1
     if output is not None:
         output.close()
-        statuses: dict[str, int] = {}
-        for status in all_statuses:
-            statuses[status] = statuses.get(status, 0) + 1
         if as_json:
             print_json({"output": str(out), "n_records": len(all_statuses), "status_counts": statuses})
         else:
@@ -539,6 +635,7 @@ def score(
         for row in stdout_rows:
             print("\t".join(_cell(row[c]) for c in columns))
     _report(bad)
+    fail_if_none_ok(statuses, "scored", table=True)
 
 
 def _cell(value: Any) -> str:

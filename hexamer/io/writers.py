@@ -9,10 +9,11 @@ existing destination is left untouched. Only a hard kill (SIGKILL, power loss) c
 
 Table cells: list/array values (per-base log-probabilities, ...) become Parquet list columns; in
 TSV/CSV a list of numbers is one comma-joined cell (floats with 6 significant digits, integers
-exact), other lists/dicts are JSON. Scalar floats keep full precision everywhere. JSONL writes
-NaN (an unscored base) as ``null``: ``NaN`` is not JSON and strict readers (``jq``, browsers, Go,
-Rust) refuse the line; infinities are written as ``Infinity``/``-Infinity`` (Python's and pandas'
-JSON readers accept them).
+exact), other lists/dicts are JSON. Scalar floats keep full precision everywhere. JSONL is strict
+JSON (RFC 8259 has no non-finite numbers): NaN (an unscored base) and ``inf``/``-inf`` (a
+log-probability of an impossible base) are written as ``null``, because ``NaN``/``Infinity`` are
+Python extensions that strict readers (``jq``, browsers, Go, Rust) refuse line and all. Parquet
+keeps them as IEEE floats; TSV/CSV cells read ``nan``/``inf``/``-inf``.
 """
 
 from __future__ import annotations
@@ -248,8 +249,8 @@ def _json_value(value: Any) -> Any:
         return {str(k): _json_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_value(v) for v in value]
-    if isinstance(value, float) and math.isnan(value):
-        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN/Infinity
     return value
 
 
@@ -358,7 +359,9 @@ class TableWriter:
             return
         assert self._text is not None
         if self.format == "jsonl":
-            lines = [json.dumps(_json_value(dict(row)), ensure_ascii=False) + "\n" for row in rows]  # type: ignore[union-attr]
+            lines = [
+                json.dumps(_json_value(dict(row)), ensure_ascii=False, allow_nan=False) + "\n" for row in rows
+            ]  # type: ignore[union-attr]
             self._text.write("".join(lines))
         else:
             self._write_delimited(rows)  # type: ignore[arg-type]

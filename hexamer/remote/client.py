@@ -35,7 +35,19 @@ from typing import Any, Literal, overload
 import numpy as np
 import torch
 
-from hexamer.carbon import Carbon, Generation, ScoreResult, UnscoredSequenceWarning, _Prompt, build_requests
+from hexamer.carbon import (
+    Carbon,
+    Generation,
+    ScoreResult,
+    UnscoredSequenceWarning,
+    _Prompt,
+    build_requests,
+    check_n,
+    check_stops,
+    cut_at_stop,
+    new_logprobs,
+    sample_seeds,
+)
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.request import RequestState
 from hexamer.engine.sampler import END, sample_next
@@ -447,6 +459,13 @@ class RemoteCarbon:
         mode: Literal["bp", "token"] = "bp",
         temperature: float = 1.0,
         top_p: float = 1.0,
+        top_k: int = 0,
+        min_p: float = 0.0,
+        repetition_penalty: float = 1.0,
+        n: int = 1,
+        num_return_sequences: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        logprobs: bool = False,
         seed: int | Sequence[int] | None = None,
         mask: str | np.ndarray | None = None,
         prefix: str = "",
@@ -461,15 +480,44 @@ class RemoteCarbon:
         local ``Carbon`` on the same weights). ``"server"`` (token mode on vLLM/hexamer, no mask, prompt
         ending on a 6-mer boundary) makes one request per prompt and uses the server's sampler.
         ``"auto"`` takes the server path whenever it is possible.
+
+        ``n``, ``stop`` and ``seed`` follow ``Carbon.generate``'s rules on either path (sample j of
+        prompt i is its own request with seed ``s + i * n + j``; stop strings cut the output here).
+        ``top_k``, ``min_p`` and ``logprobs`` run in the client sampler, with the local engine's
+        definitions (``logprobs``: the raw model's log-probability of each new base or 6-mer,
+        normalised over the 6-mer block as locally): the server's own sampler defines them
+        differently (vLLM's log-probabilities are over the whole vocabulary), so ``sampler="server"``
+        refuses them by name and ``"auto"`` takes the client path for them. ``repetition_penalty``
+        is refused: transformers' rule depends on the sign of the raw logits, which a server's
+        log-probabilities do not give.
         """
         if sampler not in ("auto", "client", "server"):
             raise ValueError(f"sampler must be 'auto', 'client' or 'server', got {sampler!r}")
-        single = isinstance(prompts, str)
-        items = [prompts] if single else list(prompts)
+        if repetition_penalty != 1:
+            raise ValueError(
+                "RemoteCarbon.generate takes no repetition_penalty: transformers' rule divides positive "
+                "logits and multiplies negative ones, and a server returns log-probabilities, whose "
+                "signs are not the logits' (generate locally with Carbon for it)"
+            )
+        n = check_n(n, num_return_sequences)
+        stops = check_stops(stop)
+        client_only = [
+            name
+            for name, value, off in (
+                ("top_k", top_k, 0),
+                ("min_p", min_p, 0.0),
+                ("logprobs", logprobs, False),
+            )
+            if value != off
+        ]
+        single = isinstance(prompts, str) and n == 1
+        items = [prompts] if isinstance(prompts, str) else list(prompts)
+        seeds = sample_seeds(seed, len(items), n)
+        items = [p for p in items for _ in range(n)]
         requests, parsed = build_requests(
             self,
             items,
-            seed=seed,
+            seed=seeds,
             prefix=prefix,
             mode=mode,
             temperature=temperature,
@@ -478,6 +526,9 @@ class RemoteCarbon:
             max_new_tokens=max_new_tokens,
             mask=mask,
             stop_at_end_tag=stop_at_end_tag,
+            return_logprobs=logprobs,
+            top_k=top_k,
+            min_p=min_p,
         )
         server_ok = (
             self.format.server_generation
@@ -490,6 +541,12 @@ class RemoteCarbon:
                 "sampler='server' needs mode='token', no mask, prompts ending on a 6-mer boundary and a "
                 f"vLLM or hexamer server (this is {self.backend})"
             )
+        if sampler == "server" and client_only:
+            raise ValueError(
+                f"sampler='server' does not take {', '.join(client_only)}: the server's sampler defines "
+                "them differently; use sampler='client' (or 'auto'), which applies them as Carbon.generate does"
+            )
+        server_ok = server_ok and not client_only
         on_server = server_ok and sampler != "client"
         run = self._server_generate if on_server else self._client_generate
         done = None if on_progress is None else (lambda _i, r: on_progress(len(r.bases())))
@@ -504,7 +561,13 @@ class RemoteCarbon:
                 n_prompt_oov_bases=p.n_oov_bases,
                 token_ids=[self.layout.kmer_start + i for i in req.output_kmers]
                 + ([self.layout.end_id] if req.ended_with_tag else []),
+                logprobs=new_logprobs(req, mode) if logprobs else None,
             )
             for text, req, p in zip(items, requests, parsed, strict=True)
         ]
+        if stops:
+            out = [
+                cut_at_stop(g, stops, mode, len(p.forced), self.layout.k)
+                for g, p in zip(out, parsed, strict=True)
+            ]
         return out[0] if single else out

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -110,6 +111,20 @@ class SettingsFittedWarning(UserWarning):
     """A window or context larger than the model's context was cut to fit it (old and new values)."""
 
 
+#: the ``hexamer`` package folder: frames in it are not where a user called from
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _warn_at_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first frame outside the package: the user's call of :func:`score_variants` or
+    ``run_vep`` (or their loop over its rows), however deep inside hexamer the cause was found.
+    A fixed ``stacklevel`` would point into hexamer on some of the paths that reach here."""
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
+
+
 #: Default tokens per forward on CPU. Larger forwards lose more to activations that no longer fit
 #: in cache than they gain from batching: 500M shape, 4 single-ALT SNVs, 8,192 bp windows, 2
 #: threads: 41.9 s at 4,096 tokens vs 54.1 s at 16,384 (docs/benchmarks.md).
@@ -141,7 +156,7 @@ class VepSettings:
             if on_note is not None:
                 on_note(message)
             else:
-                warnings.warn(message, SettingsFittedWarning, stacklevel=3)
+                _warn_at_caller(message, SettingsFittedWarning)
 
         if self.recipe not in RECIPES:
             raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {self.recipe!r}")
@@ -719,7 +734,7 @@ def _blocks(records: Iterator[VcfRecord], size: int) -> Iterator[list[VcfRecord]
 
 
 def _default_note(message: str) -> None:
-    warnings.warn(message, ContigRenameWarning, stacklevel=4)
+    _warn_at_caller(message, ContigRenameWarning)
 
 
 def iter_blocks(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.cli import app
-from hexamer.testing.cli import error_message, run_json, usage_error
+from hexamer.testing.cli import error_message, run, run_json, usage_error
 
 runner = CliRunner()
 
@@ -190,8 +191,6 @@ def test_generate_sampling_options_reach_the_engine(tiny_folder: Path, tmp_path:
 
 @pytest.mark.parametrize("suffix", ["jsonl", "tsv", "csv", "parquet"])
 def test_score_all_n_writes_null_not_nan(tiny_folder: Path, tmp_path: Path, suffix: str) -> None:
-    import json
-
     fa = tmp_path / "in.fa"
     fa.write_text(">n\nNNNNNNNNNNNN\n>some\nACGTACNNNNNN\n")
     out = tmp_path / f"scores.{suffix}"
@@ -238,3 +237,90 @@ def test_count_records_gives_the_progress_total(fasta: Path, tmp_path: Path) -> 
     assert count_records(None, fasta) == 6  # bad records count: they are rows too
     assert count_records(None, Path("-")) is None  # standard input cannot be read twice
     assert count_records(None, tmp_path / "missing.fa") is None  # the real pass reports it
+
+
+@pytest.mark.parametrize("command", ["score", "generate"])
+def test_a_job_with_no_ok_record_exits_1_after_writing_everything(
+    tiny_folder: Path, tmp_path: Path, command: str
+) -> None:
+    fa = tmp_path / "in.fa"
+    fa.write_text(">bad\nACGTXACGT\n>empty\n>long\n" + "ACGT" * 4000 + "\n")
+    out = tmp_path / "out.jsonl"
+    extra = ["--max-bp", "6"] if command == "generate" else []
+    result = run([command, "-m", tiny_folder, "-i", fa, "-o", out, *extra, "--json"])
+    assert result.exit_code == 1
+    summary = json.loads(result.stdout.strip().splitlines()[-1])  # the summary still comes first
+    assert summary["status_counts"] == {"skipped": 2, "failed": 1}
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["skipped", "skipped", "failed"]  # the whole output
+    assert "no record was" in error_message(result) and "skipped 2" in error_message(result)
+    # one ok record among bad ones is a success
+    fa.write_text(">bad\nACGTXACGT\n>good\nACGTACGTACGT\n")
+    assert run([command, "-m", tiny_folder, "-i", fa, "-o", out]).exit_code == 0
+
+
+def test_score_to_stdout_with_no_ok_record_exits_1(tiny_folder: Path) -> None:
+    result = run(["score", "-m", tiny_folder, "NNNNNNNNNNNN"])
+    assert result.exit_code == 1
+    header, line = result.stdout.strip().splitlines()[:2]
+    assert dict(zip(header.split("\t"), line.split("\t"), strict=True))["status"] == "skipped"
+    assert "no record was scored" in error_message(result)
+
+
+def test_generate_n_samples_stop_and_logprobs_match_the_python_api(
+    tiny_folder: Path, fasta: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "g.parquet"
+    args = ["generate", "-m", tiny_folder, "-i", fasta, "-o", out, "--max-bp", "30", "--seed", "5"]
+    summary = run_json([*args, "--n", "3", "--stop", "ta", "--stop", "GGG", "--logprobs"])
+    assert summary["n_records"] == 6 and summary["n_samples"] == 3
+    assert summary["status_counts"] == {"ok": 2, "skipped": 3, "failed": 1}  # per input record
+    rows = pq.read_table(out).to_pylist()
+    # every record has its 3 sample rows, bad ones included (with their status)
+    assert [(r["id"], r["sample"]) for r in rows] == [
+        (ident, j) for ident in ("good1", "bad_char", "good2", "empty", "good1", "long") for j in range(3)
+    ]
+    assert [r["status"] for r in rows[3:6]] == ["skipped"] * 3 and rows[3]["logprobs"] == []
+    # record i, sample j: seed 5 + i * 3 + j, as Carbon.generate(n=3, seed=...) gives prompt by prompt
+    carbon = Carbon.from_pretrained(tiny_folder)
+    want = carbon.generate(
+        ["ACGTACGTACGTAAC", "TTGACATTGACAGG"],
+        max_bp=30,
+        n=3,
+        seed=[5, 5 + 2 * 3],
+        stop=["TA", "GGG"],
+        logprobs=True,
+    )
+    got = [r for r in rows if r["status"] == "ok"]
+    assert [r["sequence"] for r in got] == [g.sequence for g in want]
+    assert [r["finish_reason"] for r in got] == [g.finish_reason for g in want]
+    for row, gen in zip(got, want, strict=True):
+        assert "TA" not in row["sequence"] and "GGG" not in row["sequence"]
+        assert row["logprobs"] == pytest.approx(gen.logprobs.tolist(), abs=1e-6)
+        assert len(row["logprobs"]) == row["n_bp"]  # bp mode: one per new base
+    assert "stop" in {r["finish_reason"] for r in got}
+    assert summary["n_bp"] == sum(r["n_bp"] for r in got)  # the bases written, after the cuts
+
+
+def test_generate_n_samples_in_fasta_are_named_id_j(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "g.fa"
+    run_json(
+        ["generate", "-m", tiny_folder, "ACGTACGT", "-o", out, "--max-bp", "12", "--n", "2", "--seed", "0"]
+    )
+    text = out.read_text().split()
+    assert text[0::2] == [">seq1_0", ">seq1_1"]
+    want = Carbon.from_pretrained(tiny_folder).generate("ACGTACGT", max_bp=12, n=2, seed=0)
+    assert text[1::2] == [g.sequence for g in want]
+
+
+def test_generate_n_stop_and_logprobs_are_checked_before_the_model_loads(tiny_folder: Path) -> None:
+    args = ["generate", "-m", tiny_folder, "ACGTAC", "--max-bp", "6"]
+    for bad, bound in (("0", "1"), ("100000", "1024")):
+        message = usage_error([*args, "--n", bad]).format_message()
+        assert "'--n'" in message and message.endswith(f" {bound}")
+    assert "A/C/G/T" in usage_error([*args, "--stop", "TXA"]).format_message()
+    assert "A/C/G/T" in usage_error([*args, "--stop", ""]).format_message()
+    assert "table output" in usage_error([*args, "--logprobs"]).format_message()  # FASTA on stdout
+    assert "table output" in usage_error([*args, "--logprobs", "-o", "x.fa"]).format_message()
+    draft = usage_error([*args, "--logprobs", "-o", "x.tsv", "--draft", tiny_folder])
+    assert "--logprobs" in draft.format_message()

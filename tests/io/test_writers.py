@@ -241,12 +241,21 @@ def test_delimited_cells() -> None:
 
 def test_jsonl_round_trip(tmp_path: Path, rows: list[dict]) -> None:
     path = tmp_path / "out.jsonl"
-    rows[0]["arr"] = np.array([1.5, -math.inf])
+    rows[0]["arr"] = np.array([1.5, -math.inf, math.inf, math.nan])
+    rows[0]["worst"] = -math.inf
     write_table(path, rows)
-    back = [json.loads(line) for line in path.read_text().splitlines()]
-    assert back[0].pop("arr") == [1.5, -math.inf]
+    # strict JSON (RFC 8259 has no NaN/Infinity): a reader that refuses Python's extensions
+    # (jq, browsers, Go, Rust) must parse every line, so non-finite numbers are null
+    back = [json.loads(line, parse_constant=_refuse) for line in path.read_text().splitlines()]
+    assert back[0].pop("arr") == [1.5, None, None, None]
+    assert back[0].pop("worst") is None
     rows[0].pop("arr")
+    rows[0].pop("worst")
     assert back == rows
+
+
+def _refuse(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON")
 
 
 def test_write_table_from_arrow_table(tmp_path: Path, rows: list[dict]) -> None:

@@ -95,3 +95,48 @@ def test_bad_input_raises_like_local(both: RemoteCarbon, local: Carbon) -> None:
         with pytest.raises(ValueError) as local_err:
             call(local)
         assert str(remote_err.value) == str(local_err.value)
+
+
+def test_sampling_extras_n_stop_and_logprobs_equal_local(both: RemoteCarbon, local: Carbon) -> None:
+    """top_k, min_p and logprobs run in the client sampler, n and stop as locally: the same seeds
+    give the local Carbon's samples, cuts and log-probabilities."""
+    opts = {
+        "max_bp": 24,
+        "mode": "token",
+        "top_k": 5,
+        "min_p": 0.05,
+        "n": 2,
+        "seed": 3,
+        "stop": ["ta", "GGG"],
+        "logprobs": True,
+    }
+    prompts = ["ACGTACGGTTAC", "GATTACAGATTAC"]
+    got = both.generate(prompts, **opts)
+    want = local.generate(prompts, **opts)
+    assert len(got) == len(want) == 4  # prompt by prompt, n samples each
+    for g, w in zip(got, want, strict=True):
+        assert (g.sequence, g.finish_reason, g.token_ids) == (w.sequence, w.finish_reason, w.token_ids)
+        np.testing.assert_allclose(g.logprobs, w.logprobs, atol=1e-4)
+    bp = both.generate("ACGTACGGTTAC", max_bp=10, n=3, seed=1, logprobs=True)
+    assert [g.sequence for g in bp] == [
+        w.sequence for w in local.generate("ACGTACGGTTAC", max_bp=10, n=3, seed=1)
+    ]
+    assert all(len(g.logprobs) == 10 for g in bp)  # bp mode: one per new base
+
+
+def test_server_sampler_refuses_client_only_options_by_name(vllm_url: str, tiny_folder: Path) -> None:
+    with remote(vllm_url, tiny_folder) as m:
+        for option, value in (("top_k", 3), ("min_p", 0.1), ("logprobs", True)):
+            with pytest.raises(ValueError, match=f"does not take {option}"):
+                m.generate("ACGTAC", max_bp=6, mode="token", sampler="server", **{option: value})
+        # transformers' repetition penalty needs the raw logits' signs: no server gives them
+        with pytest.raises(ValueError, match="takes no repetition_penalty"):
+            m.generate("ACGTAC", max_bp=6, mode="token", repetition_penalty=1.2)
+        with pytest.raises(ValueError, match="mode='token'"):  # as locally: top_k filters 6-mers
+            m.generate("ACGTAC", max_bp=6, top_k=3)
+        with pytest.raises(ValueError, match="stop must be non-empty DNA"):
+            m.generate("ACGTAC", max_bp=6, stop=["TXA"])
+        # n and stop need no client sampler: the server path serves them
+        got = m.generate("ACGTAC", max_bp=12, mode="token", temperature=0, n=2, stop="T", sampler="server")
+        assert [g.finish_reason for g in got] in (["stop", "stop"], ["length", "length"])
+        assert all("T" not in g.sequence for g in got)

@@ -98,6 +98,7 @@ def test_contig_rename_is_announced_once(carbon: Carbon) -> None:
         list(score_variants(carbon, EDGE_VCF, FASTA, recipe="next_base", context=600, context_grid=600))
     notes = [str(w.message) for w in caught if issubclass(w.category, ContigRenameWarning)]
     assert notes == ["VCF contig 'chr20' is not in the FASTA; using its contig '20'"]
+    assert {w.filename for w in caught if issubclass(w.category, ContigRenameWarning)} == {__file__}
 
 
 def _compare(a: list[dict], b: list[dict]) -> float:
@@ -338,8 +339,21 @@ def test_a_window_larger_than_the_model_is_fitted_with_a_note(carbon: Carbon) ->
         row = by_id[ident]
         assert row["status"] == "ok", row
         assert row["n_scored_bp"] + row["n_oov_bp"] == limit
-    with pytest.warns(engine_mod.SettingsFittedWarning, match="window 20000 bp"):
+    with pytest.warns(engine_mod.SettingsFittedWarning, match="window 20000 bp") as caught:
         score_variants(carbon, EDGE_VCF, FASTA, window=20_000)
+    assert caught[0].filename == __file__  # the user's call, not a line inside hexamer
+
+
+@pytest.mark.filterwarnings("ignore::hexamer.vep.ContigRenameWarning")
+def test_settings_fitted_warning_points_at_the_users_call(carbon: Carbon, tmp_path: Path) -> None:
+    from hexamer.vep.resume import run_vep
+
+    with pytest.warns(engine_mod.SettingsFittedWarning) as caught:
+        run_vep(carbon, EDGE_VCF, FASTA, tmp_path / "out.tsv", window=20_000)
+    assert {w.filename for w in caught} == {__file__}
+    with pytest.warns(engine_mod.SettingsFittedWarning) as caught:
+        engine_mod.VepSettings(recipe="next_base").checked(carbon)
+    assert {w.filename for w in caught} == {__file__}
 
 
 def test_next_base_context_larger_than_the_model_is_fitted_with_a_note(carbon: Carbon) -> None:
