@@ -51,7 +51,9 @@ def serve(
     ] = None,
     timeout: Annotated[
         float,
-        typer.Option(help="Seconds before a request is cancelled (504; streams end with an error event)."),
+        typer.Option(
+            help="Seconds from a request's arrival to its cancellation (504, or a stream error event)."
+        ),
     ] = 600.0,
     header_timeout: Annotated[
         float, typer.Option(help="Seconds a connection has to send a request's headers.")

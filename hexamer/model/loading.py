@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
+from hexamer.folder_files import checked_file
 from hexamer.model.config import SUPPORTED_DTYPES, ModelConfig
 from hexamer.model.llama import LlamaModel
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
@@ -40,28 +40,6 @@ _ITEMSIZE = {
 #: the safetensors library's own ceiling on the JSON header
 _MAX_HEADER = 100_000_000
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.")
-
-
-def checked_file(path: Path, root: Path) -> Path:
-    """``path`` if it is a regular file that may be read as part of the model folder ``root``.
-
-    Checked with ``os.stat`` before anything opens it, so a FIFO or device never blocks a load.
-    A symlink must resolve inside ``root`` (or, for a hub-cache snapshot, inside the cached
-    repository that holds ``root``'s ``blobs/``)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} does not exist (or is a broken symlink)") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{path} is not a regular file (a FIFO, device or directory is never read)")
-    if path.is_symlink() or any(p.is_symlink() for p in path.parents if root in p.parents):
-        target = path.resolve()
-        allowed = [root.resolve()]
-        if root.parent.name == "snapshots":  # huggingface_hub layout: snapshots/<rev>/x -> ../../blobs/<hash>
-            allowed.append(root.parent.parent.resolve() / "blobs")
-        if not any(target == a or a in target.parents for a in allowed):
-            raise ValueError(f"{path} is a symlink to {target}, outside the model folder {root}")
-    return path
 
 
 @dataclass(frozen=True)
@@ -237,8 +215,7 @@ def load_model(
     device = torch.device(device)
     shards = _shards(folder)
     headers = {file: read_safetensors_header(file) for file in shards}
-    _check_layers(folder, config, headers)
-    _check_dims(config_path, config, headers)
+    check_config_matches_headers(folder, config, headers)
 
     with torch.device("meta"):
         model = LlamaModel(config)
@@ -289,6 +266,15 @@ def load_model(
             raise ValueError(f"{file} could not be read ({exc})") from None
     model.eval()
     return model, config
+
+
+def check_config_matches_headers(
+    folder: Path, config: ModelConfig, headers: dict[Path, dict[str, StoredTensor]]
+) -> None:
+    """Refuse a ``config.json`` whose layer count or dimensions the stored tensors contradict,
+    before the model is built on them (float and int8 folders alike)."""
+    _check_layers(folder, config, headers)
+    _check_dims(folder / "config.json", config, headers)
 
 
 def _check_layers(folder: Path, config: ModelConfig, headers: dict[Path, dict[str, StoredTensor]]) -> None:

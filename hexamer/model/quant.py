@@ -20,16 +20,19 @@ it refuse it: transformers rejects the unknown ``quant_method``; hexamer's train
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from torch import nn
 
+from hexamer.folder_files import checked_file
 from hexamer.model.config import ModelConfig
 from hexamer.model.llama import LlamaModel
+from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
 __all__ = [
     "INT8_DTYPES",
@@ -37,6 +40,7 @@ __all__ = [
     "Int8Linear",
     "folder_quantization",
     "int8_activation_dtype",
+    "int8_weight_bytes",
     "load_int8",
     "quantization_config",
     "quantize_model",
@@ -186,8 +190,8 @@ def folder_quantization(folder: str | Path) -> dict[str, Any] | None:
     Unknown methods are refused with the folder named (never loaded as float weights)."""
     config_path = Path(folder) / "config.json"
     try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        raw = json.loads(checked_file(config_path, Path(folder)).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None  # the regular loader reports a missing or broken config.json
     qc = raw.get("quantization_config") if isinstance(raw, dict) else None
     if qc is None:
@@ -252,9 +256,31 @@ def load_int8(
     return _load_quantized_folder(folder, config, activations, device), config
 
 
+def int8_weight_bytes(config: ModelConfig, activations: torch.dtype) -> int:
+    """Bytes an int8 model of ``config`` holds: one per projection weight, four per output
+    channel's scale, everything else (embeddings, head, norms, biases) in ``activations``."""
+    h, f = config.hidden_size, config.intermediate_size
+    q = config.num_attention_heads * config.head_dim
+    kv = config.num_key_value_heads * config.head_dim
+    codes = config.num_hidden_layers * (2 * h * q + 2 * h * kv + 3 * h * f)
+    scales = config.num_hidden_layers * (q + 2 * kv + h + 2 * f + h)
+    itemsize = torch.empty((), dtype=activations).element_size()
+    return codes + 4 * scales + (parameter_count(config) - codes) * itemsize
+
+
 def _load_quantized_folder(
     folder: Path, config: ModelConfig, activations: torch.dtype, device: torch.device
 ) -> LlamaModel:
+    """Read a quantized folder the way ``load_model`` reads a float one: the file's header is
+    checked against its size, every name, shape and dtype against ``config.json``, and the
+    weights' size against the free memory, all before the first tensor is read."""
+    from hexamer.model.loading import check_config_matches_headers, read_safetensors_header
+
+    file = folder / QUANTIZED_FILE
+    if not os.path.lexists(file):
+        raise FileNotFoundError(f"{folder} is a {QUANT_METHOD} folder but has no {QUANTIZED_FILE}")
+    header = read_safetensors_header(checked_file(file, folder))
+    check_config_matches_headers(folder, config, {file: header})
     with torch.device("meta"):
         model = LlamaModel(config)
         for _, parent, attr in _decoder_linear_slots(model):
@@ -277,44 +303,53 @@ def _load_quantized_folder(
             kind = "int8" if name.endswith(".weight") else "scale"
             expected[hf] = (name, tuple(b.shape), kind)
     storage = {"float": {"F64", "F32", "F16", "BF16"}, "int8": {"I8"}, "scale": {"F32"}}
-    loaded: set[str] = set()
-    file = folder / QUANTIZED_FILE
-    if not file.is_file():
-        raise FileNotFoundError(f"{folder} is a {QUANT_METHOD} folder but has no {QUANTIZED_FILE}")
-    with safe_open(str(file), framework="pt", device="cpu") as f:
-        for name in sorted(f.keys()):
-            if name.endswith("rotary_emb.inv_freq") or (
-                config.tie_word_embeddings and name == "lm_head.weight"
-            ):
-                continue
-            if name not in expected:
-                raise ValueError(f"unexpected tensor '{name}' in {file} (not part of this int8 checkpoint)")
-            attr_path, shape, kind = expected[name]
-            view = f.get_slice(name)
-            if tuple(view.get_shape()) != shape:
-                raise ValueError(
-                    f"tensor '{name}' in {file} has shape {list(view.get_shape())}, expected {list(shape)}"
-                )
-            if view.get_dtype() not in storage[kind]:
-                raise ValueError(
-                    f"tensor '{name}' in {file} is stored as {view.get_dtype()}, expected "
-                    f"{' or '.join(sorted(storage[kind]))} in a {QUANT_METHOD} folder"
-                )
-            tensor = f.get_tensor(name)
-            if kind == "scale" and not (torch.isfinite(tensor).all() and (tensor > 0).all()):
-                raise ValueError(f"tensor '{name}' in {file} holds scales that are not finite and > 0")
-            module_path, _, attr = attr_path.rpartition(".")
-            module = model.get_submodule(module_path)
-            if kind == "float":
-                setattr(module, attr, nn.Parameter(tensor.to(activations), requires_grad=False))
-            else:
-                module._buffers[attr] = tensor.contiguous()
-            loaded.add(name)
-    missing = sorted(set(expected) - set(loaded))
+    names: list[str] = []
+    for name in sorted(header):
+        if name.endswith("rotary_emb.inv_freq") or (config.tie_word_embeddings and name == "lm_head.weight"):
+            continue
+        if name not in expected:
+            raise ValueError(f"unexpected tensor '{name}' in {file} (not part of this int8 checkpoint)")
+        _, shape, kind = expected[name]
+        stored = header[name]
+        if stored.shape != shape:
+            raise ValueError(
+                f"tensor '{name}' in {file} has shape {list(stored.shape)}, expected {list(shape)} "
+                f"(from {folder / 'config.json'})"
+            )
+        if stored.dtype not in storage[kind]:
+            raise ValueError(
+                f"tensor '{name}' in {file} is stored as {stored.dtype}, expected "
+                f"{' or '.join(sorted(storage[kind]))} in a {QUANT_METHOD} folder"
+            )
+        names.append(name)
+    missing = sorted(set(expected) - set(names))
     if missing:
         shown = ", ".join(f"'{m}'" for m in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise ValueError(f"missing tensor(s) in {folder}: {shown}{more}")
+    need = int8_weight_bytes(config, activations)
+    check_fits(
+        need,
+        device,
+        f"{folder}: {parameter_count(config):,} parameters in int8 with "
+        f"{str(activations).removeprefix('torch.')} activations ({format_bytes(need)})",
+        "free memory or use a smaller model",
+    )
+    try:
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for name in names:
+                attr_path, _, kind = expected[name]
+                tensor = f.get_tensor(name)
+                if kind == "scale" and not (torch.isfinite(tensor).all() and (tensor > 0).all()):
+                    raise ValueError(f"tensor '{name}' in {file} holds scales that are not finite and > 0")
+                module_path, _, attr = attr_path.rpartition(".")
+                module = model.get_submodule(module_path)
+                if kind == "float":
+                    setattr(module, attr, nn.Parameter(tensor.to(activations), requires_grad=False))
+                else:
+                    module._buffers[attr] = tensor.contiguous()
+    except SafetensorError as exc:
+        raise ValueError(f"{file} could not be read ({exc})") from None
     return model.to(device).eval()
 
 

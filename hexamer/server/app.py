@@ -43,7 +43,7 @@ from hexamer.server.schemas import (
     EmbeddingRequest,
 )
 from hexamer.server.settings import ServerSettings
-from hexamer.server.state import ServerState
+from hexamer.server.state import ARRIVED_AT, ServerState
 from hexamer.server.worker import EngineWorker
 from hexamer.tokenizer.folder import read_json
 
@@ -163,6 +163,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
+        scope.setdefault("state", {})[ARRIVED_AT] = time.monotonic()  # --timeout counts from here
         path = scope.get("path", "")
         endpoint = path if path in ROUTES else "other"
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}

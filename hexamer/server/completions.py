@@ -247,7 +247,7 @@ class CompletionRun:
         self.id = f"cmpl-{body.request_id or secrets.token_hex(16)}"
         self.created = int(time.time())
         self.queue: asyncio.Queue[tuple[int, int, bool]] = asyncio.Queue()
-        self.deadline = time.monotonic() + state.settings.request_timeout_s
+        self.deadline = state.deadline(http.scope)
         prompt_lp = (
             body.prompt_logprobs
             if body.prompt_logprobs is not None
@@ -282,6 +282,7 @@ class CompletionRun:
                 )
                 self.choices.append(_Choice(index, p, req, detok))
                 self.subs.append(Submission(req, index, loop, self.queue))
+        state.check_deadline(self.deadline)  # late already (body upload, preparation): never queued
         try:
             state.worker.submit(self.subs)
         except QueueFull as exc:
@@ -474,9 +475,7 @@ class CompletionRun:
             while not all(c.finished for c in self.choices):
                 event = await self._next_event(watcher)
                 if event is None:
-                    raise ApiError(
-                        504, f"request timed out after {self.state.settings.request_timeout_s:g} s"
-                    )
+                    raise ApiError(504, self.state.timeout_message)
                 self._advance(*event)
         except ConnectionResetError:
             return Response(status_code=499)
@@ -558,11 +557,7 @@ class CompletionRun:
                 event = await self._next_event(None)
                 if event is None:
                     self.cancel_unfinished()
-                    yield sse(
-                        error_body(
-                            504, f"request timed out after {self.state.settings.request_timeout_s:g} s"
-                        )
-                    )
+                    yield sse(error_body(504, self.state.timeout_message))
                     break
                 ch = self._advance(*event)
                 if ch is None:

@@ -26,7 +26,7 @@ from hexamer.server.errors import ApiError, error_body
 from hexamer.server.schemas import DnaGenerateRequest, DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
 from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response, sse
-from hexamer.server.worker import QueueFull, ShuttingDown, Submission
+from hexamer.server.worker import QueueFull, ShuttingDown, Submission, TimedOut
 from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.segment import OPEN_TAG
 from hexamer.vep.recipes import (
@@ -71,12 +71,17 @@ def _prefix(tags: list[str] | None, prefix: str) -> str:
     return "".join(out) + prefix
 
 
-async def _job(state: ServerState, fn: Callable[[], T]) -> T:
-    """Run on the engine thread; a ValueError/TypeError from the library is the client's (400)."""
+async def _job(state: ServerState, http: HttpRequest, fn: Callable[[], T]) -> T:
+    """Run on the engine thread; a ValueError/TypeError from the library is the client's (400),
+    and the request's timeout (counted from its arrival) is a 504."""
+    deadline = state.deadline(http.scope)
+    state.check_deadline(deadline)
     try:
-        return await state.worker.run_job(fn)
+        return await state.worker.run_job(fn, deadline)
     except ShuttingDown as exc:
         raise ApiError(503, str(exc)) from None
+    except TimedOut:
+        raise ApiError(504, state.timeout_message) from None
     except (ValueError, TypeError) as exc:
         raise ApiError(400, str(exc)) from None
 
@@ -152,13 +157,14 @@ class DnaGenerateRun:
         body: DnaGenerateRequest,
         built: list[tuple[Request, int]],
     ) -> None:
-        s = state.settings
         self.state, self.http, self.body = state, http, body
         loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[tuple[int, int, bool]] = asyncio.Queue()
         self.requests = [req for req, _ in built]
         self.prompt_index = [i for _, i in built]
         self.subs = [Submission(req, c, loop, self.queue) for c, req in enumerate(self.requests)]
+        self.deadline = state.deadline(http.scope)
+        state.check_deadline(self.deadline)  # late already (body upload, preparation): never queued
         try:
             state.worker.submit(self.subs)
         except QueueFull as exc:
@@ -168,7 +174,6 @@ class DnaGenerateRun:
         state.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in self.requests[:: body.n]))
         self.id = f"dnagen-{secrets.token_hex(12)}"
         self.created = int(time.time())
-        self.deadline = time.monotonic() + s.request_timeout_s
         self.finished = [False] * len(self.requests)
         self.sent_bp = [0] * len(self.requests)
         self.sent_tokens = [0] * len(self.requests)
@@ -204,7 +209,7 @@ class DnaGenerateRun:
     async def _next(self, watcher: asyncio.Future[Any] | None) -> tuple[int, int, bool]:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:  # checked first: a busy queue always has an event ready
-            raise ApiError(504, f"request timed out after {self.state.settings.request_timeout_s:g} s")
+            raise ApiError(504, self.state.timeout_message)
         getter = asyncio.ensure_future(self.queue.get())
         waits: set[asyncio.Future[Any]] = {getter} | ({watcher} if watcher else set())
         done, _ = await asyncio.wait(waits, timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED)
@@ -213,7 +218,7 @@ class DnaGenerateRun:
         getter.cancel()
         if watcher is not None and watcher in done:
             raise ConnectionResetError
-        raise ApiError(504, f"request timed out after {self.state.settings.request_timeout_s:g} s")
+        raise ApiError(504, self.state.timeout_message)
 
     def _choice(self, c: int) -> dict[str, Any]:
         req = self.requests[c]
@@ -361,7 +366,7 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
     else:
         _check_sequences(state, seqs, "sequences", prefix)
     results = await _job(
-        state, lambda: state.carbon.score(seqs, level=body.level, method=body.method, prefix=prefix)
+        state, http, lambda: state.carbon.score(seqs, level=body.level, method=body.method, prefix=prefix)
     )
     assert isinstance(results, list)
     data = []
@@ -482,7 +487,7 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
     def score_all() -> list[float]:
         return [naive_window_score(state.carbon, r, a, rc_average=body.rc_average) for _, r, a in work]
 
-    scores = await _job(state, score_all) if work else []
+    scores = await _job(state, http, score_all) if work else []
     for (i, r, _), score in zip(work, scores, strict=True):
         rows[i]["score"] = float(score)
         state.metrics.scored_bp.inc(len(r))
@@ -542,7 +547,7 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
         )  # fmt: skip
         return [vec for _, vec in out]
 
-    vectors = await _job(state, run)
+    vectors = await _job(state, http, run)
     if errors:
         raise ApiError(400, errors[0], "input")
     data = []

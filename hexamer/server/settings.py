@@ -24,8 +24,8 @@ class ServerSettings:
         sequences, variants) per request. max_body_bytes: request body size (413 above).
     max_prompt_chars: characters per prompt string, checked before tokenising (400 above; default
         ``PROMPT_CHARS_PER_TOKEN`` x max_model_len).
-    request_timeout_s: a request still running after this is cancelled (504; a stream ends with
-        an error event).
+    request_timeout_s: a request still running this long after it arrived is cancelled (504; a
+        stream ends with an error event); reading, preparing and queueing it count.
     header_timeout_s: a connection must deliver a request's headers within this (else closed).
     body_timeout_s: a request's whole body must arrive within this after its headers (408).
     keep_alive_s: an idle keep-alive connection is closed after this.

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hexamer.carbon import Carbon
 from hexamer.server.detok import TokenStrings
@@ -17,6 +18,9 @@ from hexamer.server.worker import EngineWorker
 from hexamer.tokenizer import CarbonTokenizer
 
 T = TypeVar("T")
+
+#: where :class:`~hexamer.server.app.GuardMiddleware` stamps a request's arrival in ``scope["state"]``
+ARRIVED_AT = "arrived_at"
 
 
 @dataclass
@@ -39,6 +43,23 @@ class ServerState:
         """Run ``fn`` (request preparation: CPU work bounded by the request limits) on the
         preparation threads and await its result."""
         return await asyncio.get_running_loop().run_in_executor(self.prep_pool, fn)
+
+    def deadline(self, scope: Mapping[str, Any]) -> float:
+        """``time.monotonic()`` at which the request of ``scope`` times out: ``request_timeout_s``
+        after it arrived, so reading its body, preparing it and waiting in the queue all count, as
+        on the client's own clock."""
+        arrived = (scope.get("state") or {}).get(ARRIVED_AT)
+        start = arrived if isinstance(arrived, float) else time.monotonic()
+        return start + self.settings.request_timeout_s
+
+    def check_deadline(self, deadline: float) -> None:
+        """504 when ``deadline`` has passed (before work is queued for a request already late)."""
+        if time.monotonic() >= deadline:
+            raise ApiError(504, self.timeout_message)
+
+    @property
+    def timeout_message(self) -> str:
+        return f"request timed out after {self.settings.request_timeout_s:g} s"
 
     @property
     def max_prompt_chars(self) -> int:

@@ -37,6 +37,10 @@ class ShuttingDown(Exception):
     """The server is stopping and takes no new work (HTTP 503)."""
 
 
+class TimedOut(Exception):
+    """A job's deadline passed before its result was ready (HTTP 504)."""
+
+
 @dataclass(eq=False)
 class Submission:
     """One engine request and where to report its progress: ``(index, n_tokens, finished)``
@@ -56,6 +60,8 @@ class _Job:
     fn: Callable[[], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
+    #: ``time.monotonic()`` after which the job is not started (its client has been answered 504)
+    deadline: float | None = None
 
 
 class EngineWorker:
@@ -123,14 +129,22 @@ class EngineWorker:
         if subs:
             self._commands.put(("cancel", subs))
 
-    async def run_job(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the engine thread between steps (it owns the model) and await its result."""
+    async def run_job(self, fn: Callable[[], T], deadline: float | None = None) -> T:
+        """Run ``fn`` on the engine thread between steps (it owns the model) and await its result.
+
+        With a ``deadline`` (``time.monotonic()``), :class:`TimedOut` is raised when it passes;
+        a job still queued then is never started (one already running finishes unread)."""
         if not self.accepting:
             raise ShuttingDown("the server is shutting down")
         loop = asyncio.get_running_loop()
-        job = _Job(fn, loop, loop.create_future())
+        job = _Job(fn, loop, loop.create_future(), deadline)
         self._commands.put(("job", job))
-        return await job.future
+        if deadline is None:
+            return await job.future
+        try:
+            return await asyncio.wait_for(job.future, max(deadline - time.monotonic(), 0.0))
+        except TimeoutError:
+            raise TimedOut("the job's deadline passed") from None
 
     def stop(self, grace_s: float) -> None:
         """Stop taking work, let in-flight requests finish for up to ``grace_s``, cancel the rest."""
@@ -186,6 +200,9 @@ class EngineWorker:
             self._stop.set()
 
     def _run_job(self, job: _Job) -> None:
+        if job.deadline is not None and time.monotonic() >= job.deadline:
+            job.loop.call_soon_threadsafe(_set_exception, job.future, TimedOut("the job's deadline passed"))
+            return  # its client has its 504 already: the model's time goes to the others
         try:
             result = job.fn()
         except BaseException as exc:  # handed to the awaiting coroutine, never kills the thread

@@ -17,6 +17,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from hexamer.folder_files import checked_file
 from hexamer.tokenizer.layout import DNA_SPECIAL_TOKENS, DnaLayout
 
 TOKENIZER_FILES = (
@@ -65,10 +66,16 @@ def resolve_model_dir(
     return Path(local)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from ``path``, ``None`` when the file is absent, a clear error when malformed."""
-    if not path.is_file():
+def read_json(path: Path, root: Path | None = None) -> dict[str, Any] | None:
+    """A JSON object from ``path`` in the model folder ``root`` (default: ``path``'s folder),
+    ``None`` when the file is absent, a clear error naming it when it is malformed, not a regular
+    file (a FIFO would block the read), a broken symlink or a symlink out of the folder."""
+    if not os.path.lexists(path):
         return None
+    try:
+        checked_file(path, path.parent if root is None else root)
+    except (OSError, ValueError) as exc:
+        raise ModelFolderError(str(exc)) from None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -133,7 +140,7 @@ def _base_tokenizer_json(tok_json: dict[str, Any], dna_start: int) -> dict[str, 
 def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> TokenizerFiles:
     """Read and cross-check the tokenizer files of a Carbon-format folder."""
     tok_path = folder / "tokenizer.json"
-    if not tok_path.is_file():
+    if not os.path.lexists(tok_path):
         present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
         raise ModelFolderError(
             f"{folder} has no tokenizer.json (the base BPE of a Carbon-format folder); files present: {present}"

@@ -231,3 +231,80 @@ def test_float_only_tools_refuse_an_int8_folder(int8_folder: Path) -> None:
         convert_to_gguf(int8_folder)
     with pytest.raises(ValueError, match="published transformers path cannot load it"):
         PublishedScorer(int8_folder)
+
+
+def test_int8_weight_bytes_is_what_the_loaded_model_holds(int8_folder: Path) -> None:
+    from hexamer.model.quant import int8_weight_bytes
+
+    for dtype, activations in (("int8", torch.float32), ("int8-bf16", torch.bfloat16)):
+        model, config = load_model(int8_folder, dtype=dtype)
+        held = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+        rope = sum(
+            b.numel() * b.element_size() for n, b in model.named_buffers() if "rotary" in n or "rope" in n
+        )
+        assert int8_weight_bytes(config, activations) == held - rope
+
+
+def test_a_truncated_int8_folder_is_refused_before_reading(int8_folder: Path, tmp_path: Path) -> None:
+    import shutil
+
+    bad = tmp_path / "cut"
+    shutil.copytree(int8_folder, bad)
+    file = bad / "model.safetensors"
+    data = file.read_bytes()
+    file.write_bytes(data[: len(data) - 100])
+    with pytest.raises(
+        ValueError, match=r"model\.safetensors: data ends at byte .* \(the file is truncated\)"
+    ):
+        load_model(bad)
+    file.write_bytes(data[:200])  # not even the whole header
+    with pytest.raises(ValueError, match=r"header claims \d+ bytes but the file has 200"):
+        load_model(bad)
+
+
+def test_an_int8_config_the_weights_contradict_is_refused(int8_folder: Path, tmp_path: Path) -> None:
+    import shutil
+
+    bad = tmp_path / "cfg"
+    shutil.copytree(int8_folder, bad)
+    config = json.loads((bad / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps(config | {"num_hidden_layers": 10**6}))
+    with pytest.raises(ValueError, match=r"'num_hidden_layers' is 1000000 but the safetensors files hold 2"):
+        load_model(bad)
+    (bad / "config.json").write_text(json.dumps(config | {"intermediate_size": 10**9}))
+    with pytest.raises(ValueError, match=r"config's 'intermediate_size' x 'hidden_size' make it"):
+        load_model(bad)
+
+
+def test_an_int8_model_beyond_free_memory_is_refused(int8_folder: Path, monkeypatch: Any) -> None:
+    from hexamer.model import memory
+
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device="cpu": 1000)
+    with pytest.raises(
+        memory.NotEnoughMemory, match=r"parameters in int8 with bfloat16 activations .* needs"
+    ):
+        load_model(int8_folder, dtype="int8-bf16")
+
+
+def test_a_fifo_int8_weights_file_is_refused(int8_folder: Path, tmp_path: Path) -> None:
+    import os
+    import shutil
+    import threading
+
+    bad = tmp_path / "fifo"
+    shutil.copytree(int8_folder, bad)
+    (bad / "model.safetensors").unlink()
+    os.mkfifo(bad / "model.safetensors")
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_model(bad)
+        except BaseException as exc:  # handed to the test thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "loading a FIFO hung"
+    assert isinstance(errors[0], ValueError) and "model.safetensors is not a regular file" in str(errors[0])

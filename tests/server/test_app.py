@@ -186,3 +186,47 @@ def test_kv_cache_larger_than_memory_is_refused(tmp_path: Path) -> None:
     assert time.perf_counter() - start < 10
     app = create_app(folder, max_model_len=256, max_num_seqs=4)  # sized by --max-model-len: fine
     assert app.state.hexamer.worker.max_len == 256
+
+
+def _post_slowly(url: str, path: str, body: dict, pause: float) -> tuple[int, bytes]:
+    """POST ``body`` whose last byte arrives ``pause`` seconds after the headers (a slow upload,
+    like a request that waited in a client or proxy); returns the status and the response."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    raw = json.dumps(body).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n".encode()
+            + raw[:-1]
+        )
+        time.sleep(pause)
+        sock.sendall(raw[-1:])
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return int(data.split(b" ", 2)[1]), data
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/completions", {"prompt": "hi", "max_tokens": 1}),
+        ("/v1/completions", {"prompt": "hi", "max_tokens": 1, "stream": True}),
+        ("/v1/dna/generate", {"prompt": "ACGTAC", "max_bp": 6}),
+        ("/v1/dna/score", {"sequences": ["ACGTACGTAC"]}),
+        ("/v1/embeddings", {"input": "ACGTACGTAC"}),
+    ],
+)
+def test_the_timeout_counts_from_arrival(limited: str, path: str, body: dict) -> None:
+    """--timeout is the client's clock: a request whose body took longer than the timeout to
+    arrive is answered 504 without being queued (it used to get the whole timeout again once
+    it reached the engine)."""
+    status, _ = _post_slowly(limited, path, body, pause=0.0)
+    assert status == 200  # the same request, sent at once, is well within the timeout
+    start = time.perf_counter()
+    status, data = _post_slowly(limited, path, body, pause=0.8)
+    assert status == 504, data[:300]
+    assert b"timed out after 0.5 s" in data and time.perf_counter() - start < 2.5
+    assert _wait_idle(limited)["kv_rows_used"] == 0

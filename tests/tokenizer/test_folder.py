@@ -162,3 +162,82 @@ def test_auto_dna_tags_from_config(tmp_path: Path) -> None:
     assert tok.auto_dna_tags
     assert tok.encode("ACGTAC") == [tok.dna_begin_id, tok.layout.kmer_id("ACGTAC"), tok.dna_end_id]
     assert not CarbonTokenizer.from_pretrained(folder, auto_dna_tags=False).auto_dna_tags
+
+
+def _load_within(folder: Path, seconds: float = 10.0) -> BaseException | None:
+    """Load the tokenizer on a thread (a FIFO read would block forever) and return its error."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            CarbonTokenizer.from_pretrained(folder)
+        except BaseException as exc:  # handed to the test thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=seconds)
+    assert not worker.is_alive(), "reading the tokenizer files hung"
+    return errors[0] if errors else None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "config.json",
+        "generation_config.json",
+        "dna_config.json",
+    ],
+)
+def test_a_fifo_tokenizer_file_is_refused_by_name(folder: Path, name: str) -> None:
+    import os
+
+    (folder / name).unlink(missing_ok=True)
+    os.mkfifo(folder / name)
+    error = _load_within(folder)
+    assert isinstance(error, ModelFolderError)
+    assert f"{folder / name} is not a regular file" in str(error)
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "dna_config.json", "special_tokens_map.json"])
+def test_a_symlink_out_of_the_folder_is_refused(folder: Path, tmp_path: Path, name: str) -> None:
+    outside = tmp_path / f"outside-{name}"
+    (folder / name).rename(outside)
+    (folder / name).symlink_to(outside)
+    error = _load_within(folder)
+    assert isinstance(error, ModelFolderError)
+    assert f"{folder / name} is a symlink to {outside}, outside the model folder" in str(error)
+    (folder / name).unlink()
+    (folder / name).symlink_to(Path("..") / outside.name)  # relative, still outside
+    assert isinstance(_load_within(folder), ModelFolderError)
+
+
+def test_a_broken_symlink_is_an_error_not_an_absent_file(folder: Path) -> None:
+    (folder / "special_tokens_map.json").unlink()
+    (folder / "special_tokens_map.json").symlink_to("gone.json")
+    error = _load_within(folder)
+    assert isinstance(error, ModelFolderError) and "special_tokens_map.json does not exist" in str(error)
+
+
+def test_links_inside_the_folder_and_the_hub_cache_are_followed(folder: Path, tmp_path: Path) -> None:
+    reference = CarbonTokenizer.from_pretrained(folder)
+    (folder / "tokenizer.json").rename(folder / "base.json")
+    (folder / "tokenizer.json").symlink_to("base.json")
+    assert _load_within(folder) is None
+    repo = tmp_path / "models--org--carbon"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / "rev1"
+    snapshot.mkdir(parents=True)
+    for item in folder.iterdir():
+        if item.is_file() and not item.is_symlink():
+            (repo / "blobs" / f"blob-{item.name}").write_bytes(item.read_bytes())
+            (snapshot / item.name).symlink_to(Path("../../blobs") / f"blob-{item.name}")
+    (snapshot / "tokenizer.json").symlink_to("../../blobs/blob-base.json")
+    tok = CarbonTokenizer.from_pretrained(snapshot)
+    assert tok.encode("hi <dna>ACGTACGTAC</dna>") == reference.encode("hi <dna>ACGTACGTAC</dna>")
