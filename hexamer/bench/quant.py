@@ -4,7 +4,8 @@ bfloat16, every variant loaded from the same folder into the same process.
 Speed: decode step (median inter-token latency of a generation) and prefill (time to first token)
 at each batch size, the variants taking turns round by round (so a slow spell of a shared machine
 hits them all), best round kept; ratios are against float32 of the same run. A llama.cpp Q8_0 row
-is added when llama-cpp-python is installed and a Q8_0 GGUF is given (``--gguf``), else a
+is added when llama-cpp-python is installed and a Q8_0 GGUF is given (``--gguf``) or made from the
+folder by llama.cpp's quantizer (``--gguf-quantize q8_0``, :func:`peer_gguf`), else a
 ``skipped`` row says why.
 
 Fidelity: against the float32 model, on real DNA windows (the held-out tail of every sequence in
@@ -41,8 +42,8 @@ DNA_DIR = Path(__file__).resolve().parents[1] / "data" / "dna"
 HELD_OUT = 0.10  # the demo model never saw the last 10% of each sequence
 LLAMA_CPP_NAME = "llama.cpp Q8_0"
 LLAMA_CPP_HINT = (
-    "llama-cpp-python is not installed (pip install 'hexamer[bench]', ~15 min build; then make a Q8_0 "
-    "GGUF with llama.cpp's convert_hf_to_gguf.py --outtype q8_0 and pass --gguf)"
+    "llama-cpp-python is not installed (scripts/build_llamacpp.sh or pip install 'hexamer[bench]', "
+    "~15 min build; then pass --gguf-quantize q8_0)"
 )
 
 
@@ -170,6 +171,39 @@ class _LlamaCppTimer:
         return SimpleNamespace(itl_s=list(timings.step_s), ttft_s=timings.prefill_s)
 
 
+def check_peer_gguf(gguf: str | Path | None, gguf_quantize: str | None) -> None:
+    """``ValueError`` unless at most one of an existing GGUF file and a known quantization type is given."""
+    from hexamer.bench.llamacpp import check_quant_type
+
+    if gguf is not None and not Path(gguf).is_file():
+        raise ValueError(f"GGUF file not found: {gguf}")
+    if gguf_quantize is not None:
+        if gguf is not None:
+            raise ValueError("give either a GGUF file or a type to quantize the folder to, not both")
+        check_quant_type(gguf_quantize)
+
+
+def peer_gguf(
+    folder: str | Path,
+    gguf: str | Path | None,
+    gguf_quantize: str | None,
+    *,
+    n_threads: int = 0,
+    log: Callable[[str], None] = lambda _: None,
+) -> Path | None:
+    """The GGUF the llama.cpp row times: ``gguf`` as given, or with ``gguf_quantize`` (``"q8_0"``)
+    ``folder`` converted and quantized by llama.cpp itself (cached beside it). None when llama.cpp
+    is not installed: the row is then skipped with the reason, not an error."""
+    from hexamer.bench.llamacpp import llama_cpp_available, quantized_gguf
+
+    check_peer_gguf(gguf, gguf_quantize)
+    if gguf_quantize is None:
+        return Path(gguf) if gguf is not None else None
+    if not llama_cpp_available()[0]:
+        return None
+    return quantized_gguf(folder, gguf_quantize, n_threads=n_threads, log=log)
+
+
 def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
     """(a timer for llama.cpp on the Q8_0 GGUF ``gguf``, None), or (None, why it is skipped)."""
     from hexamer.bench.llamacpp import LlamaCppBackend, llama_cpp_available
@@ -179,8 +213,8 @@ def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[
         return None, LLAMA_CPP_HINT if "not installed" in why else why
     if gguf is None or not Path(gguf).is_file() or folder is None:
         return None, (
-            "no Q8_0 GGUF given: make one with llama.cpp's convert_hf_to_gguf.py --outtype q8_0 and "
-            "pass --gguf (hexamer's converter writes f32/bf16/f16 only)"
+            "no Q8_0 GGUF given: pass --gguf-quantize q8_0 (hexamer converts the folder and llama.cpp "
+            "quantizes it) or --gguf FILE"
         )
     backend = LlamaCppBackend(folder, gguf_path=gguf, n_threads=_threads())
     return _LlamaCppTimer(backend), None

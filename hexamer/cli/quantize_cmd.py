@@ -73,6 +73,13 @@ def bench_quant(
     new_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Speed: bases generated.")] = 360,
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")] = 3,
     gguf: Annotated[Path | None, typer.Option(help="Speed: a llama.cpp Q8_0 GGUF of the same model.")] = None,
+    gguf_quantize: Annotated[
+        str | None,
+        typer.Option(
+            help="Speed: make the llama.cpp row's GGUF from the folder (q8_0): hexamer's f32 GGUF "
+            "quantized by llama.cpp, cached beside the folder. Instead of --gguf."
+        ),
+    ] = None,
     n_variants: Annotated[int, typer.Option(min=2, max=100_000, help="Fidelity: SNVs scored.")] = 200,
     n_windows: Annotated[
         int, typer.Option(min=2, max=100_000, help="Fidelity: real (and as many corrupted) windows.")
@@ -86,11 +93,19 @@ def bench_quant(
     """int8 vs float32 vs bfloat16: decode/prefill speed (same run, alternating rounds) or fidelity."""
     import torch
 
-    from hexamer.bench.quant import check_variants, load_variants, run_quant_fidelity, run_quant_speed
+    from hexamer.bench.quant import (
+        check_peer_gguf,
+        check_variants,
+        load_variants,
+        peer_gguf,
+        run_quant_fidelity,
+        run_quant_speed,
+    )
     from hexamer.cli.bench_cmd import _log, bench_folder, emit, parse_ints
 
     try:
         chosen = check_variants([v.strip() for v in variants.split(",") if v.strip()])
+        check_peer_gguf(gguf, gguf_quantize)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     sizes = parse_ints(batch_sizes, "--batch-sizes")
@@ -100,6 +115,11 @@ def bench_quant(
         folder = resolve_model(None)
     else:
         folder = bench_folder(model, shape or "500m", "float32")
+    if not fidelity:  # before loading: conversion errors surface first, and it needs memory
+        try:
+            gguf = peer_gguf(folder, gguf, gguf_quantize, n_threads=threads, log=_log)
+        except (OSError, RuntimeError) as exc:  # converter missing, conversion or quantization failed
+            fail(exc, code=1)
     carbons = load_variants(folder, chosen, max(sizes), _log)
     if fidelity:
         if window_bp > 6 * (next(iter(carbons.values())).context_length - 4):

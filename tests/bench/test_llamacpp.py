@@ -22,6 +22,7 @@ from hexamer.bench.llamacpp import (
     converter_command,
     default_gguf_path,
     find_converter,
+    quantize_gguf,
     sample_rows,
     top1_agreement,
     top1_margins,
@@ -86,6 +87,26 @@ def test_fresh_cached_gguf_is_reused_without_a_converter(
     assert default_gguf_path(tiny_folder, "bf16") == tiny_folder.resolve().parent / "model.bf16.gguf"
     with pytest.raises(FileNotFoundError, match=r"config\.json"):
         convert_to_gguf(tmp_path, out, "f32")
+
+
+def test_quantize_gguf_checks_its_inputs_and_reuses_a_fresh_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, out = tmp_path / "m.f32.gguf", tmp_path / "m.q8_0.gguf"
+    with pytest.raises(ValueError, match="q4_k"):
+        quantize_gguf(src, out, "q4_k")
+    with pytest.raises(FileNotFoundError, match=r"m\.f32\.gguf"):
+        quantize_gguf(src, out)
+    src.write_bytes(b"GGUF")
+    out.write_bytes(b"GGUF")
+    future = time.time() + 60
+    os.utime(out, (future, future))
+    monkeypatch.setattr(llamacpp.quantize, "llama_cpp_available", lambda: (False, "not installed here"))
+    assert quantize_gguf(src, out) == out  # newer than its source: llama.cpp is not needed
+    os.utime(out, (0, 0))
+    with pytest.raises(RuntimeError, match="not installed here"):
+        quantize_gguf(src, out)
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_converter_tokenizer_matches_what_the_converter_reads(tmp_path: Path) -> None:
@@ -311,3 +332,29 @@ def test_run_llamacpp_bench_quick(converted: tuple[Path, Path]) -> None:
         llamacpp.run_llamacpp_bench(quick=True, folder=folder, hexamer_modes=("fast",))
     assert any(line.startswith("parity (f32)") for line in lines)
     assert "| backend | batch |" in report.to_markdown()
+
+
+@pytest.mark.slow
+def test_llama_cpp_quantizes_the_converted_folder_to_q8_0(
+    converted: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """llama.cpp's own quantizer makes the Q8_0 file, which llama.cpp loads as Q8_0 and runs."""
+    import ctypes
+
+    import llama_cpp
+
+    folder, f32 = converted
+    q8 = quantize_gguf(f32, tmp_path / "model.q8_0.gguf", "q8_0", n_threads=1)
+    assert q8.stat().st_size < 0.4 * f32.stat().st_size  # ~1.06 bytes per weight against 4
+    model = llama_cpp.Llama(str(q8), n_ctx=64, verbose=False)
+    try:
+        buffer = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_model_desc(model.model, buffer, len(buffer))
+        desc = buffer.raw[:n].decode()
+    finally:
+        model.close()
+    assert "Q8_0" in desc, desc
+    backend = LlamaCppBackend(folder, gguf_path=q8, n_threads=1)
+    texts, timings = backend.generate(["ACGTAC" * 4], 12, batch=1, seed=0)
+    assert len(texts[0]) == 12 and set(texts[0]) <= set("ACGT") and timings.step_s
+    backend.close()

@@ -121,3 +121,27 @@ def test_llama_cpp_peer_is_timed_when_installed_and_given_a_gguf(
     )
     peer = next(r for r in no_gguf.rows if r["variant"] == LLAMA_CPP_NAME)
     assert peer["status"] == "skipped" and "--gguf" in peer["reason"]
+
+
+def test_peer_gguf_is_checked_before_any_work(
+    tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hexamer.bench import quant
+
+    gguf = tmp_path / "m.q8_0.gguf"
+    with pytest.raises(ValueError, match="not found"):
+        quant.check_peer_gguf(gguf, None)
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ValueError, match="not both"):
+        quant.check_peer_gguf(gguf, "q8_0")
+    with pytest.raises(ValueError, match="q4_0"):
+        quant.check_peer_gguf(None, "q4_0")
+    assert quant.peer_gguf(tiny_folder, gguf, None) == gguf
+    assert quant.peer_gguf(tiny_folder, None, None) is None
+    # without llama.cpp the folder is not converted: the row is skipped with the install hint
+    monkeypatch.setattr("hexamer.bench.llamacpp.llama_cpp_available", lambda: (False, "not installed"))
+    assert quant.peer_gguf(tiny_folder, None, "q8_0") is None
+    result = runner.invoke(
+        app, ["bench", "quant", "--model", str(tiny_folder), "--gguf", str(gguf), "--gguf-quantize", "q8_0"]
+    )
+    assert result.exit_code != 0

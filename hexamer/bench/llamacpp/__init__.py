@@ -16,11 +16,13 @@ Stable interface (``hexamer bench`` imports it)::
     backend.close()
 
     convert_to_gguf(folder, out_path=None, outtype="f32")  # -> Path (cached next to the folder)
+    quantized_gguf(folder, "q8_0")                          # -> Path: f32 GGUF quantized by llama.cpp
     run_llamacpp_bench(quick=False, log=print, shape="500m", dtype="float32")  # -> BenchReport
 
 One module per job:
 
 * :mod:`~hexamer.bench.llamacpp.convert`: find llama.cpp's converter, convert a folder to GGUF (cached);
+* :mod:`~hexamer.bench.llamacpp.quantize`: llama.cpp's own quantizer on a converted GGUF (Q8_0, cached);
 * :mod:`~hexamer.bench.llamacpp.tokenizer`: the converter's tokenizer shim and ``_convert`` entry;
 * :mod:`~hexamer.bench.llamacpp.parity`: the parity gate (:class:`ParityReport`, :data:`TOLERANCES`);
 * :mod:`~hexamer.bench.llamacpp.backend`: :class:`LlamaCppBackend`, batched generation and its parity check;
@@ -48,21 +50,26 @@ from hexamer.bench.llamacpp.parity import (
     top1_agreement,
     top1_margins,
 )
+from hexamer.bench.llamacpp.quantize import QUANT_TYPES, check_quant_type, quantize_gguf, quantized_gguf
 from hexamer.bench.llamacpp.run import run_llamacpp_bench
 
 __all__ = [
     "OUTTYPES",
+    "QUANT_TYPES",
     "TOLERANCES",
     "GenerationTimings",
     "LlamaCppBackend",
     "ParityError",
     "ParityReport",
+    "check_quant_type",
     "compare_logits",
     "convert_to_gguf",
     "converter_command",
     "default_gguf_path",
     "find_converter",
     "llama_cpp_available",
+    "quantize_gguf",
+    "quantized_gguf",
     "run_llamacpp_bench",
     "sample_rows",
     "top1_agreement",
