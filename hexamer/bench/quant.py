@@ -41,6 +41,14 @@ VARIANTS = ("float32", "bfloat16", "int8", "int8-bf16")
 DNA_DIR = Path(__file__).resolve().parents[1] / "data" / "dna"
 HELD_OUT = 0.10  # the demo model never saw the last 10% of each sequence
 LLAMA_CPP_NAME = "llama.cpp Q8_0"
+
+
+def llama_cpp_name(qtype: str | None) -> str:
+    """The llama.cpp row's name: its GGUF type when hexamer made the file (``q4_k_m`` ->
+    ``llama.cpp Q4_K_M``), else the Q8_0 name that ``--gguf FILE`` promises."""
+    return f"llama.cpp {qtype.upper()}" if qtype else LLAMA_CPP_NAME
+
+
 LLAMA_CPP_HINT = (
     "llama-cpp-python is not installed (scripts/build_llamacpp.sh or pip install 'hexamer[bench]', "
     "~15 min build; then pass --gguf-quantize q8_0)"
@@ -77,18 +85,21 @@ def run_quant_speed(
     new_bp: int = 360,
     rounds: int = 3,
     gguf: str | Path | None = None,
+    gguf_type: str | None = None,
     folder: str | Path | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
-    """Decode step and prefill per variant and batch size, alternating rounds; best round kept."""
+    """Decode step and prefill per variant and batch size, alternating rounds; best round kept.
+    ``gguf_type`` names the llama.cpp row (e.g. ``q4_k_m``; default Q8_0)."""
     from hexamer.bench.backends import HexamerBackend
     from hexamer.bench.suite import suite_prompts
 
     k = next(iter(carbons.values())).layout.k
     backends: dict[str, Any] = {v: HexamerBackend(c, "token") for v, c in carbons.items()}
+    peer_name = llama_cpp_name(gguf_type)
     peer, skipped = llama_cpp_peer(gguf, folder)
     if peer is not None:
-        backends[LLAMA_CPP_NAME] = peer
+        backends[peer_name] = peer
     prompts = {b: [p.sequence for p in suite_prompts(b, prompt_bp - prompt_bp % k)] for b in batch_sizes}
     for v, backend in backends.items():  # warm-up: first-call packing, native build, allocator
         log(f"warm-up {v} ...")
@@ -134,14 +145,13 @@ def run_quant_speed(
             )
     if skipped is not None:
         report.rows.extend(
-            {"variant": LLAMA_CPP_NAME, "batch": b, "status": "skipped", "reason": skipped}
-            for b in batch_sizes
+            {"variant": peer_name, "batch": b, "status": "skipped", "reason": skipped} for b in batch_sizes
         )
-        report.notes.append(f"{LLAMA_CPP_NAME}: skipped ({skipped})")
+        report.notes.append(f"{peer_name}: skipped ({skipped})")
     else:
         report.notes.append(
-            f"{LLAMA_CPP_NAME}: {gguf}, same threads; its outputs are not checked against hexamer's "
-            "(Q8_0 quantizes differently), only timed"
+            f"{peer_name}: {gguf}, same threads; its outputs are not checked against hexamer's "
+            "(llama.cpp quantizes differently), only timed"
         )
     report.notes.append(
         f"prompts of {prompt_bp} bp, {new_bp} bp generated (token level); decode step = median "

@@ -76,8 +76,8 @@ def bench_quant(
     gguf_quantize: Annotated[
         str | None,
         typer.Option(
-            help="Speed: make the llama.cpp row's GGUF from the folder (q8_0): hexamer's f32 GGUF "
-            "quantized by llama.cpp, cached beside the folder. Instead of --gguf."
+            help="Speed: make the llama.cpp row's GGUF from the folder (q8_0 or q4_k_m): hexamer's "
+            "f32 GGUF quantized by llama.cpp, cached beside the folder. Instead of --gguf."
         ),
     ] = None,
     n_variants: Annotated[int, typer.Option(min=2, max=100_000, help="Fidelity: SNVs scored.")] = 200,
@@ -131,6 +131,6 @@ def bench_quant(
     else:
         report = run_quant_speed(
             carbons, batch_sizes=sizes, prompt_bp=prompt_bp, new_bp=new_bp, rounds=rounds, gguf=gguf,
-            folder=folder, log=_log,
+            gguf_type=gguf_quantize, folder=folder, log=_log,
         )  # fmt: skip
     emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)

@@ -95,6 +95,7 @@ def test_quantize_gguf_checks_its_inputs_and_reuses_a_fresh_result(
     src, out = tmp_path / "m.f32.gguf", tmp_path / "m.q8_0.gguf"
     with pytest.raises(ValueError, match="q4_k"):
         quantize_gguf(src, out, "q4_k")
+    assert llamacpp.quantize.check_quant_type("q4_k_m") == "q4_k_m"  # llama.cpp's usual 4-bit CPU pick
     with pytest.raises(FileNotFoundError, match=r"m\.f32\.gguf"):
         quantize_gguf(src, out)
     src.write_bytes(b"GGUF")

@@ -121,6 +121,11 @@ def test_llama_cpp_peer_is_timed_when_installed_and_given_a_gguf(
     )
     peer = next(r for r in no_gguf.rows if r["variant"] == LLAMA_CPP_NAME)
     assert peer["status"] == "skipped" and "--gguf" in peer["reason"]
+    q4 = run_quant_speed(
+        carbons, batch_sizes=(2,), prompt_bp=24, new_bp=12, rounds=1, gguf=gguf, gguf_type="q4_k_m",
+        folder=tiny_folder,
+    )  # fmt: skip
+    assert next(r for r in q4.rows if r["variant"] == "llama.cpp Q4_K_M")["status"] == "ok"
 
 
 def test_peer_gguf_is_checked_before_any_work(

@@ -16,7 +16,7 @@ from pathlib import Path
 from hexamer.bench.llamacpp.convert import convert_to_gguf, default_gguf_path, llama_cpp_available
 
 #: llama.cpp file types hexamer makes (name -> ``enum llama_ftype`` member of ``llama_cpp``).
-QUANT_TYPES: dict[str, str] = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0"}
+QUANT_TYPES: dict[str, str] = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
 
 
 def check_quant_type(qtype: str) -> str:
