@@ -25,6 +25,7 @@ from hexamer.model.quant import (
     quantize_weight,
 )
 from hexamer.testing import build_carbon_folder
+from hexamer.testing.hangs import error_within
 
 
 @pytest.fixture(scope="module")
@@ -289,22 +290,10 @@ def test_an_int8_model_beyond_free_memory_is_refused(int8_folder: Path, monkeypa
 def test_a_fifo_int8_weights_file_is_refused(int8_folder: Path, tmp_path: Path) -> None:
     import os
     import shutil
-    import threading
 
     bad = tmp_path / "fifo"
     shutil.copytree(int8_folder, bad)
     (bad / "model.safetensors").unlink()
     os.mkfifo(bad / "model.safetensors")
-    errors: list[BaseException] = []
-
-    def load() -> None:
-        try:
-            load_model(bad)
-        except BaseException as exc:  # handed to the test thread
-            errors.append(exc)
-
-    worker = threading.Thread(target=load, daemon=True)
-    worker.start()
-    worker.join(timeout=10)
-    assert not worker.is_alive(), "loading a FIFO hung"
-    assert isinstance(errors[0], ValueError) and "model.safetensors is not a regular file" in str(errors[0])
+    error = error_within(lambda: load_model(bad), 10, "loading a FIFO")
+    assert isinstance(error, ValueError) and "model.safetensors is not a regular file" in str(error)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hexamer.testing import build_carbon_folder
+from hexamer.testing.hangs import error_within
 from hexamer.tokenizer import CarbonTokenizer, ModelFolderError, resolve_model_dir
 
 
@@ -166,21 +167,9 @@ def test_auto_dna_tags_from_config(tmp_path: Path) -> None:
 
 def _load_within(folder: Path, seconds: float = 10.0) -> BaseException | None:
     """Load the tokenizer on a thread (a FIFO read would block forever) and return its error."""
-    import threading
-
-    errors: list[BaseException] = []
-
-    def load() -> None:
-        try:
-            CarbonTokenizer.from_pretrained(folder)
-        except BaseException as exc:  # handed to the test thread
-            errors.append(exc)
-
-    worker = threading.Thread(target=load, daemon=True)
-    worker.start()
-    worker.join(timeout=seconds)
-    assert not worker.is_alive(), "reading the tokenizer files hung"
-    return errors[0] if errors else None
+    return error_within(
+        lambda: CarbonTokenizer.from_pretrained(folder), seconds, "reading the tokenizer files"
+    )
 
 
 @pytest.mark.parametrize(
