@@ -23,7 +23,7 @@ import torch
 
 from hexamer.engine import Engine, Request, SamplingParams
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
-from hexamer.model import LlamaModel, RopeConfig, load_model
+from hexamer.model import LlamaModel, RopeConfig, load_model, pad_rows
 from hexamer.model.cpu import use_cpu_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
 from hexamer.tokenizer.dna import encode_dna, oov_bases
@@ -496,16 +496,11 @@ class Carbon:
     @torch.inference_mode()
     def _kmer_logits(self, batch: list[list[int]]) -> torch.Tensor:
         """(B, T, 4**k) fp32 k-mer logits for right-padded token rows (one forward, no cache)."""
-        width = max(len(r) for r in batch)
-        ids = torch.full((len(batch), width), self.tokenizer.pad_token_id or 0, dtype=torch.int64)
-        mask = torch.zeros((len(batch), width), dtype=torch.bool)
-        for i, row in enumerate(batch):
-            ids[i, : len(row)] = torch.tensor(row)
-            mask[i, : len(row)] = True
+        rows = pad_rows(batch, self.tokenizer.pad_token_id or 0)
         device = self.model.device
         out = self.model(
-            ids.to(device),
-            attention_mask=None if bool(mask.all()) else mask.to(device),
+            rows.ids_on(device),
+            attention_mask=rows.mask_on(device),
             logits_at="all",
             vocab_rows=(self.layout.kmer_start, self.layout.kmer_stop),
         )

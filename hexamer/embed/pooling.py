@@ -29,6 +29,7 @@ import torch
 
 from hexamer.embed.chunks import Chunk, chunk_plan
 from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
+from hexamer.model import pad_rows
 from hexamer.tokenizer.dna import encode_dna
 
 if TYPE_CHECKING:
@@ -211,17 +212,12 @@ def _run(
     carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int, n_layers: int
 ) -> None:
     prompts = [jobs[j].prompts[c] for j, c in batch]
-    width = max(map(len, prompts))
-    ids = torch.full((len(prompts), width), carbon.tokenizer.pad_token_id or 0, dtype=torch.int64)
-    mask = torch.zeros((len(prompts), width), dtype=torch.bool)
-    for r, p in enumerate(prompts):
-        ids[r, : len(p)] = torch.tensor(p)
-        mask[r, : len(p)] = True
+    rows = pad_rows(prompts, carbon.tokenizer.pad_token_id or 0)
     device = carbon.model.device
     final = layer == n_layers
     out = carbon.model(
-        ids.to(device),
-        attention_mask=None if bool(mask.all()) else mask.to(device),
+        rows.ids_on(device),
+        attention_mask=rows.mask_on(device),
         logits_at="none",
         return_hidden=final,
         return_layer_hidden=not final,

@@ -15,7 +15,7 @@ from hexamer.engine.batching import padded_chunks
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import prompt_logprobs
 from hexamer.engine.request import Request
-from hexamer.model import LlamaModel
+from hexamer.model import LlamaModel, pad_rows
 from hexamer.tokenizer.layout import DnaLayout
 
 #: Most prompt tokens (padding included) per prefill forward on CPU, to keep activations in cache.
@@ -83,19 +83,13 @@ class ModelRunner:
         cache = self.cache.cache
         assert cache is not None
         device = self.model.device
-        lengths = [len(r.prompt_ids) for r in requests]
-        width = max(lengths)
-        ids = torch.full((len(requests), width), self.pad_id, dtype=torch.int64)
-        mask = torch.zeros((len(requests), width), dtype=torch.bool)
-        for i, r in enumerate(requests):
-            ids[i, width - lengths[i] :] = torch.tensor(r.prompt_ids)
-            mask[i, width - lengths[i] :] = True
+        batch = pad_rows([r.prompt_ids for r in requests], self.pad_id, side="left")
         rows = [r.row for r in requests]
         want = [r.is_text and r.params.prompt_logprobs is not None for r in requests]
         out = self.model(
-            ids.to(device),
+            batch.ids_on(device),
             kv_cache=cache,
-            attention_mask=None if min(lengths) == width else mask.to(device),
+            attention_mask=batch.mask_on(device),
             cache_rows=None if rows == list(range(cache.batch_size)) else rows,
             logits_at="last",
             vocab_rows=self._vocab_rows(full),
@@ -104,7 +98,7 @@ class ModelRunner:
         for i, r in enumerate(requests):
             if want[i]:
                 assert out.hidden is not None
-                hidden = out.hidden[i, width - lengths[i] : width - 1]
+                hidden = out.hidden[i, batch.width - batch.lengths[i] : batch.width - 1]
                 r.prompt_logprobs = prompt_logprobs(
                     self.model, hidden, r.prompt_ids, r.params.prompt_logprobs or 0
                 )

@@ -51,7 +51,7 @@ from hexamer.fns import (
     token_greedy,
     token_sampling_probs,
 )
-from hexamer.model import KVCache, LlamaModel
+from hexamer.model import KVCache, LlamaModel, pad_rows
 from hexamer.tokenizer.layout import BASES, DnaLayout
 
 if TYPE_CHECKING:
@@ -271,18 +271,6 @@ def accept_draft(p_draft: torch.Tensor, q_draft: torch.Tensor, uniforms: torch.T
 # --------------------------------------------------------------------------- model helpers
 
 
-def _truncate(cache: KVCache, rows: list[int], lengths: list[int]) -> None:
-    """Roll rows back to ``lengths`` slots: later slots become invalid and will be overwritten."""
-    if not rows:
-        return
-    idx = torch.tensor(rows, dtype=torch.int64)
-    new = torch.tensor(lengths, dtype=torch.int64)
-    cache.lengths[idx] = new
-    keep = torch.arange(cache.max_len)[None, :] < new[:, None]
-    dev = idx.to(cache.device)
-    cache.valid[dev] = cache.valid[dev] & keep.to(cache.device)
-
-
 def _feed(
     model: LlamaModel,
     cache: KVCache,
@@ -302,27 +290,22 @@ def _feed(
         return None
     before = cache.lengths[torch.tensor(rows)].tolist()
     device = model.device
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.int64)
-    ragged = min(lengths) != width
-    mask = torch.zeros((len(rows), width), dtype=torch.bool) if ragged else None
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.int64)
-        if mask is not None:
-            mask[i, : len(s)] = True
+    batch = pad_rows(seqs, pad_id)
+    ragged = batch.mask is not None
     cache_rows = None if rows == list(range(cache.batch_size)) else rows
     at: Literal["all", "last", "none"] | torch.Tensor = logits
     if logits == "last" and ragged:
         at = torch.tensor([max(n - 1, 0) for n in lengths], device=device)
     out = model(
-        ids.to(device),
+        batch.ids_on(device),
         kv_cache=cache,
-        attention_mask=None if mask is None else mask.to(device),
+        attention_mask=batch.mask_on(device),
         cache_rows=cache_rows,
         logits_at=at,
         vocab_rows=vocab_rows,
     )
     if ragged:
-        _truncate(cache, rows, [b + n for b, n in zip(before, lengths, strict=True)])
+        cache.truncate(rows, [b + n for b, n in zip(before, lengths, strict=True)])
     return out.logits
 
 
@@ -589,8 +572,8 @@ class SpecBatch:
             self.stats.k_counts[n] += 1
             if r.remaining <= 0:
                 finished.append(r.req)
-        _truncate(self.tcache, [r.row for r in active], t_keep)
-        _truncate(self.dcache, d_rows, d_keep)
+        self.tcache.truncate([r.row for r in active], t_keep)
+        self.dcache.truncate(d_rows, d_keep)
         return finished
 
     def run(self, on_step: Callable[[list[Request]], None] | None = None) -> SpecStats:

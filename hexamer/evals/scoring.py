@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
+from hexamer.model import pad_rows
 from hexamer.tokenizer.dna import encode_dna
 from hexamer.tokenizer.segment import OPEN_TAG
 
@@ -70,16 +71,10 @@ def _token_batch(carbon: Carbon, rows: list[tuple[list[int], int]]) -> list[floa
     """Mean full-vocabulary log-prob of the tokens after the prefix, for right-padded rows."""
     model = carbon.model
     device = model.device
-    width = max(len(ids) for ids, _ in rows)
-    pad = carbon.tokenizer.pad_token_id or 0
-    ids_t = torch.full((len(rows), width), pad, dtype=torch.int64)
-    mask = torch.zeros((len(rows), width), dtype=torch.bool)
-    for r, (ids, _) in enumerate(rows):
-        ids_t[r, : len(ids)] = torch.tensor(ids, dtype=torch.int64)
-        mask[r, : len(ids)] = True
+    padded = pad_rows([ids for ids, _ in rows], carbon.tokenizer.pad_token_id or 0)
     out = model(
-        ids_t.to(device),
-        attention_mask=None if bool(mask.all()) else mask.to(device),
+        padded.ids_on(device),
+        attention_mask=padded.mask_on(device),
         logits_at="none",
         return_hidden=True,
     )

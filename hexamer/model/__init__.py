@@ -3,8 +3,10 @@
 Import cost: pulls in torch (unlike ``hexamer.tokenizer``).
 """
 
+from hexamer.model.batch import PaddedRows, pad_rows
 from hexamer.model.config import ModelConfig, RopeConfig
-from hexamer.model.llama import KVCache, LlamaModel, ModelOutput, VocabRows, positions_from_mask
+from hexamer.model.kv_cache import KVCache
+from hexamer.model.llama import LlamaModel, ModelOutput, VocabRows, positions_from_mask
 from hexamer.model.loading import load_model, resolve_dtype
 from hexamer.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 
@@ -13,10 +15,12 @@ __all__ = [
     "LlamaModel",
     "ModelConfig",
     "ModelOutput",
+    "PaddedRows",
     "RopeConfig",
     "VocabRows",
     "apply_rope",
     "load_model",
+    "pad_rows",
     "positions_from_mask",
     "resolve_dtype",
     "rope_cos_sin",

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hexamer.model.config import ModelConfig
+from hexamer.model.kv_cache import AttentionPlan, KVCache, build_mask
 from hexamer.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 
 __all__ = [
@@ -102,18 +103,6 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-@dataclass
-class _AttentionPlan:
-    """Per-forward attention bookkeeping shared by all layers (mask, cache slots)."""
-
-    mask: torch.Tensor | None  # (B, 1, T, S) bool, True = may attend; None = plain causal
-    cache: KVCache | None = None
-    rows: torch.Tensor | None = None  # cache rows (device), None = all rows in order
-    slots: torch.Tensor | None = None  # (B, T) cache slot of each new token
-    kv_len: int = 0  # cache slots the attention reads (max over rows)
-    new_only: bool = False  # fresh rows, no padding: attend over the new keys alone (causal)
-
-
 class Attention(nn.Module):
     """Grouped-query self-attention with rotary embeddings; any ``head_dim``."""
 
@@ -133,7 +122,7 @@ class Attention(nn.Module):
         self.decode_kernel: DecodeAttention | None = None
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: _AttentionPlan
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: AttentionPlan
     ) -> torch.Tensor:
         b, t, _ = x.shape
         if self._decode_kernel_applies(plan, t):
@@ -163,13 +152,13 @@ class Attention(nn.Module):
         ).to(dtype)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
-    def _decode_kernel_applies(self, plan: _AttentionPlan, t: int) -> bool:
+    def _decode_kernel_applies(self, plan: AttentionPlan, t: int) -> bool:
         """A decode kernel is set and this is a decode-shaped forward over a (masked) cache."""
         has_cache = plan.cache is not None and plan.mask is not None
         return self.decode_kernel is not None and has_cache and t <= DECODE_KERNEL_MAX_TOKENS
 
     def _decode(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: _AttentionPlan
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: AttentionPlan
     ) -> torch.Tensor:
         """The same attention through :attr:`decode_kernel` (rotation and cache write included)."""
         assert self.decode_kernel is not None and plan.cache is not None and plan.mask is not None
@@ -197,7 +186,7 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: _AttentionPlan
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: AttentionPlan
     ) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, plan)
         return x + self.mlp(self.post_attention_layernorm(x))
@@ -205,163 +194,6 @@ class DecoderLayer(nn.Module):
 
 # ---------------------------------------------------------------------------------------------
 # KV cache
-
-
-class KVCache:
-    """Preallocated contiguous key/value cache: per layer ``(B, n_kv, max_len, head_dim)`` tensors.
-
-    Each row has its own length (``lengths``, kept on the CPU so that no device sync is needed to
-    slice) and a ``valid`` mask ``(B, max_len)`` remembering which slots hold real tokens, so padded
-    prompts and rows at different lengths share one cache. Storage is zero-initialised: masked
-    slots must hold finite numbers or they would poison attention with NaN.
-    """
-
-    def __init__(
-        self,
-        num_layers: int,
-        batch_size: int,
-        num_kv_heads: int,
-        head_dim: int,
-        max_len: int,
-        *,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-    ) -> None:
-        shape = (batch_size, num_kv_heads, max_len, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=device)
-        self.lengths = torch.zeros(batch_size, dtype=torch.int64)  # CPU on purpose
-        self.batch_size = batch_size
-        self.max_len = max_len
-
-    @classmethod
-    def for_model(
-        cls,
-        model: LlamaModel,
-        batch_size: int,
-        max_len: int,
-        *,
-        dtype: torch.dtype | None = None,
-        device: torch.device | str | None = None,
-    ) -> KVCache:
-        """A cache shaped for ``model`` (dtype and device default to the model's own)."""
-        c = model.config
-        return cls(
-            c.num_hidden_layers,
-            batch_size,
-            c.num_key_value_heads,
-            c.head_dim,
-            max_len,
-            dtype=dtype or model.kv_dtype,
-            device=device or model.device,
-        )
-
-    @property
-    def device(self) -> torch.device:
-        """Device the cache tensors live on."""
-        return self.valid.device
-
-    def reset(self, rows: Sequence[int] | torch.Tensor | None = None) -> None:
-        """Empty some rows (or all) so a finished sequence's slot can take a new request."""
-        if rows is None:
-            self.lengths.zero_()
-            self.valid.zero_()
-            return
-        idx = torch.as_tensor(rows, dtype=torch.int64).cpu()
-        self.lengths[idx] = 0
-        self.valid[idx.to(self.device)] = False
-
-    def num_real_tokens(self, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Real (non-padding) tokens stored per row, on the cache device: the next position id."""
-        valid = self.valid if rows is None else self.valid.index_select(0, rows)
-        return valid.sum(1)
-
-    def _rows(
-        self, rows: Sequence[int] | torch.Tensor | None, batch: int
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """CPU row indices and their device copy (None when the forward covers every row in order)."""
-        if rows is None:
-            if batch != self.batch_size:
-                raise ValueError(
-                    f"input batch {batch} != cache batch {self.batch_size}; pass cache_rows to run a subset"
-                )
-            return torch.arange(self.batch_size), None
-        cpu = torch.as_tensor(rows, dtype=torch.int64).cpu().reshape(-1)
-        if cpu.numel() != batch:
-            raise ValueError(f"cache_rows has {cpu.numel()} entries for an input batch of {batch}")
-        if cpu.numel() and (int(cpu.min()) < 0 or int(cpu.max()) >= self.batch_size):
-            raise ValueError(f"cache_rows must lie in [0, {self.batch_size}), got {cpu.tolist()}")
-        if cpu.unique().numel() != cpu.numel():
-            raise ValueError(f"cache_rows must not repeat a row, got {cpu.tolist()}")
-        return cpu, cpu.to(self.device)
-
-    def _plan(
-        self, rows: Sequence[int] | torch.Tensor | None, batch: int, t: int, new_valid: torch.Tensor | None
-    ) -> _AttentionPlan:
-        """Reserve slots for ``t`` new tokens per row, record their validity and build the mask.
-
-        ``new_valid=None`` means every new token is real. When, in addition, every row starts
-        empty (a fresh prefill), attention needs only the new keys with a plain causal mask, so no
-        ``(B, 1, T, S)`` mask is materialised and SDPA can take its fastest (flash) path.
-        """
-        rows_cpu, rows_dev = self._rows(rows, batch)
-        start = self.lengths[rows_cpu]
-        end = int(start.max()) + t if batch else t
-        if end > self.max_len:
-            worst = int(rows_cpu[int(start.argmax())])
-            raise ValueError(
-                f"KV cache full: row {worst} holds {int(start.max())} tokens, adding {t} exceeds max_len={self.max_len}"
-            )
-        device = self.device
-        slots = start.to(device)[:, None] + torch.arange(t, device=device)  # (B, T)
-        row_idx = torch.arange(batch, device=device) if rows_dev is None else rows_dev
-        self.valid[row_idx[:, None], slots] = True if new_valid is None else new_valid.to(device)
-        self.lengths[rows_cpu] = start + t
-
-        if new_valid is None and end == t:
-            return _AttentionPlan(
-                mask=None, cache=self, rows=rows_dev, slots=slots, kv_len=end, new_only=True
-            )
-        valid = self.valid[:, :end] if rows_dev is None else self.valid[:, :end].index_select(0, rows_dev)
-        mask = _build_mask(slots, valid)
-        return _AttentionPlan(mask=mask, cache=self, rows=rows_dev, slots=slots, kv_len=end)
-
-    def _write(self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: _AttentionPlan) -> None:
-        """Write this forward's keys/values ``(B, n_kv, T, head_dim)`` into their slots."""
-        assert plan.slots is not None
-        kc, vc = self.k[layer], self.v[layer]
-        batch = k.shape[0]
-        row_idx = torch.arange(batch, device=kc.device) if plan.rows is None else plan.rows
-        kc[row_idx[:, None], :, plan.slots] = k.transpose(1, 2).to(kc.dtype)
-        vc[row_idx[:, None], :, plan.slots] = v.transpose(1, 2).to(vc.dtype)
-
-    def _read(
-        self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: _AttentionPlan
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The keys/values attention must read after :meth:`_write` (``k``/``v``: the new ones)."""
-        kc, vc = self.k[layer], self.v[layer]
-        if plan.new_only:
-            return k, v
-        if plan.rows is None:
-            return kc[:, :, : plan.kv_len], vc[:, :, : plan.kv_len]
-        return (
-            kc[:, :, : plan.kv_len].index_select(0, plan.rows),
-            vc[:, :, : plan.kv_len].index_select(0, plan.rows),
-        )
-
-
-def _build_mask(slots: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """``(B, 1, T, S)`` boolean mask: causal in slot order, real keys only, and always the query itself.
-
-    Letting a padding query see itself keeps its softmax finite on every SDPA kernel (some return
-    NaN for fully masked rows); that NaN would flow into later layers' keys/values and through
-    ``0 * NaN`` into real rows.
-    """
-    key = torch.arange(valid.shape[1], device=valid.device)
-    q = slots[..., None]  # (B, T, 1)
-    allowed = ((key <= q) & valid[:, None, :]) | (key == q)
-    return allowed[:, None]
 
 
 def positions_from_mask(attention_mask: torch.Tensor, start: torch.Tensor | int = 0) -> torch.Tensor:
@@ -501,8 +333,8 @@ class LlamaModel(nn.Module):
         b = input_ids.shape[0]
         rows = torch.arange(b, device=input_ids.device)
         kv_cache.valid[rows, slots] = live
-        plan = _AttentionPlan(
-            mask=_build_mask(slots[:, None], kv_cache.valid),
+        plan = AttentionPlan(
+            mask=build_mask(slots[:, None], kv_cache.valid),
             cache=kv_cache,
             slots=slots[:, None],
             kv_len=kv_cache.max_len,
@@ -588,9 +420,9 @@ class LlamaModel(nn.Module):
             plan = kv_cache._plan(cache_rows, b, t, new_valid)
         elif new_valid is not None:
             slots = torch.arange(t, device=device).expand(b, t)
-            plan = _AttentionPlan(mask=_build_mask(slots, new_valid))
+            plan = AttentionPlan(mask=build_mask(slots, new_valid))
         else:
-            plan = _AttentionPlan(mask=None)
+            plan = AttentionPlan(mask=None)
 
         x = self.embed_tokens(input_ids)
         cos, sin = rope_cos_sin(self._inv_freq_on(x.device), positions.to(x.device), self.rope_scale, x.dtype)

@@ -36,7 +36,7 @@ import torch
 from hexamer.engine.batching import padded_chunks
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
-from hexamer.model import KVCache
+from hexamer.model import KVCache, pad_rows
 from hexamer.tokenizer.dna import encode_dna, encode_kmers
 from hexamer.vep.recipes import (
     DEFAULT_CONTEXT,
@@ -575,17 +575,12 @@ class _Runner:
             max_rows=self.s.batch_size,
         ):
             s_max = max(after[key] - 1 for key in chunk)
-            rows_cache = _copy_rows(self.carbon, cache, torch.tensor([gi for gi, _ in chunk]), p_max + s_max)
-            ids = torch.full((len(chunk), s_max), self._pad, dtype=torch.int64)
-            mask = torch.zeros((len(chunk), s_max), dtype=torch.bool)
-            for r, (gi, si) in enumerate(chunk):
-                tail = encs[gi][si].ids[shared[gi] : -1]
-                ids[r, : len(tail)] = torch.from_numpy(tail)
-                mask[r, : len(tail)] = True
+            rows_cache = cache.fork([gi for gi, _ in chunk], p_max + s_max)
+            batch = pad_rows([encs[gi][si].ids[shared[gi] : -1].tolist() for gi, si in chunk], self._pad)
             logits = self.carbon.model(
-                ids.to(self.device),
+                batch.ids_on(self.device),
                 kv_cache=rows_cache,
-                attention_mask=None if bool(mask.all()) else mask.to(self.device),
+                attention_mask=batch.mask_on(self.device),
                 logits_at="all",
                 vocab_rows=self.rows,
             ).logits
@@ -685,38 +680,19 @@ class _Runner:
 
     def _batch_forward(self, cache: KVCache, rows: list[tuple[int, list[int]]]) -> torch.Tensor:
         """Append each ``(cache row, ids)`` to its row (right-padded); ``(B, 4**k)`` last-token logits."""
-        width = max(len(ids) for _, ids in rows)
-        ids = torch.full((len(rows), width), self._pad, dtype=torch.int64)
-        mask = torch.zeros((len(rows), width), dtype=torch.bool)
-        for r, (_, seq) in enumerate(rows):
-            ids[r, : len(seq)] = torch.tensor(seq)
-            mask[r, : len(seq)] = True
+        batch = pad_rows([seq for _, seq in rows], self._pad)
         last = torch.tensor([len(seq) - 1 for _, seq in rows])
         cache_rows = [gi for gi, _ in rows]
         logits = self.carbon.model(
-            ids.to(self.device),
+            batch.ids_on(self.device),
             kv_cache=cache,
-            attention_mask=None if bool(mask.all()) else mask.to(self.device),
+            attention_mask=batch.mask_on(self.device),
             cache_rows=None if cache_rows == list(range(cache.batch_size)) else cache_rows,
             logits_at=last.to(self.device),
             vocab_rows=self.rows,
         ).logits
         assert logits is not None
         return logits
-
-
-def _copy_rows(carbon: Carbon, cache: KVCache, src: torch.Tensor, max_len: int) -> KVCache:
-    """A new ``max_len`` cache whose row i starts as a copy of ``cache`` row ``src[i]`` (the
-    shared prefix per string)."""
-    out = KVCache.for_model(carbon.model, len(src), max_len)
-    dev = src.to(cache.device)
-    n = cache.max_len
-    for layer in range(len(cache.k)):
-        out.k[layer][:, :, :n].copy_(cache.k[layer].index_select(0, dev))
-        out.v[layer][:, :, :n].copy_(cache.v[layer].index_select(0, dev))
-    out.valid[:, :n].copy_(cache.valid.index_select(0, dev))
-    out.lengths.copy_(cache.lengths.index_select(0, src.cpu()))
-    return out
 
 
 # --------------------------------------------------------------------------- driving

@@ -32,6 +32,7 @@ from hexamer.evals.metrics import auprc_trapezoid, auroc
 from hexamer.evals.task import EvalContext, Example, Record, Task
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
+from hexamer.model import pad_rows
 from hexamer.tokenizer.dna import encode_dna
 
 __all__ = ["ClinVarCoding", "ClinVarNonCoding", "ClinVarTask", "acgt_first_base_ids", "clinvar_context"]
@@ -204,17 +205,12 @@ class ClinVarTask(Task):
         carbon = ctx.carbon
         layout = carbon.layout
         device = carbon.model.device
-        width = max(len(ids) for _, ids, _ in batch)
-        x = torch.full((len(batch), width), carbon.tokenizer.pad_token_id or 0, dtype=torch.int64)
-        mask = torch.zeros((len(batch), width), dtype=torch.bool)
-        for r, (_, ids, _) in enumerate(batch):
-            x[r, : len(ids)] = torch.tensor(ids)
-            mask[r, : len(ids)] = True
+        padded = pad_rows([ids for _, ids, _ in batch], carbon.tokenizer.pad_token_id or 0)
         last = torch.tensor([len(ids) - 1 for _, ids, _ in batch], device=device)
         rows = None if first_ids is not None else (layout.kmer_start, layout.kmer_stop)
         logits = carbon.model(
-            x.to(device),
-            attention_mask=None if bool(mask.all()) else mask.to(device),
+            padded.ids_on(device),
+            attention_mask=padded.mask_on(device),
             logits_at=last,
             vocab_rows=rows,
         ).logits

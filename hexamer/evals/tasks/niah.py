@@ -172,11 +172,7 @@ def value_logliks(
     assert out.hidden is not None
     first = out.hidden[:, -1:].expand(rows, 1, -1)  # predicts every value's first token
     if n_val > 1:
-        for layer in range(len(cache.k)):
-            cache.k[layer][1:] = cache.k[layer][:1]
-            cache.v[layer][1:] = cache.v[layer][:1]
-        cache.valid[1:] = cache.valid[:1]
-        cache.lengths[1:] = cache.lengths[0]
+        cache.broadcast(0)
         body = torch.tensor([e.ids[:-1].tolist() for e in encs], device=device)
         rest = model(body, kv_cache=cache, logits_at="none", return_hidden=True).hidden
         assert rest is not None
