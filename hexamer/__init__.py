@@ -9,6 +9,7 @@ __version__ = "0.1.0.dev0"
 # Public names are imported lazily so `import hexamer` stays cheap (no torch import for the tokenizer).
 _LAZY = {
     "Carbon": "hexamer.carbon",
+    "EngineConfig": "hexamer.engine.config",
     "Generation": "hexamer.carbon",
     "ScoreResult": "hexamer.carbon",
     "UnscoredSequenceWarning": "hexamer.carbon",
@@ -18,12 +19,14 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon, Generation, ScoreResult, UnscoredSequenceWarning
+    from hexamer.engine.config import EngineConfig
     from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 
 __all__ = [
     "Carbon",
     "CarbonTokenizer",
     "DnaLayout",
+    "EngineConfig",
     "Generation",
     "ScoreResult",
     "UnscoredSequenceWarning",

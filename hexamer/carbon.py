@@ -16,12 +16,12 @@ import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import torch
 
-from hexamer.engine import Engine, Request, SamplingParams
+from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.model import LlamaModel, RopeConfig, load_model, pad_rows
 from hexamer.model.cpu import use_cpu_linears
@@ -134,12 +134,11 @@ class Carbon:
         model: LlamaModel,
         tokenizer: CarbonTokenizer,
         *,
-        max_batch_size: int = 16,
-        kv_cache_bytes: int | None = None,
-        dna_only_logits: bool = True,
-        static_decode: bool | None = None,
-        compile_decode: bool = False,
+        engine: EngineConfig | None = None,
+        **engine_options: Any,
     ) -> None:
+        """``engine``: the engine's options (:class:`~hexamer.engine.EngineConfig`); or give its
+        fields as keywords (``max_batch_size=32``), not both."""
         if model.config.vocab_size != len(tokenizer):
             raise ValueError(
                 f"model vocab_size {model.config.vocab_size} != tokenizer vocabulary {len(tokenizer)}"
@@ -148,14 +147,9 @@ class Carbon:
         self.tokenizer = tokenizer
         self.layout = tokenizer.layout
         self.last_spec_stats: SpecStats | None = None  # set by generate(..., draft=...)
-        self._engine_options = {
-            "max_batch_size": max_batch_size,
-            "kv_cache_bytes": kv_cache_bytes,
-            "dna_only_logits": dna_only_logits,
-            "static_decode": static_decode,
-            "compile_decode": compile_decode,
-        }
-        self.engine = Engine(model, tokenizer.layout, **self._engine_options)  # type: ignore[arg-type]
+        #: the engine's options, passed whole to every engine and Carbon built from this one
+        self.engine_config = engine_config(engine, engine_options)
+        self.engine = Engine(model, tokenizer.layout, self.engine_config)
 
     @classmethod
     def from_pretrained(
@@ -167,7 +161,8 @@ class Carbon:
         revision: str | None = None,
         onednn: bool | None = None,
         native: bool | None = None,
-        **engine_options: int | bool | None,
+        engine: EngineConfig | None = None,
+        **engine_options: Any,
     ) -> Carbon:
         """Load a local Carbon-format folder or a hub id (JSON + safetensors only, no remote code).
 
@@ -176,7 +171,10 @@ class Carbon:
         linear layers run on hexamer's own kernel (``native``, default: on where a C compiler
         builds it; see :mod:`hexamer.model.native`), else on oneDNN's packed kernels (``onednn``);
         ``native=True`` fails loudly where the kernel is unavailable, ``onednn=True`` picks oneDNN.
+        ``engine`` (or its fields as keywords, e.g. ``max_batch_size=32``): the engine's options,
+        checked before the model is read.
         """
+        config = engine_config(engine, engine_options)
         folder = resolve_model_dir(name_or_path, revision=revision)
         device = parse_device(device)  # None: cuda when present
         if dtype == "auto" and device.type == "cpu":
@@ -184,10 +182,10 @@ class Carbon:
         model, _ = load_model(folder, dtype=dtype, device=device)
         model.eval()
         # re-laid-out linears are left out under compile_decode (Inductor wants dense weights)
-        if native or onednn or not engine_options.get("compile_decode"):
+        if native or onednn or not config.compile_decode:
             use_cpu_linears(model, native=native, onednn=onednn)
         tokenizer = CarbonTokenizer.from_pretrained(folder)
-        return cls(model, tokenizer, **engine_options)  # type: ignore[arg-type]
+        return cls(model, tokenizer, engine=config)
 
     @classmethod
     def from_server(
@@ -287,7 +285,7 @@ class Carbon:
         )
         model._inv_freq, model.rope_scale = rope_frequencies(rope, model.config.head_dim)
         model._inv_freq_cache = {}
-        return Carbon(model, self.tokenizer, **self._engine_options)  # type: ignore[arg-type]
+        return Carbon(model, self.tokenizer, engine=self.engine_config)
 
     # ------------------------------------------------------------------ prompts
     def _prompt(self, prompt: str, index: int) -> _Prompt:
@@ -604,6 +602,15 @@ class Carbon:
         else:
             raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
         return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
+
+
+def engine_config(engine: EngineConfig | None, options: dict[str, Any]) -> EngineConfig:
+    """``engine``, or a config built from keyword options (today's ``Carbon(..., max_batch_size=4)``)."""
+    if engine is not None and options:
+        raise TypeError(
+            f"give engine=EngineConfig(...) or engine options as keywords, not both (got {', '.join(sorted(options))})"
+        )
+    return EngineConfig.from_options(engine, **options)
 
 
 def check_n(n: int, num_return_sequences: int | None) -> int:

@@ -124,6 +124,7 @@ def eval_cmd(
 ) -> None:
     """Run the published zero-shot tasks (token and/or bp level) and report them beside the published numbers."""
     from hexamer.carbon import Carbon
+    from hexamer.engine import EngineConfig
     from hexamer.evals.registry import get_task
     from hexamer.evals.report import default_meta, write_report
     from hexamer.evals.runner import EvalResult, run_suite, run_task, write_json
@@ -147,7 +148,8 @@ def eval_cmd(
         options["context_length"] = context_length
 
     path = resolve_model(model)
-    carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, max_batch_size=batch_size)
+    engine = EngineConfig(max_batch_size=batch_size)
+    carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
     run_options: dict[str, Any] = {
         "limit": limit,
         "seed": seed,

@@ -53,11 +53,11 @@ MAX_SAMPLES = 1024
 
 def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int) -> Carbon:
     from hexamer.carbon import Carbon
+    from hexamer.engine import EngineConfig
 
     try:
-        return Carbon.from_pretrained(
-            resolve_model(model), dtype=dtype, device=device, max_batch_size=batch_size
-        )
+        engine = EngineConfig(max_batch_size=batch_size)
+        return Carbon.from_pretrained(resolve_model(model), dtype=dtype, device=device, engine=engine)
     except (FileNotFoundError, ValueError) as exc:  # ModelFolderError is a ValueError
         fail(exc)
 

@@ -70,6 +70,12 @@ def serve(
     shutdown_grace: Annotated[
         float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM (new ones: 503).")
     ] = 10.0,
+    compile_decode: Annotated[
+        bool | None,
+        typer.Option(
+            help="torch.compile the static decode step (CUDA graphs on GPU); default off (docs/engine.md)."
+        ),
+    ] = None,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
     log_level: Annotated[
@@ -78,6 +84,7 @@ def serve(
 ) -> None:
     """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep}."""
     from hexamer.carbon import Carbon
+    from hexamer.engine import EngineConfig
     from hexamer.server.app import create_app
     from hexamer.server.run import run_server
 
@@ -90,8 +97,13 @@ def serve(
             max_prompt_chars=max_prompt_chars, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
             keep_alive_s=keep_alive, max_connections=max_connections, shutdown_grace_s=shutdown_grace,
         )  # fmt: skip
+        # the engine's options, built once; rows, length and KV budget come from the settings above
+        given = {"compile_decode": compile_decode}
+        engine = EngineConfig.from_options(
+            max_batch_size=max_num_seqs, **{k: v for k, v in given.items() if v is not None}
+        )
         path = resolve_model(model)
-        carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, max_batch_size=max_num_seqs)
+        carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
         if served_model_name is None:
             settings.served_model_name = model or os.path.basename(os.path.normpath(path))
         application = create_app(carbon, settings)

@@ -1,6 +1,6 @@
 """The generation engine: a scheduler, a KV-cache manager, a model runner and a sampler.
 
-    engine = Engine(model, tokenizer.layout, max_batch_size=16)
+    engine = Engine(model, tokenizer.layout, EngineConfig(max_batch_size=16))
     engine.run([Request(prompt_ids, SamplingParams(max_bp=1000, seed=0)), ...])
 
 Requests are admitted into free cache rows as they free up (continuous batching); each decode step
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hexamer.engine.config import EngineConfig
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import logprobs_of
 from hexamer.engine.request import Request, RequestState
@@ -37,36 +38,30 @@ class EngineStats:
 
 
 class Engine:
-    def __init__(
-        self,
-        model: LlamaModel,
-        layout: DnaLayout,
-        *,
-        max_batch_size: int = 16,
-        kv_cache_bytes: int | None = None,
-        dna_only_logits: bool = True,
-        prefill_token_budget: int = 8192,
-        static_decode: bool | None = None,
-        compile_decode: bool = False,
-        prefill_chunk_tokens: int | None = None,
-    ) -> None:
+    def __init__(self, model: LlamaModel, layout: DnaLayout, config: EngineConfig | None = None) -> None:
         self.model = model
         self.layout = layout
-        self.cache = CacheManager(model, max_batch_size, kv_cache_bytes)
-        self.runner = ModelRunner(
-            model, layout, self.cache, dna_only_logits, static_decode, compile_decode, prefill_chunk_tokens
-        )
-        self.scheduler = Scheduler(self.cache, prefill_token_budget)
+        self.config = config = config if config is not None else EngineConfig()
+        self.cache = CacheManager(model, config)
+        self.runner = ModelRunner(model, layout, self.cache, config)
+        self.scheduler = Scheduler(self.cache, config)
         self.stats = EngineStats()
-        self.max_len = model.config.max_position_embeddings
+        context = model.config.max_position_embeddings
+        #: longest sequence (prompt + new tokens) taken: ``config.max_model_len``, at most the context
+        self.max_len = min(config.max_model_len or context, context)
         #: the requests the latest step advanced (what a streaming server reports after a step)
         self.last_step_requests: list[Request] = []
 
     def check(self, request: Request) -> None:
         if request.total_len > self.max_len:
+            limit = (
+                "model's context"
+                if self.max_len == self.model.config.max_position_embeddings
+                else "max_model_len"
+            )
             raise ValueError(
                 f"prompt of {len(request.prompt_ids)} tokens + {request.n_tokens} new tokens = {request.total_len} "
-                f"exceeds the model's context of {self.max_len} tokens"
+                f"exceeds the {limit} of {self.max_len} tokens"
             )
 
     def add(self, request: Request) -> None:

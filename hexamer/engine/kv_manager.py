@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from hexamer.engine.config import EngineConfig
 from hexamer.model import KVCache, LlamaModel
 from hexamer.model.memory import check_fits
 
@@ -18,12 +19,10 @@ def kv_bytes_per_token(model: LlamaModel, dtype: torch.dtype | None = None) -> i
 class CacheManager:
     """Allocates cache rows to requests; sizes the cache to the work at hand within a budget."""
 
-    def __init__(self, model: LlamaModel, max_rows: int, memory_budget_bytes: int | None = None) -> None:
-        if max_rows < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_rows}")
+    def __init__(self, model: LlamaModel, config: EngineConfig) -> None:
         self.model = model
-        self.max_rows = max_rows
-        self.budget = memory_budget_bytes
+        self.max_rows = config.max_batch_size
+        self.budget = config.kv_cache_bytes
         self.cache: KVCache | None = None
         self.free_rows: list[int] = []
 

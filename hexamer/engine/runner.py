@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from hexamer.engine.batching import padded_chunks
+from hexamer.engine.config import EngineConfig
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import prompt_logprobs
 from hexamer.engine.request import Request
@@ -32,25 +33,23 @@ class ModelRunner:
         model: LlamaModel,
         layout: DnaLayout,
         cache: CacheManager,
-        dna_only_logits: bool = True,
-        static_decode: bool | None = None,
-        compile_decode: bool = False,
-        prefill_chunk_tokens: int | None = None,
+        config: EngineConfig,
     ) -> None:
         self.model = model
         self.layout = layout
         self.cache = cache
-        self.dna_only_logits = dna_only_logits
+        self.dna_only_logits = config.dna_only_logits
         self.pad_id = 0
+        prefill_chunk_tokens = config.prefill_chunk_tokens
         if prefill_chunk_tokens is None and model.device.type == "cpu":
             prefill_chunk_tokens = PREFILL_CHUNK_TOKENS_CPU
         self.prefill_chunk_tokens = prefill_chunk_tokens
         # Static-shape decode (one graph per batch size) pays off on GPUs, where launch overhead
         # dominates; on CPU attending only to the filled slots is cheaper, so it is opt-in there.
         on_gpu = model.device.type == "cuda"
-        self.static_decode = on_gpu if static_decode is None else static_decode
+        self.static_decode = on_gpu if config.static_decode is None else config.static_decode
         self._decode_fn = model.decode_static
-        if compile_decode:
+        if config.compile_decode:
             self.static_decode = True
             self._decode_fn = torch.compile(
                 model.decode_static, dynamic=False, mode="reduce-overhead" if on_gpu else "default"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from hexamer.engine.config import EngineConfig
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.request import Request, RequestState
 
@@ -20,9 +21,9 @@ class Step:
 
 
 class Scheduler:
-    def __init__(self, cache: CacheManager, prefill_token_budget: int = 8192) -> None:
+    def __init__(self, cache: CacheManager, config: EngineConfig) -> None:
         self.cache = cache
-        self.prefill_token_budget = prefill_token_budget
+        self.prefill_token_budget = config.prefill_token_budget
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
 

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hexamer.carbon import Carbon
-from hexamer.engine import Engine
+from hexamer.engine import Engine, EngineConfig
 from hexamer.engine.kv_manager import kv_bytes_per_token
 from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, format_bytes
 from hexamer.server.completions import create_completion
@@ -83,18 +83,26 @@ def _eos_ids(carbon: Carbon, folder: Path | None) -> tuple[int, ...]:
 
 
 def kv_budget(carbon: Carbon, settings: ServerSettings, max_len: int) -> int | None:
-    """The KV-cache budget: ``kv_cache_bytes``, else a share of the free memory, so the cache is
-    sized by ``max_model_len`` and the machine, never allocated blindly from the model's context.
-    Refuses (with the estimate) a ``max_len`` of which not even one sequence fits."""
-    if settings.kv_cache_bytes is not None:
-        return settings.kv_cache_bytes
+    """The KV-cache budget: ``kv_cache_bytes`` (the server's, else the model's engine config), else a
+    share of the free memory, so the cache is sized by ``max_model_len`` and the machine, never
+    allocated blindly from the model's context. Refuses (with the estimate) a ``max_len`` of which
+    not even one sequence fits."""
+    given = (
+        settings.kv_cache_bytes
+        if settings.kv_cache_bytes is not None
+        else carbon.engine_config.kv_cache_bytes
+    )
+    if given is not None:
+        return given
     free = available_memory_bytes(carbon.model.device)
     if free is None:
         return None
     budget = int(free * KV_MEMORY_FRACTION)
     per_row = kv_bytes_per_token(carbon.model) * max_len
     if per_row > budget:
-        source = "the model's max_position_embeddings" if settings.max_model_len is None else "max_model_len"
+        source = (
+            "the model's max_position_embeddings" if max_len == carbon.context_length else "max_model_len"
+        )
         raise NotEnoughMemory(
             f"one sequence of {max_len:,} tokens ({source}) needs {format_bytes(per_row)} of KV cache, more "
             f"than {KV_MEMORY_FRACTION:.0%} of the {format_bytes(free)} free on {carbon.model.device}; "
@@ -103,18 +111,16 @@ def kv_budget(carbon: Carbon, settings: ServerSettings, max_len: int) -> int | N
     return budget
 
 
-def _server_engine(carbon: Carbon, settings: ServerSettings, kv_cache_bytes: int | None) -> Engine:
-    """An engine of its own (the caller's ``carbon.engine`` stays free for offline use), with the
-    same runner options."""
-    runner = carbon.engine.runner
-    return Engine(
-        carbon.model,
-        carbon.layout,
+def server_engine_config(carbon: Carbon, settings: ServerSettings) -> EngineConfig:
+    """The server engine's options: the loaded model's engine config (``compile_decode``,
+    ``static_decode``, prefill sizes, ...) with the rows, sequence length and KV-cache budget the
+    server settings give (a setting left unset keeps the model's config, then the defaults)."""
+    context = carbon.context_length
+    max_len = min(settings.max_model_len or carbon.engine_config.max_model_len or context, context)
+    return carbon.engine_config.replace(
         max_batch_size=settings.max_num_seqs,
-        kv_cache_bytes=kv_cache_bytes,
-        dna_only_logits=runner.dna_only_logits,
-        static_decode=runner.static_decode,
-        compile_decode=runner._decode_fn != carbon.model.decode_static,
+        max_model_len=max_len,
+        kv_cache_bytes=kv_budget(carbon, settings, max_len),
     )
 
 
@@ -123,17 +129,15 @@ def build_state(model: str | os.PathLike[str] | Carbon, settings: ServerSettings
         carbon, folder = model, None
         name = getattr(carbon.tokenizer, "name_or_path", None) or "hexamer"
     else:
-        carbon = Carbon.from_pretrained(model, max_batch_size=settings.max_num_seqs)
+        carbon = Carbon.from_pretrained(model, engine=EngineConfig(max_batch_size=settings.max_num_seqs))
         folder = Path(str(carbon.tokenizer.name_or_path or model))
         name = str(model)
     if folder is None and carbon.tokenizer.name_or_path:
         folder = Path(str(carbon.tokenizer.name_or_path))
     metrics = ServerMetrics()
-    max_len = min(settings.max_model_len or carbon.context_length, carbon.context_length)
-    engine = _server_engine(carbon, settings, kv_budget(carbon, settings, max_len))
-    worker = EngineWorker(
-        engine, max_len=max_len, max_rows=settings.max_num_seqs, max_queue=settings.max_queue, metrics=metrics
-    )
+    # an engine of its own: the caller's ``carbon.engine`` stays free for offline use
+    engine = Engine(carbon.model, carbon.layout, server_engine_config(carbon, settings))
+    worker = EngineWorker(engine, max_queue=settings.max_queue, metrics=metrics)
     metrics.kv_rows.set(worker.rows)
     metrics.kv_bytes.set(engine.cache.used_bytes)
     return ServerState(
@@ -276,6 +280,7 @@ def create_app(
                     "model": state.model_name,
                     "kv_rows": state.worker.rows,
                     "max_model_len": state.max_len,
+                    "engine": state.engine_config.as_dict(),
                 }
             )
         )

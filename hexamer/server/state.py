@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hexamer.carbon import Carbon
+from hexamer.engine import EngineConfig
 from hexamer.server.detok import TokenStrings
 from hexamer.server.errors import ApiError
 from hexamer.server.metrics import ServerMetrics
@@ -73,6 +74,11 @@ class ServerState:
     def max_len(self) -> int:
         """Tokens one sequence may hold (prompt + output): the KV cache's row length."""
         return self.worker.max_len
+
+    @property
+    def engine_config(self) -> EngineConfig:
+        """The serving engine's options (rows, sequence length, KV budget, decode path)."""
+        return self.worker.engine.config
 
     @property
     def vocab_size(self) -> int:

@@ -67,13 +67,12 @@ class _Job:
 class EngineWorker:
     """Runs ``engine`` on a background thread; coroutines submit, cancel and await work."""
 
-    def __init__(
-        self, engine: Engine, *, max_len: int, max_rows: int, max_queue: int, metrics: ServerMetrics
-    ) -> None:
+    def __init__(self, engine: Engine, *, max_queue: int, metrics: ServerMetrics) -> None:
         self.engine = engine
         self.max_queue = max_queue
         self.metrics = metrics
-        engine.cache.ensure(max_len, max_rows)  # preallocated once: never resized while serving
+        # preallocated once, as the engine config sizes it: never resized while serving
+        engine.cache.ensure(engine.max_len, engine.config.max_batch_size)
         assert engine.cache.cache is not None
         self.max_len = engine.cache.cache.max_len
         self.rows = engine.cache.cache.batch_size

@@ -45,10 +45,11 @@ def test_check_fits_names_the_estimate(monkeypatch: Any) -> None:
 
 def test_kv_cache_beyond_free_memory_is_refused(tiny_folder: Path, monkeypatch: Any) -> None:
     from hexamer import Carbon
+    from hexamer.engine import EngineConfig
     from hexamer.engine.kv_manager import CacheManager
 
     carbon = Carbon.from_pretrained(tiny_folder)
-    manager = CacheManager(carbon.model, max_rows=64)
+    manager = CacheManager(carbon.model, EngineConfig(max_batch_size=64))
     monkeypatch.setattr(memory, "available_memory_bytes", lambda device="cpu": 2**20)
     with pytest.raises(memory.NotEnoughMemory, match=r"a KV cache of 64 row\(s\) x 1,000,000 tokens needs"):
         manager.ensure(1_000_000, 64)

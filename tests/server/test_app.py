@@ -230,3 +230,21 @@ def test_the_timeout_counts_from_arrival(limited: str, path: str, body: dict) ->
     assert status == 504, data[:300]
     assert b"timed out after 0.5 s" in data and time.perf_counter() - start < 2.5
     assert _wait_idle(limited)["kv_rows_used"] == 0
+
+
+def test_server_engine_reads_the_model_engine_config(tiny_folder: Path) -> None:
+    """The server's engine keeps the loaded model's decode options and takes rows, length and KV
+    budget from the server settings (a setting left unset keeps the model's config)."""
+    from hexamer import Carbon, EngineConfig
+    from hexamer.server import create_app
+
+    config = EngineConfig(max_batch_size=2, static_decode=True, dna_only_logits=False, kv_cache_bytes=2**24)
+    carbon = Carbon.from_pretrained(tiny_folder, engine=config)
+    state = create_app(carbon, max_num_seqs=3, max_model_len=64).state.hexamer
+    assert state.engine_config == config.replace(max_batch_size=3, max_model_len=64)
+    runner = state.worker.engine.runner
+    assert runner.static_decode and not runner.dna_only_logits
+    assert (state.worker.rows, state.max_len) == (3, 64)
+    assert carbon.engine.config is config  # the offline engine is left as it was
+    own_budget = create_app(carbon, max_num_seqs=3, max_model_len=64, kv_cache_bytes=2**25).state.hexamer
+    assert own_budget.engine_config.kv_cache_bytes == 2**25
