@@ -100,9 +100,8 @@ def kv_budget(carbon: Carbon, settings: ServerSettings, max_len: int) -> int | N
     budget = int(free * KV_MEMORY_FRACTION)
     per_row = kv_bytes_per_token(carbon.model) * max_len
     if per_row > budget:
-        source = (
-            "the model's max_position_embeddings" if max_len == carbon.context_length else "max_model_len"
-        )
+        given_len = settings.max_model_len or carbon.engine_config.max_model_len
+        source = "the model's max_position_embeddings" if given_len is None else "max_model_len"
         raise NotEnoughMemory(
             f"one sequence of {max_len:,} tokens ({source}) needs {format_bytes(per_row)} of KV cache, more "
             f"than {KV_MEMORY_FRACTION:.0%} of the {format_bytes(free)} free on {carbon.model.device}; "

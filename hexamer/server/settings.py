@@ -34,6 +34,11 @@ class ServerSettings:
     api_key: when set, every endpoint but ``/health`` needs ``Authorization: Bearer <key>``.
     served_model_name: the model id reported by ``/v1/models`` and accepted in ``model``.
     shutdown_grace_s: on shutdown, in-flight requests get this long to finish, then are cancelled.
+    kv_cache_bytes: KV-cache budget (default: 80 % of the free memory).
+
+    ``max_num_seqs``, ``max_model_len`` and ``kv_cache_bytes`` (vLLM's names) become the serving
+    engine's ``max_batch_size``, ``max_model_len`` and ``kv_cache_bytes``; its other options come
+    from the loaded model's :class:`~hexamer.engine.EngineConfig` (``hexamer.server.app``).
     """
 
     max_num_seqs: int = 64
