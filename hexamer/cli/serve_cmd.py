@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import DTypeOption, ModelOption, app, err_console, fail, resolve_model
+from hexamer.cli.checks import MAX_BATCH_SIZE
 from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, ServerSettings
 
 
@@ -29,7 +30,9 @@ def serve(
     served_model_name: Annotated[
         str | None, typer.Option(help="Model id in /v1/models (default: --model).")
     ] = None,
-    max_num_seqs: Annotated[int, typer.Option(help="Sequences decoded together (KV-cache rows).")] = 64,
+    max_num_seqs: Annotated[
+        int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Sequences decoded together (KV-cache rows).")
+    ] = 64,
     max_model_len: Annotated[
         int | None, typer.Option(help="Tokens per sequence (default: the model's context).")
     ] = None,

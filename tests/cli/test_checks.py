@@ -94,6 +94,8 @@ CASES = [
     (["serve", *NO_MODEL, "--port", "70000"], "--port"),
     (["serve", *NO_MODEL, "--dtype", "float64"], "--dtype"),
     (["serve", *NO_MODEL, "--log-level", "loud"], "--log-level"),
+    (["serve", *NO_MODEL, "--max-num-seqs", "0"], "--max-num-seqs"),
+    (["serve", *NO_MODEL, "--max-num-seqs", "100000"], "--max-num-seqs"),
 ]
 
 

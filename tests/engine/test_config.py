@@ -134,3 +134,11 @@ def test_with_rope_keeps_the_config(tiny_folder: Path) -> None:
         max_position_embeddings=2 * carbon.context_length,
     )
     assert longer.engine_config is config and longer.engine.config is config
+
+
+def test_the_cli_bound_is_the_engine_bound() -> None:
+    """``--batch-size`` / ``--max-num-seqs`` are refused by the CLI at the engine's own limit (the CLI
+    keeps a copy so that parsing options never imports torch)."""
+    from hexamer.cli import checks
+
+    assert checks.MAX_BATCH_SIZE == MAX_BATCH_SIZE
