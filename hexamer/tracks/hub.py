@@ -27,8 +27,12 @@ _LABELS = {
 _GENOME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
+#: UCSC's limits on label lengths
+_LIMITS = {"shortLabel": 17, "longLabel": 80}
+
+
 def _stanza(lines: Iterable[tuple[str, str]], indent: str = "") -> str:
-    return "".join(f"{indent}{key} {value}\n" for key, value in lines) + "\n"
+    return "".join(f"{indent}{key} {value[: _LIMITS.get(key)]}\n" for key, value in lines) + "\n"
 
 
 def _container(name: str, short: str, long: str, aggregate: str, limits: str, prefix: str, model: str) -> str:
@@ -73,7 +77,7 @@ def hub_texts(
         [
             ("hub", f"{prefix}_tracks"),
             ("shortLabel", "hexamer tracks"),
-            ("longLabel", f"Per-base DNA language model tracks from hexamer ({model})"[:80]),
+            ("longLabel", f"Per-base DNA language model tracks from hexamer ({model})"),
             ("genomesFile", "genomes.txt"),
             ("email", email),
         ]
@@ -82,7 +86,7 @@ def hub_texts(
     db = ""
     if all(f"prob_{b}" in names for b in COLOURS):
         db += _container(
-            "prob", "P(base) logo", "P(base | context), A/C/G/T stacked", "stacked", "0:1", prefix, model
+            "prob", "P(base)", "P(base | context), A/C/G/T stacked", "stacked", "0:1", prefix, model
         )
     if all(f"logprob_{b}" in names for b in COLOURS):
         db += _container(
@@ -101,7 +105,7 @@ def hub_texts(
                 [
                     ("track", f"{prefix}_{name}"),
                     ("shortLabel", short),
-                    ("longLabel", f"{long}"[:80]),
+                    ("longLabel", long),
                     ("type", "bigWig"),
                     ("bigDataUrl", f"{name}.bw"),
                     ("viewLimits", limits),

@@ -3,6 +3,7 @@ allowed), or every contig; checked against the FASTA before any model work."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -69,7 +70,7 @@ def parse_regions(texts: Iterable[str], lengths: Mapping[str, int], resolve: obj
     regions = sorted(
         (parse_region(t, lengths, resolve) for t in texts), key=lambda r: (order[r.contig], r.start, r.end)
     )
-    for a, b in zip(regions, regions[1:], strict=False):
+    for a, b in itertools.pairwise(regions):
         if a.contig == b.contig and b.start < a.end:
             raise RegionError(f"regions {a} and {b} overlap")
     return regions

@@ -52,7 +52,7 @@ def test_stride_is_range_checked() -> None:
         check_stride(0, 60, K)
     with pytest.raises(ValueError, match="between 1 and the window"):
         check_stride(66, 60, K)
-    with pytest.raises(ValueError, match="multiple of 6 bases.*6-mer boundary"):
+    with pytest.raises(ValueError, match=r"multiple of 6 bases.*6-mer boundary"):
         check_stride(9, 60, K)
     with pytest.raises(TypeError):
         check_stride(6.0, 60, K)  # type: ignore[arg-type]
