@@ -548,7 +548,13 @@ class Carbon:
             from hexamer.tracks.windows import strided_score
 
             return strided_score(
-                self, sequences, stride=stride, level=level, method=method, prefix=prefix, token_budget=token_budget
+                self,
+                sequences,
+                stride=stride,
+                level=level,
+                method=method,
+                prefix=prefix,
+                token_budget=token_budget,
             )
         if level not in ("bp", "token"):
             raise ValueError(f"level must be 'bp' or 'token', got {level!r}")
