@@ -4,6 +4,7 @@ sequence fits, and, for long sequences, each base equal to ``base_logprobs`` of 
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,3 +164,24 @@ def test_a_prefix_shrinks_the_window(short_model: Carbon) -> None:
     w = plan_windows(len(seq), k=K, window_tokens=39 - used, stride_tokens=10)[-1]
     ref = short_model.base_logprobs(seq[w.start : w.end], prefix=prefix)
     np.testing.assert_array_equal(lp[w.keep_start :], ref[w.keep_start - w.start :])
+
+
+def test_a_server_model_takes_the_same_windows(short_model: Carbon, short_folder: Path) -> None:
+    """``RemoteCarbon`` has one token less room (the completion token): with the same window and
+    stride the stitched values equal the local ones."""
+    from hexamer.tracks import strided_score
+    from tests.remote.fake_server import FakeSettings, make_app, serve
+
+    seq = _random_dna(300, 6)  # two windows
+    with (
+        serve(make_app(short_model, FakeSettings(max_model_len=40))) as url,
+        Carbon.from_server(url, tokenizer=short_folder, top_n=4608) as remote,
+    ):
+        assert window_capacity(remote) == 38
+        got = strided_base_logprobs(remote, seq, stride=114, window=228)
+        score = strided_score(remote, seq, stride=114, window=228)
+    want = strided_base_logprobs(short_model, seq, stride=114, window=228)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        score.per_base, want[np.arange(len(seq)), ["ACGT".index(c) for c in seq]], atol=1e-5
+    )
