@@ -80,7 +80,7 @@ def track(
     """Per-base tracks along a region or a whole FASTA: log P(A/C/G/T | context), log P(ref),
     entropy (bits) and mean alt LLR, as bigWig/bedGraph; unscored bases are absent, not zero."""
     from hexamer.io.fasta import FastaError
-    from hexamer.tracks import MissingDependencyError, RegionError, parse_kinds, run_tracks
+    from hexamer.tracks import MissingDependencyError, RegionError, parse_kinds, read_regions, run_tracks
 
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=device, threads=threads)
@@ -115,6 +115,10 @@ def track(
             import_pybigwig()
         except MissingDependencyError as exc:
             fail(exc)
+    try:  # a bad region or FASTA fails before the model loads
+        read_regions(fasta, region)
+    except (RegionError, FastaError, ValueError, OSError) as exc:
+        fail(exc)
     carbon = load_carbon(model, dtype, device, 1)
     name = Path(carbon.tokenizer.name_or_path or "model").name
     try:

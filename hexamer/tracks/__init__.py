@@ -7,7 +7,7 @@ sequences longer than the model's context. Command: ``hexamer track``; docs: doc
 
 from hexamer.tracks.hub import hub_texts, write_hub
 from hexamer.tracks.regions import Region, RegionError, parse_region, parse_regions
-from hexamer.tracks.run import TrackBlock, TrackRunResult, iter_blocks, run_tracks, window_plan
+from hexamer.tracks.run import TrackBlock, TrackRunResult, iter_blocks, read_regions, run_tracks, window_plan
 from hexamer.tracks.values import KINDS, parse_kinds, track_names, track_values
 from hexamer.tracks.windows import (
     Window,
@@ -38,6 +38,7 @@ __all__ = [
     "parse_region",
     "parse_regions",
     "plan_windows",
+    "read_regions",
     "run_tracks",
     "scored_bases",
     "strided_base_logprobs",

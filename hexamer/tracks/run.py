@@ -25,7 +25,15 @@ from hexamer.tracks.values import track_names, track_values
 from hexamer.tracks.windows import check_stride, plan_windows, scored_bases, window_capacity
 from hexamer.tracks.writers import FORMATS, import_pybigwig, track_writer
 
-__all__ = ["TrackBlock", "TrackRunResult", "default_stride", "iter_blocks", "run_tracks", "window_plan"]
+__all__ = [
+    "TrackBlock",
+    "TrackRunResult",
+    "default_stride",
+    "iter_blocks",
+    "read_regions",
+    "run_tracks",
+    "window_plan",
+]
 
 _NOT_ACGT = re.compile(r"[^ACGT]")
 
@@ -76,6 +84,18 @@ class TrackRunResult:
             "seconds": round(self.seconds, 3),
             "bp_per_s": round(self.bp_per_s, 1),
         }
+
+
+def read_regions(fasta: str | os.PathLike[str], regions: Sequence[str] | None) -> list[Region]:
+    """The regions as they will be tracked (every contig when none is given), checked against the
+    FASTA; cheap to call before loading a model (the prepared FASTA is reused by the run)."""
+    from hexamer.vep.variants import Reference
+
+    with Reference(fasta) as ref:
+        chosen = parse_regions(regions, ref.lengths, ref.resolve) if regions else whole_reference(ref.lengths)
+    if not chosen:
+        raise ValueError(f"{fasta}: no contig with bases")
+    return chosen
 
 
 def default_stride(window: int, k: int) -> int:

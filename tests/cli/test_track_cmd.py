@@ -134,3 +134,10 @@ def test_bedgraph_without_pybigwig(
         ]
     )
     assert summary["bases"] == 30 and all(f.endswith(".bedGraph") for f in summary["files"])
+
+
+def test_a_bad_region_fails_before_the_model_loads(tmp_path: Path) -> None:
+    missing_model = tmp_path / "no-such-model"
+    result = run(["track", "-m", missing_model, "--fasta", OOV_FA, "-r", "t:5-1", "-o", tmp_path / "o"])
+    assert result.exit_code == 2
+    assert "region 't:5-1': need 1 <= START <= END" in error_message(result)
