@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich.markup import escape
 
-from hexamer.cli.app import DTypeOption, JsonFlag, app, console, fail, print_json
+from hexamer.cli.app import DTypeOption, JsonFlag, app, console, err_console, fail, print_json
 from hexamer.cli.checks import THREADS_MAX, check_choice, check_runtime
 from hexamer.cli.jobs import _progress, load_carbon
 
@@ -81,6 +82,7 @@ def track(
     entropy (bits) and mean alt LLR, as bigWig/bedGraph; unscored bases are absent, not zero."""
     from hexamer.io.fasta import FastaError
     from hexamer.tracks import MissingDependencyError, RegionError, parse_kinds, read_regions, run_tracks
+    from hexamer.tracks.hub import contig_name_problem
 
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=device, threads=threads)
@@ -116,9 +118,13 @@ def track(
         except MissingDependencyError as exc:
             fail(exc)
     try:  # a bad region or FASTA fails before the model loads
-        read_regions(fasta, region)
+        chosen = read_regions(fasta, region)
     except (RegionError, FastaError, ValueError, OSError) as exc:
         fail(exc)
+    warnings = []
+    if hub and genome is not None and (problem := contig_name_problem(genome, [r.contig for r in chosen])):
+        warnings.append(problem)
+        err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
     carbon = load_carbon(model, dtype, device, 1)
     name = Path(carbon.tokenizer.name_or_path or "model").name
     try:
@@ -148,6 +154,8 @@ def track(
     except (RegionError, FastaError, MissingDependencyError, ValueError, OSError) as exc:
         fail(exc)
     summary = result.summary()
+    if warnings:
+        summary["warnings"] = warnings
     if as_json:
         print_json(summary)
         return

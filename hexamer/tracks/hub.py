@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hexamer.io.writers import atomic_path
 
-__all__ = ["COLOURS", "hub_texts", "write_hub"]
+__all__ = ["COLOURS", "contig_name_problem", "hub_texts", "write_hub"]
 
 COLOURS = {"A": "0,150,0", "C": "0,0,230", "G": "255,165,0", "T": "220,0,0"}
 _LABELS = {
@@ -25,6 +25,8 @@ _LABELS = {
     "llr": ("mean alt LLR", "Mean over the 3 alts of log P(alt) - log P(ref), nats (< 0: ref preferred)"),
 }
 _GENOME = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: UCSC assemblies whose sequences are all named chr*
+_CHR_NAMED = re.compile(r"^(hg|mm|rn|danRer|galGal|susScr|bosTau|canFam|panTro|rheMac)\d+$")
 
 
 #: UCSC's limits on label lengths
@@ -115,6 +117,19 @@ def hub_texts(
                 ]
             )
     return {"hub.txt": hub, "genomes.txt": genomes, "trackDb.txt": db}
+
+
+def contig_name_problem(genome: str, contigs: Iterable[str]) -> str | None:
+    """Why UCSC would show nothing: contigs named ``20``/``X`` for an assembly that names them
+    ``chr20``/``chrX`` (an Ensembl/NCBI FASTA with a UCSC ``--genome``), or None."""
+    names = list(contigs)
+    if _CHR_NAMED.match(genome) and names and not any(n.startswith("chr") for n in names):
+        shown = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
+        return (
+            f"the tracks' contigs ({shown}) are not named like {genome}'s (chr1, chr2, ...): the browser "
+            "will draw nothing; use a FASTA with UCSC names (or rename its contigs) for the hub"
+        )
+    return None
 
 
 def write_hub(

@@ -141,3 +141,12 @@ def test_a_bad_region_fails_before_the_model_loads(tmp_path: Path) -> None:
     result = run(["track", "-m", missing_model, "--fasta", OOV_FA, "-r", "t:5-1", "-o", tmp_path / "o"])
     assert result.exit_code == 2
     assert "region 't:5-1': need 1 <= START <= END" in error_message(result)
+
+
+def test_hub_warns_about_contig_names(short_folder: Path, tmp_path: Path) -> None:
+    from tests.tracks.conftest import CHR20
+
+    args = ["track", "-m", short_folder, "--fasta", CHR20, "-r", "20:59901-60000", "-o", tmp_path / "o"]
+    summary = run_json([*args, "--hub", "--genome", "hg19"])
+    assert "not named like hg19's" in summary["warnings"][0]
+    assert "warnings" not in run_json([*args, "--hub", "--genome", "b37"])

@@ -56,3 +56,11 @@ def test_only_written_tracks_are_listed() -> None:
 def test_genome_must_be_an_assembly_name() -> None:
     with pytest.raises(ValueError, match="UCSC assembly"):
         hub_texts(["entropy"], genome="hg38 ../x", model="m", email="x@y")
+
+
+def test_contig_names_that_ucsc_would_not_show() -> None:
+    from hexamer.tracks.hub import contig_name_problem
+
+    assert "chr1, chr2" in (contig_name_problem("hg38", ["20", "X"]) or "")
+    assert contig_name_problem("hg38", ["chr20"]) is None
+    assert contig_name_problem("sacCer3", ["chrI"]) is None and contig_name_problem("sacCer3", ["I"]) is None
