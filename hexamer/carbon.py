@@ -525,6 +525,7 @@ class Carbon:
         method: Literal["fns", "exact"] = "fns",
         prefix: str = "",
         token_budget: int = 16384,
+        stride: int | None = None,
     ) -> ScoreResult | list[ScoreResult]:
         """Log-likelihood of DNA sequences (each scored as ``prefix + <dna>seq``).
 
@@ -532,7 +533,22 @@ class Carbon:
         (``method="fns"``, the published definition) or the exact within-token chain rule
         (``method="exact"``). Token level: mean log-probability of the full 6-mers (block softmax),
         the padded tail excluded. Bases in ``<oov>`` chunks are not scored and are counted.
+        A sequence longer than the context raises ``ValueError``; with ``stride`` (bases, a
+        multiple of 6) it is scored by strided sliding windows (:mod:`hexamer.tracks.windows`;
+        sequences that fit are scored exactly as without it).
         """
+        if stride is not None:
+            from hexamer.tracks.windows import strided_score
+
+            return strided_score(
+                self,
+                sequences,
+                stride=stride,
+                level=level,
+                method=method,
+                prefix=prefix,
+                token_budget=token_budget,
+            )
         if level not in ("bp", "token"):
             raise ValueError(f"level must be 'bp' or 'token', got {level!r}")
         if method not in ("fns", "exact"):
@@ -583,14 +599,26 @@ class Carbon:
         return final[0] if single else final
 
     def base_logprobs(
-        self, sequence: str, *, method: Literal["fns", "exact"] = "fns", prefix: str = ""
+        self,
+        sequence: str,
+        *,
+        method: Literal["fns", "exact"] = "fns",
+        prefix: str = "",
+        stride: int | None = None,
     ) -> np.ndarray:
         """``(L, 4)`` log P(base at i = b | context) for every position, columns A, C, G, T.
 
         ``fns``: the FNS marginal of the token covering base i (context = all earlier tokens).
         ``exact``: additionally conditioned on the true earlier bases of the same token. Rows of
         bases inside ``<oov>`` chunks are NaN for ``exact`` (their in-token prefix is unknown).
+        ``stride`` (bases, a multiple of 6): sequences longer than the context are read by strided
+        sliding windows, each row from the window where its base has the most left context
+        (:mod:`hexamer.tracks.windows`); without it they raise ``ValueError``.
         """
+        if stride is not None:
+            from hexamer.tracks.windows import strided_base_logprobs
+
+            return strided_base_logprobs(self, sequence, stride=stride, method=method, prefix=prefix)
         ids, start, targets, n_real, content = self._dna_inputs(sequence, prefix, 0)
         logits = self._kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
         if method == "fns":

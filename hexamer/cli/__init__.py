@@ -10,6 +10,7 @@ from hexamer.cli import niah_cmd as _niah_cmd  # noqa: F401  (registers build-ni
 from hexamer.cli import pipelines as _pipelines  # noqa: F401  (registers vep/embed/plot)
 from hexamer.cli import quantize_cmd as _quantize_cmd  # noqa: F401  (registers quantize, bench quant)
 from hexamer.cli import serve_cmd as _serve_cmd  # noqa: F401  (registers serve)
+from hexamer.cli import track_cmd as _track_cmd  # noqa: F401  (registers track)
 from hexamer.cli.app import app, main
 from hexamer.cli.train_cmd import register as _register_train
 

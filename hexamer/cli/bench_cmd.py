@@ -1,4 +1,4 @@
-"""``hexamer bench tokenizer|generate|throughput|fns|roofline|all``: parse options, run, print, save.
+"""``hexamer bench tokenizer|generate|throughput|fns|roofline|track|all``: parse options, run, print, save.
 
 Every table goes through :class:`hexamer.bench.report.BenchReport`: printed with rich, and on request
 written as JSON (``--json``), plotted (``--plot``) or both into a folder (``--out``).
@@ -309,6 +309,37 @@ def bench_roofline(
         carbon, batch_sizes=sizes, new_bp=new_bp, repeats=repeats, quick=quick, log=_log
     )
     emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+
+
+@bench_app.command("track")
+def bench_track(
+    model: BenchModelOption = None,
+    shape: ShapeOption = "500m",
+    dtype: DtypeOption = "float32",
+    bp: Annotated[int, typer.Option(min=6, max=10**9, help="Random bases tracked per run.")] = 12_288,
+    window: Annotated[
+        int | None,
+        typer.Option(min=6, help="Window in bp, a multiple of 6 (default 6,144; 0 = the context)."),
+    ] = 6_144,
+    stride: Annotated[
+        int | None, typer.Option(min=6, help="Stride in bp (default: half the window).")
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3).")] = 3,
+    threads: ThreadsOption = 0,
+    json_out: JsonOption = None,
+    price_per_hour: PriceOption = None,
+) -> None:
+    """bp/s of `hexamer track` and the fraction of the machine's matmul peak it reaches."""
+    from hexamer.bench.track import run_track_bench
+
+    carbon, _ = _bench_carbon(model, shape, dtype, "1", threads)
+    try:
+        report = run_track_bench(
+            carbon, bp=bp, window=window or None, stride=stride, repeats=repeats, log=_log
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    emit(report, json_out, None, price_per_hour=price_per_hour)
 
 
 @bench_app.command("all")

@@ -1,0 +1,166 @@
+"""``hexamer track``: per-base bigWig/bedGraph tracks and a UCSC track hub (hexamer.tracks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.markup import escape
+
+from hexamer.cli.app import DTypeOption, JsonFlag, app, console, err_console, fail, print_json
+from hexamer.cli.checks import THREADS_MAX, check_choice, check_runtime
+from hexamer.cli.jobs import _progress, load_carbon
+
+#: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
+MAX_BP = 10**9
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    from hexamer.tracks import FORMATS
+
+    items = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
+    if not items or not set(items) <= set(FORMATS):
+        raise typer.BadParameter(
+            f"--format must be a comma-separated subset of {', '.join(FORMATS)}, got {text!r}",
+            param_hint="'--format'",
+        )
+    return items
+
+
+@app.command()
+def track(
+    fasta: Annotated[
+        Path, typer.Option("--fasta", help="Reference FASTA: .fa, .fa.gz (bgzip or gzip), indexed or not.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (created; its parent must exist).")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
+    region: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--region",
+            "-r",
+            help="CONTIG or CONTIG:START-END (1-based, inclusive); repeatable. Default: every contig.",
+        ),
+    ] = None,
+    kinds: Annotated[
+        str, typer.Option(help="Comma-separated: logprob (A/C/G/T + ref), prob (A/C/G/T), entropy, llr.")
+    ] = "logprob,entropy,llr",
+    formats: Annotated[
+        str, typer.Option("--format", help="Comma-separated: bigwig, bedgraph, bedgraph.gz (BGZF).")
+    ] = "bigwig",
+    hub: Annotated[
+        bool, typer.Option("--hub/--no-hub", help="Also write hub.txt, genomes.txt, trackDb.txt (adds prob).")
+    ] = False,
+    genome: Annotated[
+        str | None,
+        typer.Option(help="UCSC assembly name of the FASTA for --hub, e.g. hg38 (required with --hub)."),
+    ] = None,
+    hub_email: Annotated[
+        str, typer.Option(help="Contact e-mail written into hub.txt.")
+    ] = "unknown@example.org",
+    window: Annotated[
+        int | None,
+        typer.Option(min=6, max=MAX_BP, help="Window in bp, a multiple of 6 (default: the whole context)."),
+    ] = None,
+    stride: Annotated[
+        int | None,
+        typer.Option(min=1, max=MAX_BP, help="Stride in bp, a multiple of 6 (default: half the window)."),
+    ] = None,
+    method: Annotated[
+        Literal["fns", "exact"], typer.Option(help="fns marginals or exact within-6-mer conditionals.")
+    ] = "fns",
+    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.")] = "",
+    dtype: DTypeOption = "auto",
+    device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
+    threads: Annotated[
+        int | None, typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Per-base tracks along a region or a whole FASTA: log P(A/C/G/T | context), log P(ref),
+    entropy (bits) and mean alt LLR, as bigWig/bedGraph; unscored bases are absent, not zero."""
+    from hexamer.io.fasta import FastaError
+    from hexamer.tracks import MissingDependencyError, RegionError, parse_kinds, read_regions, run_tracks
+    from hexamer.tracks.hub import contig_name_problem
+
+    check_choice("--method", method, ("fns", "exact"))
+    check_runtime(dtype=dtype, device=device, threads=threads)
+    try:
+        kind_list = parse_kinds(kinds)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--kinds'") from None
+    format_list = _formats(formats)
+    if hub:
+        if genome is None:
+            raise typer.BadParameter(
+                "--hub needs the UCSC assembly the FASTA is (e.g. --genome hg38)", param_hint="'--genome'"
+            )
+        if "bigwig" not in format_list:
+            raise typer.BadParameter(
+                "--hub needs --format bigwig (a hub serves bigWig files)", param_hint="'--format'"
+            )
+        if "prob" not in kind_list:
+            kind_list = (*kind_list, "prob")  # the hub's stacked A/C/G/T logo
+    if not fasta.is_file():
+        raise typer.BadParameter(f"{fasta} does not exist", param_hint="'--fasta'")
+    if not out.parent.is_dir():
+        raise typer.BadParameter(f"folder {str(out.parent)!r} does not exist", param_hint="'--out'")
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    if "bigwig" in format_list:
+        from hexamer.tracks.writers import import_pybigwig
+
+        try:
+            import_pybigwig()
+        except MissingDependencyError as exc:
+            fail(exc)
+    try:  # a bad region or FASTA fails before the model loads
+        chosen = read_regions(fasta, region)
+    except (RegionError, FastaError, ValueError, OSError) as exc:
+        fail(exc)
+    warnings = []
+    if hub and genome is not None and (problem := contig_name_problem(genome, [r.contig for r in chosen])):
+        warnings.append(problem)
+        err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
+    carbon = load_carbon(model, dtype, device, 1)
+    name = Path(carbon.tokenizer.name_or_path or "model").name
+    try:
+        with _progress() as progress:
+            task = progress.add_task("scoring bases", total=None, rate="")
+
+            def tick(done: int, total: int) -> None:
+                elapsed = progress.tasks[task].elapsed or 1e-9
+                progress.update(task, completed=done, total=total, rate=f"{done / elapsed:,.0f} bp/s")
+
+            result = run_tracks(
+                carbon,
+                fasta,
+                out,
+                regions=region,
+                kinds=kind_list,
+                formats=format_list,
+                window=window,
+                stride=stride,
+                method=method,
+                prefix=prefix,
+                hub_genome=genome if hub else None,
+                hub_email=hub_email,
+                model_name=name,
+                progress=tick,
+            )
+    except (RegionError, FastaError, MissingDependencyError, ValueError, OSError) as exc:
+        fail(exc)
+    summary = result.summary()
+    if warnings:
+        summary["warnings"] = warnings
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"wrote {len(result.files)} files into {out}: {result.n_bases:,} bases, {result.n_scored:,} scored, "
+        f"{result.n_absent:,} absent (N or <oov> 6-mers), {result.bp_per_s:,.0f} bp/s "
+        f"(window {result.window:,} bp, stride {result.stride:,} bp)"
+    )
