@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hexamer.io.contigs import ContigResolution
-from hexamer.vep.reference import Reference
+from hexamer.io.reference import Reference
 from hexamer.vep.vcf_reader import iter_data_lines, open_variant_file
 
 __all__ = ["ContigSurvey", "survey_contigs"]

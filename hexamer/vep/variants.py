@@ -20,16 +20,16 @@ number and whatever CHROM/POS/ID could be read from it.
 
 The parts live in :mod:`~hexamer.vep.records` (:class:`Variant`, :class:`VcfRecord`,
 :func:`classify`), :mod:`~hexamer.vep.vcf_reader` (:func:`read_vcf`),
-:mod:`~hexamer.vep.reference` (:class:`Reference`) and :mod:`~hexamer.vep.contig_survey`
+:mod:`~hexamer.io.reference` (:class:`Reference`) and :mod:`~hexamer.vep.contig_survey`
 (:func:`survey_contigs`); this module names them all.
 """
 
 from __future__ import annotations
 
 from hexamer.io.fasta import FastaError
+from hexamer.io.reference import Reference
 from hexamer.vep.contig_survey import ContigSurvey, survey_contigs
 from hexamer.vep.records import KINDS, Variant, VcfRecord, classify
-from hexamer.vep.reference import Reference
 from hexamer.vep.vcf_reader import MAX_VCF_POS, VcfInputError, iter_data_lines, open_variant_file, read_vcf
 
 __all__ = [

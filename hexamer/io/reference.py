@@ -1,4 +1,7 @@
-"""A reference FASTA for variant scoring: any FASTA a user has, and the contig names it answers to."""
+"""A reference FASTA for random access: any FASTA a user has (plain, bgzipped, plain gzip, indexed
+or not), and the contig names it answers to (``chr1``/``1``, renames, accessions).
+
+The one FASTA reader of the project: variant scoring and the ClinVar evaluation both use it."""
 
 from __future__ import annotations
 
