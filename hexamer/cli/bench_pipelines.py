@@ -9,17 +9,16 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import bench_app
-from hexamer.cli.bench_cmd import DtypeOption, JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, JsonOption, LegacyJsonOption, PriceOption
+
+#: checked by the benchmark itself (a usage error naming the shapes it knows)
+ShapeName = Annotated[str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")]
 
 
 @bench_app.command("vep")
 def bench_vep_cmd(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
-    ] = None,
-    shape: Annotated[
-        str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")
-    ] = "tiny",
+    model: BenchModelOption = None,
+    shape: ShapeName = "tiny",
     fasta: Annotated[
         Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
     ] = None,
@@ -104,12 +103,8 @@ def bench_vep_cmd(
 
 @bench_app.command("embed")
 def bench_embed_cmd(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
-    ] = None,
-    shape: Annotated[
-        str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")
-    ] = "tiny",
+    model: BenchModelOption = None,
+    shape: ShapeName = "tiny",
     n_seqs: Annotated[int, typer.Option("--sequences", min=1, help="Sequences to embed.")] = 64,
     length: Annotated[int, typer.Option(min=6, help="Bases per sequence.")] = 1200,
     batch_size: Annotated[int, typer.Option(min=1)] = 8,

@@ -1,8 +1,5 @@
-"""``hexamer generate``: continue each prompt of a sequence file (or the command line).
-
-A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
-outputs) and every other record is processed. Outputs are written atomically.
-"""
+"""``hexamer generate``: continue each prompt of a sequence file (or the command line), ``--n``
+samples each, optionally with a draft model; FASTA keeps the good records, a table every one."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``hexamer score``: log-likelihood of each sequence of a file (or the command line).
-
-A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
-outputs) and every other record is processed. Outputs are written atomically.
-"""
+"""``hexamer score``: log-likelihood of each sequence of a file (or the command line), written as a
+table with one row per record (bad records too, with their ``status`` and ``error``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """What ``hexamer generate``, ``hexamer score`` and the pipeline commands share: loading the model,
-reading records (a bad one is reported, never fatal), chunks, the progress bar, the output."""
+reading records, chunks, the progress bar, the output.
+
+A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
+outputs) and every other record is processed. Outputs are written atomically.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress
 
 from hexamer.cli.app import (
     describe_counts,
@@ -23,6 +20,7 @@ from hexamer.cli.app import (
     fail,
     resolve_model,
 )
+from hexamer.progress import progress_bar as make_progress_bar
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -114,15 +112,9 @@ def chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
 
 
 def progress_bar() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
+    """The bar of a sequence job: records done, the rate as the job reports it."""
+    return make_progress_bar(
+        "[bold]{task.description}", "{task.fields[rate]}", console=err_console, transient=False
     )
 
 
