@@ -3,16 +3,30 @@ and :mod:`hexamer.bench.embed` (the pipelines against their naive or peer recipe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from hexamer.cli.app import bench_app
 from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, JsonOption, LegacyJsonOption, PriceOption
 
+if TYPE_CHECKING:
+    from hexamer.bench.report import BenchReport
+
 #: checked by the benchmark itself (a usage error naming the shapes it knows)
 ShapeName = Annotated[str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")]
+
+
+def _run(bench: Callable[..., BenchReport], **options: Any) -> BenchReport:
+    """``bench(**options)``, its option errors as usage errors."""
+    from hexamer.bench.common import BenchOptionError
+
+    try:
+        return bench(**options)
+    except BenchOptionError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 @bench_app.command("vep")
@@ -63,31 +77,28 @@ def bench_vep_cmd(
 ) -> None:
     """Variants/s of the engine (shared windows, KV-cache reuse) vs one ref + one alt forward per variant,
     and vs the published scripts (transformers, full-vocabulary logits)."""
-    from hexamer.bench.common import BenchOptionError
     from hexamer.bench.vep import run_vep_bench
 
-    try:
-        report = run_vep_bench(
-            model=model,
-            shape=shape,
-            fasta=fasta,
-            recipes=tuple(r.strip() for r in recipes.split(",") if r.strip()),
-            sites=sites,
-            alts_per_site=alts_per_site,
-            span=span,
-            window=window,
-            window_grid=window_grid,
-            vcf=vcf,
-            context=context,
-            context_grid=context_grid,
-            rc_average=rc_average,
-            dtype=dtype,
-            repeats=repeats,
-            quick=quick,
-            published=published,
-        )
-    except BenchOptionError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    report = _run(
+        run_vep_bench,
+        model=model,
+        shape=shape,
+        fasta=fasta,
+        recipes=tuple(r.strip() for r in recipes.split(",") if r.strip()),
+        sites=sites,
+        alts_per_site=alts_per_site,
+        span=span,
+        window=window,
+        window_grid=window_grid,
+        vcf=vcf,
+        context=context,
+        context_grid=context_grid,
+        rc_average=rc_average,
+        dtype=dtype,
+        repeats=repeats,
+        quick=quick,
+        published=published,
+    )
     from hexamer.cli.bench_cmd import emit
 
     emit(
@@ -115,20 +126,17 @@ def bench_embed_cmd(
     price_per_hour: PriceOption = None,
 ) -> None:
     """Sequences/s of ``hexamer.embed`` (mean pooling, last layer) vs transformers on the same weights."""
-    from hexamer.bench.common import BenchOptionError
     from hexamer.bench.embed import run_embed_bench
     from hexamer.cli.bench_cmd import emit
 
-    try:
-        report = run_embed_bench(
-            model=model,
-            shape=shape,
-            n_seqs=n_seqs,
-            length=length,
-            batch_size=batch_size,
-            dtype=dtype,
-            repeats=repeats,
-        )
-    except BenchOptionError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    report = _run(
+        run_embed_bench,
+        model=model,
+        shape=shape,
+        n_seqs=n_seqs,
+        length=length,
+        batch_size=batch_size,
+        dtype=dtype,
+        repeats=repeats,
+    )
     emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
