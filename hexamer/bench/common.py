@@ -34,3 +34,7 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class BenchOptionError(ValueError):
+    """A benchmark's options are wrong (the CLI turns this into a usage error naming the option)."""

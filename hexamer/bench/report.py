@@ -8,8 +8,6 @@ alike. Ratios are always against a peer measured in the same run.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -17,35 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
-
-def machine_info() -> dict[str, Any]:
-    """What the figures depend on: CPU/GPU, threads, library versions."""
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "processor": _cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-    }
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    from hexamer.model.native import native_status
-
-    info["native_cpu_kernels"] = native_status()  # whether this process's CPU models used it
-    return info
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from hexamer.machine import machine_info
 
 
 @dataclass

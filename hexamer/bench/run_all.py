@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hexamer.bench.report import BenchReport, machine_info
+from hexamer.bench.report import BenchReport
 from hexamer.bench.timing import MIN_ROUNDS
+from hexamer.machine import machine_info
 
 #: How each of our tables is plotted: BenchReport.plot keyword arguments.
 PLOTS: dict[str, dict[str, Any]] = {

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hexamer.bench.common import BenchOptionError, bench_model_folder
+from hexamer.bench.report import BenchReport
+from hexamer.cache import cache_root
 from hexamer.vep.engine import score_variants
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
-__all__ = ["VepBench", "bench_vep"]
+__all__ = ["VepBench", "bench_vep", "run_vep_bench"]
 
 PathLike = str | os.PathLike[str]
 Key = tuple[int, int]
@@ -91,3 +96,179 @@ def bench_vep(
         speedup=naive_s / engine_s if engine_s else math.inf,
         max_abs_diff=diff,
     )
+
+
+def run_vep_bench(
+    *,
+    model: str | None = None,
+    shape: str = "tiny",
+    fasta: Path | None = None,
+    recipes: tuple[str, ...] = ("window", "next_base"),
+    sites: int = 16,
+    alts_per_site: int = 3,
+    span: int = 12000,
+    window: int = 8192,
+    window_grid: int = 1,
+    vcf: Path | None = None,
+    context: int = 6144,
+    context_grid: int = 6144,
+    rc_average: bool = False,
+    dtype: str = "float32",
+    repeats: int = 1,
+    quick: bool = False,
+    published: bool | None = None,
+) -> BenchReport:
+    """One row per (recipe, method); ``quick`` shrinks the workload to seconds on the tiny model.
+
+    Methods: the engine, the naive recipe on hexamer's model (6-mer rows of the head only) and,
+    with ``published`` (default: when ``transformers`` is installed), the published scripts' way
+    (:mod:`hexamer.bench.baselines.published_vep`: ``transformers``, full-vocabulary logits, one forward per window
+    or context). ``× vs engine`` is each method's speed relative to the engine. ``vcf`` scores a
+    real variant file (against ``fasta``) instead of ``sites`` random SNVs.
+    """
+    import importlib.util
+
+    from hexamer.bench.vep import bench_vep
+    from hexamer.carbon import Carbon
+    from hexamer.demo import demo_data_files
+    from hexamer.testing import SHAPES
+    from hexamer.testing.vcf import write_random_vcf
+
+    bad = [r for r in recipes if r not in ("window", "next_base")]
+    if not recipes or bad:
+        raise BenchOptionError(f"--recipes must be a comma-separated subset of window, next_base; got {bad}")
+    if model is None and shape not in SHAPES:
+        raise BenchOptionError(f"--shape must be one of {sorted(SHAPES)}")
+    has_transformers = importlib.util.find_spec("transformers") is not None
+    if published and not has_transformers:
+        raise BenchOptionError("--published needs transformers (pip install 'hexamer[hf]')")
+    if published is None:
+        published = has_transformers
+    if vcf is not None and fasta is None:
+        raise BenchOptionError("--vcf needs --fasta (the reference its positions refer to)")
+    if quick:
+        sites, window, context, context_grid, span = min(sites, 6), min(window, 1200), 1200, 1200, 4000
+        window_grid = min(window_grid, window // 2)
+    folder = model or str(bench_model_folder(shape, cache_root(), dtype))
+    carbon = Carbon.from_pretrained(folder, dtype=dtype)
+    scorer = None
+    if published:
+        from hexamer.bench.baselines.published_vep import PublishedScorer
+
+        scorer = PublishedScorer(folder, dtype=dtype, device=carbon.model.device)
+    reference = fasta or next(p for p in demo_data_files() if "chr20" in p.name)
+    workload = Path(vcf).name if vcf is not None else f"{sites} sites × {alts_per_site} alts"
+    if window_grid > 1:
+        workload += f", window grid {window_grid} bp"
+    report = BenchReport(
+        name="vep",
+        title=f"VEP engine vs naive recipe{' and published scripts' if scorer else ''} ({workload}, {Path(folder).name}, {dtype})",
+        columns=[
+            "recipe",
+            "method",
+            "variants",
+            "seconds",
+            "variants/s",
+            "speed-up",
+            "× vs engine",
+            "max abs diff",
+        ],
+        formats={
+            "seconds": "{:.2f}",
+            "variants/s": "{:,.1f}",
+            "speed-up": "{:.2f}×",
+            "× vs engine": "{:.2f}×",
+            "max abs diff": "{:.1e}",
+        },
+    )
+    gains: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if vcf is None:
+            vcf = Path(tmp) / "sites.vcf"
+            from hexamer.vep.variants import Reference
+
+            with Reference(reference) as ref:
+                contig, length = next(iter(ref.lengths.items()))
+            write_random_vcf(
+                reference,
+                vcf,
+                n_sites=sites,
+                alts_per_site=alts_per_site,
+                region=(contig, 0, min(span, length)),
+            )
+        for recipe in recipes:
+            options = (
+                {"window": window, "window_grid": window_grid, "rc_average": rc_average}
+                if recipe == "window"
+                else {"context": context, "context_grid": context_grid}
+            )
+            b = bench_vep(carbon, vcf, reference, recipe=recipe, repeats=repeats, **options)
+            common = {"recipe": recipe, "variants": b.n_variants}
+            report.rows.append(
+                {
+                    **common,
+                    "method": "hexamer engine",
+                    "seconds": b.engine_s,
+                    "variants/s": b.engine_variants_per_s,
+                    "speed-up": b.speedup,
+                    "× vs engine": 1.0,
+                    "max abs diff": b.max_abs_diff,
+                }
+            )
+            report.rows.append(
+                {
+                    **common,
+                    "method": "naive (hexamer model)",
+                    "seconds": b.naive_s,
+                    "variants/s": b.naive_variants_per_s,
+                    "× vs engine": b.engine_s / b.naive_s if b.naive_s else math.inf,
+                }
+            )
+            if scorer is None:
+                continue
+            rows = score_variants(carbon, vcf, reference, recipe=recipe, on_note=lambda _: None, **options)
+            # the published scripts give an indel's windows different lengths (hexamer.bench.baselines.published_vep):
+            # compare the equal-length changes only
+            engine = {
+                (r["record"], r["alt_index"]): r["score"]
+                for r in rows
+                if r["status"] == "ok" and len(r["ref"]) == len(r["alt"])
+            }
+            best = math.inf
+            scores: dict[tuple[int, int], float] = {}
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                scores = scorer.scores(vcf, reference, recipe=recipe, **options)
+                best = min(best, time.perf_counter() - t0)
+            if not engine.keys() <= scores.keys():
+                raise RuntimeError(f"engine and published-scripts runs scored different variants ({recipe})")
+            scores = {key: scores[key] for key in engine}
+            report.rows.append(
+                {
+                    **common,
+                    "variants": len(scores),
+                    "method": "transformers (published scripts)",
+                    "seconds": best,
+                    "variants/s": len(scores) / best if best else math.inf,
+                    "× vs engine": b.engine_s / best if best else math.inf,
+                    "max abs diff": max((abs(scores[k] - engine[k]) for k in scores), default=0.0),
+                }
+            )
+            gains.append(f"{best / b.engine_s:.1f}× ({recipe})" if b.engine_s else f"∞ ({recipe})")
+    report.notes.append(
+        "naive (hexamer model) = one full reference and one full alternate forward per variant (one per "
+        "context for next_base), computing only the 4,096 6-mer rows of the LM head"
+    )
+    if scorer is not None:
+        report.notes.append(
+            "transformers (published scripts) = LlamaForCausalLM(...)(input_ids).logits over the full "
+            f"vocabulary ({scorer.model.config.vocab_size:,} ids) at every position, one forward per window "
+            "or context, then FNS; max abs diff vs the engine's scores. Engine speed-up over it: "
+            + ", ".join(gains)
+        )
+    elif not has_transformers:
+        report.notes.append(
+            "transformers is not installed: published-scripts baseline skipped (pip install 'hexamer[hf]')"
+        )
+    report.notes.append("× vs engine = the method's variants/s relative to the engine's (1.00× = as fast)")
+    return report

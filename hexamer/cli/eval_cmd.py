@@ -8,14 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from hexamer.cli.app import (
@@ -28,6 +20,7 @@ from hexamer.cli.app import (
     fail,
     resolve_model,
 )
+from hexamer.progress import progress_bar
 
 LEVELS = ("token", "bp", "both")
 
@@ -160,15 +153,7 @@ def eval_cmd(
         "n_boot": bootstrap,
     }
     results: list[EvalResult] = []
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
-    )
+    progress = progress_bar("{task.description}", console=err_console, transient=False)
     with progress:
         if data is not None and suite is None:
             from hexamer.evals.data import materialize

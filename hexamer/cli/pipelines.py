@@ -31,7 +31,7 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
-from hexamer.cli.jobs import _progress, count_records, load_carbon
+from hexamer.cli.sequence_jobs import count_records, load_carbon, progress_bar
 
 
 def set_threads(threads: int | None) -> None:
@@ -211,7 +211,7 @@ def vep(
         except (OSError, ValueError):
             total = None  # a missing or unreadable file is reported by run_vep, with its reason
         try:
-            with _progress() as progress:
+            with progress_bar() as progress:
                 task = progress.add_task("scoring variants", total=total, rate="")
 
                 def tick(n: int) -> None:
@@ -352,7 +352,7 @@ def embed(
             err_console.print(f"[yellow]failed[/yellow] {ident}: {reason}")
 
     try:
-        with _progress() as progress:
+        with progress_bar() as progress:
             task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
             items = embed_sequences(
                 carbon,

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from hexamer.io.sequences import reverse_complement
+
 __all__ = ["ACGT", "NextBaseMarkov", "acgt_codes"]
 
 ACGT = "ACGT"
@@ -21,7 +23,6 @@ _CODE = np.full(256, -1, dtype=np.int64)
 for _i, _b in enumerate(b"ACGT"):
     _CODE[_b] = _i
     _CODE[ord(chr(_b).lower())] = _i
-_COMPLEMENT = str.maketrans("ACGTacgt", "TGCAtgca")
 
 
 def acgt_codes(bases: str) -> np.ndarray:
@@ -59,7 +60,7 @@ class NextBaseMarkov:
     def fit(self, sequences: Iterable[str], *, both_strands: bool = True) -> NextBaseMarkov:
         """Add the counts of ``sequences`` (and of their reverse complements)."""
         for seq in sequences:
-            strands = (seq, seq.translate(_COMPLEMENT)[::-1]) if both_strands else (seq,)
+            strands = (seq, reverse_complement(seq)) if both_strands else (seq,)
             for s in strands:
                 codes = acgt_codes(s)
                 ok = codes >= 0

@@ -446,7 +446,7 @@ def run_demo(
 ) -> DemoResult:
     """Run the tour on ``model`` (default: the built-in demo model), write every output to
     ``out_dir`` (created if needed) and return the numbers. ``say`` receives one message per step."""
-    from hexamer.demo import demo_data_files, demo_model_path
+    from hexamer.demo.paths import demo_data_files, demo_model_path
 
     t0 = time.perf_counter()
     speak: Say = say or (lambda _m: None)

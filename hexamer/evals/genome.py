@@ -1,8 +1,9 @@
 """The hg38 reference for the ClinVar tasks: the published ``hg38.parquet`` (``ID``, ``Sequence``) or a FASTA.
 
 The parquet (GenerTeam/variant-effect-prediction) holds one row per chromosome, ``ID`` = ``chr1``...;
-only the chromosome being scored is held in memory. A FASTA (plain or bgzip, indexed by pysam on
-first use) is read region by region; contigs named ``chr1`` or ``1`` both work.
+only the chromosome being scored is held in memory. A FASTA (any shape
+:class:`hexamer.io.reference.Reference` reads) is read region by region, upper-cased; contigs named
+``chr1`` or ``1`` both work.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hexamer.evals.task import DatasetSchemaError
-from hexamer.io.contigs import ContigResolver
+from hexamer.io.reference import Reference
 
 __all__ = ["REFERENCE_NAMES", "ReferenceGenome", "find_reference"]
 
@@ -47,8 +48,7 @@ class ReferenceGenome:
         self.is_parquet = self.path.name.lower().endswith(".parquet")
         self._name: str | None = None
         self._seq = ""
-        self._fasta = None
-        self._resolver: ContigResolver | None = None
+        self._fasta: Reference | None = None
         if self.is_parquet:
             import pyarrow.parquet as pq
 
@@ -58,18 +58,14 @@ class ReferenceGenome:
                     f"{self.path}: a reference parquet needs columns ID (e.g. 'chr1') and Sequence; found {', '.join(names)}"
                 )
         else:
-            import pysam
-
-            self._fasta = pysam.FastaFile(str(self.path))
+            self._fasta = Reference(self.path)
 
     def _contig(self, chrom: str) -> str:
         assert self._fasta is not None
-        if self._resolver is None:  # the one contig-name matcher of the project (chr1/1, chrM/MT, ...)
-            self._resolver = ContigResolver(self._fasta.references)
-        hit = self._resolver.resolve(str(chrom))
-        if hit.contig is None:
-            raise KeyError(f"chromosome {chrom!r} is not in {self.path}: {hit.message}")
-        return hit.contig
+        contig, message = self._fasta.resolve(str(chrom))
+        if contig is None:
+            raise KeyError(f"chromosome {chrom!r} is not in {self.path}: {message}")
+        return contig
 
     def _load(self, chrom: str) -> str:
         key = f"chr{chrom}"
@@ -88,7 +84,7 @@ class ReferenceGenome:
         if self.is_parquet:
             return len(self._load(chrom))
         assert self._fasta is not None
-        return self._fasta.get_reference_length(self._contig(chrom))
+        return self._fasta.lengths[self._contig(chrom)]
 
     def fetch(self, chrom: str, start: int, end: int) -> str:
         start = max(0, start)

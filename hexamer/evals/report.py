@@ -193,7 +193,7 @@ def render_html(results: Sequence[EvalResult], meta: Mapping[str, Any]) -> str:
 
 def default_meta(model: str, fingerprint: str | None = None, command: str | None = None) -> dict[str, Any]:
     from hexamer import __version__
-    from hexamer.bench.report import machine_info
+    from hexamer.machine import machine_info
 
     meta: dict[str, Any] = {
         "model": model,

@@ -407,6 +407,29 @@ def find_task_data(task: Task, data_root: Path) -> tuple[Path | None, list[Path]
     return None, tried
 
 
+def _not_run(
+    name: str,
+    task: Task,
+    level: Level,
+    status: str,
+    reason: str,
+    *,
+    reference: bool = True,
+    data: Path | None = None,
+) -> EvalResult:
+    """The result of a task that was skipped or failed: its status and why, no metrics."""
+    return EvalResult(
+        task=name,
+        title=task.title,
+        level=level,
+        status=status,
+        headline=task.headline,
+        reference={m: dict(v) for m, v in task.reference.items()} if reference else {},
+        reason=reason,
+        data="" if data is None else str(data),
+    )
+
+
 def run_suite(
     carbon: Carbon,
     data_root: Path,
@@ -444,58 +467,26 @@ def run_suite(
         for level in levels:
             if level not in task.levels:
                 emit(
-                    EvalResult(
-                        task=name,
-                        title=task.title,
-                        level=level,
-                        status="skipped",
-                        headline=task.headline,
-                        reason=f"no {level}-level variant of this task",
+                    _not_run(
+                        name,
+                        task,
+                        level,
+                        "skipped",
+                        f"no {level}-level variant of this task",
+                        reference=False,
                     )
                 )
                 continue
             if data is None:
                 looked = ", ".join(str(p) for p in tried) or "(the task names no data location)"
-                emit(
-                    EvalResult(
-                        task=name,
-                        title=task.title,
-                        level=level,
-                        status="skipped",
-                        headline=task.headline,
-                        reference={m: dict(v) for m, v in task.reference.items()},
-                        reason=f"no data (looked for {looked})",
-                    )
-                )
+                emit(_not_run(name, task, level, "skipped", f"no data (looked for {looked})"))
                 continue
             try:
                 emit(run_task(task, data, carbon, level=level, **run_options))
             except FileNotFoundError as exc:  # e.g. ClinVar without its hg38 reference
-                emit(
-                    EvalResult(
-                        task=name,
-                        title=task.title,
-                        level=level,
-                        status="skipped",
-                        headline=task.headline,
-                        reference={m: dict(v) for m, v in task.reference.items()},
-                        reason=f"missing data: {exc}",
-                        data=str(data),
-                    )
-                )
+                emit(_not_run(name, task, level, "skipped", f"missing data: {exc}", data=data))
             except (ValueError, RuntimeError, OSError, KeyError, TypeError) as exc:
-                emit(
-                    EvalResult(
-                        task=name,
-                        title=task.title,
-                        level=level,
-                        status="error",
-                        headline=task.headline,
-                        reference={m: dict(v) for m, v in task.reference.items()},
-                        reason=f"{type(exc).__name__}: {exc}",
-                        data=str(data),
-                    )
-                )
+                emit(_not_run(name, task, level, "error", f"{type(exc).__name__}: {exc}", data=data))
     return results
 
 

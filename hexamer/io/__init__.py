@@ -17,6 +17,7 @@ from hexamer.io.sequences import (
     count_non_acgt,
     normalize_sequence,
     read_sequences,
+    reverse_complement,
     sequence_format,
 )
 from hexamer.io.writers import TABLE_FORMATS, TableWriter, atomic_path, table_format, write_fasta, write_table
@@ -33,6 +34,7 @@ __all__ = [
     "count_non_acgt",
     "normalize_sequence",
     "read_sequences",
+    "reverse_complement",
     "sequence_format",
     "table_format",
     "write_fasta",

@@ -42,6 +42,7 @@ __all__ = [
     "count_non_acgt",
     "normalize_sequence",
     "read_sequences",
+    "reverse_complement",
     "sequence_format",
 ]
 
@@ -146,6 +147,15 @@ def count_non_acgt(seq: str) -> int:
     normalized); each one sends its whole 6-mer chunk to ``<oov>``.
     """
     return len(seq) - sum(map(seq.count, _ACGT))
+
+
+_COMPLEMENT = str.maketrans("ACGTRYKMBVDHNSWacgtrykmbvdhnsw", "TGCAYRMKVBHDNSWtgcayrmkvbhdnsw")
+
+
+def reverse_complement(seq: str) -> str:
+    """The reverse complement of DNA: A<->T, C<->G, IUPAC ambiguity codes to their complements
+    (R<->Y, K<->M, B<->V, D<->H; N, S, W stay), case kept; any other character stays as it is."""
+    return seq.translate(_COMPLEMENT)[::-1]
 
 
 def sequence_format(path: PathLike) -> SequenceFormat:

@@ -6,6 +6,9 @@ j of prompt i, seeded ``seed + j`` (vLLM's convention for ``n > 1``). Logprobs a
 distribution. ``prompt_logprobs`` (a vLLM extra) lists, per prompt token, ``None`` for the first
 and then ``{token_id: {"logprob", "rank", "decoded_token"}}`` with the actual token first and the
 top-N after it; those are computed from the single prefill forward.
+
+The request is checked and tokenised by :mod:`~hexamer.server.completion_input`; log-probabilities
+are shaped by :mod:`~hexamer.server.completion_logprobs`.
 """
 
 from __future__ import annotations
@@ -22,32 +25,37 @@ from starlette.responses import Response
 
 from hexamer.engine import Request, RequestState, SamplingParams
 from hexamer.engine.request import TokenLogprobs
-from hexamer.server.detok import IncrementalDetokenizer, prompt_in_region
+from hexamer.server.completion_input import (
+    OFFLOAD_PROMPT_SIZE,
+    CompletionPrompt,
+    check_limits,
+    prompt_size,
+    refuse_unsupported,
+    stop_strings,
+    tokenize_prompts,
+)
+from hexamer.server.completion_logprobs import LOGPROB_FLOOR, legacy_logprobs, prompt_logprobs_json
+from hexamer.server.detok import IncrementalDetokenizer
 from hexamer.server.errors import ApiError, error_body
 from hexamer.server.schemas import CompletionRequest
 from hexamer.server.state import ServerState
-from hexamer.server.streaming import DisconnectAwareStream, RawJSON, dumps, json_response, sse
+from hexamer.server.streaming import (
+    DisconnectAwareStream,
+    RawJSON,
+    dumps,
+    json_response,
+    sse,
+    wait_disconnect,
+)
 from hexamer.server.worker import QueueFull, ShuttingDown, Submission
 
-LOGPROB_FLOOR = -9999.0  # what OpenAI and vLLM send instead of -inf
-
-
-def _floor(x: float) -> float:
-    return max(float(x), LOGPROB_FLOOR)
-
-
-@dataclass
-class _Prompt:
-    ids: list[int]
-    text: str | None
-    in_region: bool
-    logprobs: TokenLogprobs | None = None  # filled from the choice that computed them
+__all__ = ["LOGPROB_FLOOR", "CompletionRun", "create_completion"]
 
 
 @dataclass
 class _Choice:
     index: int
-    prompt: _Prompt
+    prompt: CompletionPrompt
     request: Request
     detok: IncrementalDetokenizer
     text: str = ""
@@ -63,185 +71,19 @@ class _Choice:
     new_ids: list[int] = field(default_factory=list)
 
 
-def _refuse_unsupported(body: CompletionRequest) -> None:
-    def no(param: str, what: str) -> None:
-        raise ApiError(400, f"{param}: {what} is not supported by this server", param)
-
-    if body.frequency_penalty not in (None, 0):
-        no("frequency_penalty", "a non-zero frequency penalty")
-    if body.presence_penalty not in (None, 0):
-        no("presence_penalty", "a non-zero presence penalty")
-    if body.repetition_penalty not in (None, 1):
-        no("repetition_penalty", "a repetition penalty other than 1")
-    if body.logit_bias:
-        no("logit_bias", "logit bias")
-    if body.use_beam_search:
-        no("use_beam_search", "beam search")
-    if body.best_of is not None and body.best_of != body.n:
-        no("best_of", "best_of different from n")
-    if body.suffix is not None:
-        no("suffix", "a suffix")
-    for name in ("guided_json", "guided_regex", "guided_choice", "guided_grammar"):
-        if getattr(body, name) is not None:
-            no(name, "guided decoding")
-    if body.response_format is not None and body.response_format.get("type", "text") != "text":
-        no("response_format", "a structured response format")
-    if body.logits_processors:
-        no("logits_processors", "custom logits processors")
-    if body.prompt_embeds is not None:
-        no("prompt_embeds", "prompt embeddings")
-    if body.kv_transfer_params is not None:
-        no("kv_transfer_params", "KV transfer")
-    if body.priority != 0:
-        no("priority", "priority scheduling")
-
-
-def _check_ids(ids: list[int], vocab: int, where: str) -> None:
-    bad = [t for t in ids if not 0 <= t < vocab]
-    if bad:
-        raise ApiError(
-            400, f"{where}: token id {bad[0]} is out of range (vocabulary ids 0..{vocab - 1})", where
-        )
-
-
-def _prompts(state: ServerState, body: CompletionRequest) -> list[_Prompt]:
-    raw = body.prompt
-    if isinstance(raw, str):
-        items: list[str | list[int]] = [raw]
-    elif raw and all(isinstance(x, int) for x in raw):
-        items = [list(raw)]  # type: ignore[arg-type]
-    else:
-        items = list(raw)  # type: ignore[arg-type]
-    if not items:
-        raise ApiError(400, "prompt: give at least one prompt", "prompt")
-    if len(items) > state.settings.max_prompts:
-        raise ApiError(
-            400, f"prompt: {len(items)} prompts exceed the limit of {state.settings.max_prompts}", "prompt"
-        )
-    tok = state.tokenizer
-    limit = state.max_prompt_chars
-    for i, item in enumerate(items):  # every cheap check first, before any prompt is tokenised
-        where = "prompt" if len(items) == 1 else f"prompt[{i}]"
-        if isinstance(item, str) and len(item) > limit:
-            raise ApiError(
-                400,
-                f"{where}: {len(item):,} characters exceed the server's max_prompt_chars of {limit:,} "
-                f"(the context holds {state.max_len:,} tokens)",
-                "prompt",
-            )
-        if not isinstance(item, str) and body.truncate_prompt_tokens is None and len(item) > state.max_len:
-            raise ApiError(
-                400,
-                f"{where}: {len(item):,} token ids exceed the context of {state.max_len:,} tokens",
-                "prompt",
-            )
-    out = []
-    for i, item in enumerate(items):
-        where = "prompt" if len(items) == 1 else f"prompt[{i}]"
-        if isinstance(item, str):
-            if not item:
-                raise ApiError(400, f"{where}: the prompt is empty", "prompt")
-            ids, text = tok.encode(item), item
-        else:
-            ids, text = list(item), None
-            _check_ids(ids, state.vocab_size, where)
-        if not ids:
-            raise ApiError(400, f"{where}: the prompt has no tokens", "prompt")
-        if body.truncate_prompt_tokens is not None:
-            ids = ids[-body.truncate_prompt_tokens :]
-            text = None
-        out.append(_Prompt(ids, text, prompt_in_region(tok, ids)))
-    return out
-
-
-def _check_limits(state: ServerState, body: CompletionRequest, prompts: list[_Prompt]) -> int:
-    """Validated ``max_tokens`` per choice (None = what the context leaves)."""
-    s = state.settings
-    if body.n > s.max_n:
-        raise ApiError(400, f"n: {body.n} exceeds the limit of {s.max_n}", "n")
-    for name in ("logprobs", "prompt_logprobs"):
-        value = getattr(body, name)
-        if value is not None and value > s.max_logprobs:
-            raise ApiError(
-                400, f"{name}: {value} exceeds the server's max_logprobs of {s.max_logprobs}", name
-            )
-    if body.stream and body.prompt_logprobs:
-        raise ApiError(400, "prompt_logprobs are not available when stream=true", "prompt_logprobs")
-    if body.stream_options is not None and not body.stream:
-        raise ApiError(400, "stream_options can only be given with stream=true", "stream_options")
-    if body.max_tokens == 0 and not body.echo:
-        raise ApiError(400, "max_tokens: must be at least 1 (0 is only allowed with echo=true)", "max_tokens")
-    if body.max_tokens is not None and body.max_tokens > s.max_tokens:
-        raise ApiError(
-            400, f"max_tokens: {body.max_tokens} exceeds the server limit of {s.max_tokens}", "max_tokens"
-        )
-    longest = max(len(p.ids) for p in prompts)
-    if body.max_tokens is None:
-        max_tokens = min(state.max_len - longest, s.max_tokens)
-        if max_tokens < 1:
-            raise ApiError(
-                400, f"prompt: {longest} tokens leave no room in the context of {state.max_len}", "prompt"
-            )
-    else:
-        max_tokens = body.max_tokens
-    need = max(max_tokens, 1)
-    if longest + need > state.max_len:
-        raise ApiError(
-            400,
-            f"This model's maximum context length is {state.max_len} tokens. However, you requested "
-            f"{longest + need} tokens ({longest} in the prompt, {need} in the completion). "
-            "Please reduce the prompt or max_tokens.",
-            "prompt",
-        )
-    if body.min_tokens > max(max_tokens, 1):
-        raise ApiError(400, f"min_tokens: {body.min_tokens} exceeds max_tokens {max_tokens}", "min_tokens")
-    for name in ("stop_token_ids", "allowed_token_ids"):
-        ids = getattr(body, name)
-        if ids is not None:
-            _check_ids(ids, state.vocab_size, name)
-    if body.allowed_token_ids is not None and not body.allowed_token_ids:
-        raise ApiError(400, "allowed_token_ids: must not be empty", "allowed_token_ids")
-    return max_tokens
-
-
-#: stop strings per request: each one is searched in every streamed delta, on the event loop
-MAX_STOP_STRINGS = 64
-
-
-def _stops(body: CompletionRequest) -> list[str]:
-    if body.stop is None:
-        return []
-    stops = [body.stop] if isinstance(body.stop, str) else list(body.stop)
-    if len(stops) > MAX_STOP_STRINGS:
-        raise ApiError(400, f"stop: {len(stops)} stop strings exceed the limit of {MAX_STOP_STRINGS}", "stop")
-    return [s for s in stops if s]
-
-
-def _prompt_size(body: CompletionRequest) -> int:
-    """Characters (or token ids) in the prompts: what tokenising and validating them costs."""
-    raw = body.prompt
-    if isinstance(raw, str):
-        return len(raw)
-    return sum(len(x) if isinstance(x, str | list) else 1 for x in raw)
-
-
-#: prompts longer than this (characters or ids in all) are prepared on the preparation threads
-OFFLOAD_PROMPT_SIZE = 4096
-
-
 class CompletionRun:
     """One completion request from submission to the response (plain or streamed)."""
 
     def __init__(
-        self, state: ServerState, http: HttpRequest, body: CompletionRequest, prompts: list[_Prompt]
+        self, state: ServerState, http: HttpRequest, body: CompletionRequest, prompts: list[CompletionPrompt]
     ) -> None:
         self.state = state
         self.http = http
         self.body = body
         self.prompts = prompts
-        self.max_tokens = _check_limits(state, body, self.prompts)
+        self.max_tokens = check_limits(state, body, self.prompts)
         self.echo_only = bool(body.echo) and body.max_tokens == 0
-        self.stops = _stops(body)
+        self.stops = stop_strings(body)
         self.hold = max((len(s) for s in self.stops), default=1) - 1
         self.as_ids = bool(body.return_tokens_as_token_ids)
         self.id = f"cmpl-{body.request_id or secrets.token_hex(16)}"
@@ -374,36 +216,9 @@ class CompletionRun:
         self, token_ids: list[int], rows: list[tuple[TokenLogprobs, int] | None], offset: int
     ) -> dict[str, Any]:
         """OpenAI's legacy ``logprobs`` object (vLLM: the token itself first, then the top N)."""
-        n = self.body.logprobs or 0
-        tokens: list[str] = []
-        token_logprobs: list[float | None] = []
-        tops: list[dict[str, float] | None] = []
-        offsets: list[int] = []
-        for tid, row in zip(token_ids, rows, strict=True):
-            token = self._token(tid)
-            offsets.append(offset)
-            offset += len(token)
-            tokens.append(token)
-            if row is None:
-                token_logprobs.append(None)
-                tops.append(None)
-                continue
-            lp, r = row
-            token_logprobs.append(_floor(lp.logprob[r]))
-            entry: dict[str, float] = {token: _floor(lp.logprob[r])}
-            for t, v in zip(lp.top_ids[r].tolist(), lp.top_logprobs[r].tolist(), strict=True):
-                if len(entry) > n:
-                    break
-                entry.setdefault(self._token(t), _floor(v))
-            tops.append(entry)
-        return {
-            "text_offset": offsets,
-            "token_logprobs": token_logprobs,
-            "tokens": tokens,
-            "top_logprobs": tops,
-        }
+        return legacy_logprobs(token_ids, rows, offset, top_n=self.body.logprobs or 0, token_text=self._token)
 
-    def _prompt_rows(self, p: _Prompt) -> list[tuple[TokenLogprobs, int] | None]:
+    def _prompt_rows(self, p: CompletionPrompt) -> list[tuple[TokenLogprobs, int] | None]:
         lp = p.logprobs
         return [None] + ([(lp, i) for i in range(len(lp))] if lp is not None else [None] * (len(p.ids) - 1))
 
@@ -411,28 +226,10 @@ class CompletionRun:
         recs = ch.request.logprobs
         return [(recs[i], 0) if i < len(recs) else None for i in range(start, stop)]
 
-    def _prompt_logprobs_json(self, p: _Prompt) -> RawJSON:
-        """``[null, {"id": {"logprob", "rank", "decoded_token"}, ...}, ...]`` written directly (a
-        top-4096 answer holds millions of entries; dict-building would dominate the request)."""
-        lp = p.logprobs
-        if lp is None:
-            return RawJSON("null")
-        js = self.state.strings.json
-        parts = ["[null"]
-        tops = lp.top_ids.tolist()
-        top_lps = lp.top_logprobs.tolist()
-        for i in range(len(lp)):
-            tid = int(lp.token_ids[i])
-            items = [
-                f'"{tid}":{{"logprob":{_floor(lp.logprob[i])!r},"rank":{int(lp.rank[i])},"decoded_token":{js(tid)}}}'
-            ]
-            for rank, (t, v) in enumerate(zip(tops[i], top_lps[i], strict=True), start=1):
-                if t != tid:
-                    items.append(f'"{t}":{{"logprob":{_floor(v)!r},"rank":{rank},"decoded_token":{js(t)}}}')
-            parts.append("{" + ",".join(items) + "}")
-        return RawJSON(",".join(parts) + "]")
+    def _prompt_logprobs_json(self, p: CompletionPrompt) -> RawJSON:
+        return prompt_logprobs_json(p.logprobs, self.state.strings.json)
 
-    def _prompt_text(self, p: _Prompt) -> str:
+    def _prompt_text(self, p: CompletionPrompt) -> str:
         return p.text if p.text is not None else self.state.tokenizer.decode(p.ids)
 
     def usage(self) -> dict[str, int]:
@@ -470,7 +267,7 @@ class CompletionRun:
     async def respond(self) -> Response:
         if self.body.stream:
             return DisconnectAwareStream(self._stream(), on_close=self.cancel_unfinished)
-        watcher = asyncio.ensure_future(_wait_disconnect(self.http))
+        watcher = asyncio.ensure_future(wait_disconnect(self.http))
         try:
             while not all(c.finished for c in self.choices):
                 event = await self._next_event(watcher)
@@ -593,20 +390,13 @@ class CompletionRun:
         return {"prompt_tokens": prompt, "total_tokens": prompt + done, "completion_tokens": done}
 
 
-async def _wait_disconnect(http: HttpRequest) -> None:
-    while True:
-        message = await http.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
 async def create_completion(state: ServerState, http: HttpRequest, body: CompletionRequest) -> Response:
     state.check_model(body.model)
-    _refuse_unsupported(body)
-    _stops(body)  # cheap checks before the prompts are tokenised
-    if _prompt_size(body) > OFFLOAD_PROMPT_SIZE:  # tokenising is CPU work: never on the event loop
-        prompts = await state.offload(lambda: _prompts(state, body))
+    refuse_unsupported(body)
+    stop_strings(body)  # cheap checks before the prompts are tokenised
+    if prompt_size(body) > OFFLOAD_PROMPT_SIZE:  # tokenising is CPU work: never on the event loop
+        prompts = await state.offload(lambda: tokenize_prompts(state, body))
     else:
-        prompts = _prompts(state, body)
+        prompts = tokenize_prompts(state, body)
     run = CompletionRun(state, http, body, prompts)
     return await run.respond()

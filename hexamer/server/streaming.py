@@ -82,3 +82,11 @@ class DisconnectAwareStream(StreamingResponse):
             if aclose is not None:
                 with anyio.CancelScope(shield=True):
                     await aclose()
+
+
+async def wait_disconnect(http: Any) -> None:
+    """Return when the client of ``http`` (a starlette request) disconnects."""
+    while True:
+        message = await http.receive()
+        if message["type"] == "http.disconnect":
+            return

@@ -15,18 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["INIT_SHAPES", "RESUME_KEYS", "TrainConfig"]
+__all__ = ["ARCHITECTURE_KEYS", "INIT_SHAPES", "RESUME_KEYS", "TrainConfig"]
 
 #: ``--init`` values that build a new model; anything else is a model folder to fine-tune.
 INIT_SHAPES = ("tiny", "500m-shape")
 
-#: Fields that define the optimisation trajectory: a resumed run must agree on all of them.
-RESUME_KEYS = (
-    "data",
-    "val_data",
-    "val_fraction",
-    "init",
-    "bpe",
+#: Fields that shape a new model (a fine-tune takes them from its folder instead).
+ARCHITECTURE_KEYS = (
     "hidden_size",
     "intermediate_size",
     "num_layers",
@@ -35,6 +30,16 @@ RESUME_KEYS = (
     "context_length",
     "rope_theta",
     "tie_embeddings",
+)
+
+#: Fields that define the optimisation trajectory: a resumed run must agree on all of them.
+RESUME_KEYS = (
+    "data",
+    "val_data",
+    "val_fraction",
+    "init",
+    "bpe",
+    *ARCHITECTURE_KEYS,
     "kmer_init",
     "window_bp",
     "batch_size",
@@ -232,20 +237,7 @@ class TrainConfig:
                 "or the path of a Carbon-format model folder to fine-tune"
             )
         if not self.new_model:
-            given = [
-                n
-                for n in (
-                    "hidden_size",
-                    "intermediate_size",
-                    "num_layers",
-                    "num_heads",
-                    "num_kv_heads",
-                    "context_length",
-                    "rope_theta",
-                    "tie_embeddings",
-                )
-                if getattr(self, n) is not None
-            ]
+            given = [n for n in ARCHITECTURE_KEYS if getattr(self, n) is not None]
             if given:
                 raise ValueError(
                     f"{', '.join(given)} only apply to a new model (--init {' or '.join(INIT_SHAPES)}); "

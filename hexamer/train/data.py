@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from hexamer.io import BadRecord, SequenceInputError, normalize_sequence, read_sequences
+from hexamer.io import BadRecord, SequenceInputError, normalize_sequence, read_sequences, reverse_complement
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna
 
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 IGNORE_INDEX = -100
-_COMPLEMENT = bytes.maketrans(b"ACGTRYKMBVDHNSW", b"TGCAYRMKVBHDNSW")
 
 
 @dataclass(frozen=True)
@@ -105,11 +104,6 @@ class Batch:
 
 # ---------------------------------------------------------------------------------------------
 # sequences
-
-
-def reverse_complement(bases: str) -> str:
-    """Reverse complement of upper-case IUPAC DNA (ambiguity codes map to their complements)."""
-    return bases.encode("ascii").translate(_COMPLEMENT)[::-1].decode("ascii")
 
 
 def _read_file(path: str) -> list[tuple[str, str]]:

@@ -20,15 +20,8 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
+from hexamer.progress import progress_bar
 from hexamer.train.checkpoint import (
     list_checkpoints,
     load_training_state,
@@ -120,17 +113,13 @@ class _Reporter:
     """Rich progress bar (or nothing) showing step, loss, learning rate and bases/s."""
 
     def __init__(self, enabled: bool, total: int, start: int, console: Console | None) -> None:
-        self.progress = Progress(
-            TextColumn("[bold]train[/bold]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"),
-            TextColumn("{task.fields[stage]}"),
-            TextColumn("lr {task.fields[lr]}"),
-            TextColumn("{task.fields[speed]} bp/s"),
-            TextColumn("{task.fields[val]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+        self.progress = progress_bar(
+            "[bold]train[/bold]",
+            "loss {task.fields[loss]}",
+            "{task.fields[stage]}",
+            "lr {task.fields[lr]}",
+            "{task.fields[speed]} bp/s",
+            "{task.fields[val]}",
             console=console,
             disable=not enabled,
         )

@@ -28,3 +28,13 @@ def test_bench_vep_reports_both_runs(carbon: Carbon, tmp_path: Path) -> None:
     assert result.max_abs_diff < TOL
     assert result.engine_s > 0 and result.naive_s > 0
     assert np.isclose(result.speedup, result.naive_s / result.engine_s)
+
+
+def test_run_vep_bench_refuses_wrong_options_before_loading_a_model(tiny_folder: Path) -> None:
+    from hexamer.bench.common import BenchOptionError
+    from hexamer.bench.vep import run_vep_bench
+
+    with pytest.raises(BenchOptionError, match="nope"):
+        run_vep_bench(model=str(tiny_folder), recipes=("nope",))
+    with pytest.raises(BenchOptionError, match="--fasta"):
+        run_vep_bench(model=str(tiny_folder), vcf=Path("calls.vcf"))

@@ -12,9 +12,12 @@ TYPES = ("fungi", "invertebrate", "plant", "protozoa", "vertebrate_mammalian", "
 _OTHER = {"A": "CGT", "C": "AGT", "G": "ACT", "T": "ACG"}
 
 
-def _write(path: Path, rows: list[dict], schema: pa.Schema | None = None) -> Path:
+def write_parquet(
+    path: Path, rows: list[dict], schema: pa.Schema | None = None, *, row_group_size: int = 4
+) -> Path:
+    """``rows`` as a Parquet file in small row groups (so readers cross group boundaries)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, row_group_size=4)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, row_group_size=row_group_size)
     return path
 
 
@@ -53,7 +56,7 @@ def write_brca2(root: Path, dna: str, n: int = 24, window: int = 600) -> Path:
         r["score_class"] = "B strong"
         r["region"] = rng.choice(["Missense", "Silent", "Intronic"])
         r["hgvs"] = f"c.{i}T>C"
-    return _write(root / "brca2-vep" / "brca2_vep.parquet", rows)
+    return write_parquet(root / "brca2-vep" / "brca2_vep.parquet", rows)
 
 
 def write_traitgym(root: Path, dna: str, n: int = 24, window: int = 600) -> Path:
@@ -65,7 +68,7 @@ def write_traitgym(root: Path, dna: str, n: int = 24, window: int = 600) -> Path
         r["tss_dist"] = 48
         r["match_group"] = f"PLS_{i // 3}"
         r["score"] = None
-    return _write(root / "traitgym" / "mendelian_traits_vep.parquet", rows)
+    return write_parquet(root / "traitgym" / "mendelian_traits_vep.parquet", rows)
 
 
 def write_sequence_recovery(root: Path, dna: str, n: int = 12, ctx: int = 400) -> Path:
@@ -81,12 +84,12 @@ def write_sequence_recovery(root: Path, dna: str, n: int = 12, ctx: int = 400) -
                 "type": TYPES[i % len(TYPES)],
             }
         )
-    return _write(root / "sequence-recovery" / "eukaryote" / "test.parquet", rows)
+    return write_parquet(root / "sequence-recovery" / "eukaryote" / "test.parquet", rows)
 
 
 def write_hg38(root: Path, chroms: dict[str, str]) -> Path:
     rows = [{"ID": f"chr{c}", "Sequence": s} for c, s in chroms.items()]
-    return _write(root / "hg38.parquet", rows)
+    return write_parquet(root / "hg38.parquet", rows)
 
 
 def clinvar_rows(chroms: dict[str, str], n: int, seed: int, *, coding: bool) -> list[dict]:
@@ -118,7 +121,9 @@ def clinvar_rows(chroms: dict[str, str], n: int, seed: int, *, coding: bool) -> 
 
 def write_clinvar(root: Path, chroms: dict[str, str], n: int = 16) -> Path:
     base = root / "clinvar-vep-final"
-    _write(base / "coding" / "clinvar_coding.parquet", clinvar_rows(chroms, n, 5, coding=True))
-    _write(base / "non_coding" / "clinvar_non_coding.parquet", clinvar_rows(chroms, n, 6, coding=False))
+    write_parquet(base / "coding" / "clinvar_coding.parquet", clinvar_rows(chroms, n, 5, coding=True))
+    write_parquet(
+        base / "non_coding" / "clinvar_non_coding.parquet", clinvar_rows(chroms, n, 6, coding=False)
+    )
     write_hg38(base, chroms)
     return base

@@ -7,8 +7,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -27,6 +25,7 @@ from hexamer.evals.tasks.niah import (
 )
 from hexamer.fns import log_base_marginals
 from hexamer.tokenizer.dna import encode_dna
+from tests.evals.lookalike import write_parquet
 
 BASES = "ATCG"  # vocabulary digit order
 
@@ -55,20 +54,16 @@ def _rows(human: str, n: int, ctx: int, start: int, prompt_bp: int = 90) -> list
     return rows
 
 
-def _write(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=2)
-    return path
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory, human_dna: str) -> Path:
     """Look-alike of the Hub layout: data/CONFIG/test-00000-of-00001.parquet."""
     root = tmp_path_factory.mktemp("niah") / "genomic-niah"
     rows = _rows(human_dna, 4, 4096, 0) + _rows(human_dna, 1, 8192, 5000)  # one row of another context
-    _write(root / "data" / "niah_4k" / "test-00000-of-00001.parquet", rows)
-    _write(
-        root / "data" / "niah_neardup_d2_4k" / "test-00000-of-00001.parquet", _rows(human_dna, 3, 4096, 9000)
+    write_parquet(root / "data" / "niah_4k" / "test-00000-of-00001.parquet", rows, row_group_size=2)
+    write_parquet(
+        root / "data" / "niah_neardup_d2_4k" / "test-00000-of-00001.parquet",
+        _rows(human_dna, 3, 4096, 9000),
+        row_group_size=2,
     )
     return root
 
@@ -111,7 +106,7 @@ def test_load_hub_layout(hub: Path) -> None:
 
 def test_schema_error(tmp_path: Path, human_dna: str) -> None:
     rows = [{k: v for k, v in r.items() if k != "value_len_bp"} for r in _rows(human_dna, 2, 4096, 0)]
-    _write(tmp_path / "niah_4k" / "test.parquet", rows)
+    write_parquet(tmp_path / "niah_4k" / "test.parquet", rows, row_group_size=2)
     with pytest.raises(DatasetSchemaError, match="value_len_bp") as err:
         GenomeNiah().load(tmp_path)
     assert "context_length_tokens" in str(err.value)  # the message lists every expected column

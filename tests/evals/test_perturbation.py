@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -19,6 +18,7 @@ from hexamer.evals.task import DatasetSchemaError, EvalContext
 from hexamer.evals.tasks import perturbation
 from hexamer.evals.tasks.perturbation import SynonymousCodon, TripletExpansion, seq_hash
 from hexamer.tokenizer.dna import encode_dna
+from tests.evals.lookalike import write_parquet
 
 # most frequent human codon per amino acid (a stand-in for the CoCoPUTs tables)
 _BEST = {
@@ -55,22 +55,24 @@ def _cds_rows(dna: str, n: int, length: int, seed: int, kind: str) -> list[dict]
     return rows
 
 
-def _write_parquet(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=3)
-    return path
-
-
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory, human_dna: str, lambda_dna: str) -> Path:
     """``perturbation-bench`` in the Hub layout: CONFIG/test-00000-of-00001.parquet."""
     root = tmp_path_factory.mktemp("pb") / "perturbation-bench"
-    _write_parquet(
-        root / "motif_human" / "test-00000-of-00001.parquet", _cds_rows(human_dna, 7, 150, 1, "motif")
+    write_parquet(
+        root / "motif_human" / "test-00000-of-00001.parquet",
+        _cds_rows(human_dna, 7, 150, 1, "motif"),
+        row_group_size=3,
     )
-    _write_parquet(root / "syn_human" / "test-00000-of-00001.parquet", _cds_rows(human_dna, 6, 120, 2, "syn"))
-    _write_parquet(
-        root / "syn_mouse" / "test-00000-of-00001.parquet", _cds_rows(lambda_dna, 4, 120, 3, "syn")
+    write_parquet(
+        root / "syn_human" / "test-00000-of-00001.parquet",
+        _cds_rows(human_dna, 6, 120, 2, "syn"),
+        row_group_size=3,
+    )
+    write_parquet(
+        root / "syn_mouse" / "test-00000-of-00001.parquet",
+        _cds_rows(lambda_dna, 4, 120, 3, "syn"),
+        row_group_size=3,
     )
     return root
 
@@ -103,7 +105,7 @@ def test_load_hub_layout(bench: Path) -> None:
 def test_load_old_input_column_and_csv(tmp_path: Path, human_dna: str) -> None:
     rows = _cds_rows(human_dna, 3, 60, 4, "syn")
     old = [{"original_sequence": r["original_sequence"], "input": r["sequence"]} for r in rows]
-    path = _write_parquet(tmp_path / "synonymous_codons" / "data.parquet", old)
+    path = write_parquet(tmp_path / "synonymous_codons" / "data.parquet", old, row_group_size=3)
     ex = SynonymousCodon().load(path)
     assert [e["neg"] for e in ex] == [r["sequence"] for r in rows]
     csv_path = tmp_path / "motif_human.csv"
@@ -113,7 +115,11 @@ def test_load_old_input_column_and_csv(tmp_path: Path, human_dna: str) -> None:
 
 
 def test_schema_error_lists_columns(tmp_path: Path) -> None:
-    _write_parquet(tmp_path / "motif_human" / "test.parquet", [{"original_sequence": "ACGT", "seq": "ACGA"}])
+    write_parquet(
+        tmp_path / "motif_human" / "test.parquet",
+        [{"original_sequence": "ACGT", "seq": "ACGA"}],
+        row_group_size=3,
+    )
     with pytest.raises(DatasetSchemaError) as err:
         TripletExpansion().load(tmp_path)
     msg = str(err.value)

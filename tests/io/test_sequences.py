@@ -375,3 +375,25 @@ def test_normalize_and_count() -> None:
     assert count_non_acgt("ACGTacgtNnRU-") == 5
     assert count_non_acgt(normalize_sequence("ACGU")) == 0
     assert count_non_acgt("") == 0
+
+
+def test_reverse_complement_follows_the_iupac_table_and_keeps_case() -> None:
+    from hexamer.io import IUPAC_CODES, reverse_complement
+
+    # the IUPAC complement table (NC-IUB 1984): each code and its complement
+    pairs = {"A": "T", "C": "G", "R": "Y", "K": "M", "B": "V", "D": "H", "N": "N", "S": "S", "W": "W"}
+    table = {**pairs, **{v: k for k, v in pairs.items()}}
+    for code in IUPAC_CODES.replace("U", ""):
+        assert reverse_complement(code) == table[code]
+        assert reverse_complement(code.lower()) == table[code].lower()
+    assert reverse_complement("AACGTNacgtn") == "nacgtNACGTT"
+    assert reverse_complement("A-C.U") == "U.G-T"  # other characters stay, in reversed order
+    seq = "ACGTRYKMBVDHNSWacgtrykmbvdhnsw"
+    assert reverse_complement(reverse_complement(seq)) == seq
+
+
+def test_reverse_complement_is_the_one_the_pipelines_use() -> None:
+    from hexamer.io import reverse_complement
+    from hexamer.train import data
+
+    assert data.reverse_complement is reverse_complement

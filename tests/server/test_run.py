@@ -54,6 +54,20 @@ def _read_until_closed(sock: socket.socket, limit: float = 5.0) -> tuple[bytes, 
     return data, time.perf_counter() - start
 
 
+def _long_stream(url: str) -> tuple[threading.Thread, list[str]]:
+    """A started thread streaming four long completions; ``events`` gets the SSE data lines."""
+    events: list[str] = []
+
+    def stream() -> None:
+        body = {"prompt": "hi", "max_tokens": 2000, "n": 4, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=30) as r:
+            events.extend(line[6:] for line in r.iter_lines() if line.startswith("data: "))
+
+    reader = threading.Thread(target=stream)
+    reader.start()
+    return reader, events
+
+
 def test_slow_headers_are_cut_off(strict: str) -> None:
     sock = _connect(strict)
     sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
@@ -183,15 +197,7 @@ def test_sigterm_drains_the_real_command(tiny_folder: Path) -> None:
             except httpx.TransportError:
                 assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
                 time.sleep(0.1)
-        events: list[str] = []
-
-        def stream() -> None:
-            body = {"prompt": "hi", "max_tokens": 2000, "n": 4, "ignore_eos": True, "stream": True}
-            with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=30) as r:
-                events.extend(line[6:] for line in r.iter_lines() if line.startswith("data: "))
-
-        reader = threading.Thread(target=stream)
-        reader.start()
+        reader, events = _long_stream(url)
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
@@ -212,15 +218,7 @@ def test_second_signal_exits_at_once(tiny_folder: Path) -> None:
 
     app = create_app(tiny_folder, max_num_seqs=4, max_model_len=2048, shutdown_grace_s=30)
     with running_server(app) as (url, server):
-        events: list[str] = []
-
-        def stream() -> None:
-            body = {"prompt": "hi", "max_tokens": 2000, "n": 4, "ignore_eos": True, "stream": True}
-            with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=30) as r:
-                events.extend(line[6:] for line in r.iter_lines() if line.startswith("data: "))
-
-        reader = threading.Thread(target=stream)
-        reader.start()
+        reader, events = _long_stream(url)
         time.sleep(0.3)
         server.handle_exit(signal.SIGTERM, None)  # drains: the stream may take its 30 s
         time.sleep(0.2)

@@ -23,11 +23,12 @@ from hexamer.vep import (
     output_kind,
     read_vcf,
     score_variants,
+    table_output,
     write_rows,
     write_vcf,
     write_vep_output,
 )
-from hexamer.vep import output as output_mod
+from hexamer.vep import vcf_output as output_mod
 from hexamer.vep.output import TABLE_BATCH_ROWS
 
 from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF
@@ -233,7 +234,7 @@ def test_presorted_rows_stream_in_batches(tmp_path: Path, ext: str, monkeypatch:
 
 
 def test_streaming_write_rows_memory_stays_flat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(output_mod, "TABLE_BATCH_ROWS", 4096)  # smaller batches: a quicker test
+    monkeypatch.setattr(table_output, "TABLE_BATCH_ROWS", 4096)  # smaller batches: a quicker test
     n = 100_000
     tracemalloc.start()
     try:

@@ -40,6 +40,7 @@ import torch
 
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
+from hexamer.io import reverse_complement
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna, encode_kmers
 from hexamer.tokenizer.layout import DnaLayout
@@ -50,7 +51,6 @@ from hexamer.vep.recipes import (
     context_anchor,
     context_start,
     leading_n,
-    reverse_complement,
     window_bounds,
     window_tokens,
 )

@@ -27,224 +27,58 @@ Data layout: the Hub dataset's own, one folder per cell (config ``niah_{L}`` or
 or ``DATA/genome-niah/niah_neardup_d2_8k/test.parquet``. Pass the dataset folder (every cell found
 is evaluated), one cell's folder, or one file. Rows are kept when their ``context_length_tokens``
 equals the cell's L; ``--limit N`` samples N rows per cell.
+
+The parts: cell names and files in :mod:`~hexamer.evals.tasks.niah_cells`, the model side
+(YaRN, value log-likelihoods) in :mod:`~hexamer.evals.tasks.niah_scoring`, summaries and the
+heat-map in :mod:`~hexamer.evals.tasks.niah_report`.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
-from hexamer.evals.data import ROW_INDEX, TABLE_SUFFIXES, read_rows
+from hexamer.evals.data import ROW_INDEX, read_rows
 from hexamer.evals.task import EvalContext, Example, Record, Task
-from hexamer.model import KVCache, RopeConfig
-from hexamer.tokenizer.dna import encode_dna
-from hexamer.tokenizer.segment import OPEN_TAG
+from hexamer.evals.tasks.niah_cells import (
+    DIFFICULTIES,
+    cell_name,
+    ctx_label,
+    find_cells,
+    parse_cell,
+    parse_ctx,
+    task_of_row,
+)
+from hexamer.evals.tasks.niah_report import niah_summary, plot_niah_heatmap
+from hexamer.evals.tasks.niah_scoring import YARN_DEFAULTS, prefix_ids, value_logliks, yarn_carbon
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
 __all__ = [
     "DIFFICULTIES",
+    "YARN_DEFAULTS",
     "GenomeNiah",
     "cell_name",
     "ctx_label",
+    "find_cells",
     "parse_cell",
     "parse_ctx",
+    "plot_niah_heatmap",
     "value_logliks",
     "yarn_carbon",
 ]
-
-#: task names from easiest to hardest (heat-map rows)
-DIFFICULTIES = ("niah", "neardup_d4", "neardup_d2", "neardup_d1")
-_CELL = re.compile(r"^niah(?:_(neardup_d\d+))?_(\d+k?)$")
-
-#: the published ``--with_yarn`` override
-YARN_DEFAULTS = {"yarn_factor": 4.0, "yarn_original": 32768, "yarn_max_positions": 65536}
-
-
-def parse_ctx(text: str | int) -> int:
-    """Context in tokens from ``"4k"`` (4,096), ``"64k"`` or a plain number."""
-    s = str(text).strip().lower()
-    try:
-        return int(s[:-1]) * 1024 if s.endswith("k") else int(s)
-    except ValueError:
-        raise ValueError(f"context {text!r} must be a token count such as 4k, 64k or 4096") from None
-
-
-def ctx_label(tokens: int) -> str:
-    """The config label of a context: ``4k`` for 4,096 tokens, the number itself otherwise."""
-    return f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
-
-
-def cell_name(task: str, ctx_tokens: int) -> str:
-    """Config name of a cell: ``niah_4k``, ``niah_neardup_d2_64k``."""
-    return f"niah_{ctx_label(ctx_tokens)}" if task == "niah" else f"niah_{task}_{ctx_label(ctx_tokens)}"
-
-
-def parse_cell(name: str) -> tuple[str, int] | None:
-    """(task, context tokens) of a config name, None when the name is not one."""
-    m = _CELL.match(name)
-    if not m:
-        return None
-    return (m.group(1) or "niah"), parse_ctx(m.group(2))
 
 
 def _as_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
-
-
-def yarn_carbon(
-    carbon: Carbon,
-    *,
-    factor: float = 4.0,
-    original_max_position_embeddings: int = 32768,
-    max_position_embeddings: int = 65536,
-) -> Carbon:
-    """``carbon`` with the published ``--with_yarn`` override (rope theta kept), weights shared."""
-    rope = RopeConfig(
-        rope_type="yarn",
-        theta=carbon.model.config.rope.theta,
-        factor=float(factor),
-        original_max_position_embeddings=int(original_max_position_embeddings),
-    )
-    return carbon.with_rope(rope, max_position_embeddings=int(max_position_embeddings))
-
-
-def _prefix_ids(carbon: Carbon, prefix: str) -> list[int]:
-    if not prefix.endswith(OPEN_TAG):
-        raise ValueError(f"prefix must end with {OPEN_TAG!r}, got {prefix!r}")
-    head = prefix[: -len(OPEN_TAG)]
-    ids = carbon.tokenizer.encode(head) if head else []
-    return [*ids, carbon.layout.begin_id]
-
-
-@torch.inference_mode()
-def value_logliks(
-    carbon: Carbon,
-    prompt: str,
-    values: Sequence[str],
-    *,
-    level: Literal["token", "bp"] = "token",
-    prefix: str = "<dna>",
-) -> list[float]:
-    """Mean log-probability of each ``value``'s tokens (token level, full-vocabulary log-softmax)
-    or bases (bp level, FNS log-marginals) right after ``prefix + prompt``.
-
-    ``prompt`` must be a multiple of 6 bp (the value starts on a token boundary). The prompt is run
-    once; its KV cache is copied to one row per value, which then runs only the value tokens.
-    """
-    layout = carbon.layout
-    k = layout.k
-    if len(prompt) % k:
-        raise ValueError(f"prompt length {len(prompt)} is not a multiple of {k}")
-    lengths = {len(v) for v in values}
-    if len(lengths) > 1:  # one shared batch needs equal lengths; rare, so score one at a time
-        return [value_logliks(carbon, prompt, [v], level=level, prefix=prefix)[0] for v in values]
-    ids = _prefix_ids(carbon, prefix) + encode_dna(prompt, layout).ids.tolist()
-    encs = [encode_dna(v, layout) for v in values]
-    n_val = len(encs[0].ids)
-    if n_val == 0:
-        return [float("nan")] * len(values)
-    if len(ids) + n_val > carbon.context_length:
-        raise ValueError(
-            f"prompt ({len(ids)} tokens) + value ({n_val}) exceeds the model's context of {carbon.context_length}"
-        )
-    model = carbon.model
-    device = model.device
-    rows = len(values)
-    cache = KVCache.for_model(model, rows, len(ids) + n_val)
-    out = model(
-        torch.tensor([ids], device=device),
-        kv_cache=cache,
-        cache_rows=[0],
-        logits_at="none",
-        return_hidden=True,
-    )
-    assert out.hidden is not None
-    first = out.hidden[:, -1:].expand(rows, 1, -1)  # predicts every value's first token
-    if n_val > 1:
-        cache.broadcast(0)
-        body = torch.tensor([e.ids[:-1].tolist() for e in encs], device=device)
-        rest = model(body, kv_cache=cache, logits_at="none", return_hidden=True).hidden
-        assert rest is not None
-        hidden = torch.cat([first, rest], dim=1)
-    else:
-        hidden = first
-    targets = torch.tensor(np.stack([e.ids for e in encs]), dtype=torch.int64, device=device)
-    if level == "token":
-        logits = model.compute_logits(hidden)  # (rows, n_val, vocab) float32
-        logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None]).squeeze(-1)
-        ok = torch.tensor(np.stack([e.n_real == k for e in encs]), device=device)
-        return [float(logp[r][ok[r]].mean()) if bool(ok[r].any()) else float("nan") for r in range(rows)]
-    from hexamer.fns import score_bases
-
-    kmer = model.compute_logits(hidden, (layout.kmer_start, layout.kmer_stop))
-    out_values = []
-    for r, e in enumerate(encs):
-        real = torch.from_numpy(e.n_real.astype(np.int64)).to(device)
-        tgt = torch.where(real > 0, targets[r] - layout.kmer_start, 0)
-        s = score_bases(kmer[r], tgt, real)
-        out_values.append(float(s.mean) if int(s.n_bases) else float("nan"))
-    return out_values
-
-
-def _is_table(path: Path) -> bool:
-    name = path.name.lower().removesuffix(".gz").removesuffix(".bz2")
-    return any(name.endswith(s) for s in TABLE_SUFFIXES)
-
-
-def _split_files(folder: Path) -> list[Path]:
-    tables = sorted(p for p in folder.iterdir() if p.is_file() and _is_table(p))
-    test = [p for p in tables if re.match(r"test([-_.]|$)", p.name)]
-    return test or tables
-
-
-def find_cells(data: Path) -> list[tuple[str | None, list[Path]]]:
-    """(config name or None, files) for every cell at ``data`` (see the module docstring)."""
-    if data.is_file():
-        for name in (data.parent.name, data.name.split(".")[0]):
-            if parse_cell(name):
-                return [(name, [data])]
-        return [(None, [data])]
-    if not data.is_dir():
-        raise FileNotFoundError(f"Genome-NIAH: {data} does not exist")
-    if parse_cell(data.name):
-        return [(data.name, _split_files(data))]
-    cells: list[tuple[str | None, list[Path]]] = []
-    for root in (data, data / "data"):
-        if root.is_dir():
-            for sub in sorted(root.iterdir()):
-                if sub.is_dir() and parse_cell(sub.name):
-                    files = _split_files(sub)
-                    if files:
-                        cells.append((sub.name, files))
-    if cells:
-        return cells
-    files = _split_files(data)
-    if files:
-        return [(None, files)]
-    raise FileNotFoundError(
-        f"Genome-NIAH: no cell folders (niah_4k, niah_neardup_d2_8k, ...) or data files under {data}"
-    )
-
-
-def _task_of_row(row: dict[str, Any]) -> str:
-    """The task of a row from a file with no config name: its ``task`` column, else its uid."""
-    task = row.get("task")
-    if isinstance(task, str) and task:
-        return task.removeprefix("niah_") if task != "niah" else task
-    uid = str(row.get("uid", ""))
-    m = re.search(r"neardup_d\d+", uid)
-    return m.group(0) if m else "niah"
 
 
 class GenomeNiah(Task):
@@ -394,7 +228,7 @@ class GenomeNiah(Task):
             if ctx_tokens != want:  # the published script keeps rows of the cell's context only
                 return None
         else:
-            task = _task_of_row(r)
+            task = task_of_row(r)
         config = cell_name(task, ctx_tokens) if ctx_tokens > 0 else f"niah_{task}_unknown"
         prompt, pos, neg = r["prompt"], r["positive_sequence"], r["negative_sequence"]
         neg_value = (
@@ -443,7 +277,7 @@ class GenomeNiah(Task):
         likelihood = _as_bool(ctx.options.get("likelihood", True))
         budget = int(ctx.options.get("batch_tokens") or 131072)
         k = carbon.layout.k
-        n_prefix = len(_prefix_ids(carbon, prefix))
+        n_prefix = len(prefix_ids(carbon, prefix))
         ready: list[tuple[Example, Record, str, int]] = []
         for e in examples:
             rec: Record = {
@@ -580,13 +414,13 @@ class GenomeNiah(Task):
 
         Rows that could not be generated (too long for the model...) are counted in ``n_errors``
         and left out of the means."""
-        out = _summary(records)
+        out = niah_summary(records)
         out["n_errors"] = float(sum(1 for r in records if r.get("error")))
         by_cell: dict[str, list[Record]] = defaultdict(list)
         for r in records:
             by_cell[str(r.get("config"))].append(r)
         for cell, rs in sorted(by_cell.items()):
-            for key, value in _summary(rs).items():
+            for key, value in niah_summary(rs).items():
                 out[f"{cell}.{key}"] = value
         return out
 
@@ -635,65 +469,3 @@ def _check(e: Example) -> str | None:
     if len(prompt) < 6:
         return "prompt is shorter than one 6-mer"
     return None
-
-
-def _summary(records: list[Record]) -> dict[str, float]:
-    def mean(key: str) -> float:
-        vals = [r[key] for r in records if r.get(key) is not None]
-        return float(np.mean(vals)) if vals else float("nan")
-
-    return {
-        "n": float(len(records)),
-        "gen_exact_match": mean("gen_exact_match"),
-        "gen_base_accuracy": mean("gen_base_accuracy"),
-        "ll_correct": mean("ll_correct"),
-        "ll_margin": mean("ll_margin"),
-    }
-
-
-def plot_niah_heatmap(
-    path: Path,
-    values: dict[tuple[str, int], float],
-    counts: dict[tuple[str, int], int] | None = None,
-    *,
-    title: str = "Genome-NIAH exact match",
-) -> Path:
-    """Write a (difficulty x context) heat-map of ``values[(task, ctx_tokens)]`` in [0, 1] as PNG."""
-    from matplotlib.figure import Figure
-
-    from hexamer.io import atomic_path
-
-    tasks = [t for t in DIFFICULTIES if any(k[0] == t for k in values)]
-    tasks += sorted({k[0] for k in values} - set(tasks))
-    ctxs = sorted({k[1] for k in values})
-    grid = np.full((len(tasks), len(ctxs)), np.nan)
-    for (t, c), v in values.items():
-        grid[tasks.index(t), ctxs.index(c)] = v
-    fig = Figure(figsize=(1.3 * len(ctxs) + 2.5, 0.7 * len(tasks) + 1.8), layout="constrained")
-    ax = fig.add_subplot()
-    image = ax.imshow(np.ma.masked_invalid(grid), vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(ctxs)), [ctx_label(c) for c in ctxs])
-    ax.set_yticks(range(len(tasks)), tasks)
-    ax.set_xlabel("context (6-mer tokens)")
-    ax.set_ylabel("task (difficulty)")
-    for i in range(len(tasks)):
-        for j in range(len(ctxs)):
-            if np.isfinite(grid[i, j]):
-                n = (counts or {}).get((tasks[i], ctxs[j]))
-                label = f"{grid[i, j]:.2f}" + (f"\nn={n}" if n is not None else "")
-                ax.text(
-                    j,
-                    i,
-                    label,
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    color="black" if grid[i, j] > 0.6 else "white",
-                )
-    fig.colorbar(image, ax=ax, label="exact match")
-    ax.set_title(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=150)
-    return path

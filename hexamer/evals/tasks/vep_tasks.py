@@ -28,7 +28,7 @@ from hexamer.evals.data import ROW_INDEX, find_file, read_rows
 from hexamer.evals.metrics import auprc_trapezoid, auroc, by_group_weighted, spearman
 from hexamer.evals.scoring import sequence_loglik
 from hexamer.evals.task import EvalContext, Example, Record, Task
-from hexamer.vep.recipes import reverse_complement
+from hexamer.io import reverse_complement
 
 __all__ = ["Brca2", "TraitGymMendelian", "WindowVepTask", "crop_windows", "variant_index"]
 

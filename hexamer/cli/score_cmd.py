@@ -1,0 +1,179 @@
+"""``hexamer score``: log-likelihood of each sequence of a file (or the command line), written as a
+table with one row per record (bad records too, with their ``status`` and ``error``)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from hexamer.cli.app import (
+    DTypeOption,
+    JsonFlag,
+    app,
+    console,
+    describe_counts,
+    print_json,
+)
+from hexamer.cli.checks import (
+    MAX_BATCH_SIZE,
+    check_choice,
+    check_output,
+    check_runtime,
+    is_stdio,
+)
+from hexamer.cli.sequence_jobs import (
+    CHUNK,
+    JobOutput,
+    check_score_output,
+    chunks,
+    count_records,
+    fail_if_none_ok,
+    load_carbon,
+    progress_bar,
+    read_job_records,
+    report_skipped,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+@app.command()
+def score(
+    sequences: Annotated[list[str] | None, typer.Argument(help="DNA sequences to score.")] = None,
+    input_file: Annotated[
+        Path | None, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help=".tsv, .csv, .jsonl or .parquet; default (or -): TSV on stdout."),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
+    level: Annotated[
+        Literal["bp", "token"], typer.Option(help="bp (mean per-base log-likelihood) or token.")
+    ] = "bp",
+    method: Annotated[
+        Literal["fns", "exact"],
+        typer.Option(help="fns (published marginals) or exact (within-token chain rule)."),
+    ] = "fns",
+    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>.")] = "",
+    per_base: Annotated[
+        bool, typer.Option("--per-base/--no-per-base", help="Also write per-base log-probabilities.")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
+    dtype: DTypeOption = "auto",
+    device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Log-likelihood of DNA sequences under the model (bp or token level).
+
+    Exits with status 1 (after writing the whole output) when no record is ok."""
+    from hexamer.carbon import UnscoredSequenceWarning
+    from hexamer.io import BadRecord, normalize_sequence
+
+    check_choice("--level", level, ("bp", "token"))
+    check_choice("--method", method, ("fns", "exact"))
+    check_runtime(dtype=dtype, device=device)
+    if is_stdio(out):
+        out = None  # "-o -": the TSV on stdout
+    if as_json and out is None:
+        raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
+    if out is not None:
+        check_output("--out", out, check_score_output)  # before scoring, not after
+    carbon = load_carbon(model, dtype, device, batch_size)
+    output = JobOutput(out) if out is not None else None
+    stdout_rows: list[dict[str, Any]] = []
+    all_statuses: list[str] = []
+    bad: list[str] = []
+    scored_bp = 0
+    try:
+        with progress_bar() as progress:
+            task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
+            for chunk in chunks(read_job_records(sequences or [], input_file), CHUNK):
+                rows: list[dict[str, Any]] = []
+                todo: list[tuple[dict[str, Any], str, int]] = []
+                for rec in chunk:
+                    row: dict[str, Any] = {
+                        "id": rec.id,
+                        "status": "ok",
+                        "error": "",
+                        "length": 0,
+                        "mean_logprob": None,
+                        "n_scored": 0,
+                        "n_oov_bases": 0,
+                    }
+                    if per_base:
+                        row["per_base_logprob"] = None
+                    if isinstance(rec, BadRecord):
+                        row.update(status="skipped", error=rec.reason)
+                        bad.append(str(rec))
+                    else:
+                        seq = normalize_sequence(rec.sequence)
+                        row["length"] = len(seq)
+                        try:
+                            carbon.check_sequence(seq, prefix=prefix)
+                            todo.append((row, seq, rec.index))
+                        except ValueError as exc:
+                            row.update(status="failed", error=str(exc).replace("sequence 0", "sequence"))
+                            bad.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
+                    rows.append(row)
+                if todo:
+                    with warnings.catch_warnings():  # unscored rows get a status, not a warning
+                        warnings.simplefilter("ignore", UnscoredSequenceWarning)
+                        results = carbon.score(
+                            [s for _, s, _ in todo],
+                            level=level,  # type: ignore[arg-type]
+                            method=method,  # type: ignore[arg-type]
+                            prefix=prefix,
+                            token_budget=batch_size * 1024,
+                        )
+                    for (row, seq, index), res in zip(todo, results, strict=True):
+                        row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)
+                        if res.status != "ok":  # nothing scorable: no number to report
+                            row.update(status="skipped", error=res.reason, mean_logprob=None)
+                            bad.append(f"record {index + 1} ({row['id']!r}): {res.reason}")
+                        if per_base:
+                            row["per_base_logprob"] = (
+                                res.per_base if res.per_base is not None else res.per_token
+                            )
+                        scored_bp += len(seq)
+                elapsed = progress.tasks[task].elapsed or 1e-9
+                progress.update(task, advance=len(rows), rate=f"{scored_bp / elapsed:,.0f} bp/s")
+                all_statuses.extend(r["status"] for r in rows)
+                if output is not None:
+                    output.add(rows, None)
+                else:
+                    stdout_rows.extend(rows)
+    except BaseException:
+        if output is not None:
+            output.abort()
+        raise
+    statuses: dict[str, int] = {}
+    for status in all_statuses:
+        statuses[status] = statuses.get(status, 0) + 1
+    if output is not None:
+        output.close()
+        if as_json:
+            print_json({"output": str(out), "n_records": len(all_statuses), "status_counts": statuses})
+        else:
+            console.print(f"wrote {out} ({describe_counts(statuses)})")
+    else:
+        columns = list(stdout_rows[0]) if stdout_rows else []
+        print("\t".join(columns))
+        for row in stdout_rows:
+            print("\t".join(_cell(row[c]) for c in columns))
+    report_skipped(bad)
+    fail_if_none_ok(statuses, "scored", table=True)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if hasattr(value, "tolist"):
+        return ",".join(f"{v:.6g}" for v in value.tolist())
+    return str(value)

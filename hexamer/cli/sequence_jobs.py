@@ -1,0 +1,198 @@
+"""What ``hexamer generate``, ``hexamer score`` and the pipeline commands share: loading the model,
+reading records, chunks, the progress bar, the output.
+
+A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
+outputs) and every other record is processed. Outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.progress import Progress
+
+from hexamer.cli.app import (
+    describe_counts,
+    err_console,
+    fail,
+    resolve_model,
+)
+from hexamer.progress import progress_bar as make_progress_bar
+
+if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
+    from hexamer.io import BadRecord, SequenceRecord
+
+__all__ = [
+    "CHUNK",
+    "FASTA_SUFFIXES",
+    "MAX_SAMPLES",
+    "JobOutput",
+    "check_generate_output",
+    "check_score_output",
+    "chunks",
+    "count_records",
+    "fail_if_none_ok",
+    "is_fasta_name",
+    "load_carbon",
+    "progress_bar",
+    "read_job_records",
+    "report_skipped",
+]
+
+CHUNK = 256  # sequences per engine call (records x samples): bounds memory on huge inputs
+#: Largest ``generate --n``: samples per prompt (the server's default limit is 64).
+MAX_SAMPLES = 1024
+
+
+def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int) -> Carbon:
+    from hexamer.carbon import Carbon
+    from hexamer.engine import EngineConfig
+
+    try:
+        engine = EngineConfig(max_batch_size=batch_size)
+        return Carbon.from_pretrained(resolve_model(model), dtype=dtype, device=device, engine=engine)
+    except (FileNotFoundError, ValueError) as exc:  # ModelFolderError is a ValueError
+        fail(exc)
+
+
+def read_job_records(inputs: list[str], input_file: Path | None) -> Iterator[SequenceRecord | BadRecord]:
+    """Records from the command line or a file, checked by the same rule either way (a character
+    that is not an IUPAC nucleotide code makes a record bad, as in :func:`hexamer.io.read_sequences`)."""
+    from hexamer.carbon import sequence_problem
+    from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
+
+    if input_file is not None and inputs:
+        raise typer.BadParameter("give sequences as arguments or with --input, not both")
+    if input_file is None:
+        if not inputs:
+            raise typer.BadParameter("give sequences as arguments or a file with --input")
+        for i, s in enumerate(inputs):
+            ident = f"seq{i + 1}"
+            problem = "empty sequence" if not s.strip() else sequence_problem("".join(s.split()))
+            if problem is not None and "<dna>" not in s:  # generate prompts may hold tags
+                yield BadRecord(index=i, id=ident, reason=problem)
+            else:
+                yield SequenceRecord(id=ident, sequence=s, index=i)
+        return
+    try:
+        yield from read_sequences(str(input_file))
+    except SequenceInputError as exc:
+        fail(exc)
+
+
+def count_records(inputs: list[str] | None, input_file: Path | None) -> int | None:
+    """How many records a job will read: the progress bar's total (None when unknown: standard
+    input, or a file the real pass will report as unreadable). Reading a file twice costs seconds
+    per gigabyte; the model work it measures costs far more."""
+    from hexamer.io import SequenceInputError, read_sequences
+
+    if input_file is None:
+        return len(inputs or [])
+    if str(input_file) == "-":
+        return None
+    try:
+        return sum(1 for _ in read_sequences(str(input_file)))
+    except (SequenceInputError, OSError, ValueError):
+        return None
+
+
+def chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for rec in records:
+        chunk.append(rec)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def progress_bar() -> Progress:
+    """The bar of a sequence job: records done, the rate as the job reports it."""
+    return make_progress_bar(
+        "[bold]{task.description}", "{task.fields[rate]}", console=err_console, transient=False
+    )
+
+
+class JobOutput:
+    """FASTA (good records only) or a table (every record, with status) at ``path``; stdout FASTA
+    when no path is given."""
+
+    def __init__(self, path: Path | None) -> None:
+        from hexamer.io import TableWriter
+
+        path = None if path is not None and str(path) == "-" else path  # "-o -": stdout
+        self.path = path
+        self.fasta: list[tuple[str, str, str]] = []
+        self.table: TableWriter | None = None
+        self.is_fasta = path is None or is_fasta_name(path)
+        if path is not None and not self.is_fasta:
+            self.table = TableWriter(path)
+
+    def add(self, rows: list[dict[str, Any]], fasta_key: str | None) -> None:
+        if self.table is not None:
+            self.table.write_batch(rows)
+        elif fasta_key is not None:  # sample j of a record (--n) is named ID_j
+            self.fasta.extend(
+                (r["id"] if "sample" not in r else f"{r['id']}_{r['sample']}", r[fasta_key], "")
+                for r in rows
+                if r["status"] == "ok"
+            )
+
+    def close(self) -> None:
+        from hexamer.io import write_fasta
+
+        if self.table is not None:
+            self.table.close()
+        elif self.path is not None:
+            write_fasta(self.path, self.fasta)
+        else:
+            for ident, seq, desc in self.fasta:
+                print(f">{ident}{' ' + desc if desc else ''}\n{seq}")
+
+    def abort(self) -> None:
+        if self.table is not None:
+            self.table.abort()
+
+
+def is_fasta_name(path: Path) -> bool:
+    return path.name.lower().endswith(FASTA_SUFFIXES)
+
+
+FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")
+
+
+def check_generate_output(path: Path) -> None:
+    """``generate -o``: FASTA or a table, by extension."""
+    if not is_fasta_name(path):
+        from hexamer.io import table_format
+
+        table_format(path)
+
+
+def check_score_output(path: Path) -> None:
+    """``score -o``: a table (scores are no sequences)."""
+    from hexamer.io import table_format
+
+    if is_fasta_name(path):
+        raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
+    table_format(path)
+
+
+def report_skipped(bad: list[str]) -> None:
+    for line in bad[:20]:
+        err_console.print(f"[yellow]skipped[/yellow] {line}")
+    if len(bad) > 20:
+        err_console.print(f"[yellow]... and {len(bad) - 20} more skipped records[/yellow]")
+
+
+def fail_if_none_ok(statuses: dict[str, int], verb: str, table: bool) -> None:
+    """Exit with status 1 (the output is written by now) when there were records and none is
+    ``ok``: a script must not take a job that produced nothing for a success (as ``hexamer vep``)."""
+    if sum(statuses.values()) and not statuses.get("ok", 0):
+        where = "in the output's error column" if table else "listed above"
+        fail(f"no record was {verb} ({describe_counts(statuses)}); the reasons are {where}", code=1)

@@ -1,0 +1,200 @@
+"""A ``/v1/completions`` request checked before anything is queued: parameters this server does not
+support are refused by name, limits are enforced, and the prompts (text or token ids) are tokenised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hexamer.engine.request import TokenLogprobs
+from hexamer.server.detok import prompt_in_region
+from hexamer.server.errors import ApiError
+from hexamer.server.schemas import CompletionRequest
+from hexamer.server.state import ServerState
+
+__all__ = [
+    "MAX_STOP_STRINGS",
+    "OFFLOAD_PROMPT_SIZE",
+    "CompletionPrompt",
+    "check_limits",
+    "check_token_ids",
+    "prompt_size",
+    "refuse_unsupported",
+    "stop_strings",
+    "tokenize_prompts",
+]
+
+
+@dataclass
+class CompletionPrompt:
+    """One prompt: its token ids, its text when given as text, whether it ends inside ``<dna>``."""
+
+    ids: list[int]
+    text: str | None
+    in_region: bool
+    logprobs: TokenLogprobs | None = None  # filled from the choice that computed them
+
+
+def refuse_unsupported(body: CompletionRequest) -> None:
+    def no(param: str, what: str) -> None:
+        raise ApiError(400, f"{param}: {what} is not supported by this server", param)
+
+    if body.frequency_penalty not in (None, 0):
+        no("frequency_penalty", "a non-zero frequency penalty")
+    if body.presence_penalty not in (None, 0):
+        no("presence_penalty", "a non-zero presence penalty")
+    if body.repetition_penalty not in (None, 1):
+        no("repetition_penalty", "a repetition penalty other than 1")
+    if body.logit_bias:
+        no("logit_bias", "logit bias")
+    if body.use_beam_search:
+        no("use_beam_search", "beam search")
+    if body.best_of is not None and body.best_of != body.n:
+        no("best_of", "best_of different from n")
+    if body.suffix is not None:
+        no("suffix", "a suffix")
+    for name in ("guided_json", "guided_regex", "guided_choice", "guided_grammar"):
+        if getattr(body, name) is not None:
+            no(name, "guided decoding")
+    if body.response_format is not None and body.response_format.get("type", "text") != "text":
+        no("response_format", "a structured response format")
+    if body.logits_processors:
+        no("logits_processors", "custom logits processors")
+    if body.prompt_embeds is not None:
+        no("prompt_embeds", "prompt embeddings")
+    if body.kv_transfer_params is not None:
+        no("kv_transfer_params", "KV transfer")
+    if body.priority != 0:
+        no("priority", "priority scheduling")
+
+
+def check_token_ids(ids: list[int], vocab: int, where: str) -> None:
+    bad = [t for t in ids if not 0 <= t < vocab]
+    if bad:
+        raise ApiError(
+            400, f"{where}: token id {bad[0]} is out of range (vocabulary ids 0..{vocab - 1})", where
+        )
+
+
+def tokenize_prompts(state: ServerState, body: CompletionRequest) -> list[CompletionPrompt]:
+    raw = body.prompt
+    if isinstance(raw, str):
+        items: list[str | list[int]] = [raw]
+    elif raw and all(isinstance(x, int) for x in raw):
+        items = [list(raw)]  # type: ignore[arg-type]
+    else:
+        items = list(raw)  # type: ignore[arg-type]
+    if not items:
+        raise ApiError(400, "prompt: give at least one prompt", "prompt")
+    if len(items) > state.settings.max_prompts:
+        raise ApiError(
+            400, f"prompt: {len(items)} prompts exceed the limit of {state.settings.max_prompts}", "prompt"
+        )
+    tok = state.tokenizer
+    limit = state.max_prompt_chars
+    for i, item in enumerate(items):  # every cheap check first, before any prompt is tokenised
+        where = "prompt" if len(items) == 1 else f"prompt[{i}]"
+        if isinstance(item, str) and len(item) > limit:
+            raise ApiError(
+                400,
+                f"{where}: {len(item):,} characters exceed the server's max_prompt_chars of {limit:,} "
+                f"(the context holds {state.max_len:,} tokens)",
+                "prompt",
+            )
+        if not isinstance(item, str) and body.truncate_prompt_tokens is None and len(item) > state.max_len:
+            raise ApiError(
+                400,
+                f"{where}: {len(item):,} token ids exceed the context of {state.max_len:,} tokens",
+                "prompt",
+            )
+    out = []
+    for i, item in enumerate(items):
+        where = "prompt" if len(items) == 1 else f"prompt[{i}]"
+        if isinstance(item, str):
+            if not item:
+                raise ApiError(400, f"{where}: the prompt is empty", "prompt")
+            ids, text = tok.encode(item), item
+        else:
+            ids, text = list(item), None
+            check_token_ids(ids, state.vocab_size, where)
+        if not ids:
+            raise ApiError(400, f"{where}: the prompt has no tokens", "prompt")
+        if body.truncate_prompt_tokens is not None:
+            ids = ids[-body.truncate_prompt_tokens :]
+            text = None
+        out.append(CompletionPrompt(ids, text, prompt_in_region(tok, ids)))
+    return out
+
+
+def check_limits(state: ServerState, body: CompletionRequest, prompts: list[CompletionPrompt]) -> int:
+    """Validated ``max_tokens`` per choice (None = what the context leaves)."""
+    s = state.settings
+    if body.n > s.max_n:
+        raise ApiError(400, f"n: {body.n} exceeds the limit of {s.max_n}", "n")
+    for name in ("logprobs", "prompt_logprobs"):
+        value = getattr(body, name)
+        if value is not None and value > s.max_logprobs:
+            raise ApiError(
+                400, f"{name}: {value} exceeds the server's max_logprobs of {s.max_logprobs}", name
+            )
+    if body.stream and body.prompt_logprobs:
+        raise ApiError(400, "prompt_logprobs are not available when stream=true", "prompt_logprobs")
+    if body.stream_options is not None and not body.stream:
+        raise ApiError(400, "stream_options can only be given with stream=true", "stream_options")
+    if body.max_tokens == 0 and not body.echo:
+        raise ApiError(400, "max_tokens: must be at least 1 (0 is only allowed with echo=true)", "max_tokens")
+    if body.max_tokens is not None and body.max_tokens > s.max_tokens:
+        raise ApiError(
+            400, f"max_tokens: {body.max_tokens} exceeds the server limit of {s.max_tokens}", "max_tokens"
+        )
+    longest = max(len(p.ids) for p in prompts)
+    if body.max_tokens is None:
+        max_tokens = min(state.max_len - longest, s.max_tokens)
+        if max_tokens < 1:
+            raise ApiError(
+                400, f"prompt: {longest} tokens leave no room in the context of {state.max_len}", "prompt"
+            )
+    else:
+        max_tokens = body.max_tokens
+    need = max(max_tokens, 1)
+    if longest + need > state.max_len:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {state.max_len} tokens. However, you requested "
+            f"{longest + need} tokens ({longest} in the prompt, {need} in the completion). "
+            "Please reduce the prompt or max_tokens.",
+            "prompt",
+        )
+    if body.min_tokens > max(max_tokens, 1):
+        raise ApiError(400, f"min_tokens: {body.min_tokens} exceeds max_tokens {max_tokens}", "min_tokens")
+    for name in ("stop_token_ids", "allowed_token_ids"):
+        ids = getattr(body, name)
+        if ids is not None:
+            check_token_ids(ids, state.vocab_size, name)
+    if body.allowed_token_ids is not None and not body.allowed_token_ids:
+        raise ApiError(400, "allowed_token_ids: must not be empty", "allowed_token_ids")
+    return max_tokens
+
+
+#: stop strings per request: each one is searched in every streamed delta, on the event loop
+MAX_STOP_STRINGS = 64
+
+
+def stop_strings(body: CompletionRequest) -> list[str]:
+    if body.stop is None:
+        return []
+    stops = [body.stop] if isinstance(body.stop, str) else list(body.stop)
+    if len(stops) > MAX_STOP_STRINGS:
+        raise ApiError(400, f"stop: {len(stops)} stop strings exceed the limit of {MAX_STOP_STRINGS}", "stop")
+    return [s for s in stops if s]
+
+
+def prompt_size(body: CompletionRequest) -> int:
+    """Characters (or token ids) in the prompts: what tokenising and validating them costs."""
+    raw = body.prompt
+    if isinstance(raw, str):
+        return len(raw)
+    return sum(len(x) if isinstance(x, str | list) else 1 for x in raw)
+
+
+#: prompts longer than this (characters or ids in all) are prepared on the preparation threads
+OFFLOAD_PROMPT_SIZE = 4096

@@ -1,0 +1,49 @@
+"""Result rows of the VEP pipeline: their Arrow schema and their order.
+
+Outputs are in input order, ``(record, alt_index)``; a stream that claims to be in that order is
+checked as it is read, so a wrong claim fails instead of writing a shuffled file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from hexamer.vep.engine import ROW_COLUMNS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["in_order", "ordered_rows", "row_key", "row_schema"]
+
+
+def row_schema() -> pa.Schema:
+    """Arrow schema of a result row (fixed, so every chunk and output agree on types)."""
+    import pyarrow as pa
+
+    types = {"record": pa.int64(), "alt_index": pa.int64(), "pos": pa.int64(), "score": pa.float64()}
+    types.update(n_scored_bp=pa.int64(), n_oov_bp=pa.int64())
+    return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[int, int]:
+    return row["record"], row["alt_index"]
+
+
+def in_order(rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """``rows`` as they come, checked to be sorted by ``(record, alt_index)`` (ties allowed)."""
+    last: tuple[int, int] | None = None
+    for row in rows:
+        key = row_key(row)
+        if last is not None and key < last:
+            raise ValueError(
+                f"presorted rows are not sorted by (record, alt_index): {key} comes after {last}"
+            )
+        last = key
+        yield row
+
+
+def ordered_rows(rows: Iterable[Mapping[str, Any]], presorted: bool) -> Iterator[Mapping[str, Any]]:
+    """Rows in ``(record, alt_index)`` order: streamed when ``presorted``, else sorted in memory
+    (a stable sort, so of rows with the same key the last one given comes last)."""
+    return in_order(rows) if presorted else iter(sorted(rows, key=row_key))

@@ -1,0 +1,154 @@
+"""Write VEP result rows as a table (``.parquet``, ``.tsv``, ``.csv``, ``.jsonl``).
+
+One row per (record, ALT) with the columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input
+order, plus chosen INFO fields of the input (:func:`resolve_info_fields`) as ``info_<id>``
+columns. Presorted rows are streamed in batches of :data:`TABLE_BATCH_ROWS`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from hexamer.io import TableWriter, table_format
+from hexamer.vep.rows import ordered_rows, row_schema
+from hexamer.vep.variants import open_variant_file, read_vcf
+from hexamer.vep.vcf_header import complete_header
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["INFO_COLUMN_PREFIX", "TABLE_BATCH_ROWS", "InfoField", "resolve_info_fields", "write_rows"]
+
+PathLike = str | os.PathLike[str]
+
+#: Rows per batch (and Parquet row group) when a table is written.
+TABLE_BATCH_ROWS = 16_384
+
+INFO_COLUMN_PREFIX = "info_"
+
+
+@dataclass(frozen=True)
+class InfoField:
+    """One INFO field of the input carried into table outputs as the column ``info_<id>``."""
+
+    id: str
+    number: str
+    type: str
+
+    @property
+    def column(self) -> str:
+        return INFO_COLUMN_PREFIX + self.id
+
+    @property
+    def per_allele(self) -> bool:
+        """Number=A or R: a row gets the value of its own ALT allele."""
+        return self.number in ("A", "R")
+
+    def arrow_type(self) -> pa.DataType:
+        import pyarrow as pa
+
+        if self.type == "Flag":
+            return pa.bool_()
+        if self.number not in ("1", "A", "R"):
+            return pa.string()  # several values: comma-joined, as in the VCF
+        return {"Integer": pa.int64(), "Float": pa.float64()}.get(self.type, pa.string())
+
+    def value(self, rec: Any, alt_index: int) -> Any:
+        """This field of a pysam record for the row of ALT ``alt_index`` (None when absent)."""
+        try:
+            if self.type == "Flag":
+                return self.id in rec.info
+            if self.id not in rec.info:
+                return None
+            value = rec.info[self.id]
+        except (ValueError, KeyError, TypeError, OSError):
+            return None
+        if isinstance(value, tuple):
+            if self.per_allele:
+                i = alt_index + (self.number == "R")
+                return value[i] if 0 <= i < len(value) else None
+            return ",".join("." if v is None else str(v) for v in value)
+        if self.number not in ("1", "A", "R") and value is not None:
+            return str(value)
+        return value
+
+
+def resolve_info_fields(vcf_in: PathLike, fields: str | Iterable[str] | None) -> list[InfoField]:
+    """The INFO fields named by ``fields`` (names, one comma-separated string, or ``"all"``) as
+    declared by the header of ``vcf_in``; a field its records use without declaring it is a
+    String. An unknown name raises ``ValueError`` naming the file and the fields it has, so a
+    typo fails before any scoring. ``all`` and undeclared names cost one read of the input."""
+    if fields is None:
+        return []
+    names = [n.strip() for n in (fields.split(",") if isinstance(fields, str) else fields)]
+    names = [n for n in dict.fromkeys(names) if n]
+    with open_variant_file(vcf_in) as source:
+        declared = {key: (str(meta.number), str(meta.type)) for key, meta in source.header.info.items()}
+    if names == ["all"] or any(n not in declared for n in names):
+        header, _, _ = complete_header(vcf_in)
+        declared = {key: (str(meta.number), str(meta.type)) for key, meta in header.info.items()}
+    if names == ["all"]:
+        names = list(declared)
+    unknown = [n for n in names if n not in declared]
+    if unknown:
+        shown = ", ".join(declared) or "none"
+        raise ValueError(
+            f"{os.fspath(vcf_in)}: no INFO field {', '.join(unknown)} (its INFO fields: {shown})"
+        )
+    return [InfoField(n, *declared[n]) for n in names]
+
+
+def _with_info(
+    rows: Iterator[Mapping[str, Any]], vcf_in: PathLike, fields: list[InfoField]
+) -> Iterator[dict[str, Any]]:
+    """Rows (sorted by record) with the ``info_*`` columns of their input record, read alongside."""
+    records = read_vcf(vcf_in, keep_records=True)
+    current = None
+    for row in rows:
+        while current is None or current.index < row["record"]:
+            current = next(records, None)
+            if current is None:
+                break
+        rec = current.record if current is not None and current.index == row["record"] else None
+        out = dict(row)
+        for field in fields:
+            out[field.column] = None if rec is None else field.value(rec, int(row["alt_index"]))
+        yield out
+
+
+def write_rows(
+    path: PathLike,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    presorted: bool = False,
+    vcf_in: PathLike | None = None,
+    info: Iterable[InfoField] = (),
+) -> int:
+    """Write result rows as a table (format by extension), in input order; returns the row count.
+
+    With ``presorted=True`` the rows must already be sorted by ``(record, alt_index)`` (else
+    ``ValueError``, and nothing is written) and are streamed in batches of
+    :data:`TABLE_BATCH_ROWS`; otherwise they are sorted in memory first. ``info`` fields (from
+    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns.
+    """
+    import pyarrow as pa
+
+    info = list(info)
+    ordered: Iterator[Mapping[str, Any]] = ordered_rows(rows, presorted)
+    schema = row_schema()
+    if info:
+        if vcf_in is None:
+            raise ValueError("info fields need the input VCF (vcf_in)")
+        ordered = _with_info(ordered, vcf_in, info)
+        schema = pa.schema([*schema, *(pa.field(f.column, f.arrow_type()) for f in info)])
+    columns = schema.names
+    n = 0
+    with TableWriter(path, format=table_format(path), schema=schema) as writer:
+        while batch := [{c: row.get(c) for c in columns} for row in islice(ordered, TABLE_BATCH_ROWS)]:
+            writer.write_batch(batch)
+            n += len(batch)
+    return n
