@@ -14,19 +14,16 @@ from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.bench.spec import PairShape, build_spec_pair
-from hexamer.engine import Request, SamplingParams
+from hexamer.engine import Engine, Request, SamplingParams
+from hexamer.engine.draft import DraftRunner
 from hexamer.engine.speculative import (
     AdaptiveK,
-    SpecBatch,
     SpecConfig,
     SpeculativeDecoder,
-    accept_draft,
     best_k,
     check_compatible,
-    product_distribution,
-    residual_distribution,
 )
-from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, sample_from_probs, token_sampling_probs
+from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, token_sampling_probs
 from hexamer.testing import build_carbon_folder
 from hexamer.tokenizer import DnaLayout
 
@@ -108,52 +105,6 @@ def test_seeded_and_batch_independent(pair: tuple[Carbon, Carbon]) -> None:
 # --------------------------------------------------------------------------- exactness of the maths
 
 
-def _spec_first_token(p: torch.Tensor, q: torch.Tensor, n: int, gen: torch.Generator) -> torch.Tensor:
-    """Vectorised one-step speculative sampling: draft from q, accept/reject, resample."""
-    v = p.shape[0]
-    d = sample_from_probs(q.expand(n, v), torch.rand(n, dtype=torch.float64, generator=gen))
-    a = accept_draft(p[d][:, None], q[d][:, None], torch.rand(n, 1, dtype=torch.float64, generator=gen))
-    res = residual_distribution(p, q)
-    r = sample_from_probs(res.expand(n, v), torch.rand(n, dtype=torch.float64, generator=gen))
-    return torch.where(a == 1, d, r)
-
-
-@pytest.mark.parametrize(
-    ("p", "q"),
-    [
-        ([0.5, 0.2, 0.2, 0.1, 0.0], [0.1, 0.1, 0.3, 0.2, 0.3]),
-        ([0.0, 0.0, 1.0, 0.0, 0.0], [0.25, 0.25, 0.0, 0.25, 0.25]),  # draft never proposes the answer
-        ([0.3, 0.3, 0.4, 0.0, 0.0], [0.3, 0.3, 0.4, 0.0, 0.0]),  # identical: always accepted
-        ([0.05, 0.05, 0.05, 0.05, 0.8], [0.8, 0.05, 0.05, 0.05, 0.05]),
-    ],
-)
-def test_accept_resample_gives_p(p: list[float], q: list[float]) -> None:
-    pt, qt = torch.tensor(p, dtype=torch.float64), torch.tensor(q, dtype=torch.float64)
-    # analytically: P(out = x) = q(x) min(1, p(x)/q(x)) + (1 - sum_y min(p, q)) * residual(x)
-    accepted = torch.minimum(pt, qt)
-    exact = accepted + (1 - accepted.sum()) * residual_distribution(pt, qt)
-    torch.testing.assert_close(exact, pt)
-    # empirically, through the same functions the decoder uses
-    n = 200_000
-    out = _spec_first_token(pt, qt, n, torch.Generator().manual_seed(0))
-    freq = torch.bincount(out, minlength=len(p)).double() / n
-    assert float((freq - pt).abs().sum()) / 2 < 0.006  # TV distance; sampling noise is ~0.002
-    assert float(freq[pt == 0].sum()) == 0.0
-
-
-def test_product_distribution_is_independent_bases() -> None:
-    gen = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 4**6, generator=gen) * 3
-    per_base = bp_sampling_probs(logits, temperature=0.8, top_p=0.9)
-    joint = product_distribution(per_base)
-    torch.testing.assert_close(joint.sum(-1), torch.ones(3, dtype=torch.float64))
-    # bp sampling with one uniform per base lands on k-mer x with probability prod_j P_j(x_j)
-    kmer = torch.tensor([0, 1234, 4095])
-    digits = torch.stack([(kmer // 4 ** (5 - j)) % 4 for j in range(6)], -1)
-    expect = per_base[torch.arange(3)[:, None], torch.arange(6), digits].prod(-1)
-    torch.testing.assert_close(joint[torch.arange(3), kmer], expect)
-
-
 def _exact_joint(
     target: Carbon, prompt: str, mode: str, temperature: float, allowed: torch.Tensor
 ) -> dict[tuple[int, int], float]:
@@ -226,38 +177,54 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
     rolled-back slots overwritten by garbage."""
     target, draft = pair
     prompts = ["ACGTACGTACGG", "TTGACATTGACATTGACA", "<dna>"]
+    config = SpecConfig(k=4, adaptive=False)
     reqs = [
-        Request(target._prompt(p, i).ids, SamplingParams(max_bp=90, temperature=1.0, seed=i))
+        Request(
+            target._prompt(p, i).ids, SamplingParams(max_bp=300, temperature=1.0, seed=i), speculative=config
+        )
         for i, p in enumerate(prompts)
     ]
-    batch = SpecBatch(target.model, draft.model, target.layout, reqs, SpecConfig(k=4, adaptive=False), 0.5)
+    engine = Engine(target.model, target.layout, max_batch_size=len(reqs))
+    engine.attach_draft(draft.model)
+    engine.cache.ensure(max(DraftRunner.slots_needed(r) for r in reqs), len(reqs))
+    for r in reqs:
+        engine.add(r)
+    engine.step()  # prefill: both caches take the prompts, nothing is sampled
+    assert all(r.n_generated == 0 for r in reqs)
     rejected_rows = set()
     for _ in range(6):
         before = [r.n_generated for r in reqs]
-        batch.step()
+        engine.step()
         rejected_rows |= {i for i, r in enumerate(reqs) if r.n_generated - before[i] < 5}
         if rejected_rows and all(r.n_generated > 0 for r in reqs):
             break
     assert rejected_rows, "no rejection happened; the test would prove nothing"
+    assert all(r.n_generated < r.n_tokens for r in reqs)  # still running: their state is inspectable
     kmer0 = target.layout.kmer_start
+    runner = engine.draft
+    assert runner is not None and engine.cache.cache is not None and runner.cache.cache is not None
+    rows = [r.row for r in reqs]
     for model, cache, pending in (
-        (target.model, batch.tcache, [r.t_pending for r in batch.rows]),
-        (draft.model, batch.dcache, [r.d_pending for r in batch.rows]),
+        (target.model, engine.cache.cache, [runner.row(r).t_pending for r in reqs]),
+        (draft.model, runner.cache.cache, [runner.row(r).d_pending for r in reqs]),
     ):
-        for i, r in enumerate(reqs):
+        for j, r in enumerate(reqs):
+            i = rows[j]
             committed = [*r.prompt_ids, *(kmer0 + t for t in r.output_kmers)]
             length = int(cache.lengths[i])
-            assert length == len(committed) - len(pending[i])
-            assert committed[length:] == pending[i]
+            assert length == len(committed) - len(pending[j])
+            assert committed[length:] == pending[j]
             assert bool(cache.valid[i, :length].all()) and not bool(cache.valid[i, length:].any())
-            for layer in range(len(cache.k)):  # garbage where rejected drafts were
-                cache.k[layer][i, :, length:] = 1e3
-                cache.v[layer][i, :, length:] = -1e3
+            with torch.inference_mode():  # the engine made the caches in inference mode
+                for layer in range(len(cache.k)):  # garbage where rejected drafts were
+                    cache.k[layer][i, :, length:] = 1e3
+                    cache.v[layer][i, :, length:] = -1e3
         with torch.inference_mode():
-            for i, r in enumerate(reqs):
+            for j, r in enumerate(reqs):
+                i = rows[j]
                 committed = [*r.prompt_ids, *(kmer0 + t for t in r.output_kmers)]
                 step = model(
-                    torch.tensor([pending[i]]),
+                    torch.tensor([pending[j]]),
                     kv_cache=cache,
                     cache_rows=[i],
                     logits_at="last",
