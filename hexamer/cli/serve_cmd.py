@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import DTypeOption, ModelOption, app, err_console, fail, resolve_model
-from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, ServerSettings
+from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, MAX_DRAFT_TOKENS, ServerSettings
 
 
 @app.command()
@@ -70,6 +70,20 @@ def serve(
     shutdown_grace: Annotated[
         float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM (new ones: 503).")
     ] = 10.0,
+    draft_model: Annotated[
+        str | None,
+        typer.Option(
+            help="Smaller model with the same tokenizer: /v1/dna/generate decodes speculatively with it."
+        ),
+    ] = None,
+    draft_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_DRAFT_TOKENS,
+            help="6-mers the draft proposes per round (default: adaptive); requests may set num_draft_tokens.",
+        ),
+    ] = None,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
     log_level: Annotated[
@@ -89,12 +103,15 @@ def serve(
             api_key=api_key, served_model_name=served_model_name, kv_cache_bytes=kv_cache_bytes,
             max_prompt_chars=max_prompt_chars, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
             keep_alive_s=keep_alive, max_connections=max_connections, shutdown_grace_s=shutdown_grace,
+            draft_tokens=draft_tokens,
         )  # fmt: skip
+        if draft_tokens is not None and draft_model is None:
+            raise ValueError("--draft-tokens needs --draft-model")
         path = resolve_model(model)
         carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, max_batch_size=max_num_seqs)
         if served_model_name is None:
             settings.served_model_name = model or os.path.basename(os.path.normpath(path))
-        application = create_app(carbon, settings)
+        application = create_app(carbon, settings, draft=draft_model)
     except (ValueError, TypeError, OSError) as exc:
         fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:

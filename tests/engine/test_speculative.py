@@ -85,6 +85,36 @@ def test_perfect_draft_accepts_everything(pair: tuple[Carbon, Carbon]) -> None:
     assert out.n_bp == 120
 
 
+def test_speculative_and_plain_requests_share_steps(pair: tuple[Carbon, Carbon]) -> None:
+    """One engine, a draft attached: speculative and plain requests advance in the same steps and
+    each equals its own run alone (plain: the engine's draws; speculative: the library's)."""
+    target, draft = pair
+    config = SpecConfig(k=3, adaptive=False)
+    plan = [(PROMPTS[0], "bp", 0.9, True), (PROMPTS[1], "token", 0.0, False), (PROMPTS[2], "bp", 0.8, False),
+            (PROMPTS[3], "token", 0.7, True), (PROMPTS[4], "bp", 0.0, False), (PROMPTS[1], "bp", 1.0, False)]  # fmt: skip
+    engine = Engine(target.model, target.layout, max_batch_size=len(plan))
+    engine.attach_draft(draft.model)
+    reqs = []
+    for seed, (prompt, mode, temperature, spec) in enumerate(plan):
+        p = target._prompt(prompt, seed)
+        params = SamplingParams(max_bp=61, mode=mode, temperature=temperature, seed=seed)
+        reqs.append(Request(p.ids, params, forced=p.forced, speculative=config if spec else None))
+    engine.cache.ensure(max(DraftRunner.slots_needed(r) for r in reqs), len(reqs))
+    for r in reqs:
+        engine.add(r)
+    mixed_steps = 0
+    with torch.inference_mode():
+        while engine.scheduler.has_work:
+            engine.step()
+            kinds = {r.spec_stats is not None for r in engine.last_step_requests}
+            mixed_steps += kinds == {True, False}
+    assert mixed_steps > 3  # 4 plain rows of 6: the plain decode must leave the draft's rows alone
+    for seed, ((prompt, mode, temperature, spec), r) in enumerate(zip(plan, reqs, strict=True)):
+        opts = {"max_bp": 61, "mode": mode, "temperature": temperature, "seed": seed}
+        alone = target.generate(prompt, **opts, **({"draft": draft, "num_speculative": 3} if spec else {}))
+        assert r.bases() == alone.sequence, (seed, spec)
+
+
 # --------------------------------------------------------------------------- seeds
 
 
