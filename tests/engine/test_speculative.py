@@ -199,6 +199,39 @@ def test_sampled_distribution_matches_target(
     assert chisquare(observed, expected).pvalue > 1e-3
 
 
+def test_top_k_sampling_law_matches_target(pair: tuple[Carbon, Carbon]) -> None:
+    """Token mode with top_k: the first two tokens' law is the target's top-k law (softmax over the
+    k most likely 6-mers, computed here with torch.topk), draft filtered by the same rule."""
+    target, draft = pair
+    prompt, n, top_k, temperature = "ACGTACGTACGT", 1500, 4, 1.0
+    target = Carbon(target.model, target.tokenizer, max_batch_size=n)  # one batch
+    out = target.generate([prompt] * n, max_bp=12, mode="token", temperature=temperature, top_k=top_k,
+                          seed=list(range(n)), draft=draft, num_speculative=2)  # fmt: skip
+    stats = target.last_spec_stats
+    assert stats is not None and 0.1 < stats.acceptance_rate < 0.99
+    ids = target._prompt(prompt, 0).ids
+
+    def law(context: list[int]) -> torch.Tensor:
+        logits = target._kmer_logits([context])[0, -1].double()
+        kth = torch.topk(logits, top_k).values[-1]
+        return torch.softmax(torch.where(logits >= kth, logits, -torch.inf) / temperature, dim=-1)
+
+    first = law(ids)
+    exact = {}
+    for t1 in first.nonzero().flatten().tolist():
+        second = law([*ids, target.layout.kmer_start + t1])
+        for t2 in second.nonzero().flatten().tolist():
+            exact[(t1, t2)] = float(first[t1] * second[t2])
+    keys = sorted(exact)
+    counts = dict.fromkeys(keys, 0)
+    for g in out:
+        key = (g.token_ids[0] - target.layout.kmer_start, g.token_ids[1] - target.layout.kmer_start)
+        assert key in counts, f"{key} is outside the target's top-{top_k}"
+        counts[key] += 1
+    expected = np.array([exact[key] for key in keys]) * n
+    assert chisquare(np.array([counts[key] for key in keys]), expected).pvalue > 1e-3
+
+
 # --------------------------------------------------------------------------- KV rollback
 
 
