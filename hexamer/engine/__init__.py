@@ -3,5 +3,15 @@
 from hexamer.engine.engine import Engine, EngineStats
 from hexamer.engine.params import SamplingParams, parse_base_mask
 from hexamer.engine.request import Request, RequestState
+from hexamer.engine.spec_config import SpecConfig, SpecStats
 
-__all__ = ["Engine", "EngineStats", "Request", "RequestState", "SamplingParams", "parse_base_mask"]
+__all__ = [
+    "Engine",
+    "EngineStats",
+    "Request",
+    "RequestState",
+    "SamplingParams",
+    "SpecConfig",
+    "SpecStats",
+    "parse_base_mask",
+]
