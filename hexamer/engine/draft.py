@@ -22,7 +22,7 @@ import torch
 
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.request import Request
-from hexamer.engine.sampler import kmer_filter
+from hexamer.engine.sampler import allowed_masks, kmer_filter
 from hexamer.engine.spec_config import AdaptiveK, SpecStats
 from hexamer.fns import (
     bp_greedy,
@@ -82,18 +82,6 @@ def law_key(req: Request) -> tuple:
     """Requests with equal keys draw from laws built by one batched call."""
     p = req.params
     return (p.mode, p.temperature, p.top_p, p.top_k, p.min_p)
-
-
-def allowed_masks(requests: list[Request], slots: list[int], k: int) -> torch.Tensor | None:
-    """``(N, k, 4)`` base masks of new token ``slots[i]`` of ``requests[i]``, or None when free."""
-    masks = [r.allowed_at(t) for r, t in zip(requests, slots, strict=True)]
-    if all(m is None for m in masks):
-        return None
-    out = torch.ones((len(masks), k, 4), dtype=torch.bool)
-    for i, m in enumerate(masks):
-        if m is not None:
-            out[i] = torch.from_numpy(m)
-    return out
 
 
 def _allowed_kmers(logits: torch.Tensor, allowed: torch.Tensor | None, req: Request) -> torch.Tensor | None:

@@ -22,7 +22,6 @@ import torch
 
 from hexamer.engine.draft import (
     DraftRunner,
-    allowed_masks,
     feed_rows,
     greedy_picks,
     law_key,
@@ -30,6 +29,7 @@ from hexamer.engine.draft import (
     uniforms,
 )
 from hexamer.engine.request import Request, RequestState
+from hexamer.engine.sampler import allowed_masks
 from hexamer.fns import greedy_verify, verify_draft
 from hexamer.model import KVCache
 
