@@ -334,6 +334,29 @@ def test_incompatible_or_unsupported(pair: tuple[Carbon, Carbon]) -> None:
     assert isinstance(target.layout, DnaLayout)
 
 
+def test_engine_admission(pair: tuple[Carbon, Carbon]) -> None:
+    """A speculative request needs a draft; one whose row has no room for a round's drafts is
+    decoded without the draft (same output as plain decoding, no spec stats)."""
+    target, draft = pair
+    prompt = target._prompt("ACGTACGTAC", 0)
+    ids = prompt.ids
+    params = SamplingParams(max_bp=30, temperature=0.8, seed=4)
+    engine = Engine(target.model, target.layout, max_batch_size=2)
+    with pytest.raises(ValueError, match="draft model"):
+        engine.add(Request(ids, params, speculative=SpecConfig()))
+    engine.attach_draft(draft.model)
+    with pytest.raises(ValueError, match="mode='text'"):
+        engine.check(Request(ids, SamplingParams(mode="text", max_new_tokens=3), speculative=SpecConfig()))
+    tight = Request(ids, params, forced=prompt.forced, speculative=SpecConfig(k=4, adaptive=False))
+    engine.cache.ensure(tight.total_len, 1)  # no room for the padding of a 4-draft verify
+    engine.add(tight)
+    with torch.inference_mode():
+        while engine.scheduler.has_work:
+            engine.step()
+    assert tight.spec_stats is None
+    assert tight.bases() == target.generate("ACGTACGTAC", max_bp=30, temperature=0.8, seed=4).sequence
+
+
 def test_cli_generate_with_draft(pair: tuple[Carbon, Carbon], tmp_path: Path) -> None:
     from hexamer.cli import app
 
