@@ -20,7 +20,7 @@ from typing import Literal
 
 import torch
 
-from hexamer.engine.kv_manager import CacheManager
+from hexamer.engine.kv_manager import kv_bytes_per_token
 from hexamer.engine.request import Request
 from hexamer.engine.sampler import allowed_masks, kmer_filter
 from hexamer.engine.spec_config import AdaptiveK, SpecStats
@@ -35,6 +35,7 @@ from hexamer.fns import (
     token_sampling_probs,
 )
 from hexamer.model import KVCache, LlamaModel, pad_rows
+from hexamer.model.memory import check_fits
 from hexamer.tokenizer.layout import DnaLayout
 
 __all__ = ["DraftRunner", "SpecRow", "estimate_draft_cost", "feed_rows", "greedy_picks", "token_law"]
@@ -155,7 +156,7 @@ class Proposal:
 class DraftRunner:
     """The draft model, its KV cache (rows shadow the target's) and each request's round state."""
 
-    def __init__(self, target: LlamaModel, draft: LlamaModel, layout: DnaLayout, max_rows: int) -> None:
+    def __init__(self, target: LlamaModel, draft: LlamaModel, layout: DnaLayout) -> None:
         if target.config.vocab_size != draft.config.vocab_size:
             raise ValueError(
                 f"draft vocab_size {draft.config.vocab_size} != target vocab_size {target.config.vocab_size}"
@@ -165,7 +166,9 @@ class DraftRunner:
                 f"DNA layout ends at {layout.kmer_stop}, beyond the models' {target.config.vocab_size} rows"
             )
         self.target, self.model, self.layout = target, draft, layout
-        self.cache = CacheManager(draft, max_rows)
+        #: the draft's KV cache: row i holds request i's tokens (the target cache's row i), made by
+        #: :meth:`ensure_like` to the target cache's shape
+        self.cache: KVCache | None = None
         self.vocab_rows = (layout.kmer_start, layout.kmer_stop)
         self.draft_cost = estimate_draft_cost(target, draft, layout.n_kmers)
         self.stats = SpecStats()
@@ -208,8 +211,17 @@ class DraftRunner:
 
     # ------------------------------------------------------------------ prefill
     def ensure_like(self, tcache: KVCache) -> KVCache:
-        """The draft cache, (re)made to the target cache's rows and length when they differ."""
-        return self.cache.ensure(tcache.max_len, tcache.batch_size)
+        """The draft cache, (re)made to the target cache's rows and length when they differ (the
+        target's is only remade while idle, so no draft row is in use then)."""
+        cache = self.cache
+        if cache is None or (cache.batch_size, cache.max_len) != (tcache.batch_size, tcache.max_len):
+            self.cache = None  # free the old one before allocating
+            dtype = self.model.dtype if tcache.batch_size == 1 else None  # the engine cache's rule
+            need = tcache.batch_size * tcache.max_len * kv_bytes_per_token(self.model, dtype)
+            what = f"the draft's KV cache of {tcache.batch_size} row(s) x {tcache.max_len:,} tokens"
+            check_fits(need, self.model.device, what, "ask for fewer or shorter sequences")
+            self.cache = cache = KVCache.for_model(self.model, tcache.batch_size, tcache.max_len, dtype=dtype)
+        return cache
 
     @torch.inference_mode()
     def prefill(self, requests: list[Request], tcache: KVCache) -> None:
@@ -238,7 +250,7 @@ class DraftRunner:
     def propose(self, requests: list[Request], ks: list[int]) -> Proposal:
         """Draft ``ks[i]`` tokens for ``requests[i]``, one batched draft forward per draft step
         (rows stop as they reach their own k)."""
-        dcache = self.cache.cache
+        dcache = self.cache
         assert dcache is not None
         kmer0 = self.layout.kmer_start
         out = Proposal([[] for _ in requests], [[] for _ in requests], [])
@@ -293,7 +305,7 @@ class DraftRunner:
     ) -> None:
         """Roll the draft cache back to the committed tokens and set each row's pending tokens:
         ``accepted[i]`` drafts were kept and ``emitted[i]`` (a k-mer index) was added after them."""
-        dcache = self.cache.cache
+        dcache = self.cache
         assert dcache is not None
         kmer0 = self.layout.kmer_start
         rows: list[int] = []

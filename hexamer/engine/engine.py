@@ -166,7 +166,7 @@ class Engine:
         if model is None:
             self.draft = None
         elif self.draft is None or self.draft.model is not model:
-            self.draft = DraftRunner(self.model, model, self.layout, self.cache.max_rows)
+            self.draft = DraftRunner(self.model, model, self.layout)
 
     def _split_speculative(self, kind: str, requests: list[Request]) -> tuple[list[Request], list[Request]]:
         """(speculative, plain): a prefill admits requests that asked for a draft and fit; a decode

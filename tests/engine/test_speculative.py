@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.bench.spec import PairShape, build_spec_pair
-from hexamer.engine import Engine, Request, SamplingParams
+from hexamer.engine import Request, SamplingParams
 from hexamer.engine.draft import DraftRunner
 from hexamer.engine.speculative import (
     AdaptiveK,
@@ -92,7 +92,7 @@ def test_speculative_and_plain_requests_share_steps(pair: tuple[Carbon, Carbon])
     config = SpecConfig(k=3, adaptive=False)
     plan = [(PROMPTS[0], "bp", 0.9, True), (PROMPTS[1], "token", 0.0, False), (PROMPTS[2], "bp", 0.8, False),
             (PROMPTS[3], "token", 0.7, True), (PROMPTS[4], "bp", 0.0, False), (PROMPTS[1], "bp", 1.0, False)]  # fmt: skip
-    engine = Engine(target.model, target.layout, max_batch_size=len(plan))
+    engine = Carbon(target.model, target.tokenizer, max_batch_size=len(plan)).engine
     engine.attach_draft(draft.model)
     reqs = []
     for seed, (prompt, mode, temperature, spec) in enumerate(plan):
@@ -247,7 +247,7 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
         )
         for i, p in enumerate(prompts)
     ]
-    engine = Engine(target.model, target.layout, max_batch_size=len(reqs))
+    engine = Carbon(target.model, target.tokenizer, max_batch_size=len(reqs)).engine
     engine.attach_draft(draft.model)
     engine.cache.ensure(max(DraftRunner.slots_needed(r) for r in reqs), len(reqs))
     for r in reqs:
@@ -265,11 +265,11 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
     assert all(r.n_generated < r.n_tokens for r in reqs)  # still running: their state is inspectable
     kmer0 = target.layout.kmer_start
     runner = engine.draft
-    assert runner is not None and engine.cache.cache is not None and runner.cache.cache is not None
+    assert runner is not None and engine.cache.cache is not None and runner.cache is not None
     rows = [r.row for r in reqs]
     for model, cache, pending in (
         (target.model, engine.cache.cache, [runner.row(r).t_pending for r in reqs]),
-        (draft.model, runner.cache.cache, [runner.row(r).d_pending for r in reqs]),
+        (draft.model, runner.cache, [runner.row(r).d_pending for r in reqs]),
     ):
         for j, r in enumerate(reqs):
             i = rows[j]
@@ -341,7 +341,7 @@ def test_engine_admission(pair: tuple[Carbon, Carbon]) -> None:
     prompt = target._prompt("ACGTACGTAC", 0)
     ids = prompt.ids
     params = SamplingParams(max_bp=30, temperature=0.8, seed=4)
-    engine = Engine(target.model, target.layout, max_batch_size=2)
+    engine = Carbon(target.model, target.tokenizer, max_batch_size=2).engine
     with pytest.raises(ValueError, match="draft model"):
         engine.add(Request(ids, params, speculative=SpecConfig()))
     engine.attach_draft(draft.model)
