@@ -4,6 +4,7 @@ plain ones, and bad options are 400s naming the field."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +62,20 @@ def test_greedy_equals_target_alone(spec_url: str, pair: tuple[Carbon, Carbon]) 
             s["target_forwards"] >= 1 and 0 <= s["accepted_tokens"] <= s["drafted_tokens"] for s in stats
         )
         assert sum(s["accepted_tokens"] for s in stats) > 0  # the draft did some of the work
+
+
+def test_stream_deltas_add_up(spec_url: str, pair: tuple[Carbon, Carbon]) -> None:
+    """A round emits several 6-mers at once: the streamed deltas still concatenate to the sequence."""
+    target, _ = pair
+    body = {"prompt": PROMPTS[1], "max_bp": 100, "temperature": 0, "num_draft_tokens": 4, "stream": True}
+    text, chunks = "", 0
+    with httpx.stream("POST", f"{spec_url}/v1/dna/generate", json=body, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                text += json.loads(line[6:])["choices"][0]["delta"]
+                chunks += 1
+    assert text == target.generate(PROMPTS[1], max_bp=100, temperature=0).sequence
+    assert 1 < chunks < 100 // 6 + 2  # several tokens per event, not one event per token
 
 
 def test_sampled_equals_library_with_the_same_draft(spec_url: str, pair: tuple[Carbon, Carbon]) -> None:
