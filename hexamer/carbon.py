@@ -406,12 +406,8 @@ class Carbon:
         n = check_n(n, num_return_sequences)
         stops = check_stops(stop)
         extras = {"top_k": top_k, "min_p": min_p, "repetition_penalty": repetition_penalty}
-        if draft is not None and (
-            logprobs or extras != {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
-        ):
-            raise ValueError(
-                "speculative decoding (draft=...) takes no top_k, min_p, repetition_penalty or logprobs"
-            )
+        if draft is not None and (logprobs or repetition_penalty != 1):
+            raise ValueError("speculative decoding (draft=...) takes no repetition_penalty or logprobs")
         single = isinstance(prompts, str) and n == 1
         items = [prompts] if isinstance(prompts, str) else list(prompts)
         seeds = sample_seeds(seed, len(items), n)
@@ -439,11 +435,7 @@ class Carbon:
         if draft is None:
             self.engine.run(requests, on_step=progress)
         else:
-            from hexamer.engine.speculative import run_speculative
-
-            self.last_spec_stats = run_speculative(
-                self, draft, requests, num_speculative=num_speculative, on_step=progress
-            )
+            self.last_spec_stats = self._generate_speculative(draft, requests, num_speculative, progress)
         out = [
             Generation(
                 prompt=text,
@@ -464,6 +456,27 @@ class Carbon:
                 for g, p in zip(out, parsed, strict=True)
             ]
         return out[0] if single else out
+
+    def _generate_speculative(
+        self,
+        draft: Carbon,
+        requests: list[Request],
+        num_speculative: int | Literal["auto"],
+        on_step: Callable[[list[Request]], None],
+    ) -> SpecStats:
+        """Run ``requests`` speculatively with ``draft`` attached to this model's engine."""
+        from hexamer.engine.speculative import SpecConfig, SpecStats, check_compatible
+
+        check_compatible(self, draft)
+        config = SpecConfig.from_option(num_speculative)
+        for r in requests:
+            r.speculative = config
+        self.engine.attach_draft(draft.model)
+        runner = self.engine.draft
+        assert runner is not None
+        runner.stats = SpecStats()
+        self.engine.run(requests, on_step=on_step)
+        return runner.stats
 
     # ------------------------------------------------------------------ scoring
     def _dna_inputs(

@@ -173,8 +173,8 @@ def generate(
             if value != off
         }
     )
-    if spec_options and set(options) - {"max_bp", "mode", "temperature", "top_p", "mask"}:
-        raise typer.BadParameter("--draft takes no --top-k, --min-p or --repetition-penalty")
+    if spec_options and "repetition_penalty" in options:
+        raise typer.BadParameter("--draft takes no --repetition-penalty")
     try:
         carbon.check_prompt("<dna>", prefix=prefix, **options)
     except ValueError as exc:  # an option error concerns every record: stop here

@@ -11,7 +11,7 @@ import typer
 
 from hexamer.cli.app import DTypeOption, ModelOption, app, err_console, fail, resolve_model
 from hexamer.cli.checks import MAX_BATCH_SIZE
-from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, ServerSettings
+from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, MAX_DRAFT_TOKENS, ServerSettings
 
 
 @app.command()
@@ -79,6 +79,20 @@ def serve(
             help="torch.compile the static decode step (CUDA graphs on GPU); default off (docs/engine.md)."
         ),
     ] = None,
+    draft_model: Annotated[
+        str | None,
+        typer.Option(
+            help="Smaller model with the same tokenizer: /v1/dna/generate decodes speculatively with it."
+        ),
+    ] = None,
+    draft_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_DRAFT_TOKENS,
+            help="6-mers the draft proposes per round (default: adaptive); requests may set num_draft_tokens.",
+        ),
+    ] = None,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
     log_level: Annotated[
@@ -99,17 +113,20 @@ def serve(
             api_key=api_key, served_model_name=served_model_name, kv_cache_bytes=kv_cache_bytes,
             max_prompt_chars=max_prompt_chars, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
             keep_alive_s=keep_alive, max_connections=max_connections, shutdown_grace_s=shutdown_grace,
+            draft_tokens=draft_tokens,
         )  # fmt: skip
         # the engine's options, built once; rows, length and KV budget come from the settings above
         given = {"compile_decode": compile_decode}
         engine = EngineConfig.from_options(
             max_batch_size=max_num_seqs, **{k: v for k, v in given.items() if v is not None}
         )
+        if draft_tokens is not None and draft_model is None:
+            raise ValueError("--draft-tokens needs --draft-model")
         path = resolve_model(model)
         carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
         if served_model_name is None:
             settings.served_model_name = model or os.path.basename(os.path.normpath(path))
-        application = create_app(carbon, settings)
+        application = create_app(carbon, settings, draft=draft_model)
     except (ValueError, TypeError, OSError) as exc:
         fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:

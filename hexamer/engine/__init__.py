@@ -4,6 +4,7 @@ from hexamer.engine.config import EngineConfig
 from hexamer.engine.engine import Engine, EngineStats
 from hexamer.engine.params import SamplingParams, parse_base_mask
 from hexamer.engine.request import Request, RequestState
+from hexamer.engine.spec_config import SpecConfig, SpecStats
 
 __all__ = [
     "Engine",
@@ -12,5 +13,7 @@ __all__ = [
     "Request",
     "RequestState",
     "SamplingParams",
+    "SpecConfig",
+    "SpecStats",
     "parse_base_mask",
 ]

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 import torch
 
 from hexamer.engine.config import EngineConfig
+from hexamer.engine.draft import DraftRunner
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import logprobs_of
 from hexamer.engine.request import Request, RequestState
 from hexamer.engine.runner import ModelRunner
 from hexamer.engine.sampler import END, sample_next, sample_text
 from hexamer.engine.scheduler import Scheduler
+from hexamer.engine.verify import speculative_round
 from hexamer.model import LlamaModel
 from hexamer.tokenizer.layout import DnaLayout
 
@@ -51,8 +53,14 @@ class Engine:
         self.max_len = min(config.max_model_len or context, context)
         #: the requests the latest step advanced (what a streaming server reports after a step)
         self.last_step_requests: list[Request] = []
+        #: the draft model for speculative requests (:meth:`attach_draft`), or None
+        self.draft: DraftRunner | None = None
 
     def check(self, request: Request) -> None:
+        if request.speculative is not None:
+            if self.draft is None:
+                raise ValueError("a speculative request needs a draft model (Engine.attach_draft)")
+            self.draft.check(request)
         if request.total_len > self.max_len:
             limit = (
                 "model's context"
@@ -104,16 +112,37 @@ class Engine:
             self.last_step_requests = []
             return []
         start = time.perf_counter()
-        full = any(r.is_text for r in step.requests)
+        spec, plain = self._split_speculative(step.kind, step.requests)
+        finished = self._advance(step.kind, plain, only_rows=bool(spec)) if plain else []
+        emitted = len(plain)
+        if spec:
+            done, emitted_spec = self._speculative_step(step.kind, spec)
+            finished += done
+            emitted += emitted_spec
+        self.scheduler.retire(finished)
+        elapsed = time.perf_counter() - start
         if step.kind == "prefill":
-            logits = self.runner.prefill(step.requests, full)
             self.stats.prefill_tokens += sum(len(r.prompt_ids) for r in step.requests)
+            self.stats.prefill_seconds += elapsed
         else:
-            tokens = {r.request_id: self._last_token(r) for r in step.requests}
-            logits = self.runner.decode(step.requests, tokens, full)
-        picks = self._pick(logits, step.requests, full)
+            self.stats.decode_steps += 1
+            self.stats.decode_tokens += emitted
+            self.stats.decode_seconds += elapsed
+        self.stats.step_seconds.append(elapsed)
+        self.last_step_requests = step.requests
+        return finished
+
+    def _advance(self, kind: str, requests: list[Request], only_rows: bool = False) -> list[Request]:
+        """One token for each (non-speculative) request: prefill or decode, then sample."""
+        full = any(r.is_text for r in requests)
+        if kind == "prefill":
+            logits = self.runner.prefill(requests, full)
+        else:
+            tokens = {r.request_id: self._last_token(r) for r in requests}
+            logits = self.runner.decode(requests, tokens, full, only_rows=only_rows)
+        picks = self._pick(logits, requests, full)
         finished = []
-        for req, pick in zip(step.requests, picks, strict=True):
+        for req, pick in zip(requests, picks, strict=True):
             if req.is_text:
                 req.append_token(pick)
             elif pick == END:
@@ -123,17 +152,47 @@ class Engine:
                 req.append(pick)
             if req.state is RequestState.FINISHED:
                 finished.append(req)
-        self.scheduler.retire(finished)
-        elapsed = time.perf_counter() - start
-        if step.kind == "prefill":
-            self.stats.prefill_seconds += elapsed
-        else:
-            self.stats.decode_steps += 1
-            self.stats.decode_tokens += len(step.requests)
-            self.stats.decode_seconds += elapsed
-        self.stats.step_seconds.append(elapsed)
-        self.last_step_requests = step.requests
         return finished
+
+    # ------------------------------------------------------------------ speculative decoding
+    def attach_draft(self, model: LlamaModel | None) -> None:
+        """Give the engine a draft model (same tokenizer) for requests with ``speculative`` set, or
+        take it away (``None``); attaching the model already attached keeps its cache."""
+        if model is None:
+            self.draft = None
+        elif self.draft is None or self.draft.model is not model:
+            self.draft = DraftRunner(self.model, model, self.layout)
+
+    def _split_speculative(self, kind: str, requests: list[Request]) -> tuple[list[Request], list[Request]]:
+        """(speculative, plain): a prefill admits requests that asked for a draft and fit; a decode
+        step continues those the draft runner owns."""
+        draft = self.draft
+        if draft is None:
+            return [], requests
+        cache = self.cache.cache
+        assert cache is not None
+        if kind == "prefill":
+            spec = [r for r in requests if draft.takes(r, cache.max_len)]
+        else:
+            spec = [r for r in requests if draft.owns(r)]
+        if not spec:
+            return [], requests
+        chosen = {id(r) for r in spec}
+        return spec, [r for r in requests if id(r) not in chosen]
+
+    def _speculative_step(self, kind: str, requests: list[Request]) -> tuple[list[Request], int]:
+        """Prefill both caches, or run one draft-and-verify round; (finished, tokens emitted)."""
+        draft = self.draft
+        cache = self.cache.cache
+        assert draft is not None and cache is not None
+        start = time.perf_counter()
+        if kind == "prefill":
+            draft.prefill(requests, cache)
+            finished, emitted = [], 0
+        else:
+            finished, emitted = speculative_round(cache, draft, requests)
+        draft.stats.seconds += time.perf_counter() - start
+        return finished, emitted
 
     def _last_token(self, req: Request) -> int:
         if req.is_text:
@@ -149,7 +208,8 @@ class Engine:
             self.check(r)
         if not batch:
             return
-        self.cache.ensure(max(r.total_len for r in batch), len(batch))
+        need = [DraftRunner.slots_needed(r) if self.draft is not None else r.total_len for r in batch]
+        self.cache.ensure(max(need), len(batch))
         for r in batch:
             self.scheduler.add(r)
         with torch.inference_mode():

@@ -6,6 +6,7 @@ import itertools
 import secrets
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -13,6 +14,9 @@ import torch
 from hexamer.engine.params import SamplingParams
 from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.layout import BASES
+
+if TYPE_CHECKING:
+    from hexamer.engine.spec_config import SpecConfig, SpecStats
 
 _ids = itertools.count()
 
@@ -73,6 +77,10 @@ class Request:
     #: ``return_logprobs``, one array per new token (token mode: 1 value; bp mode: k, one per base)
     prompt_kmers: tuple[int, ...] = ()
     dna_logprobs: list[np.ndarray] = field(default_factory=list)
+    #: DNA modes: decode speculatively with these draft settings when the engine has a draft
+    #: model attached (docs/speculative.md); ``spec_stats`` is filled as it runs
+    speculative: SpecConfig | None = None
+    spec_stats: SpecStats | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -153,7 +161,10 @@ class Request:
 
     def allowed_now(self) -> np.ndarray | None:
         """``(k, 4)`` A,T,C,G mask for the next token, or None when unconstrained."""
-        t = self.n_generated
+        return self.allowed_at(self.n_generated)
+
+    def allowed_at(self, t: int) -> np.ndarray | None:
+        """``(k, 4)`` A,T,C,G mask for new token ``t`` (0-based), or None when unconstrained."""
         if t not in self._constrained_tokens:
             return None
         return self._constraint[t * self.k : (t + 1) * self.k]

@@ -104,18 +104,21 @@ class ModelRunner:
         return self._logits(out.logits, full)
 
     @torch.inference_mode()
-    def decode(self, requests: list[Request], tokens: dict[int, int], full: bool = False) -> torch.Tensor:
+    def decode(
+        self, requests: list[Request], tokens: dict[int, int], full: bool = False, only_rows: bool = False
+    ) -> torch.Tensor:
         """One decode step; logits per request (the DNA block, or everything with ``full``).
 
         When most rows are busy, every cache row runs (idle ones masked): at decode batch sizes an
         extra row costs almost nothing and the cache need not be gathered. When most rows are idle
-        (the tail of a batch), only the live rows run, gathering their part of the cache.
+        (the tail of a batch), only the live rows run, gathering their part of the cache; so they do
+        with ``only_rows``, when other rows are busy with work of their own (speculative rounds).
         """
         cache = self.cache.cache
         assert cache is not None
         device = self.model.device
         n = cache.batch_size
-        if not self.static_decode and 2 * len(requests) <= n:
+        if only_rows or (not self.static_decode and 2 * len(requests) <= n):
             ordered = sorted(requests, key=lambda r: r.row)
             ids = torch.tensor([[tokens[r.request_id]] for r in ordered], dtype=torch.int64)
             out = self.model(

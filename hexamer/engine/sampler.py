@@ -28,7 +28,12 @@ END = -1  # returned instead of a k-mer index when a request emits </dna>
 
 
 def _allowed(requests: list[Request], k: int) -> torch.Tensor | None:
-    masks = [r.allowed_now() for r in requests]
+    return allowed_masks(requests, [r.n_generated for r in requests], k)
+
+
+def allowed_masks(requests: list[Request], slots: list[int], k: int) -> torch.Tensor | None:
+    """``(N, k, 4)`` base masks of new token ``slots[i]`` of ``requests[i]``, or None when free."""
+    masks = [r.allowed_at(t) for r, t in zip(requests, slots, strict=True)]
     if all(m is None for m in masks):
         return None
     out = torch.ones((len(requests), k, 4), dtype=torch.bool)

@@ -9,6 +9,7 @@ significant; bases are numbered A=0, T=1, C=2, G=3 internally (``to_acgt`` reord
   conditionals;
 * :mod:`~hexamer.fns.sampling`: base-pair and token-level choice of the next k-mer;
 * :mod:`~hexamer.fns.scoring`: base-pair sequence scores;
+* :mod:`~hexamer.fns.speculative`: speculative sampling's accept / resample step (token and bp level);
 * :mod:`~hexamer.fns.loss`: the FNS training loss (corrected and reference-bug variants).
 """
 
@@ -37,6 +38,14 @@ from hexamer.fns.sampling import (
     trim_bases,
 )
 from hexamer.fns.scoring import BpScore, TokenScore, score_bases, score_tokens, targets_from_sequence
+from hexamer.fns.speculative import (
+    accept_draft,
+    greedy_verify,
+    product_distribution,
+    product_prob,
+    residual_distribution,
+    verify_draft,
+)
 from hexamer.fns.tables import (
     BASES,
     bases_to_kmer,
@@ -55,6 +64,7 @@ __all__ = [
     "BpScore",
     "FnsLoss",
     "TokenScore",
+    "accept_draft",
     "base_marginals",
     "bases_to_kmer",
     "block_softmax",
@@ -67,6 +77,7 @@ __all__ = [
     "fns_log_prob",
     "fns_loss",
     "from_acgt",
+    "greedy_verify",
     "kmer_digits",
     "kmer_index",
     "kmer_mask_from_positions",
@@ -76,6 +87,9 @@ __all__ = [
     "n_kmers",
     "nucleus_mask",
     "onehot_map",
+    "product_distribution",
+    "product_prob",
+    "residual_distribution",
     "sample_from_probs",
     "score_bases",
     "score_tokens",
@@ -87,4 +101,5 @@ __all__ = [
     "token_sampling_probs",
     "tokens_needed",
     "trim_bases",
+    "verify_draft",
 ]

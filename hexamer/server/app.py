@@ -123,7 +123,25 @@ def server_engine_config(carbon: Carbon, settings: ServerSettings) -> EngineConf
     )
 
 
-def build_state(model: str | os.PathLike[str] | Carbon, settings: ServerSettings) -> ServerState:
+def attach_draft(engine: Engine, carbon: Carbon, draft: str | os.PathLike[str] | Carbon) -> None:
+    """Give the serving engine a draft model for speculative requests: loaded like the target (same
+    device and dtype), checked to share its tokenizer, its KV cache allocated now (rows and length
+    mirror the target's) so a request never meets an allocation failure."""
+    from hexamer.engine.speculative import check_compatible
+
+    if not isinstance(draft, Carbon):
+        draft = Carbon.from_pretrained(draft, dtype=carbon.model.dtype, device=carbon.model.device)
+    check_compatible(carbon, draft)
+    engine.attach_draft(draft.model)
+    assert engine.draft is not None and engine.cache.cache is not None
+    engine.draft.ensure_like(engine.cache.cache)
+
+
+def build_state(
+    model: str | os.PathLike[str] | Carbon,
+    settings: ServerSettings,
+    draft: str | os.PathLike[str] | Carbon | None = None,
+) -> ServerState:
     if isinstance(model, Carbon):
         carbon, folder = model, None
         name = getattr(carbon.tokenizer, "name_or_path", None) or "hexamer"
@@ -137,6 +155,8 @@ def build_state(model: str | os.PathLike[str] | Carbon, settings: ServerSettings
     # an engine of its own: the caller's ``carbon.engine`` stays free for offline use
     engine = Engine(carbon.model, carbon.layout, server_engine_config(carbon, settings))
     worker = EngineWorker(engine, max_queue=settings.max_queue, metrics=metrics)
+    if draft is not None:
+        attach_draft(engine, carbon, draft)
     metrics.kv_rows.set(worker.rows)
     metrics.kv_bytes.set(engine.cache.used_bytes)
     return ServerState(
@@ -259,15 +279,18 @@ Handler = Callable[[ServerState, HttpRequest, Any], Awaitable[Response]]
 def create_app(
     model: str | os.PathLike[str] | Carbon,
     settings: ServerSettings | None = None,
+    *,
+    draft: str | os.PathLike[str] | Carbon | None = None,
     **options: Any,
 ) -> FastAPI:
     """The server app for a model folder (or a loaded :class:`Carbon`); ``options`` are
-    :class:`ServerSettings` fields. The engine thread starts with the app and stops with it."""
+    :class:`ServerSettings` fields; ``draft`` (a smaller model with the same tokenizer) serves
+    ``/v1/dna/generate`` speculatively. The engine thread starts with the app and stops with it."""
     if settings is None:
         settings = ServerSettings.from_options(**options)
     elif options:
         raise TypeError("give either settings or keyword options, not both")
-    state = build_state(model, settings)
+    state = build_state(model, settings, draft)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

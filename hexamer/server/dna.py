@@ -22,6 +22,7 @@ from starlette.responses import Response
 
 from hexamer.embed import embed_sequences
 from hexamer.engine import Request, RequestState, SamplingParams
+from hexamer.engine.spec_config import SpecConfig, SpecStats
 from hexamer.server.errors import ApiError, error_body
 from hexamer.server.schemas import DnaGenerateRequest, DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
@@ -114,6 +115,7 @@ def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tup
                 "prompt",
             )
     prefix = _prefix(body.tags, body.prefix)
+    spec = speculative_config(state, body)
     carbon = state.carbon
     out: list[tuple[Request, int]] = []
     for i, text in enumerate(prompts):
@@ -145,8 +147,45 @@ def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tup
                     f"the server's max_model_len of {state.max_len}",
                     "prompt",
                 )
+            if spec is not None:
+                use_draft(state, body, req, spec, where)
             out.append((req, i))
     return out
+
+
+def speculative_config(state: ServerState, body: DnaGenerateRequest) -> SpecConfig | None:
+    """The draft settings for a generation request, or None to decode without the draft.
+
+    ``draft`` unset: speculative whenever the server has a draft model (the output's law is the
+    same either way); ``true``: required (400 without one); ``false``: off. ``num_draft_tokens``
+    (else ``--draft-tokens``, else adaptive) fixes the 6-mers drafted per round."""
+    has_draft = state.worker.engine.draft is not None
+    if body.draft and not has_draft:
+        raise ApiError(400, "draft: this server has no draft model (start it with --draft-model)", "draft")
+    if body.num_draft_tokens is not None and not (has_draft and body.draft is not False):
+        raise ApiError(
+            400, "num_draft_tokens: needs the server's draft model (and draft not false)", "num_draft_tokens"
+        )
+    if not has_draft or body.draft is False:
+        return None
+    k = body.num_draft_tokens or state.settings.draft_tokens
+    return SpecConfig.from_option(k if k is not None else "auto")
+
+
+def use_draft(
+    state: ServerState, body: DnaGenerateRequest, req: Request, spec: SpecConfig, where: str
+) -> None:
+    """Mark ``req`` speculative when the draft can run it; a request the draft cannot run (such as
+    ``stop_at_end_tag``) is a 400 when ``draft`` was asked for, else decoded without it."""
+    draft = state.worker.engine.draft
+    assert draft is not None
+    req.speculative = spec
+    try:
+        draft.check(req)
+    except ValueError as exc:
+        req.speculative = None
+        if body.draft:
+            raise ApiError(400, f"{where}: {exc}", "draft") from None
 
 
 class DnaGenerateRun:
@@ -230,6 +269,7 @@ class DnaGenerateRun:
             "n_bp": len(seq),
             "n_new_tokens": req.n_generated + (1 if req.ended_with_tag else 0),
             "finish_reason": req.finish_reason or "length",
+            **({"speculative": spec_summary(req.spec_stats)} if req.spec_stats is not None else {}),
         }
 
     def usage(self) -> dict[str, int]:
@@ -306,6 +346,15 @@ class DnaGenerateRun:
             yield "data: [DONE]\n\n"
         finally:
             self.cancel_unfinished()
+
+
+def spec_summary(stats: SpecStats) -> dict[str, int]:
+    """What speculative decoding did for one choice: 6-mers drafted and accepted, target forwards."""
+    return {
+        "drafted_tokens": stats.drafted,
+        "accepted_tokens": stats.accepted,
+        "target_forwards": stats.row_rounds,
+    }
 
 
 async def _wait_disconnect(http: HttpRequest) -> None:

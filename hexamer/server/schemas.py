@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hexamer.server.settings import MAX_DRAFT_TOKENS
 from hexamer.vep.recipes import DEFAULT_WINDOW
 
 _I64 = 2**63
@@ -119,6 +120,9 @@ class DnaGenerateRequest(_Body):
     tags: list[str] | None = None
     stop_at_end_tag: bool = False
     stream: bool = False
+    #: speculative decoding with the server's draft model: None = when one is loaded (--draft-model)
+    draft: bool | None = None
+    num_draft_tokens: int | None = Field(default=None, ge=1, le=MAX_DRAFT_TOKENS)
 
 
 class DnaScoreRequest(_Body):

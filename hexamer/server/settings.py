@@ -11,6 +11,8 @@ DEFAULT_MAX_LOGPROBS = 4096 + 128
 #: 4x English text (~4 chars/token) and 2.7x DNA (6 bases/token), so no prompt that fits the
 #: context is refused, while a multi-megabyte string is refused before the tokenizer sees it
 PROMPT_CHARS_PER_TOKEN = 16
+#: most 6-mers a draft may propose per speculative round (``--draft-tokens``, ``num_draft_tokens``)
+MAX_DRAFT_TOKENS = 16
 
 
 @dataclass
@@ -39,6 +41,8 @@ class ServerSettings:
     ``max_num_seqs``, ``max_model_len`` and ``kv_cache_bytes`` (vLLM's names) become the serving
     engine's ``max_batch_size``, ``max_model_len`` and ``kv_cache_bytes``; its other options come
     from the loaded model's :class:`~hexamer.engine.EngineConfig` (``hexamer.server.app``).
+    draft_tokens: with a draft model, 6-mers drafted per round (1 to ``MAX_DRAFT_TOKENS``) unless a
+        request names its own; None: adaptive (docs/speculative.md).
     """
 
     max_num_seqs: int = 64
@@ -61,6 +65,7 @@ class ServerSettings:
     served_model_name: str | None = None
     shutdown_grace_s: float = 10.0
     kv_cache_bytes: int | None = None
+    draft_tokens: int | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -78,6 +83,12 @@ class ServerSettings:
                 or value <= 0
             ):
                 raise ValueError(f"server setting {f.name} must be a positive number, got {value!r}")
+        if self.draft_tokens is not None and not (
+            isinstance(self.draft_tokens, int) and 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS
+        ):
+            raise ValueError(
+                f"draft_tokens must be an integer in [1, {MAX_DRAFT_TOKENS}], got {self.draft_tokens!r}"
+            )
 
     def prompt_chars(self, max_len: int) -> int:
         """``max_prompt_chars``, or its default for a context of ``max_len`` tokens."""

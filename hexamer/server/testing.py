@@ -60,9 +60,15 @@ def running_server(app: FastAPI, *, start_timeout: float = 60.0) -> Iterator[tup
 
 
 @contextmanager
-def serve_in_thread(model: str | os.PathLike[str] | Carbon, **settings: Any) -> Iterator[str]:
-    """Start the real server for ``model`` (a folder or a loaded :class:`Carbon`) on
-    ``127.0.0.1:<free port>`` with :class:`~hexamer.server.settings.ServerSettings` options;
-    yields ``"http://127.0.0.1:PORT"`` and shuts the server down cleanly on exit."""
-    with serve_app_in_thread(create_app(model, **settings)) as url:
+def serve_in_thread(
+    model: str | os.PathLike[str] | Carbon,
+    *,
+    draft: str | os.PathLike[str] | Carbon | None = None,
+    **settings: Any,
+) -> Iterator[str]:
+    """Start the real server for ``model`` (a folder or a loaded :class:`Carbon`; ``draft``: a draft
+    model for speculative generation) on ``127.0.0.1:<free port>`` with
+    :class:`~hexamer.server.settings.ServerSettings` options; yields ``"http://127.0.0.1:PORT"`` and
+    shuts the server down cleanly on exit."""
+    with serve_app_in_thread(create_app(model, draft=draft, **settings)) as url:
         yield url

@@ -15,18 +15,15 @@ from typer.testing import CliRunner
 from hexamer import Carbon
 from hexamer.bench.spec import PairShape, build_spec_pair
 from hexamer.engine import Request, SamplingParams
+from hexamer.engine.draft import DraftRunner
 from hexamer.engine.speculative import (
     AdaptiveK,
-    SpecBatch,
     SpecConfig,
     SpeculativeDecoder,
-    accept_draft,
     best_k,
     check_compatible,
-    product_distribution,
-    residual_distribution,
 )
-from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, sample_from_probs, token_sampling_probs
+from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, token_sampling_probs
 from hexamer.testing import build_carbon_folder
 from hexamer.tokenizer import DnaLayout
 
@@ -88,6 +85,36 @@ def test_perfect_draft_accepts_everything(pair: tuple[Carbon, Carbon]) -> None:
     assert out.n_bp == 120
 
 
+def test_speculative_and_plain_requests_share_steps(pair: tuple[Carbon, Carbon]) -> None:
+    """One engine, a draft attached: speculative and plain requests advance in the same steps and
+    each equals its own run alone (plain: the engine's draws; speculative: the library's)."""
+    target, draft = pair
+    config = SpecConfig(k=3, adaptive=False)
+    plan = [(PROMPTS[0], "bp", 0.9, True), (PROMPTS[1], "token", 0.0, False), (PROMPTS[2], "bp", 0.8, False),
+            (PROMPTS[3], "token", 0.7, True), (PROMPTS[4], "bp", 0.0, False), (PROMPTS[1], "bp", 1.0, False)]  # fmt: skip
+    engine = Carbon(target.model, target.tokenizer, max_batch_size=len(plan)).engine
+    engine.attach_draft(draft.model)
+    reqs = []
+    for seed, (prompt, mode, temperature, spec) in enumerate(plan):
+        p = target._prompt(prompt, seed)
+        params = SamplingParams(max_bp=61, mode=mode, temperature=temperature, seed=seed)
+        reqs.append(Request(p.ids, params, forced=p.forced, speculative=config if spec else None))
+    engine.cache.ensure(max(DraftRunner.slots_needed(r) for r in reqs), len(reqs))
+    for r in reqs:
+        engine.add(r)
+    mixed_steps = 0
+    with torch.inference_mode():
+        while engine.scheduler.has_work:
+            engine.step()
+            kinds = {r.spec_stats is not None for r in engine.last_step_requests}
+            mixed_steps += kinds == {True, False}
+    assert mixed_steps > 3  # 4 plain rows of 6: the plain decode must leave the draft's rows alone
+    for seed, ((prompt, mode, temperature, spec), r) in enumerate(zip(plan, reqs, strict=True)):
+        opts = {"max_bp": 61, "mode": mode, "temperature": temperature, "seed": seed}
+        alone = target.generate(prompt, **opts, **({"draft": draft, "num_speculative": 3} if spec else {}))
+        assert r.bases() == alone.sequence, (seed, spec)
+
+
 # --------------------------------------------------------------------------- seeds
 
 
@@ -106,52 +133,6 @@ def test_seeded_and_batch_independent(pair: tuple[Carbon, Carbon]) -> None:
 
 
 # --------------------------------------------------------------------------- exactness of the maths
-
-
-def _spec_first_token(p: torch.Tensor, q: torch.Tensor, n: int, gen: torch.Generator) -> torch.Tensor:
-    """Vectorised one-step speculative sampling: draft from q, accept/reject, resample."""
-    v = p.shape[0]
-    d = sample_from_probs(q.expand(n, v), torch.rand(n, dtype=torch.float64, generator=gen))
-    a = accept_draft(p[d][:, None], q[d][:, None], torch.rand(n, 1, dtype=torch.float64, generator=gen))
-    res = residual_distribution(p, q)
-    r = sample_from_probs(res.expand(n, v), torch.rand(n, dtype=torch.float64, generator=gen))
-    return torch.where(a == 1, d, r)
-
-
-@pytest.mark.parametrize(
-    ("p", "q"),
-    [
-        ([0.5, 0.2, 0.2, 0.1, 0.0], [0.1, 0.1, 0.3, 0.2, 0.3]),
-        ([0.0, 0.0, 1.0, 0.0, 0.0], [0.25, 0.25, 0.0, 0.25, 0.25]),  # draft never proposes the answer
-        ([0.3, 0.3, 0.4, 0.0, 0.0], [0.3, 0.3, 0.4, 0.0, 0.0]),  # identical: always accepted
-        ([0.05, 0.05, 0.05, 0.05, 0.8], [0.8, 0.05, 0.05, 0.05, 0.05]),
-    ],
-)
-def test_accept_resample_gives_p(p: list[float], q: list[float]) -> None:
-    pt, qt = torch.tensor(p, dtype=torch.float64), torch.tensor(q, dtype=torch.float64)
-    # analytically: P(out = x) = q(x) min(1, p(x)/q(x)) + (1 - sum_y min(p, q)) * residual(x)
-    accepted = torch.minimum(pt, qt)
-    exact = accepted + (1 - accepted.sum()) * residual_distribution(pt, qt)
-    torch.testing.assert_close(exact, pt)
-    # empirically, through the same functions the decoder uses
-    n = 200_000
-    out = _spec_first_token(pt, qt, n, torch.Generator().manual_seed(0))
-    freq = torch.bincount(out, minlength=len(p)).double() / n
-    assert float((freq - pt).abs().sum()) / 2 < 0.006  # TV distance; sampling noise is ~0.002
-    assert float(freq[pt == 0].sum()) == 0.0
-
-
-def test_product_distribution_is_independent_bases() -> None:
-    gen = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 4**6, generator=gen) * 3
-    per_base = bp_sampling_probs(logits, temperature=0.8, top_p=0.9)
-    joint = product_distribution(per_base)
-    torch.testing.assert_close(joint.sum(-1), torch.ones(3, dtype=torch.float64))
-    # bp sampling with one uniform per base lands on k-mer x with probability prod_j P_j(x_j)
-    kmer = torch.tensor([0, 1234, 4095])
-    digits = torch.stack([(kmer // 4 ** (5 - j)) % 4 for j in range(6)], -1)
-    expect = per_base[torch.arange(3)[:, None], torch.arange(6), digits].prod(-1)
-    torch.testing.assert_close(joint[torch.arange(3), kmer], expect)
 
 
 def _exact_joint(
@@ -218,6 +199,39 @@ def test_sampled_distribution_matches_target(
     assert chisquare(observed, expected).pvalue > 1e-3
 
 
+def test_top_k_sampling_law_matches_target(pair: tuple[Carbon, Carbon]) -> None:
+    """Token mode with top_k: the first two tokens' law is the target's top-k law (softmax over the
+    k most likely 6-mers, computed here with torch.topk), draft filtered by the same rule."""
+    target, draft = pair
+    prompt, n, top_k, temperature = "ACGTACGTACGT", 1500, 4, 1.0
+    target = Carbon(target.model, target.tokenizer, max_batch_size=n)  # one batch
+    out = target.generate([prompt] * n, max_bp=12, mode="token", temperature=temperature, top_k=top_k,
+                          seed=list(range(n)), draft=draft, num_speculative=2)  # fmt: skip
+    stats = target.last_spec_stats
+    assert stats is not None and 0.1 < stats.acceptance_rate < 0.99
+    ids = target._prompt(prompt, 0).ids
+
+    def law(context: list[int]) -> torch.Tensor:
+        logits = target._kmer_logits([context])[0, -1].double()
+        kth = torch.topk(logits, top_k).values[-1]
+        return torch.softmax(torch.where(logits >= kth, logits, -torch.inf) / temperature, dim=-1)
+
+    first = law(ids)
+    exact = {}
+    for t1 in first.nonzero().flatten().tolist():
+        second = law([*ids, target.layout.kmer_start + t1])
+        for t2 in second.nonzero().flatten().tolist():
+            exact[(t1, t2)] = float(first[t1] * second[t2])
+    keys = sorted(exact)
+    counts = dict.fromkeys(keys, 0)
+    for g in out:
+        key = (g.token_ids[0] - target.layout.kmer_start, g.token_ids[1] - target.layout.kmer_start)
+        assert key in counts, f"{key} is outside the target's top-{top_k}"
+        counts[key] += 1
+    expected = np.array([exact[key] for key in keys]) * n
+    assert chisquare(np.array([counts[key] for key in keys]), expected).pvalue > 1e-3
+
+
 # --------------------------------------------------------------------------- KV rollback
 
 
@@ -226,38 +240,54 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
     rolled-back slots overwritten by garbage."""
     target, draft = pair
     prompts = ["ACGTACGTACGG", "TTGACATTGACATTGACA", "<dna>"]
+    config = SpecConfig(k=4, adaptive=False)
     reqs = [
-        Request(target._prompt(p, i).ids, SamplingParams(max_bp=90, temperature=1.0, seed=i))
+        Request(
+            target._prompt(p, i).ids, SamplingParams(max_bp=300, temperature=1.0, seed=i), speculative=config
+        )
         for i, p in enumerate(prompts)
     ]
-    batch = SpecBatch(target.model, draft.model, target.layout, reqs, SpecConfig(k=4, adaptive=False), 0.5)
+    engine = Carbon(target.model, target.tokenizer, max_batch_size=len(reqs)).engine
+    engine.attach_draft(draft.model)
+    engine.cache.ensure(max(DraftRunner.slots_needed(r) for r in reqs), len(reqs))
+    for r in reqs:
+        engine.add(r)
+    engine.step()  # prefill: both caches take the prompts, nothing is sampled
+    assert all(r.n_generated == 0 for r in reqs)
     rejected_rows = set()
     for _ in range(6):
         before = [r.n_generated for r in reqs]
-        batch.step()
+        engine.step()
         rejected_rows |= {i for i, r in enumerate(reqs) if r.n_generated - before[i] < 5}
         if rejected_rows and all(r.n_generated > 0 for r in reqs):
             break
     assert rejected_rows, "no rejection happened; the test would prove nothing"
+    assert all(r.n_generated < r.n_tokens for r in reqs)  # still running: their state is inspectable
     kmer0 = target.layout.kmer_start
+    runner = engine.draft
+    assert runner is not None and engine.cache.cache is not None and runner.cache is not None
+    rows = [r.row for r in reqs]
     for model, cache, pending in (
-        (target.model, batch.tcache, [r.t_pending for r in batch.rows]),
-        (draft.model, batch.dcache, [r.d_pending for r in batch.rows]),
+        (target.model, engine.cache.cache, [runner.row(r).t_pending for r in reqs]),
+        (draft.model, runner.cache, [runner.row(r).d_pending for r in reqs]),
     ):
-        for i, r in enumerate(reqs):
+        for j, r in enumerate(reqs):
+            i = rows[j]
             committed = [*r.prompt_ids, *(kmer0 + t for t in r.output_kmers)]
             length = int(cache.lengths[i])
-            assert length == len(committed) - len(pending[i])
-            assert committed[length:] == pending[i]
+            assert length == len(committed) - len(pending[j])
+            assert committed[length:] == pending[j]
             assert bool(cache.valid[i, :length].all()) and not bool(cache.valid[i, length:].any())
-            for layer in range(len(cache.k)):  # garbage where rejected drafts were
-                cache.k[layer][i, :, length:] = 1e3
-                cache.v[layer][i, :, length:] = -1e3
+            with torch.inference_mode():  # the engine made the caches in inference mode
+                for layer in range(len(cache.k)):  # garbage where rejected drafts were
+                    cache.k[layer][i, :, length:] = 1e3
+                    cache.v[layer][i, :, length:] = -1e3
         with torch.inference_mode():
-            for i, r in enumerate(reqs):
+            for j, r in enumerate(reqs):
+                i = rows[j]
                 committed = [*r.prompt_ids, *(kmer0 + t for t in r.output_kmers)]
                 step = model(
-                    torch.tensor([pending[i]]),
+                    torch.tensor([pending[j]]),
                     kv_cache=cache,
                     cache_rows=[i],
                     logits_at="last",
@@ -302,6 +332,29 @@ def test_incompatible_or_unsupported(pair: tuple[Carbon, Carbon]) -> None:
     with pytest.raises(ValueError, match="stop_at_end_tag"):
         target.generate("ACGTAC", max_bp=6, mode="token", stop_at_end_tag=True, draft=draft)
     assert isinstance(target.layout, DnaLayout)
+
+
+def test_engine_admission(pair: tuple[Carbon, Carbon]) -> None:
+    """A speculative request needs a draft; one whose row has no room for a round's drafts is
+    decoded without the draft (same output as plain decoding, no spec stats)."""
+    target, draft = pair
+    prompt = target._prompt("ACGTACGTAC", 0)
+    ids = prompt.ids
+    params = SamplingParams(max_bp=30, temperature=0.8, seed=4)
+    engine = Carbon(target.model, target.tokenizer, max_batch_size=2).engine
+    with pytest.raises(ValueError, match="draft model"):
+        engine.add(Request(ids, params, speculative=SpecConfig()))
+    engine.attach_draft(draft.model)
+    with pytest.raises(ValueError, match="mode='text'"):
+        engine.check(Request(ids, SamplingParams(mode="text", max_new_tokens=3), speculative=SpecConfig()))
+    tight = Request(ids, params, forced=prompt.forced, speculative=SpecConfig(k=4, adaptive=False))
+    engine.cache.ensure(tight.total_len, 1)  # no room for the padding of a 4-draft verify
+    engine.add(tight)
+    with torch.inference_mode():
+        while engine.scheduler.has_work:
+            engine.step()
+    assert tight.spec_stats is None
+    assert tight.bases() == target.generate("ACGTACGTAC", max_bp=30, temperature=0.8, seed=4).sequence
 
 
 def test_cli_generate_with_draft(pair: tuple[Carbon, Carbon], tmp_path: Path) -> None:
