@@ -20,6 +20,7 @@ from hexamer.cli.app import (
     err_console,
     fail,
     print_json,
+    resolve_model,
 )
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
@@ -152,6 +153,22 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="Score on a Ray cluster: auto (RAY_ADDRESS, else the cluster `ray start` runs here, "
+            "else a local one), local, or an address such as ray://head:10001 (pip install 'hexamer[ray]').",
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")] = 2,
+    shard_records: Annotated[
+        int | None,
+        typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
+    ] = None,
+    num_gpus_per_worker: Annotated[
+        float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
+    ] = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
@@ -181,6 +198,21 @@ def vep(
         check_plot_path(plot)
     if server is not None and model is not None:
         raise typer.BadParameter("give --model (local) or --server (remote), not both")
+    runner = run_vep
+    if ray is not None:
+        if server is not None:
+            raise typer.BadParameter("give --ray (actors load the model) or --server, not both")
+        from hexamer.cli.scaleout import ray_vep_runner
+
+        runner = ray_vep_runner(
+            ray,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus_per_worker,
+            threads=threads,
+            dtype=dtype,
+            device=device,
+        )
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
@@ -204,6 +236,8 @@ def vep(
         carbon = (
             connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
             if server is not None
+            else resolve_model(model)  # --ray: each actor loads it
+            if ray is not None
             else load_carbon(model, dtype, device, batch_size)
         )
         try:
@@ -223,7 +257,7 @@ def vep(
                     if msg not in known:
                         err_console.print(f"[yellow]{msg}[/yellow]")
 
-                result = run_vep(
+                result = runner(
                     carbon,
                     vcf,
                     fasta,
