@@ -73,6 +73,17 @@ def connect(address: str | None = "auto") -> None:
     ray.init(address=address)
 
 
+def _check_fits(resources: dict[str, float], workers: int, cpus: float, gpus: float) -> None:
+    """Refuse a pool the cluster can never place (Ray would wait for it forever)."""
+    for name, each in (("CPU", cpus), ("GPU", gpus)):
+        have = float(resources.get(name, 0.0))
+        if each > 0 and workers * each > have + 1e-9:
+            raise ValueError(
+                f"{workers} workers x {each:g} {name}s each need {workers * each:g} {name}s; the Ray "
+                f"cluster has {have:g}: use fewer workers, or fewer {name}s per worker"
+            )
+
+
 def _absolute(model: str) -> str:
     """A local model folder as an absolute path (actors may run in another working folder); a hub
     id as given."""
@@ -116,6 +127,7 @@ class WorkerPool:
         self.model = _absolute(os.fspath(model))
         self.batch_size = batch_size
         cpus = num_cpus if num_cpus is not None else DEFAULT_CPUS_PER_THREAD * threads
+        _check_fits(ray.cluster_resources(), workers, cpus, num_gpus)
         actor = ray.remote(ShardWorker).options(
             num_cpus=cpus,
             num_gpus=num_gpus,

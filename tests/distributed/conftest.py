@@ -1,5 +1,4 @@
-"""A local two-CPU Ray cluster and a pool of three tiny-model actors, shared by this package's
-tests (Ray starts once: about 5 s; each actor loads the model once)."""
+"""A local two-CPU Ray cluster shared by this package's tests (Ray starts once: about 5 s)."""
 
 from __future__ import annotations
 
@@ -27,14 +26,6 @@ def local_ray() -> Iterator[None]:
     yield
     if started:
         ray.shutdown()
-
-
-@pytest.fixture(scope="package")
-def pool(local_ray: None, tiny_folder: Path) -> Iterator[object]:
-    from hexamer.distributed import WorkerPool
-
-    with WorkerPool(tiny_folder, workers=3, batch_size=SETTINGS["batch_size"]) as workers:
-        yield workers
 
 
 @pytest.fixture(scope="package")

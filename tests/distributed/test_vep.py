@@ -3,13 +3,14 @@ shard size or faults; resume after a killed driver; a poisoned shard becomes fai
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from hexamer import Carbon
-from hexamer.distributed import FaultPlan, run_folder, run_vep, single_process_command
+from hexamer.distributed import FaultPlan, WorkerPool, run_folder, run_vep, single_process_command
 from hexamer.vep import run_vep as run_vep_single
 from hexamer.vep.resume import ResumeError
 
@@ -20,6 +21,13 @@ EXTS = ("vcf", "vcf.gz", "bcf", "tsv", "csv", "jsonl", "parquet")
 
 class Killed(Exception):
     """Stands in for a killed driver: raised from on_progress."""
+
+
+@pytest.fixture(scope="module")
+def pool(local_ray: None, tiny_folder: Path) -> Iterator[object]:
+    """Three tiny-model actors (1.5 of the 2 CPUs), for this module only."""
+    with WorkerPool(tiny_folder, workers=3, batch_size=SETTINGS["batch_size"]) as workers:
+        yield workers
 
 
 @pytest.fixture(scope="module")
