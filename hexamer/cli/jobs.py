@@ -6,7 +6,6 @@ outputs) and every other record is processed. Outputs are written atomically.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -540,8 +539,7 @@ def score(
     """Log-likelihood of DNA sequences under the model (bp or token level).
 
     Exits with status 1 (after writing the whole output) when no record is ok."""
-    from hexamer.carbon import UnscoredSequenceWarning
-    from hexamer.io import BadRecord, normalize_sequence
+    from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
 
     check_choice("--level", level, ("bp", "token"))
     check_choice("--method", method, ("fns", "exact"))
@@ -561,54 +559,19 @@ def score(
     try:
         with _progress() as progress:
             task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
-            for chunk in _chunks(_records(sequences or [], input_file), CHUNK):
-                rows: list[dict[str, Any]] = []
-                todo: list[tuple[dict[str, Any], str, int]] = []
-                for rec in chunk:
-                    row: dict[str, Any] = {
-                        "id": rec.id,
-                        "status": "ok",
-                        "error": "",
-                        "length": 0,
-                        "mean_logprob": None,
-                        "n_scored": 0,
-                        "n_oov_bases": 0,
-                    }
-                    if per_base:
-                        row["per_base_logprob"] = None
-                    if isinstance(rec, BadRecord):
-                        row.update(status="skipped", error=rec.reason)
-                        bad.append(str(rec))
-                    else:
-                        seq = normalize_sequence(rec.sequence)
-                        row["length"] = len(seq)
-                        try:
-                            carbon.check_sequence(seq, prefix=prefix)
-                            todo.append((row, seq, rec.index))
-                        except ValueError as exc:
-                            row.update(status="failed", error=str(exc).replace("sequence 0", "sequence"))
-                            bad.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
-                    rows.append(row)
-                if todo:
-                    with warnings.catch_warnings():  # unscored rows get a status, not a warning
-                        warnings.simplefilter("ignore", UnscoredSequenceWarning)
-                        results = carbon.score(
-                            [s for _, s, _ in todo],
-                            level=level,  # type: ignore[arg-type]
-                            method=method,  # type: ignore[arg-type]
-                            prefix=prefix,
-                            token_budget=batch_size * 1024,
-                        )
-                    for (row, seq, index), res in zip(todo, results, strict=True):
-                        row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)
-                        if res.status != "ok":  # nothing scorable: no number to report
-                            row.update(status="skipped", error=res.reason, mean_logprob=None)
-                            bad.append(f"record {index + 1} ({row['id']!r}): {res.reason}")
-                        if per_base:
-                            row["per_base_logprob"] = (
-                                res.per_base if res.per_base is not None else res.per_token
-                            )
-                        scored_bp += len(seq)
+            for chunk in _chunks(_records(sequences or [], input_file), SCORE_CHUNK):
+                scored = score_record_rows(
+                    carbon,
+                    chunk,
+                    level=level,
+                    method=method,
+                    prefix=prefix,
+                    per_base=per_base,
+                    batch_size=batch_size,
+                )
+                rows = scored.rows
+                bad.extend(scored.problems)
+                scored_bp += scored.scored_bp
                 elapsed = progress.tasks[task].elapsed or 1e-9
                 progress.update(task, advance=len(rows), rate=f"{scored_bp / elapsed:,.0f} bp/s")
                 all_statuses.extend(r["status"] for r in rows)

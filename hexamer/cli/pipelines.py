@@ -183,7 +183,8 @@ def vep(
     from hexamer.vep.resume import ResumeError, run_vep
     from hexamer.vep.variants import Reference, survey_contigs
 
-    check_runtime(dtype=dtype, device=device, threads=threads)
+    # under --ray the device and threads are the workers', checked on their machines
+    check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_choice("--recipe", recipe, RECIPES)
     if is_stdio(out) and resume:
         raise typer.BadParameter("--resume needs an output file, not - (standard output)")

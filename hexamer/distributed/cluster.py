@@ -141,9 +141,11 @@ class WorkerPool:
         self._owner = True
         try:
             infos = ray.get([a.describe.remote() for a in self.actors])
-        except Exception:
+        except Exception as exc:
             self.close()
-            raise
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            why = lines[-1] if lines else repr(exc)  # the worker's own error, not Ray's traceback
+            raise ValueError(f"the Ray workers could not load the model {self.model!r}: {why}") from exc
         prints = {info["fingerprint"] for info in infos}
         if len(prints) != 1:
             self.close()
