@@ -534,6 +534,21 @@ def score(
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="Score on a Ray cluster: auto, local or an address (pip install 'hexamer[ray]'); "
+            "needs --input and --out.",
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")] = 2,
+    shard_records: Annotated[
+        int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
+    ] = None,
+    num_gpus_per_worker: Annotated[
+        float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
+    ] = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
@@ -543,13 +558,34 @@ def score(
 
     check_choice("--level", level, ("bp", "token"))
     check_choice("--method", method, ("fns", "exact"))
-    check_runtime(dtype=dtype, device=device)
+    check_runtime(dtype=dtype, device=None if ray else device)  # --ray: the workers' device
     if is_stdio(out):
         out = None  # "-o -": the TSV on stdout
     if as_json and out is None:
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
         check_output("--out", out, _check_score_output)  # before scoring, not after
+    if ray is not None:
+        from hexamer.cli.scaleout import score_on_ray
+
+        return score_on_ray(
+            ray,
+            sequences=sequences,
+            input_file=input_file,
+            out=out,
+            model=resolve_model(model),
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus_per_worker,
+            dtype=dtype,
+            device=device,
+            as_json=as_json,
+            level=level,
+            method=method,
+            prefix=prefix,
+            per_base=per_base,
+            batch_size=batch_size,
+        )
     carbon = load_carbon(model, dtype, device, batch_size)
     output = _Output(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []

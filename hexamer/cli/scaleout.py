@@ -1,14 +1,15 @@
-"""``--ray`` for ``hexamer vep``: the scale-out options turned into a runner with
-:func:`hexamer.vep.run_vep`'s signature, so the command itself stays one call."""
+"""``--ray`` for ``hexamer vep`` and ``hexamer score``: the scale-out options turned into one call,
+so the commands themselves stay thin."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
 
-from hexamer.cli.app import fail
+from hexamer.cli.app import console, describe_counts, fail, print_json
 
 #: the engine's block of records (VepSettings.block_records); shards are whole blocks
 BLOCK_RECORDS = 50_000
@@ -26,13 +27,9 @@ def ray_vep_runner(
 ) -> Callable[..., Any]:
     """A ``run_vep(model, vcf, fasta, out, **options)`` that scores on Ray actors; fails now,
     before any work, when Ray is missing or the shard size cannot give the single-process output."""
-    from hexamer.distributed import RayUnavailableError, require_ray
     from hexamer.distributed import run_vep as run_on_ray
 
-    try:
-        require_ray()
-    except RayUnavailableError as exc:
-        fail(exc)
+    _require_ray()
     if shard_records is not None and shard_records % BLOCK_RECORDS:
         raise typer.BadParameter(
             f"must be a multiple of {BLOCK_RECORDS:,} (the engine's block of records), got {shard_records}",
@@ -56,3 +53,69 @@ def ray_vep_runner(
         )
 
     return run
+
+
+def _require_ray() -> None:
+    from hexamer.distributed import RayUnavailableError, require_ray
+
+    try:
+        require_ray()
+    except RayUnavailableError as exc:
+        fail(exc)
+
+
+def score_on_ray(
+    address: str,
+    *,
+    sequences: list[str] | None,
+    input_file: Path | None,
+    out: Path | None,
+    model: str,
+    workers: int,
+    shard_records: int | None,
+    num_gpus: float,
+    dtype: str,
+    device: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """``hexamer score --ray``: the command's table, scored by Ray actors; the same summary."""
+    from hexamer.cli.jobs import _progress, _report, count_records, fail_if_none_ok
+    from hexamer.distributed import score
+    from hexamer.io import SequenceInputError
+
+    _require_ray()
+    if input_file is None or sequences:
+        raise typer.BadParameter("--ray reads the sequences from a file: give --input", param_hint="'--ray'")
+    if out is None:
+        raise typer.BadParameter("--ray writes a table: give --out FILE", param_hint="'--ray'")
+    if shard_records is not None and shard_records % 256:
+        raise typer.BadParameter(
+            f"must be a multiple of 256 (the records of one engine call), got {shard_records}",
+            param_hint="'--shard-records'",
+        )
+    try:
+        with _progress() as progress:
+            task = progress.add_task("scoring", total=count_records(None, input_file), rate="")
+            result = score(
+                model,
+                input_file,
+                out,
+                address=address,
+                workers=workers,
+                shard_records=shard_records,
+                num_gpus=num_gpus,
+                dtype=dtype,
+                device=device,
+                on_progress=lambda n: progress.update(task, advance=n),
+                **options,
+            )
+    except (SequenceInputError, FileNotFoundError, ValueError) as exc:
+        fail(exc)
+    statuses = result.status_counts
+    if as_json:
+        print_json({"output": str(out), "n_records": result.n_records, "status_counts": statuses})
+    else:
+        console.print(f"wrote {out} ({describe_counts(statuses)})")
+    _report(result.problems)
+    fail_if_none_ok(statuses, "scored", table=True)

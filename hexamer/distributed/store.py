@@ -4,7 +4,7 @@ killed driver loses at most the shards in flight and ``resume`` trusts only veri
 
 Layout, next to the output ``NAME``: ``.NAME.hexamer-ray/meta.json`` (the job: settings, inputs
 by size and SHA-256, model fingerprint, shard size, the command that started it),
-``shards.json`` and ``shard-NNNNNN.parquet``.
+``shards.json`` and the shard files ``shard-NNNNNN`` (Parquet rows for vep).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class ShardEntry:
 
     @property
     def name(self) -> str:
-        return f"shard-{self.index:06d}.parquet"
+        return f"shard-{self.index:06d}"
 
 
 class ShardStore:
@@ -132,7 +132,7 @@ class ShardStore:
             else:
                 self.entries[entry.index] = entry
         keep = {e.name for e in self.entries.values()}
-        for path in self.folder.glob("shard-*.parquet"):
+        for path in self.folder.glob("shard-*"):
             if path.name not in keep:
                 path.unlink()
         self._save()
@@ -140,19 +140,43 @@ class ShardStore:
     def commit(
         self, index: int, first: int, n_records: int, rows: list[Row], *, failed: bool = False
     ) -> ShardEntry:
-        """Write a shard's rows (in the order given) and record it."""
+        """Write a shard's rows (in the order given) as Parquet with the store's schema, and record it."""
         import pyarrow as pa
 
-        entry = ShardEntry(index, first, n_records, len(rows), "", _contigs(rows), failed)
+        def write(path: Path) -> None:
+            with TableWriter(path, schema=self.schema, format="parquet") as writer:
+                it = iter(rows)
+                while batch := list(islice(it, _WRITE_ROWS)):
+                    writer.write_batch(pa.Table.from_pylist(batch, schema=self.schema))
+
+        return self.commit_file(
+            index, first, n_records, len(rows), write, contigs=_contigs(rows), failed=failed
+        )
+
+    def commit_file(
+        self,
+        index: int,
+        first: int,
+        n_records: int,
+        n_rows: int,
+        write: Callable[[Path], None],
+        *,
+        contigs: list[str] | None = None,
+        failed: bool = False,
+    ) -> ShardEntry:
+        """Commit a shard whose file ``write(path)`` writes (atomically: to a temp name first)."""
+        entry = ShardEntry(index, first, n_records, n_rows, "", contigs or [], failed)
         path = self.folder / entry.name
-        with TableWriter(path, schema=self.schema) as writer:
-            it = iter(rows)
-            while batch := list(islice(it, _WRITE_ROWS)):
-                writer.write_batch(pa.Table.from_pylist(batch, schema=self.schema))
+        with atomic_path(path) as tmp:
+            write(tmp)
         entry.sha256 = file_sha256(path)
         self.entries[index] = entry
         self._save()
         return entry
+
+    def path(self, index: int) -> Path:
+        """The file of committed shard ``index``."""
+        return self.folder / self.entries[index].name
 
     def rows(self, columns: Iterable[str]) -> Iterator[Row]:
         """Every committed row, shard by shard in input order, read lazily."""

@@ -95,3 +95,22 @@ class ShardWorker:
         rows = [row for units in blocks for unit in units for row in unit]
         rows.sort(key=lambda r: (r["record"], r["alt_index"]))
         return rows, notes
+
+    def score_shard(
+        self,
+        shard: int,
+        records: Sequence[Any],
+        options: Mapping[str, Any],
+        fault: FaultPlan | None = None,
+    ) -> list[tuple[list[Row], list[str], int]]:
+        """``hexamer score`` rows of a shard, chunk by chunk (:data:`~hexamer.sequence_scores.SCORE_CHUNK`
+        records each, as the command batches them): per chunk its rows, problems and bases scored."""
+        from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
+
+        if fault is not None:
+            fault.apply(shard)
+        out = []
+        for at in range(0, len(records), SCORE_CHUNK):
+            scored = score_record_rows(self.carbon, records[at : at + SCORE_CHUNK], **options)
+            out.append((scored.rows, scored.problems, scored.scored_bp))
+        return out

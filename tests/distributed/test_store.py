@@ -37,13 +37,13 @@ def test_resume_drops_corrupt_unlisted_and_failed_shards(tmp_path) -> None:
     store.commit(0, 0, 2, _rows(0, 2))
     store.commit(1, 2, 2, _rows(2, 2))
     store.commit(2, 4, 2, _rows(4, 2), failed=True)
-    (folder / "shard-000001.parquet").write_bytes(b"not parquet")
-    (folder / "shard-000009.parquet").write_bytes(b"never committed")
+    (folder / "shard-000001").write_bytes(b"not parquet")
+    (folder / "shard-000009").write_bytes(b"never committed")
     notes: list[str] = []
     again = ShardStore(folder, META, schema=SCHEMA, resume=True, on_note=notes.append)
     assert sorted(again.entries) == [0]
     assert any("corrupt" in n for n in notes)
-    assert sorted(p.name for p in folder.glob("shard-*")) == ["shard-000000.parquet"]
+    assert sorted(p.name for p in folder.glob("shard-*")) == ["shard-000000"]
 
 
 def test_another_job_is_refused_and_a_fresh_run_starts_over(tmp_path) -> None:
