@@ -358,6 +358,20 @@ def embed(
         int | None,
         typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray", help="Embed on a Ray cluster: auto, local or an address (pip install 'hexamer[ray]')."
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")] = 2,
+    shard_records: Annotated[
+        int | None,
+        typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
+    ] = None,
+    num_gpus_per_worker: Annotated[
+        float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
+    ] = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
@@ -365,8 +379,31 @@ def embed(
     from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
 
     check_choice("--pool", pool, ("mean", "last", "sep"))
-    check_runtime(dtype=dtype, device=device, threads=threads)
+    # under --ray the device and threads are the workers', checked on their machines
+    check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_output("--out", out, _check_embedding_output)
+    if ray is not None:
+        from hexamer.cli.scaleout import embed_on_ray
+
+        return embed_on_ray(
+            ray,
+            input_file=input_file,
+            out=out,
+            model=resolve_model(model),
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus_per_worker,
+            threads=threads or 1,
+            dtype=dtype,
+            device=device,
+            as_json=as_json,
+            pooling=pool,
+            layer=layer,
+            max_tokens=max_tokens,
+            chunk_overlap=chunk_overlap,
+            prefix=prefix,
+            batch_size=batch_size,
+        )
     set_threads(threads)
     carbon = load_carbon(model, dtype, device, batch_size)
     errors: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""``--ray`` for ``hexamer vep`` and ``hexamer score``: the scale-out options turned into one call,
+"""``--ray`` for ``hexamer vep``, ``score`` and ``embed``: the scale-out options turned into one call,
 so the commands themselves stay thin."""
 
 from __future__ import annotations
@@ -119,3 +119,56 @@ def score_on_ray(
         console.print(f"wrote {out} ({describe_counts(statuses)})")
     _report(result.problems)
     fail_if_none_ok(statuses, "scored", table=True)
+
+
+def embed_on_ray(
+    address: str,
+    *,
+    input_file: Path,
+    out: Path,
+    model: str,
+    workers: int,
+    shard_records: int | None,
+    num_gpus: float,
+    threads: int,
+    dtype: str,
+    device: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """``hexamer embed --ray``: the command's file, embedded by Ray actors; the same summary."""
+    from hexamer.cli.app import err_console
+    from hexamer.cli.jobs import _progress, count_records
+    from hexamer.distributed import embed
+    from hexamer.io import SequenceInputError
+
+    _require_ray()
+    if str(input_file) == "-":
+        raise typer.BadParameter(
+            "--ray reads the sequences from a file, not standard input", param_hint="'--ray'"
+        )
+    try:
+        with _progress() as progress:
+            task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
+            result = embed(
+                model,
+                input_file,
+                out,
+                address=address,
+                workers=workers,
+                shard_records=shard_records,
+                num_gpus=num_gpus,
+                threads=threads,
+                dtype=dtype,
+                device=device,
+                on_progress=lambda n: progress.update(task, advance=n),
+                on_bad_record=lambda rec: err_console.print(f"[yellow]skipped[/yellow] {rec}"),
+                **options,
+            )
+    except (SequenceInputError, FileNotFoundError, ValueError) as exc:
+        fail(exc)
+    n, bad = result.n_records, len(result.errors)
+    if as_json:
+        print_json({"output": str(out), "n_records": n, "n_without_vector": bad})
+    else:
+        console.print(f"wrote {out} ({n:,} records, {bad:,} without a vector)")

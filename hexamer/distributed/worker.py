@@ -114,3 +114,33 @@ class ShardWorker:
             scored = score_record_rows(self.carbon, records[at : at + SCORE_CHUNK], **options)
             out.append((scored.rows, scored.problems, scored.scored_bp))
         return out
+
+    def embed_geometry(self, options: Mapping[str, Any]) -> tuple[Any, int, int]:
+        """The tokenizer layout, DNA tokens per chunk and overlap ``embed_sequences`` uses with
+        these options (the driver counts prompts with them to cut shards on group boundaries)."""
+        from hexamer.embed.pooling import chunk_geometry
+
+        _, capacity, overlap = chunk_geometry(
+            self.carbon,
+            max_tokens=options.get("max_tokens"),
+            chunk_overlap=options.get("chunk_overlap"),
+            prefix=options.get("prefix", ""),
+        )
+        return self.carbon.layout, capacity, overlap
+
+    def embed_shard(
+        self,
+        shard: int,
+        records: Sequence[Any],
+        options: Mapping[str, Any],
+        fault: FaultPlan | None = None,
+    ) -> tuple[list[tuple[str, Any]], dict[str, str]]:
+        """``(id, vector or None)`` per record of a shard (whole embedding groups), and why each
+        record without a vector has none."""
+        from hexamer.embed import embed_sequences
+
+        if fault is not None:
+            fault.apply(shard)
+        errors: dict[str, str] = {}
+        items = list(embed_sequences(self.carbon, records, on_error=errors.setdefault, **options))
+        return items, errors
