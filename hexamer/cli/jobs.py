@@ -40,6 +40,7 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, WorkersOption
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -534,21 +535,12 @@ def score(
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            help="Score on a Ray cluster: auto, local or an address (pip install 'hexamer[ray]'); "
-            "needs --input and --out.",
-        ),
-    ] = None,
-    workers: Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")] = 2,
+    ray: RayOption = None,
+    workers: WorkersOption = 2,
     shard_records: Annotated[
         int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
     ] = None,
-    num_gpus_per_worker: Annotated[
-        float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
-    ] = 0.0,
+    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).

@@ -33,6 +33,7 @@ from hexamer.cli.checks import (
     is_stdio,
 )
 from hexamer.cli.jobs import _progress, count_records, load_carbon
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, WorkersOption
 
 
 def set_threads(threads: int | None) -> None:
@@ -153,22 +154,13 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            help="Score on a Ray cluster: auto (RAY_ADDRESS, else the cluster `ray start` runs here, "
-            "else a local one), local, or an address such as ray://head:10001 (pip install 'hexamer[ray]').",
-        ),
-    ] = None,
-    workers: Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")] = 2,
+    ray: RayOption = None,
+    workers: WorkersOption = 2,
     shard_records: Annotated[
         int | None,
         typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
     ] = None,
-    num_gpus_per_worker: Annotated[
-        float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
-    ] = 0.0,
+    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
@@ -358,20 +350,13 @@ def embed(
         int | None,
         typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
     ] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray", help="Embed on a Ray cluster: auto, local or an address (pip install 'hexamer[ray]')."
-        ),
-    ] = None,
-    workers: Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")] = 2,
+    ray: RayOption = None,
+    workers: WorkersOption = 2,
     shard_records: Annotated[
         int | None,
         typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
     ] = None,
-    num_gpus_per_worker: Annotated[
-        float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
-    ] = 0.0,
+    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""

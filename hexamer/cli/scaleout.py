@@ -5,11 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from hexamer.cli.app import console, describe_counts, fail, print_json
+
+RayOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="Run on a Ray cluster: auto (RAY_ADDRESS, else the cluster `ray start` runs here, else a "
+        "local one), local, or an address such as ray://head:10001 (pip install 'hexamer[ray]').",
+    ),
+]
+WorkersOption = Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")]
+GpusPerWorkerOption = Annotated[
+    float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
+]
 
 #: the engine's block of records (VepSettings.block_records); shards are whole blocks
 BLOCK_RECORDS = 50_000
@@ -64,6 +77,20 @@ def _require_ray() -> None:
         fail(exc)
 
 
+def _with_progress(what: str, input_file: Path, run: Callable[[Callable[[int], None]], Any]) -> Any:
+    """``run(on_progress)`` under the CLI's progress bar (total: the input's records); bad input
+    or a missing file ends the command with its message."""
+    from hexamer.cli.jobs import _progress, count_records
+    from hexamer.io import SequenceInputError
+
+    try:
+        with _progress() as progress:
+            task = progress.add_task(what, total=count_records(None, input_file), rate="")
+            return run(lambda n: progress.update(task, advance=n))
+    except (SequenceInputError, FileNotFoundError, ValueError) as exc:
+        fail(exc)
+
+
 def score_on_ray(
     address: str,
     *,
@@ -80,9 +107,8 @@ def score_on_ray(
     **options: Any,
 ) -> None:
     """``hexamer score --ray``: the command's table, scored by Ray actors; the same summary."""
-    from hexamer.cli.jobs import _progress, _report, count_records, fail_if_none_ok
+    from hexamer.cli.jobs import _report, fail_if_none_ok
     from hexamer.distributed import score
-    from hexamer.io import SequenceInputError
 
     _require_ray()
     if input_file is None or sequences:
@@ -94,24 +120,23 @@ def score_on_ray(
             f"must be a multiple of 256 (the records of one engine call), got {shard_records}",
             param_hint="'--shard-records'",
         )
-    try:
-        with _progress() as progress:
-            task = progress.add_task("scoring", total=count_records(None, input_file), rate="")
-            result = score(
-                model,
-                input_file,
-                out,
-                address=address,
-                workers=workers,
-                shard_records=shard_records,
-                num_gpus=num_gpus,
-                dtype=dtype,
-                device=device,
-                on_progress=lambda n: progress.update(task, advance=n),
-                **options,
-            )
-    except (SequenceInputError, FileNotFoundError, ValueError) as exc:
-        fail(exc)
+    result = _with_progress(
+        "scoring",
+        input_file,
+        lambda progress: score(
+            model,
+            input_file,
+            out,
+            address=address,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus,
+            dtype=dtype,
+            device=device,
+            on_progress=progress,
+            **options,
+        ),
+    )
     statuses = result.status_counts
     if as_json:
         print_json({"output": str(out), "n_records": result.n_records, "status_counts": statuses})
@@ -138,35 +163,32 @@ def embed_on_ray(
 ) -> None:
     """``hexamer embed --ray``: the command's file, embedded by Ray actors; the same summary."""
     from hexamer.cli.app import err_console
-    from hexamer.cli.jobs import _progress, count_records
     from hexamer.distributed import embed
-    from hexamer.io import SequenceInputError
 
     _require_ray()
     if str(input_file) == "-":
         raise typer.BadParameter(
             "--ray reads the sequences from a file, not standard input", param_hint="'--ray'"
         )
-    try:
-        with _progress() as progress:
-            task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
-            result = embed(
-                model,
-                input_file,
-                out,
-                address=address,
-                workers=workers,
-                shard_records=shard_records,
-                num_gpus=num_gpus,
-                threads=threads,
-                dtype=dtype,
-                device=device,
-                on_progress=lambda n: progress.update(task, advance=n),
-                on_bad_record=lambda rec: err_console.print(f"[yellow]skipped[/yellow] {rec}"),
-                **options,
-            )
-    except (SequenceInputError, FileNotFoundError, ValueError) as exc:
-        fail(exc)
+    result = _with_progress(
+        "embedding",
+        input_file,
+        lambda progress: embed(
+            model,
+            input_file,
+            out,
+            address=address,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus,
+            threads=threads,
+            dtype=dtype,
+            device=device,
+            on_progress=progress,
+            on_bad_record=lambda rec: err_console.print(f"[yellow]skipped[/yellow] {rec}"),
+            **options,
+        ),
+    )
     n, bad = result.n_records, len(result.errors)
     if as_json:
         print_json({"output": str(out), "n_records": n, "n_without_vector": bad})

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
@@ -127,15 +128,10 @@ def embed(
         raise ValueError(f"embeddings are written as {' or '.join(EMBEDDING_FORMATS)}, got {out.name!r}")
     if pooling not in POOLS:
         raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pooling!r}")
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
-    if not os.path.isfile(input_file):
-        raise FileNotFoundError(f"{os.fspath(input_file)}: no such sequence file")
+    check_job(out, {"sequence": input_file}, max_attempts)
     size = DEFAULT_SHARD_RECORDS if shard_records is None else shard_records
     if not 1 <= size <= 10_000_000:
         raise ValueError(f"shard_records must be between 1 and 10,000,000, got {size}")
-    if not 1 <= max_attempts <= 100:
-        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
     options = {
         "pool": pooling,
         "layer": layer,
@@ -144,95 +140,61 @@ def embed(
         "prefix": prefix,
         "batch_size": batch_size,
     }
-    own = pool is None
-    if pool is None:
-        if model is None:
-            raise ValueError("give a model folder (or a running WorkerPool)")
-        pool = WorkerPool(
-            model,
-            workers=workers,
-            address=address,
-            threads=threads,
-            num_cpus=num_cpus,
-            num_gpus=num_gpus,
-            dtype=dtype,
-            device=device,
-            batch_size=batch_size,
-        )
     reader_errors: dict[str, str] = {}
-    try:
+
+    def records() -> Iterator[SequenceRecord]:
+        for rec in read_sequences(os.fspath(input_file)):
+            if isinstance(rec, BadRecord):  # kept as a row without a vector, as the command does
+                ident = rec.id or f"record{rec.index}"
+                reader_errors.setdefault(ident, rec.reason)
+                if on_bad_record is not None:
+                    on_bad_record(rec)
+                yield SequenceRecord(id=ident, sequence="", index=rec.index)
+            else:
+                yield rec
+
+    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
+    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
+    with pool_for(pool, model, **spec) as workers_pool:
         import ray
 
-        layout, capacity, overlap = ray.get(pool.actors[0].embed_geometry.remote(options))
+        layout, capacity, overlap = ray.get(workers_pool.actors[0].embed_geometry.remote(options))
         meta = {
             "format": _FORMAT,
             "settings": options,
             "input": file_identity(input_file),
-            "model": pool.fingerprint,
+            "model": workers_pool.fingerprint,
             "output": out.name,
             "shard_records": size,
         }
         store = ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
         progress = on_progress or (lambda _: None)
-        n_records = 0
-        n_resumed = 0
-
-        def records() -> Iterator[SequenceRecord]:
-            for rec in read_sequences(os.fspath(input_file)):
-                if isinstance(rec, BadRecord):  # kept as a row without a vector, as the command does
-                    ident = rec.id or f"record{rec.index}"
-                    reader_errors.setdefault(ident, rec.reason)
-                    if on_bad_record is not None:
-                        on_bad_record(rec)
-                    yield SequenceRecord(id=ident, sequence="", index=rec.index)
-                else:
-                    yield rec
-
-        def todo() -> Iterator[Shard[SequenceRecord]]:
-            nonlocal n_records, n_resumed
-            count = lambda rec: prompt_count(rec, layout, capacity, overlap)  # noqa: E731
-            for shard in group_shards(records(), size, count):
-                n_records = shard.first + len(shard.records)
-                entry = store.entries.get(shard.index)
-                if entry is not None and (entry.first, entry.n_records) == (shard.first, len(shard.records)):
-                    n_resumed += entry.n_rows
-                    progress(entry.n_rows)
-                    continue
-                yield shard
+        count = lambda rec: prompt_count(rec, layout, capacity, overlap)  # noqa: E731
+        feed = ShardFeed(group_shards(records(), size, count), store, progress)
 
         def commit(
             shard: Shard[SequenceRecord], items: list[tuple[str, Any]], errors: dict[str, str], failed: bool
         ) -> None:
-            store.commit_file(
-                shard.index,
-                shard.first,
-                len(shard.records),
-                len(items),
-                lambda path: _write_shard(path, items, errors),
-                failed=failed,
-            )
+            def write(path: Path) -> None:
+                _write_shard(path, items, errors)
+
+            store.commit_file(shard.index, shard.first, len(shard.records), len(items), write, failed=failed)
             progress(len(items))
 
         def failed(shard: Shard[SequenceRecord], reason: str, attempts: int) -> None:
-            last = shard.first + len(shard.records) - 1
-            why = (
-                f"embedding failed: shard of records {shard.first}-{last} failed {attempts} times ({reason})"
-            )
+            why = failure_reason(shard, reason, attempts, "embedding")
             note(f"{why}; its records have no vector")
             commit(shard, [(r.id, None) for r in shard.records], {r.id: why for r in shard.records}, True)
 
         run_shards(
-            pool.actors,
-            todo(),
+            workers_pool.actors,
+            feed,
             lambda actor, shard: actor.embed_shard.remote(shard.index, shard.records, options, fault),
             lambda shard, value: commit(shard, value[0], value[1], False),
             failed,
             max_attempts=max_attempts,
         )
-    finally:
-        if own:
-            pool.close()
-    store.check_complete(n_records)
+    store.check_complete(feed.n_records)
     errors = dict(reader_errors)
 
     def items() -> Iterator[tuple[str, np.ndarray | None]]:
@@ -244,5 +206,4 @@ def embed(
 
     n = write_embeddings(out, items(), errors=errors)
     store.remove()
-    without = {ident: reason for ident, reason in errors.items()}
-    return EmbedRunResult(output=str(out), n_records=n, errors=without, n_resumed=n_resumed)
+    return EmbedRunResult(output=str(out), n_records=n, errors=errors, n_resumed=feed.n_resumed)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
@@ -134,18 +135,13 @@ def score(
     table_format(out)  # an unsupported extension fails now
     if out.name.lower().endswith((".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")):
         raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
-    if not os.path.isfile(input_file):
-        raise FileNotFoundError(f"{os.fspath(input_file)}: no such sequence file")
+    check_job(out, {"sequence": input_file}, max_attempts)
     size = DEFAULT_SHARD_RECORDS if shard_records is None else shard_records
     if size < 1 or size % SCORE_CHUNK:
         raise ValueError(
             f"shard_records must be a positive multiple of {SCORE_CHUNK} (the records of one engine "
             f"call in hexamer score), got {size}"
         )
-    if not 1 <= max_attempts <= 100:
-        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
     options = {
         "level": level,
         "method": method,
@@ -153,45 +149,20 @@ def score(
         "per_base": per_base,
         "batch_size": batch_size,
     }
-    own = pool is None
-    if pool is None:
-        if model is None:
-            raise ValueError("give a model folder (or a running WorkerPool)")
-        pool = WorkerPool(
-            model,
-            workers=workers,
-            address=address,
-            threads=threads,
-            num_cpus=num_cpus,
-            num_gpus=num_gpus,
-            dtype=dtype,
-            device=device,
-            batch_size=batch_size,
-        )
-    try:
+    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
+    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
+    with pool_for(pool, model, **spec) as workers_pool:
         meta = {
             "format": _FORMAT,
             "settings": options,
             "input": file_identity(input_file),
-            "model": pool.fingerprint,
+            "model": workers_pool.fingerprint,
             "output": out.name,
             "shard_records": size,
         }
         store = ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
         progress = on_progress or (lambda _: None)
-        n_records = 0
-        n_resumed = 0
-
-        def todo() -> Iterator[Shard[Any]]:
-            nonlocal n_records, n_resumed
-            for shard in shards_of(read_sequences(os.fspath(input_file)), size):
-                n_records = shard.first + len(shard.records)
-                entry = store.entries.get(shard.index)
-                if entry is not None and (entry.first, entry.n_records) == (shard.first, len(shard.records)):
-                    n_resumed += entry.n_rows
-                    progress(entry.n_rows)
-                    continue
-                yield shard
+        feed = ShardFeed(shards_of(read_sequences(os.fspath(input_file)), size), store, progress)
 
         def commit(shard: Shard[Any], chunks: list[tuple[list[Row], list[str], int]], failed: bool) -> None:
             def write(path: Path) -> None:
@@ -203,23 +174,19 @@ def score(
             progress(n)
 
         def failed(shard: Shard[Any], reason: str, attempts: int) -> None:
-            last = shard.first + len(shard.records) - 1
-            why = f"scoring failed: shard of records {shard.first}-{last} failed {attempts} times ({reason})"
+            why = failure_reason(shard, reason, attempts)
             note(f"{why}; its rows are marked failed")
             commit(shard, _failed_chunks(shard.records, why, per_base), True)
 
         run_shards(
-            pool.actors,
-            todo(),
+            workers_pool.actors,
+            feed,
             lambda actor, shard: actor.score_shard.remote(shard.index, shard.records, options, fault),
             lambda shard, chunks: commit(shard, chunks, False),
             failed,
             max_attempts=max_attempts,
         )
-    finally:
-        if own:
-            pool.close()
-    store.check_complete(n_records)
+    store.check_complete(feed.n_records)
     statuses: Counter[str] = Counter()
     problems: list[str] = []
     scored_bp = 0
@@ -237,5 +204,5 @@ def score(
         status_counts=dict(statuses),
         problems=problems,
         scored_bp=scored_bp,
-        n_resumed=n_resumed,
+        n_resumed=feed.n_resumed,
     )

@@ -21,6 +21,7 @@ from typing import Any
 
 from hexamer import __version__
 from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.driver import ShardFeed, failure_reason, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
@@ -162,24 +163,11 @@ def run_vep(
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     fasta_path = str(Path(fasta).resolve())
     read_vcf(vcf).close()  # a bad header fails now, before any actor starts
-    own = pool is None
-    if pool is None:
-        if model is None:
-            raise ValueError("give a model folder (or a running WorkerPool)")
-        pool = WorkerPool(
-            model,
-            workers=workers,
-            address=address,
-            threads=threads,
-            num_cpus=num_cpus,
-            num_gpus=num_gpus,
-            dtype=dtype,
-            device=device,
-            batch_size=requested.batch_size,
-        )
-    try:
+    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
+    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=requested.batch_size)
+    with pool_for(pool, model, **spec) as workers_pool:
         return _run(
-            pool,
+            workers_pool,
             vcf,
             fasta_path,
             out,
@@ -195,9 +183,6 @@ def run_vep(
             command,
             fault,
         )
-    finally:
-        if own:
-            pool.close()
 
 
 def _run(
@@ -244,20 +229,6 @@ def _run(
     store = ShardStore(run_folder(out), meta, schema=row_schema(), resume=resume, on_note=note)
     progress = on_progress or (lambda _: None)
     noted: set[str] = set()
-    n_records = 0
-    n_resumed = 0
-
-    def todo() -> Iterator[Shard[VcfRecord]]:
-        nonlocal n_records, n_resumed
-        for shard in shards_of(read_vcf(vcf), size):
-            n_records = shard.first + len(shard.records)
-            entry = store.entries.get(shard.index)
-            if entry is not None and (entry.first, entry.n_records) == (shard.first, len(shard.records)):
-                n_resumed += entry.n_rows
-                progress(entry.n_rows)
-                continue
-            store.entries.pop(shard.index, None)  # a stale entry cannot happen for the same job; be safe
-            yield shard
 
     def submit(actor: Any, shard: Shard[VcfRecord]) -> Any:
         return actor.vep_shard.remote(shard.index, shard.records, fasta, renames, checked_dict, fault)
@@ -272,15 +243,15 @@ def _run(
         progress(len(rows))
 
     def failed(shard: Shard[VcfRecord], reason: str, attempts: int) -> None:
-        last = shard.first + len(shard.records) - 1
-        why = f"scoring failed: shard of records {shard.first}-{last} failed {attempts} times ({reason})"
+        why = failure_reason(shard, reason, attempts)
         note(f"{why}; its rows are marked failed")
         rows = _failed_rows(shard.records, checked.recipe, why)
         store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
         progress(len(rows))
 
-    run_shards(pool.actors, todo(), submit, done, failed, max_attempts=max_attempts)
-    store.check_complete(n_records)
+    feed = ShardFeed(shards_of(read_vcf(vcf), size), store, progress)
+    run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
+    store.check_complete(feed.n_records)
 
     tally = _Tally()
     provenance = {
@@ -312,7 +283,7 @@ def _run(
         n_rows=tally.n_rows,
         status_counts=dict(tally.counts),
         reason_counts=dict(tally.reasons),
-        n_resumed=n_resumed,
+        n_resumed=feed.n_resumed,
         vcf=result if isinstance(result, VcfWriteResult) else None,
         scores=tally.scores,
         kinds=tally.kinds,
