@@ -40,7 +40,7 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, WorkersOption
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -541,6 +541,7 @@ def score(
         int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    resume: ResumeOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
@@ -557,6 +558,7 @@ def score(
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
         check_output("--out", out, _check_score_output)  # before scoring, not after
+    check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
 
@@ -572,6 +574,7 @@ def score(
             dtype=dtype,
             device=device,
             as_json=as_json,
+            resume=resume,
             level=level,
             method=method,
             prefix=prefix,

@@ -33,7 +33,7 @@ from hexamer.cli.checks import (
     is_stdio,
 )
 from hexamer.cli.jobs import _progress, count_records, load_carbon
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, WorkersOption
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 
 
 def set_threads(threads: int | None) -> None:
@@ -357,6 +357,7 @@ def embed(
         typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    resume: ResumeOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
@@ -367,6 +368,7 @@ def embed(
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_output("--out", out, _check_embedding_output)
+    check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import embed_on_ray
 
@@ -382,6 +384,7 @@ def embed(
             dtype=dtype,
             device=device,
             as_json=as_json,
+            resume=resume,
             pooling=pool,
             layer=layer,
             max_tokens=max_tokens,

@@ -20,6 +20,10 @@ RayOption = Annotated[
     ),
 ]
 WorkersOption = Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")]
+ResumeOption = Annotated[
+    bool,
+    typer.Option("--resume/--no-resume", help="--ray: continue a killed run; committed shards are kept."),
+]
 GpusPerWorkerOption = Annotated[
     float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
 ]
@@ -66,6 +70,12 @@ def ray_vep_runner(
         )
 
     return run
+
+
+def check_resume(resume: bool, ray: str | None) -> None:
+    """``--resume`` of ``embed``/``score`` continues a ``--ray`` run (one process has no shards to keep)."""
+    if resume and ray is None:
+        raise typer.BadParameter("--resume continues a --ray run: add --ray", param_hint="'--resume'")
 
 
 def _require_ray() -> None:

@@ -64,3 +64,11 @@ def test_a_pool_larger_than_the_cluster_is_refused(local_ray, tiny_folder) -> No
 
     with pytest.raises(ValueError, match="the Ray cluster has 2"):
         WorkerPool(tiny_folder, workers=5, threads=1)  # 5 x 0.5 CPU > 2
+
+
+@pytest.mark.parametrize("command", ["score", "embed"])
+def test_resume_of_score_and_embed_needs_ray(command, tiny_folder, tmp_path) -> None:
+    reads = tmp_path / "r.fa"
+    reads.write_text(">a\nACGTACGT\n")
+    out = tmp_path / ("o.tsv" if command == "score" else "o.parquet")
+    assert run([command, "-i", reads, "-o", out, "-m", tiny_folder, "--resume"]).exit_code == 2

@@ -129,3 +129,7 @@ def test_cli_score_on_ray_writes_the_same_table(pool, reads, single, tiny_folder
     )
     assert out.read_bytes() == single["parquet"].read_bytes()
     assert summary["n_records"] == 520
+    again = run_json(
+        ["score", "-i", reads, "-o", out, "-m", tiny_folder, "--per-base", "--ray", "auto", "--resume"]
+    )
+    assert again["n_records"] == 520
