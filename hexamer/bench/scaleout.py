@@ -15,6 +15,8 @@ compared byte for byte with the single-process file.
 from __future__ import annotations
 
 import os
+import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +28,12 @@ from hexamer.bench.timing import run_rounds, spread_warning
 __all__ = ["bench_scaleout"]
 
 PathLike = str | os.PathLike[str]
+
+
+def _driver_cpu() -> float:
+    """CPU time of this (driver) process, all threads, Ray's client threads included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def bench_scaleout(
@@ -83,17 +91,43 @@ def bench_scaleout(
                 None, vcf, fasta, outs["ray2"], pool=pool, shard_records=shard_records, **quiet, **settings
             ),
         }
-        timings = run_rounds(cases, rounds, log=log)
+        cpu: dict[str, list[float]] = {name: [] for name in cases}
+
+        def with_cpu(name: str, run: Any) -> Any:
+            def case() -> Any:
+                before = _driver_cpu() + pool.cpu_seconds()
+                result = run()
+                cpu[name].append(_driver_cpu() + pool.cpu_seconds() - before)
+                return result
+
+            return case
+
+        timings = run_rounds({name: with_cpu(name, run) for name, run in cases.items()}, rounds, log=log)
         same = all(outs[n].read_bytes() == outs["single"].read_bytes() for n in ("ray1", "ray2"))
     n_rows = timings["single process"].result.n_rows
+    base_cpu = statistics.median(cpu["single process"][-len(timings["single process"].seconds) :])
     base = timings["single process"].median
     ray1 = timings["ray, 1 worker"].median
     report = BenchReport(
         name="scaleout",
         title=f"VEP on Ray vs one process ({sites} sites, window {window} bp, {Path(model).name}, "
         f"shards of {shard_records} records)",
-        columns=["pipeline", "workers", "variants", "seconds (min / median / max)", "variants/s", "× single"],
-        formats={"variants/s": "{:,.1f}", "× single": "{:.2f}×"},
+        columns=[
+            "pipeline",
+            "workers",
+            "variants",
+            "seconds (min / median / max)",
+            "variants/s",
+            "× single",
+            "CPU s (median)",
+            "CPU × single",
+        ],
+        formats={
+            "variants/s": "{:,.1f}",
+            "× single": "{:.2f}×",
+            "CPU s (median)": "{:.2f}",
+            "CPU × single": "{:.3f}×",
+        },
     )
     for name, workers in (("single process", 0), ("ray, 1 worker", 1), ("ray, 2 workers", 2)):
         t = timings[name]
@@ -105,10 +139,16 @@ def bench_scaleout(
                 "seconds (min / median / max)": t.summary(),
                 "variants/s": n_rows / t.median,
                 "× single": base / t.median,
+                "CPU s (median)": statistics.median(cpu[name][-len(t.seconds) :]),
+                "CPU × single": statistics.median(cpu[name][-len(t.seconds) :]) / base_cpu,
             }
         )
     ray2 = timings["ray, 2 workers"].median
-    report.notes.append(f"overhead at 1 worker: {ray1 / base - 1:+.1%} of the single-process time")
+    cpu1 = report.rows[1]["CPU × single"]
+    report.notes.append(
+        f"overhead at 1 worker: {ray1 / base - 1:+.1%} of the single-process time; {cpu1 - 1:+.1%} in CPU "
+        "seconds (driver + actors; Ray's own raylet/GCS processes not counted), the steadier figure on a busy machine"
+    )
     report.notes.append(
         f"scaling at 2 workers: {ray1 / ray2:.2f}× the 1-worker rate (efficiency {ray1 / ray2 / 2:.0%}), "
         f"{base / ray2:.2f}× the single process, on {os.cpu_count()} cores"

@@ -157,6 +157,11 @@ class WorkerPool:
         self.fingerprint: str = infos[0]["fingerprint"]
         self.infos: list[dict[str, Any]] = infos
 
+    def cpu_seconds(self) -> float:
+        """CPU time the actors have used so far, summed (user + system)."""
+        ray = require_ray()
+        return float(sum(ray.get([a.cpu_seconds.remote() for a in self.actors])))
+
     def limited(self, workers: int) -> WorkerPool:
         """A view of the first ``workers`` actors (closing it leaves them running)."""
         if not 1 <= workers <= len(self.actors):

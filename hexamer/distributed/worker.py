@@ -52,6 +52,13 @@ class ShardWorker:
             "device": str(self.carbon.model.device),
         }
 
+    def cpu_seconds(self) -> float:
+        """CPU time this worker process has used (user + system, all threads): what a job cost it."""
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
     def vep_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """The settings checked against the model (a window too long is cut to fit), with notes."""
         from hexamer.vep.engine import VepSettings
