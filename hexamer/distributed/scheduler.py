@@ -63,7 +63,7 @@ def run_shards(
                 actor = slots.popleft()
                 pending[submit(actor, shard)] = _Pending(shard, actor, attempt)
             if not pending:
-                if retry:  # every actor died with work left
+                if retry or not exhausted:  # every actor died with work left: never a partial output
                     raise RuntimeError("every Ray worker died; the committed shards are kept for --resume")
                 return
             ready, _ = ray.wait(list(pending), num_returns=1)
