@@ -36,6 +36,19 @@ def _driver_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _cpu_now(pool: Any) -> float | None:
+    """Driver + actors CPU seconds, or None when an actor cannot answer (it was just killed)."""
+    try:
+        return _driver_cpu() + pool.cpu_seconds()
+    except Exception:
+        return None
+
+
+def _median_cpu(values: list[float]) -> float:
+    kept = [v for v in values if v == v]  # rounds whose count a restart broke are left out
+    return statistics.median(kept) if kept else float("nan")
+
+
 def bench_scaleout(
     model: PathLike,
     fasta: PathLike,
@@ -95,9 +108,11 @@ def bench_scaleout(
 
         def with_cpu(name: str, run: Any) -> Any:
             def case() -> Any:
-                before = _driver_cpu() + pool.cpu_seconds()
+                before = _cpu_now(pool)
                 result = run()
-                cpu[name].append(_driver_cpu() + pool.cpu_seconds() - before)
+                after = _cpu_now(pool)
+                # a restarted actor (killed, e.g. by Ray's memory monitor) starts its count again
+                cpu[name].append(after - before if before is not None and after is not None else float("nan"))
                 return result
 
             return case
@@ -105,7 +120,7 @@ def bench_scaleout(
         timings = run_rounds({name: with_cpu(name, run) for name, run in cases.items()}, rounds, log=log)
         same = all(outs[n].read_bytes() == outs["single"].read_bytes() for n in ("ray1", "ray2"))
     n_rows = timings["single process"].result.n_rows
-    base_cpu = statistics.median(cpu["single process"][-len(timings["single process"].seconds) :])
+    base_cpu = _median_cpu(cpu["single process"][-len(timings["single process"].seconds) :])
     base = timings["single process"].median
     ray1 = timings["ray, 1 worker"].median
     report = BenchReport(
@@ -139,8 +154,8 @@ def bench_scaleout(
                 "seconds (min / median / max)": t.summary(),
                 "variants/s": n_rows / t.median,
                 "× single": base / t.median,
-                "CPU s (median)": statistics.median(cpu[name][-len(t.seconds) :]),
-                "CPU × single": statistics.median(cpu[name][-len(t.seconds) :]) / base_cpu,
+                "CPU s (median)": _median_cpu(cpu[name][-len(t.seconds) :]),
+                "CPU × single": _median_cpu(cpu[name][-len(t.seconds) :]) / base_cpu,
             }
         )
     ray2 = timings["ray, 2 workers"].median
