@@ -285,6 +285,45 @@ def bench_fns(
     emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
 
 
+@bench_app.command("scaleout")
+def bench_scaleout_cmd(
+    model: BenchModelOption = None,
+    shape: ShapeOption = "tiny",
+    fasta: Annotated[
+        Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
+    ] = None,
+    sites: Annotated[int, typer.Option(min=2, max=100_000, help="Random SNV sites.")] = 384,
+    window: Annotated[int, typer.Option(min=12, max=1_000_000, help="Window recipe: bp.")] = 4096,
+    shard_records: Annotated[int, typer.Option(min=1, max=1_000_000, help="Records per shard.")] = 32,
+    rounds: Annotated[int, typer.Option(min=3, max=100, help="Timed rounds (after a warm-up).")] = 3,
+    ray: Annotated[str, typer.Option("--ray", help="auto, local or a cluster address.")] = "auto",
+    json_out: JsonOption = None,
+) -> None:
+    """VEP throughput in one process vs Ray with 1 and 2 single-thread workers (overhead, scaling)."""
+    from hexamer.bench.scaleout import bench_scaleout
+    from hexamer.demo import demo_data_files
+    from hexamer.distributed import RayUnavailableError, require_ray
+
+    try:
+        require_ray()
+    except RayUnavailableError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--ray'") from exc
+    folder = bench_folder(model, shape, "float32")
+    reference = fasta or next(p for p in demo_data_files() if "chr20" in p.name)
+    report = bench_scaleout(
+        folder,
+        reference,
+        sites=sites,
+        window=window,
+        block_records=shard_records,
+        shard_records=shard_records,
+        rounds=rounds,
+        address=ray,
+        log=_log,
+    )
+    emit(report, json_out, None)
+
+
 @bench_app.command("roofline")
 def bench_roofline(
     model: BenchModelOption = None,

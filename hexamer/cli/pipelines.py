@@ -20,6 +20,7 @@ from hexamer.cli.app import (
     err_console,
     fail,
     print_json,
+    resolve_model,
 )
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
@@ -31,6 +32,7 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import count_records, load_carbon, progress_bar
 
 
@@ -152,6 +154,13 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
+    ray: RayOption = None,
+    workers: WorkersOption = 2,
+    shard_records: Annotated[
+        int | None,
+        typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
+    ] = None,
+    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
@@ -166,7 +175,8 @@ def vep(
     from hexamer.vep.resume import ResumeError, run_vep
     from hexamer.vep.variants import Reference, survey_contigs
 
-    check_runtime(dtype=dtype, device=device, threads=threads)
+    # under --ray the device and threads are the workers', checked on their machines
+    check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_choice("--recipe", recipe, RECIPES)
     if is_stdio(out) and resume:
         raise typer.BadParameter("--resume needs an output file, not - (standard output)")
@@ -181,6 +191,21 @@ def vep(
         check_plot_path(plot)
     if server is not None and model is not None:
         raise typer.BadParameter("give --model (local) or --server (remote), not both")
+    runner = run_vep
+    if ray is not None:
+        if server is not None:
+            raise typer.BadParameter("give --ray (actors load the model) or --server, not both")
+        from hexamer.cli.scaleout import ray_vep_runner
+
+        runner = ray_vep_runner(
+            ray,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus_per_worker,
+            threads=threads,
+            dtype=dtype,
+            device=device,
+        )
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
@@ -204,6 +229,8 @@ def vep(
         carbon = (
             connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
             if server is not None
+            else resolve_model(model)  # --ray: each actor loads it
+            if ray is not None
             else load_carbon(model, dtype, device, batch_size)
         )
         try:
@@ -223,7 +250,7 @@ def vep(
                     if msg not in known:
                         err_console.print(f"[yellow]{msg}[/yellow]")
 
-                result = run_vep(
+                result = runner(
                     carbon,
                     vcf,
                     fasta,
@@ -323,6 +350,14 @@ def embed(
         int | None,
         typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
     ] = None,
+    ray: RayOption = None,
+    workers: WorkersOption = 2,
+    shard_records: Annotated[
+        int | None,
+        typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
+    ] = None,
+    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    resume: ResumeOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
@@ -330,8 +365,33 @@ def embed(
     from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
 
     check_choice("--pool", pool, ("mean", "last", "sep"))
-    check_runtime(dtype=dtype, device=device, threads=threads)
+    # under --ray the device and threads are the workers', checked on their machines
+    check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_output("--out", out, _check_embedding_output)
+    check_resume(resume, ray)
+    if ray is not None:
+        from hexamer.cli.scaleout import embed_on_ray
+
+        return embed_on_ray(
+            ray,
+            input_file=input_file,
+            out=out,
+            model=resolve_model(model),
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus_per_worker,
+            threads=threads or 1,
+            dtype=dtype,
+            device=device,
+            as_json=as_json,
+            resume=resume,
+            pooling=pool,
+            layer=layer,
+            max_tokens=max_tokens,
+            chunk_overlap=chunk_overlap,
+            prefix=prefix,
+            batch_size=batch_size,
+        )
     set_threads(threads)
     carbon = load_carbon(model, dtype, device, batch_size)
     errors: dict[str, str] = {}

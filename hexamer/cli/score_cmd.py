@@ -3,7 +3,6 @@ table with one row per record (bad records too, with their ``status`` and ``erro
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -16,6 +15,7 @@ from hexamer.cli.app import (
     console,
     describe_counts,
     print_json,
+    resolve_model,
 )
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
@@ -24,8 +24,8 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import (
-    CHUNK,
     JobOutput,
     check_score_output,
     chunks,
@@ -66,23 +66,52 @@ def score(
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
+    ray: RayOption = None,
+    workers: WorkersOption = 2,
+    shard_records: Annotated[
+        int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
+    ] = None,
+    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    resume: ResumeOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
 
     Exits with status 1 (after writing the whole output) when no record is ok."""
-    from hexamer.carbon import UnscoredSequenceWarning
-    from hexamer.io import BadRecord, normalize_sequence
+    from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
 
     check_choice("--level", level, ("bp", "token"))
     check_choice("--method", method, ("fns", "exact"))
-    check_runtime(dtype=dtype, device=device)
+    check_runtime(dtype=dtype, device=None if ray else device)  # --ray: the workers' device
     if is_stdio(out):
         out = None  # "-o -": the TSV on stdout
     if as_json and out is None:
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
+    check_resume(resume, ray)
+    if ray is not None:
+        from hexamer.cli.scaleout import score_on_ray
+
+        return score_on_ray(
+            ray,
+            sequences=sequences,
+            input_file=input_file,
+            out=out,
+            model=resolve_model(model),
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus_per_worker,
+            dtype=dtype,
+            device=device,
+            as_json=as_json,
+            resume=resume,
+            level=level,
+            method=method,
+            prefix=prefix,
+            per_base=per_base,
+            batch_size=batch_size,
+        )
     carbon = load_carbon(model, dtype, device, batch_size)
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
@@ -92,54 +121,19 @@ def score(
     try:
         with progress_bar() as progress:
             task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
-            for chunk in chunks(read_job_records(sequences or [], input_file), CHUNK):
-                rows: list[dict[str, Any]] = []
-                todo: list[tuple[dict[str, Any], str, int]] = []
-                for rec in chunk:
-                    row: dict[str, Any] = {
-                        "id": rec.id,
-                        "status": "ok",
-                        "error": "",
-                        "length": 0,
-                        "mean_logprob": None,
-                        "n_scored": 0,
-                        "n_oov_bases": 0,
-                    }
-                    if per_base:
-                        row["per_base_logprob"] = None
-                    if isinstance(rec, BadRecord):
-                        row.update(status="skipped", error=rec.reason)
-                        bad.append(str(rec))
-                    else:
-                        seq = normalize_sequence(rec.sequence)
-                        row["length"] = len(seq)
-                        try:
-                            carbon.check_sequence(seq, prefix=prefix)
-                            todo.append((row, seq, rec.index))
-                        except ValueError as exc:
-                            row.update(status="failed", error=str(exc).replace("sequence 0", "sequence"))
-                            bad.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
-                    rows.append(row)
-                if todo:
-                    with warnings.catch_warnings():  # unscored rows get a status, not a warning
-                        warnings.simplefilter("ignore", UnscoredSequenceWarning)
-                        results = carbon.score(
-                            [s for _, s, _ in todo],
-                            level=level,  # type: ignore[arg-type]
-                            method=method,  # type: ignore[arg-type]
-                            prefix=prefix,
-                            token_budget=batch_size * 1024,
-                        )
-                    for (row, seq, index), res in zip(todo, results, strict=True):
-                        row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)
-                        if res.status != "ok":  # nothing scorable: no number to report
-                            row.update(status="skipped", error=res.reason, mean_logprob=None)
-                            bad.append(f"record {index + 1} ({row['id']!r}): {res.reason}")
-                        if per_base:
-                            row["per_base_logprob"] = (
-                                res.per_base if res.per_base is not None else res.per_token
-                            )
-                        scored_bp += len(seq)
+            for chunk in chunks(read_job_records(sequences or [], input_file), SCORE_CHUNK):
+                scored = score_record_rows(
+                    carbon,
+                    chunk,
+                    level=level,
+                    method=method,
+                    prefix=prefix,
+                    per_base=per_base,
+                    batch_size=batch_size,
+                )
+                rows = scored.rows
+                bad.extend(scored.problems)
+                scored_bp += scored.scored_bp
                 elapsed = progress.tasks[task].elapsed or 1e-9
                 progress.update(task, advance=len(rows), rate=f"{scored_bp / elapsed:,.0f} bp/s")
                 all_statuses.extend(r["status"] for r in rows)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ from hexamer.tokenizer.dna import encode_dna
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
-__all__ = ["POOLS", "embed_sequences"]
+__all__ = ["GROUP_PROMPTS", "POOLS", "chunk_geometry", "embed_sequences", "prompt_count"]
 
 Pool = Literal["mean", "last", "sep"]
 POOLS: tuple[str, ...] = ("mean", "last", "sep")
@@ -101,21 +101,9 @@ def embed_sequences(
         raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
     n_layers = carbon.model.config.num_hidden_layers
     layer_i = _layer_index(layer, n_layers)
-    limit = carbon.context_length if max_tokens is None else max_tokens
-    if limit > carbon.context_length:
-        raise ValueError(f"max_tokens={limit} exceeds the model's context of {carbon.context_length}")
-    if chunk_overlap is not None and chunk_overlap < 0:
-        raise ValueError(f"chunk_overlap must be >= 0 bp, got {chunk_overlap}")
-    prefix_ids = carbon.tokenizer.encode(prefix) if prefix else []
-    capacity = limit - len(prefix_ids) - 2
-    k = carbon.layout.k
-    if capacity < 1:
-        raise ValueError(f"max_tokens={limit} leaves no room for DNA after the prefix and the two tags")
-    overlap = min(512, capacity // 4) if chunk_overlap is None else chunk_overlap // k
-    if overlap >= capacity:
-        raise ValueError(
-            f"chunk_overlap={chunk_overlap} bp is not shorter than a chunk ({capacity} tokens = {capacity * k} bp)"
-        )
+    prefix_ids, capacity, overlap = chunk_geometry(
+        carbon, max_tokens=max_tokens, chunk_overlap=chunk_overlap, prefix=prefix
+    )
     if batch_size < 1 or token_budget < 1:
         raise ValueError("batch_size and token_budget must be >= 1")
     return _embed(
@@ -131,6 +119,43 @@ def embed_sequences(
         token_budget,
         on_error,
     )
+
+
+def chunk_geometry(
+    carbon: Carbon, *, max_tokens: int | None = None, chunk_overlap: int | None = None, prefix: str = ""
+) -> tuple[list[int], int, int]:
+    """How :func:`embed_sequences` cuts sequences: the prefix's token ids, the DNA tokens per
+    chunk and the overlap between chunks (tokens); arguments as for :func:`embed_sequences`."""
+    limit = carbon.context_length if max_tokens is None else max_tokens
+    if limit > carbon.context_length:
+        raise ValueError(f"max_tokens={limit} exceeds the model's context of {carbon.context_length}")
+    if chunk_overlap is not None and chunk_overlap < 0:
+        raise ValueError(f"chunk_overlap must be >= 0 bp, got {chunk_overlap}")
+    prefix_ids = carbon.tokenizer.encode(prefix) if prefix else []
+    capacity = limit - len(prefix_ids) - 2
+    k = carbon.layout.k
+    if capacity < 1:
+        raise ValueError(f"max_tokens={limit} leaves no room for DNA after the prefix and the two tags")
+    overlap = min(512, capacity // 4) if chunk_overlap is None else chunk_overlap // k
+    if overlap >= capacity:
+        raise ValueError(
+            f"chunk_overlap={chunk_overlap} bp is not shorter than a chunk ({capacity} tokens = {capacity * k} bp)"
+        )
+    return prefix_ids, capacity, overlap
+
+
+def prompt_count(record: SequenceRecord | BadRecord, layout: Any, capacity: int, overlap: int) -> int:
+    """The forwards (chunks) :func:`embed_sequences` runs for a record (0 for one it cannot embed),
+    with ``capacity``/``overlap`` from :func:`chunk_geometry`: what decides its groups."""
+    if isinstance(record, BadRecord) or not isinstance(record.sequence, str):
+        return 0
+    seq = normalize_sequence(record.sequence)
+    return len(chunk_plan(len(encode_dna(seq, layout).ids), capacity, overlap)) if seq else 0
+
+
+#: records are embedded in groups that end once they hold this many prompts (chunks): a group's
+#: batches never mix with another group's, so a record's vector depends only on its group
+GROUP_PROMPTS = 64
 
 
 def _embed(
@@ -149,7 +174,7 @@ def _embed(
     jobs: list[_Job] = []
     for i, item in enumerate(records):
         jobs.append(_prepare(carbon, _as_record(item, i), prefix_ids, capacity, overlap))
-        if sum(len(j.prompts) for j in jobs) >= 64:
+        if sum(len(j.prompts) for j in jobs) >= GROUP_PROMPTS:
             yield from _finish(carbon, jobs, pool, layer, n_layers, batch_size, token_budget, on_error)
             jobs = []
     if jobs:

@@ -26,7 +26,7 @@ import bisect
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,7 @@ __all__ = [
     "SettingsFittedWarning",
     "VepSettings",
     "count_rows",
+    "iter_record_blocks",
     "score_variants",
 ]
 
@@ -728,11 +729,33 @@ def iter_blocks(
     view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
     The VCF header is read now, so a bad file raises here."""
     settings = settings.checked(carbon, on_note=on_note)
+    records = read_vcf(vcf)
+    return iter_record_blocks(
+        carbon, records, reference, settings, done=done, naive=naive, on_progress=on_progress, on_note=on_note
+    )
+
+
+def iter_record_blocks(
+    carbon: Carbon,
+    records: Iterable[VcfRecord],
+    reference: Reference,
+    settings: VepSettings,
+    *,
+    done: Mapping[Key, Row] | None = None,
+    naive: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Iterator[Iterator[list[Row]]]:
+    """:func:`iter_blocks` over records already read (their ``index`` is their record number in
+    the whole input): a shard of a VCF scored elsewhere gets the blocks, work units and numbers
+    of a run over the whole file when it starts on a block boundary (a multiple of
+    ``settings.block_records`` records)."""
+    settings = settings.checked(carbon, on_note=on_note)
     planner = _Planner(carbon, reference, settings, on_note or _default_note)
     runner = _Runner(carbon, reference, settings, naive)
-    records = read_vcf(vcf)
     return (
-        _block_units(planner, runner, b, done, on_progress) for b in _blocks(records, settings.block_records)
+        _block_units(planner, runner, b, done, on_progress)
+        for b in _blocks(iter(records), settings.block_records)
     )
 
 

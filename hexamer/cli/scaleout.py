@@ -1,0 +1,206 @@
+"""``--ray`` for ``hexamer vep``, ``score`` and ``embed``: the scale-out options turned into one call,
+so the commands themselves stay thin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hexamer.cli.app import console, describe_counts, fail, print_json
+
+RayOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="Run on a Ray cluster: auto (RAY_ADDRESS, else the cluster `ray start` runs here, else a "
+        "local one), local, or an address such as ray://head:10001 (pip install 'hexamer[ray]').",
+    ),
+]
+WorkersOption = Annotated[int, typer.Option(min=1, max=4096, help="--ray: model-holding actors.")]
+ResumeOption = Annotated[
+    bool,
+    typer.Option("--resume/--no-resume", help="--ray: continue a killed run; committed shards are kept."),
+]
+GpusPerWorkerOption = Annotated[
+    float, typer.Option(min=0, max=64, help="--ray: GPUs per actor (1 on GPU nodes).")
+]
+
+#: the engine's block of records (VepSettings.block_records); shards are whole blocks
+BLOCK_RECORDS = 50_000
+
+
+def ray_vep_runner(
+    address: str,
+    *,
+    workers: int,
+    shard_records: int | None,
+    num_gpus: float,
+    threads: int | None,
+    dtype: str,
+    device: str | None,
+) -> Callable[..., Any]:
+    """A ``run_vep(model, vcf, fasta, out, **options)`` that scores on Ray actors; fails now,
+    before any work, when Ray is missing or the shard size cannot give the single-process output."""
+    from hexamer.distributed import run_vep as run_on_ray
+
+    _require_ray()
+    if shard_records is not None and shard_records % BLOCK_RECORDS:
+        raise typer.BadParameter(
+            f"must be a multiple of {BLOCK_RECORDS:,} (the engine's block of records), got {shard_records}",
+            param_hint="'--shard-records'",
+        )
+
+    def run(model: str, vcf: Any, fasta: Any, out: Any, **options: Any) -> Any:
+        return run_on_ray(
+            model,
+            vcf,
+            fasta,
+            out,
+            address=address,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus,
+            threads=threads or 1,
+            dtype=dtype,
+            device=device,
+            **options,
+        )
+
+    return run
+
+
+def check_resume(resume: bool, ray: str | None) -> None:
+    """``--resume`` of ``embed``/``score`` continues a ``--ray`` run (one process has no shards to keep)."""
+    if resume and ray is None:
+        raise typer.BadParameter("--resume continues a --ray run: add --ray", param_hint="'--resume'")
+
+
+def _require_ray() -> None:
+    from hexamer.distributed import RayUnavailableError, require_ray
+
+    try:
+        require_ray()
+    except RayUnavailableError as exc:
+        fail(exc)
+
+
+def _with_progress(what: str, input_file: Path, run: Callable[[Callable[[int], None]], Any]) -> Any:
+    """``run(on_progress)`` under the CLI's progress bar (total: the input's records); bad input
+    or a missing file ends the command with its message."""
+    from hexamer.cli.jobs import _progress, count_records
+    from hexamer.io import SequenceInputError
+
+    try:
+        with _progress() as progress:
+            task = progress.add_task(what, total=count_records(None, input_file), rate="")
+            return run(lambda n: progress.update(task, advance=n))
+    except (SequenceInputError, FileNotFoundError, ValueError) as exc:
+        fail(exc)
+
+
+def score_on_ray(
+    address: str,
+    *,
+    sequences: list[str] | None,
+    input_file: Path | None,
+    out: Path | None,
+    model: str,
+    workers: int,
+    shard_records: int | None,
+    num_gpus: float,
+    dtype: str,
+    device: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """``hexamer score --ray``: the command's table, scored by Ray actors; the same summary."""
+    from hexamer.cli.jobs import _report, fail_if_none_ok
+    from hexamer.distributed import score
+
+    _require_ray()
+    if input_file is None or sequences:
+        raise typer.BadParameter("--ray reads the sequences from a file: give --input", param_hint="'--ray'")
+    if out is None:
+        raise typer.BadParameter("--ray writes a table: give --out FILE", param_hint="'--ray'")
+    if shard_records is not None and shard_records % 256:
+        raise typer.BadParameter(
+            f"must be a multiple of 256 (the records of one engine call), got {shard_records}",
+            param_hint="'--shard-records'",
+        )
+    result = _with_progress(
+        "scoring",
+        input_file,
+        lambda progress: score(
+            model,
+            input_file,
+            out,
+            address=address,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus,
+            dtype=dtype,
+            device=device,
+            on_progress=progress,
+            **options,
+        ),
+    )
+    statuses = result.status_counts
+    if as_json:
+        print_json({"output": str(out), "n_records": result.n_records, "status_counts": statuses})
+    else:
+        console.print(f"wrote {out} ({describe_counts(statuses)})")
+    _report(result.problems)
+    fail_if_none_ok(statuses, "scored", table=True)
+
+
+def embed_on_ray(
+    address: str,
+    *,
+    input_file: Path,
+    out: Path,
+    model: str,
+    workers: int,
+    shard_records: int | None,
+    num_gpus: float,
+    threads: int,
+    dtype: str,
+    device: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """``hexamer embed --ray``: the command's file, embedded by Ray actors; the same summary."""
+    from hexamer.cli.app import err_console
+    from hexamer.distributed import embed
+
+    _require_ray()
+    if str(input_file) == "-":
+        raise typer.BadParameter(
+            "--ray reads the sequences from a file, not standard input", param_hint="'--ray'"
+        )
+    result = _with_progress(
+        "embedding",
+        input_file,
+        lambda progress: embed(
+            model,
+            input_file,
+            out,
+            address=address,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus,
+            threads=threads,
+            dtype=dtype,
+            device=device,
+            on_progress=progress,
+            on_bad_record=lambda rec: err_console.print(f"[yellow]skipped[/yellow] {rec}"),
+            **options,
+        ),
+    )
+    n, bad = result.n_records, len(result.errors)
+    if as_json:
+        print_json({"output": str(out), "n_records": n, "n_without_vector": bad})
+    else:
+        console.print(f"wrote {out} ({n:,} records, {bad:,} without a vector)")

@@ -1,0 +1,40 @@
+"""Scale-out on Ray: ``hexamer vep``, ``score`` and ``embed`` across a cluster, with the
+single-process output byte for byte.
+
+* :mod:`~hexamer.distributed.cluster`: joining a cluster; :class:`WorkerPool`, model-holding actors;
+* :mod:`~hexamer.distributed.sharding`: records cut into shards that keep their global index;
+* :mod:`~hexamer.distributed.scheduler`: shards streamed to actors, retried, bounded in flight;
+* :mod:`~hexamer.distributed.store`: shards committed atomically with checksums (``resume``);
+* :mod:`~hexamer.distributed.vep`: the VEP driver, :func:`run_vep`;
+* :mod:`~hexamer.distributed.score`: ``hexamer score``'s driver, :func:`score`;
+* :mod:`~hexamer.distributed.embed`: ``hexamer embed``'s driver, :func:`embed`.
+
+    from hexamer.distributed import run_vep
+    run_vep("path/to/model", "cohort.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", workers=8, resume=True)
+
+Ray is the optional extra ``hexamer[ray]``; this package imports without it and says so on use.
+Design and cluster recipes: docs/distributed.md.
+"""
+
+from hexamer.distributed.cluster import RayUnavailableError, WorkerPool, connect, require_ray
+from hexamer.distributed.embed import EmbedRunResult, embed
+from hexamer.distributed.faults import FaultPlan, InjectedFault
+from hexamer.distributed.score import ScoreRunResult, score
+from hexamer.distributed.store import run_folder
+from hexamer.distributed.vep import run_vep, single_process_command
+
+__all__ = [
+    "EmbedRunResult",
+    "FaultPlan",
+    "InjectedFault",
+    "RayUnavailableError",
+    "ScoreRunResult",
+    "WorkerPool",
+    "connect",
+    "embed",
+    "require_ray",
+    "run_folder",
+    "run_vep",
+    "score",
+    "single_process_command",
+]

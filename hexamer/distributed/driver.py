@@ -1,0 +1,76 @@
+"""What every scale-out driver shares: a pool for the job, the checks before any work, the feed
+of shards still to compute (committed ones counted, not sent) and the reason a shard failed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.sharding import Shard
+from hexamer.distributed.store import ShardStore
+
+__all__ = ["ShardFeed", "check_job", "failure_reason", "pool_for"]
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def pool_for(
+    pool: WorkerPool | None, model: str | os.PathLike[str] | None, **options: Any
+) -> Iterator[WorkerPool]:
+    """``pool`` as given, or a :class:`WorkerPool` of ``model`` started for this job and stopped after."""
+    if pool is not None:
+        yield pool
+        return
+    if model is None:
+        raise ValueError("give a model folder (or a running WorkerPool)")
+    with WorkerPool(model, **options) as own:
+        yield own
+
+
+def check_job(
+    output: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]], max_attempts: int
+) -> None:
+    """Fail before any actor starts: an output folder that does not exist, a missing input."""
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"output folder {folder!r} does not exist")
+    for what, path in inputs.items():
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{os.fspath(path)}: no such {what} file")
+    if not 1 <= max_attempts <= 100:
+        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
+
+
+def failure_reason(shard: Shard[Any], reason: str, attempts: int, verb: str = "scoring") -> str:
+    """What a row of a shard that kept failing says (its records, the attempts, the last error)."""
+    last = shard.first + len(shard.records) - 1
+    return f"{verb} failed: shard of records {shard.first}-{last} failed {attempts} times ({reason})"
+
+
+class ShardFeed(Generic[T]):
+    """The shards of an input still to compute. A shard the store holds (resume) is counted in
+    ``n_resumed`` and reported to ``on_progress``, not yielded; ``n_records`` is how many records
+    the input had, once iterated."""
+
+    def __init__(
+        self, shards: Iterable[Shard[T]], store: ShardStore, on_progress: Callable[[int], None] | None
+    ) -> None:
+        self._shards = shards
+        self._store = store
+        self._progress = on_progress or (lambda _: None)
+        self.n_records = 0
+        self.n_resumed = 0
+
+    def __iter__(self) -> Iterator[Shard[T]]:
+        for shard in self._shards:
+            self.n_records = shard.first + len(shard.records)
+            entry = self._store.entries.get(shard.index)
+            if entry is not None and (entry.first, entry.n_records) == (shard.first, len(shard.records)):
+                self.n_resumed += entry.n_rows
+                self._progress(entry.n_rows)
+                continue
+            yield shard

@@ -1,0 +1,208 @@
+"""``hexamer score`` on a Ray cluster, with the table a single-process run writes, byte for byte.
+
+Shards are whole multiples of the command's chunk of records
+(:data:`~hexamer.sequence_scores.SCORE_CHUNK`), so every engine call sees the records a single
+process gives it. A committed shard keeps each chunk's rows as one JSON line, numpy arrays with
+their dtype (lossless, and no pickle), and the merge replays the chunks in input order into one
+:class:`~hexamer.io.TableWriter`, the writer and batches of the single-process command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for
+from hexamer.distributed.faults import FaultPlan
+from hexamer.distributed.scheduler import run_shards
+from hexamer.distributed.sharding import Shard, shards_of
+from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.io import TableWriter, read_sequences, table_format
+from hexamer.sequence_scores import SCORE_CHUNK
+
+__all__ = ["ScoreRunResult", "score"]
+
+PathLike = str | os.PathLike[str]
+Row = dict[str, Any]
+_FORMAT = "hexamer-ray-score/1"
+#: default records per shard: 16 chunks
+DEFAULT_SHARD_RECORDS = 16 * SCORE_CHUNK
+
+
+@dataclass
+class ScoreRunResult:
+    """A finished job: rows per status, the problems met (bad or unscorable records), bases scored."""
+
+    output: str
+    n_records: int
+    status_counts: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    scored_bp: int = 0
+    n_resumed: int = 0
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return {"ndarray": value.dtype.str, "data": value.tolist()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"ndarray", "data"}:
+        return np.asarray(value["data"], dtype=np.dtype(value["ndarray"]))
+    return value
+
+
+def _chunk_line(rows: list[Row], problems: list[str], scored_bp: int) -> str:
+    encoded = [{k: _encode(v) for k, v in row.items()} for row in rows]
+    return json.dumps({"rows": encoded, "problems": problems, "scored_bp": scored_bp}) + "\n"
+
+
+def _read_chunks(path: Path) -> Iterator[tuple[list[Row], list[str], int]]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            chunk = json.loads(line)
+            rows = [{k: _decode(v) for k, v in row.items()} for row in chunk["rows"]]
+            yield rows, chunk["problems"], chunk["scored_bp"]
+
+
+def _failed_chunks(
+    records: Sequence[Any], reason: str, per_base: bool
+) -> list[tuple[list[Row], list[str], int]]:
+    """Rows with status ``failed`` for a shard that kept failing (every record still appears)."""
+    out = []
+    for at in range(0, len(records), SCORE_CHUNK):
+        rows = []
+        for rec in records[at : at + SCORE_CHUNK]:
+            row: Row = {
+                "id": rec.id,
+                "status": "failed",
+                "error": reason,
+                "length": 0,
+                "mean_logprob": None,
+                "n_scored": 0,
+                "n_oov_bases": 0,
+            }
+            if per_base:
+                row["per_base_logprob"] = None
+            rows.append(row)
+        out.append((rows, [], 0))
+    return out
+
+
+def score(
+    model: PathLike | None,
+    input_file: PathLike,
+    output: PathLike,
+    *,
+    pool: WorkerPool | None = None,
+    workers: int = 2,
+    address: str | None = "auto",
+    threads: int = 1,
+    num_cpus: float | None = None,
+    num_gpus: float = 0.0,
+    dtype: str = "auto",
+    device: str | None = None,
+    level: str = "bp",
+    method: str = "fns",
+    prefix: str = "",
+    per_base: bool = False,
+    batch_size: int = 16,
+    shard_records: int | None = None,
+    max_attempts: int = 3,
+    resume: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    fault: FaultPlan | None = None,
+) -> ScoreRunResult:
+    """``hexamer score -i INPUT -o OUTPUT`` on Ray actors; the table equals the command's.
+
+    ``shard_records`` (default 4,096) must be a multiple of 256 (the command's chunk). ``pool``,
+    ``resume``, ``max_attempts`` and ``fault`` are as for :func:`hexamer.distributed.run_vep`;
+    ``level``, ``method``, ``prefix``, ``per_base`` and ``batch_size`` as for ``hexamer score``."""
+    note = on_note or (lambda _: None)
+    out = Path(output)
+    table_format(out)  # an unsupported extension fails now
+    if out.name.lower().endswith((".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")):
+        raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
+    check_job(out, {"sequence": input_file}, max_attempts)
+    size = DEFAULT_SHARD_RECORDS if shard_records is None else shard_records
+    if size < 1 or size % SCORE_CHUNK:
+        raise ValueError(
+            f"shard_records must be a positive multiple of {SCORE_CHUNK} (the records of one engine "
+            f"call in hexamer score), got {size}"
+        )
+    options = {
+        "level": level,
+        "method": method,
+        "prefix": prefix,
+        "per_base": per_base,
+        "batch_size": batch_size,
+    }
+    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
+    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
+    with pool_for(pool, model, **spec) as workers_pool:
+        meta = {
+            "format": _FORMAT,
+            "settings": options,
+            "input": file_identity(input_file),
+            "model": workers_pool.fingerprint,
+            "output": out.name,
+            "shard_records": size,
+        }
+        store = ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
+        progress = on_progress or (lambda _: None)
+        feed = ShardFeed(shards_of(read_sequences(os.fspath(input_file)), size), store, progress)
+
+        def commit(shard: Shard[Any], chunks: list[tuple[list[Row], list[str], int]], failed: bool) -> None:
+            def write(path: Path) -> None:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.writelines(_chunk_line(*chunk) for chunk in chunks)
+
+            n = sum(len(rows) for rows, _, _ in chunks)
+            store.commit_file(shard.index, shard.first, len(shard.records), n, write, failed=failed)
+            progress(n)
+
+        def failed(shard: Shard[Any], reason: str, attempts: int) -> None:
+            why = failure_reason(shard, reason, attempts)
+            note(f"{why}; its rows are marked failed")
+            commit(shard, _failed_chunks(shard.records, why, per_base), True)
+
+        run_shards(
+            workers_pool.actors,
+            feed,
+            lambda actor, shard: actor.score_shard.remote(shard.index, shard.records, options, fault),
+            lambda shard, chunks: commit(shard, chunks, False),
+            failed,
+            max_attempts=max_attempts,
+        )
+    store.check_complete(feed.n_records)
+    statuses: Counter[str] = Counter()
+    problems: list[str] = []
+    scored_bp = 0
+    with TableWriter(out) as writer:
+        for index in sorted(store.entries):
+            for rows, chunk_problems, bp in _read_chunks(store.path(index)):
+                writer.write_batch(rows)
+                statuses.update(str(r["status"]) for r in rows)
+                problems.extend(chunk_problems)
+                scored_bp += bp
+    store.remove()
+    return ScoreRunResult(
+        output=str(out),
+        n_records=sum(statuses.values()),
+        status_counts=dict(statuses),
+        problems=problems,
+        scored_bp=scored_bp,
+        n_resumed=feed.n_resumed,
+    )

@@ -1,0 +1,290 @@
+"""``hexamer vep`` on a Ray cluster, with the output a single-process run writes, byte for byte.
+
+The driver streams the VCF into shards of whole engine blocks (``shard_records``, a multiple of
+``block_records``), so every shard plans the same blocks and work units, hence the same numbers,
+as :func:`hexamer.vep.run_vep`. Actors score shards; the driver commits each as it finishes
+(:mod:`~hexamer.distributed.store`) and, at the end, streams the shards in input order through
+the same writer (:func:`~hexamer.vep.output.write_vep_output`) with the same provenance.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shlex
+import sys
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hexamer import __version__
+from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.driver import ShardFeed, failure_reason, pool_for
+from hexamer.distributed.faults import FaultPlan
+from hexamer.distributed.scheduler import run_shards
+from hexamer.distributed.sharding import Shard, shards_of
+from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.io.contigs import read_rename_file
+from hexamer.vep.engine import ROW_COLUMNS, VepSettings
+from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields, row_schema, write_vep_output
+from hexamer.vep.resume import VepRunResult
+from hexamer.vep.summary import reason_category
+from hexamer.vep.variants import FastaError, VcfInputError, VcfRecord, read_vcf
+
+__all__ = ["SCALE_OUT_OPTIONS", "run_vep", "single_process_command"]
+
+PathLike = str | os.PathLike[str]
+Row = dict[str, Any]
+#: the layout of the run folder; another value is another job
+_FORMAT = "hexamer-ray-vep/1"
+#: CLI options that say where a job runs, not what it computes: left out of ``##hexamer_command``
+#: so the output equals the single-process run's (value-taking options first)
+SCALE_OUT_OPTIONS = ("--ray", "--workers", "--shard-records", "--num-gpus-per-worker")
+
+
+def single_process_command(argv: Sequence[str] | None = None) -> str:
+    """This process's command line without the scale-out options (they do not change the output)."""
+    args = list(sys.argv if argv is None else argv) or ["python"]
+    if os.path.basename(args[0]) in ("hexamer", "__main__.py"):
+        args[0] = "hexamer"
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in SCALE_OUT_OPTIONS:
+            skip = "=" not in arg
+            continue
+        kept.append(arg)
+    return shlex.join(kept)
+
+
+def _failed_rows(records: Sequence[VcfRecord], recipe: str, reason: str) -> list[Row]:
+    """One ``failed`` row per variant of records that could not be scored (nothing is lost)."""
+    rows = []
+    for rec in records:
+        for v in rec.variants():
+            row: Row = dict.fromkeys(ROW_COLUMNS)
+            row.update(
+                record=v.record,
+                alt_index=v.alt_index,
+                id=v.id,
+                chrom=v.chrom,
+                pos=v.pos,
+                ref=v.ref,
+                alt=v.alt,
+                kind=v.kind,
+                recipe=recipe,
+                status="failed",
+                reason=reason,
+            )
+            rows.append(row)
+    return rows
+
+
+class _Tally:
+    """Counts rows as they stream into the output; keeps ``ok`` scores and kinds for plots."""
+
+    def __init__(self) -> None:
+        self.n_rows = 0
+        self.counts: Counter[str] = Counter()
+        self.reasons: Counter[tuple[str, str]] = Counter()
+        self.scores = array("d")
+        self.kinds: list[str] = []
+
+    def watch(self, rows: Iterator[Row]) -> Iterator[Row]:
+        for row in rows:
+            self.n_rows += 1
+            status = str(row["status"])
+            self.counts[status] += 1
+            if status != "ok":
+                self.reasons[(status, reason_category(row.get("reason")))] += 1
+            elif row["score"] is not None:
+                self.scores.append(float(row["score"]))
+                self.kinds.append(str(row["kind"]))
+            yield row
+
+
+def run_vep(
+    model: PathLike | None,
+    vcf: PathLike,
+    fasta: PathLike,
+    output: PathLike,
+    *,
+    pool: WorkerPool | None = None,
+    workers: int = 2,
+    address: str | None = "auto",
+    threads: int = 1,
+    num_cpus: float | None = None,
+    num_gpus: float = 0.0,
+    dtype: str = "auto",
+    device: str | None = None,
+    shard_records: int | None = None,
+    max_attempts: int = 3,
+    resume: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    renames: PathLike | Mapping[str, str] | None = None,
+    info_fields: str | Sequence[str] | None = None,
+    command: str | None = None,
+    fault: FaultPlan | None = None,
+    **settings: Any,
+) -> VepRunResult:
+    """Score a VCF into ``output`` on Ray actors; the output equals :func:`hexamer.vep.run_vep`'s.
+
+    ``model`` is a model folder every node can read (or a hub id); ``pool`` reuses running
+    actors instead (:class:`~hexamer.distributed.WorkerPool`, then ``model``, ``workers``,
+    ``address``, ``threads``, ``num_cpus``, ``num_gpus``, ``dtype`` and ``device`` are unused).
+    ``shard_records`` (default: ``block_records``, 50,000) records go to an actor at a time; it
+    must be a multiple of ``block_records`` so shards plan the blocks a single process plans.
+    Finished shards are committed as they come (:mod:`~hexamer.distributed.store`); ``resume``
+    skips those whose checksum verifies. A shard that fails ``max_attempts`` times becomes
+    ``failed`` rows with the reason. ``command`` is the ``##hexamer_command`` provenance
+    (default: this process's command line without the scale-out options). ``settings``,
+    ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
+    :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests).
+    """
+    note = on_note or (lambda _: None)
+    out = Path(output)
+    kind = output_kind(out)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
+    for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
+        if not os.path.isfile(path):
+            raise error(f"{os.fspath(path)}: no such {what} file")
+    if not 1 <= max_attempts <= 100:
+        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
+    requested = VepSettings(**settings)
+    info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
+    renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
+    fasta_path = str(Path(fasta).resolve())
+    read_vcf(vcf).close()  # a bad header fails now, before any actor starts
+    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
+    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=requested.batch_size)
+    with pool_for(pool, model, **spec) as workers_pool:
+        return _run(
+            workers_pool,
+            vcf,
+            fasta_path,
+            out,
+            kind,
+            requested,
+            shard_records,
+            max_attempts,
+            resume,
+            on_progress,
+            note,
+            renames,
+            info,
+            command,
+            fault,
+        )
+
+
+def _run(
+    pool: WorkerPool,
+    vcf: PathLike,
+    fasta: str,
+    out: Path,
+    kind: str,
+    requested: VepSettings,
+    shard_records: int | None,
+    max_attempts: int,
+    resume: bool,
+    on_progress: Callable[[int], None] | None,
+    note: Callable[[str], None],
+    renames: Mapping[str, str] | None,
+    info: Any,
+    command: str | None,
+    fault: FaultPlan | None,
+) -> VepRunResult:
+    import ray
+
+    checked_dict, fitted = ray.get(pool.actors[0].vep_settings.remote(requested.as_dict()))
+    for message in fitted:
+        note(message)
+    checked = VepSettings(**checked_dict)
+    size = checked.block_records if shard_records is None else shard_records
+    if size < 1 or size % checked.block_records:
+        raise ValueError(
+            f"shard_records must be a positive multiple of block_records ({checked.block_records}) so "
+            f"each shard plans the engine blocks a single-process run plans, got {size}"
+        )
+    meta: dict[str, Any] = {
+        "format": _FORMAT,
+        "settings": checked.as_dict(),
+        "vcf": file_identity(vcf),
+        "fasta": file_identity(fasta),
+        "model": pool.fingerprint,
+        "output": out.name,
+        "shard_records": size,
+        "command": command or single_process_command(),
+    }
+    if renames:
+        meta["renames"] = dict(sorted(renames.items()))
+    store = ShardStore(run_folder(out), meta, schema=row_schema(), resume=resume, on_note=note)
+    progress = on_progress or (lambda _: None)
+    noted: set[str] = set()
+
+    def submit(actor: Any, shard: Shard[VcfRecord]) -> Any:
+        return actor.vep_shard.remote(shard.index, shard.records, fasta, renames, checked_dict, fault)
+
+    def done(shard: Shard[VcfRecord], value: tuple[list[Row], list[str]]) -> None:
+        rows, notes = value
+        for message in notes:
+            if message not in noted:
+                noted.add(message)
+                note(message)
+        store.commit(shard.index, shard.first, len(shard.records), rows)
+        progress(len(rows))
+
+    def failed(shard: Shard[VcfRecord], reason: str, attempts: int) -> None:
+        why = failure_reason(shard, reason, attempts)
+        note(f"{why}; its rows are marked failed")
+        rows = _failed_rows(shard.records, checked.recipe, why)
+        store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
+        progress(len(rows))
+
+    feed = ShardFeed(shards_of(read_vcf(vcf), size), store, progress)
+    run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
+    store.check_complete(feed.n_records)
+
+    tally = _Tally()
+    provenance = {
+        "version": __version__,
+        "model": pool.fingerprint,
+        "settings": ",".join(f"{k}={v}" for k, v in checked.as_dict().items()),
+        "command": str(store.meta.get("command") or meta["command"]),
+    }
+    rows = tally.watch(store.rows(ROW_COLUMNS))
+    result = write_vep_output(
+        out,
+        vcf,
+        rows,
+        recipe=checked.recipe,
+        presorted=True,
+        contigs=store.contigs() if kind == "vcf" else None,
+        provenance=provenance,
+        info=info,
+    )
+    collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
+    store.remove()
+    if isinstance(result, VcfWriteResult) and result.rejects is not None:
+        note(
+            f"{result.n_rejected} input record(s) could not be written as VCF records (no CHROM/POS "
+            f"a VCF can hold); they are listed, with their reasons, in {result.rejects}"
+        )
+    return VepRunResult(
+        output=str(out),
+        n_rows=tally.n_rows,
+        status_counts=dict(tally.counts),
+        reason_counts=dict(tally.reasons),
+        n_resumed=feed.n_resumed,
+        vcf=result if isinstance(result, VcfWriteResult) else None,
+        scores=tally.scores,
+        kinds=tally.kinds,
+    )

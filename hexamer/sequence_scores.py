@@ -1,0 +1,96 @@
+"""The rows of ``hexamer score``: one per input record, with a status, computed a chunk at a time.
+
+One function for the command and for its scale-out (:mod:`hexamer.distributed.score`), so both
+compute the same numbers for the same chunks of records.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hexamer.carbon import Carbon
+    from hexamer.io import BadRecord, SequenceRecord
+
+__all__ = ["SCORE_CHUNK", "ScoredChunk", "score_record_rows"]
+
+#: records per engine call in ``hexamer score`` (bounds memory on huge inputs); the batches of
+#: a chunk never mix with another chunk's, so a chunk's numbers depend only on its records
+SCORE_CHUNK = 256
+
+
+@dataclass
+class ScoredChunk:
+    """The rows of a chunk of records (in input order), the problems to report, and the bases scored."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    scored_bp: int = 0
+
+
+def score_record_rows(
+    carbon: Carbon,
+    records: Sequence[SequenceRecord | BadRecord],
+    *,
+    level: str = "bp",
+    method: str = "fns",
+    prefix: str = "",
+    per_base: bool = False,
+    batch_size: int = 16,
+) -> ScoredChunk:
+    """Score a chunk of records (at most :data:`SCORE_CHUNK` for ``hexamer score``'s batches):
+    a row per record with ``status`` ok, skipped (a bad record, nothing scorable) or failed (a
+    sequence the model cannot take), ``error``, ``length``, ``mean_logprob``, ``n_scored``,
+    ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``."""
+    from hexamer.carbon import UnscoredSequenceWarning
+    from hexamer.io import BadRecord, normalize_sequence
+
+    out = ScoredChunk()
+    todo: list[tuple[dict[str, Any], str, int]] = []
+    for rec in records:
+        row: dict[str, Any] = {
+            "id": rec.id,
+            "status": "ok",
+            "error": "",
+            "length": 0,
+            "mean_logprob": None,
+            "n_scored": 0,
+            "n_oov_bases": 0,
+        }
+        if per_base:
+            row["per_base_logprob"] = None
+        if isinstance(rec, BadRecord):
+            row.update(status="skipped", error=rec.reason)
+            out.problems.append(str(rec))
+        else:
+            seq = normalize_sequence(rec.sequence)
+            row["length"] = len(seq)
+            try:
+                carbon.check_sequence(seq, prefix=prefix)
+                todo.append((row, seq, rec.index))
+            except ValueError as exc:
+                row.update(status="failed", error=str(exc).replace("sequence 0", "sequence"))
+                out.problems.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
+        out.rows.append(row)
+    if todo:
+        with warnings.catch_warnings():  # unscored rows get a status, not a warning
+            warnings.simplefilter("ignore", UnscoredSequenceWarning)
+            results = carbon.score(
+                [s for _, s, _ in todo],
+                level=level,  # type: ignore[arg-type]
+                method=method,  # type: ignore[arg-type]
+                prefix=prefix,
+                token_budget=batch_size * 1024,
+            )
+        for (row, seq, index), res in zip(todo, results, strict=True):
+            row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)
+            if res.status != "ok":  # nothing scorable: no number to report
+                row.update(status="skipped", error=res.reason, mean_logprob=None)
+                out.problems.append(f"record {index + 1} ({row['id']!r}): {res.reason}")
+            if per_base:
+                row["per_base_logprob"] = res.per_base if res.per_base is not None else res.per_token
+            out.scored_bp += len(seq)
+    return out
