@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
+from hexamer.backend.protocol import UnsupportedOperation
 from hexamer.embed.chunks import Chunk, chunk_plan
 from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
-from hexamer.model import pad_rows
 from hexamer.tokenizer.dna import encode_dna
 
 if TYPE_CHECKING:
@@ -99,7 +99,13 @@ def embed_sequences(
     """
     if pool not in POOLS:
         raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
-    n_layers = carbon.model.config.num_hidden_layers
+    backend = carbon.backend
+    if not backend.supports_embeddings:
+        raise UnsupportedOperation(
+            f"embeddings need the model's hidden states, which a {backend.kind} backend does not give; "
+            "load the model locally (Carbon.from_pretrained)"
+        )
+    n_layers = backend.num_layers
     layer_i = _layer_index(layer, n_layers)
     limit = carbon.context_length if max_tokens is None else max_tokens
     if limit > carbon.context_length:
@@ -212,19 +218,7 @@ def _run(
     carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int, n_layers: int
 ) -> None:
     prompts = [jobs[j].prompts[c] for j, c in batch]
-    rows = pad_rows(prompts, carbon.tokenizer.pad_token_id or 0)
-    device = carbon.model.device
-    final = layer == n_layers
-    out = carbon.model(
-        rows.ids_on(device),
-        attention_mask=rows.mask_on(device),
-        logits_at="none",
-        return_hidden=final,
-        return_layer_hidden=not final,
-    )
-    hidden = out.hidden if final else out.layer_hidden[layer]  # type: ignore[index]
-    assert hidden is not None
-    hidden = hidden.float()
+    hidden = carbon.backend.hidden_states(prompts, layer)
     for r, (j, c) in enumerate(batch):
         job, chunk = jobs[j], jobs[j].chunks[c]
         last_chunk = c == len(job.chunks) - 1

@@ -158,12 +158,12 @@ def _exact_joint(
     target: Carbon, prompt: str, mode: str, temperature: float, allowed: torch.Tensor
 ) -> dict[tuple[int, int], float]:
     """Target-only probability of each (token 1, token 2) pair, from cache-free full forwards."""
-    p_ = target._prompt(prompt, 0)
+    p_ = target.parse_prompt(prompt, 0)
     assert p_.forced == ""
     layout = target.layout
 
     def dist(ids: list[int], a: torch.Tensor) -> torch.Tensor:
-        logits = target._kmer_logits([ids])[:, -1]
+        logits = target.backend.kmer_logits([ids])[:, -1]
         if mode == "bp":  # independent bases: P(x) = prod_j P_j(x_j), written out without our helper
             per_base = bp_sampling_probs(logits, temperature=temperature, allowed=a[None])[0]
             kmers = torch.arange(4**6)
@@ -199,7 +199,7 @@ def test_sampled_distribution_matches_target(
     params = [
         SamplingParams(max_bp=12, mode=mode, temperature=temperature, mask=mask, seed=s) for s in range(n)
     ]
-    ids = target._prompt(prompt, 0).ids
+    ids = target.parse_prompt(prompt, 0).ids
     reqs = [Request(ids, p) for p in params]
     decoder = SpeculativeDecoder(target.model, draft.model, target.layout, SpecConfig(k=2, max_batch_size=n))
     stats = decoder.run(reqs)
@@ -227,7 +227,7 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
     target, draft = pair
     prompts = ["ACGTACGTACGG", "TTGACATTGACATTGACA", "<dna>"]
     reqs = [
-        Request(target._prompt(p, i).ids, SamplingParams(max_bp=90, temperature=1.0, seed=i))
+        Request(target.parse_prompt(p, i).ids, SamplingParams(max_bp=90, temperature=1.0, seed=i))
         for i, p in enumerate(prompts)
     ]
     batch = SpecBatch(target.model, draft.model, target.layout, reqs, SpecConfig(k=4, adaptive=False), 0.5)
