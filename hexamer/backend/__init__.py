@@ -23,13 +23,20 @@ from hexamer.backend.inputs import (
     sequence_problem,
 )
 from hexamer.backend.local import LocalBackend
-from hexamer.backend.protocol import Backend, BackendKind, PrefixSharingBackend, UnsupportedOperation
+from hexamer.backend.protocol import (
+    Backend,
+    BackendKind,
+    EmbeddingBackend,
+    PrefixSharingBackend,
+    UnsupportedOperation,
+)
 from hexamer.backend.spec import LocalSpec, ModelSpec, RemoteSpec
 
 __all__ = [
     "Backend",
     "BackendKind",
     "DnaInputs",
+    "EmbeddingBackend",
     "LocalBackend",
     "LocalSpec",
     "ModelSpec",

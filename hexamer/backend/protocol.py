@@ -10,8 +10,8 @@ What a backend can do beyond the common operations is *declared*, never probed:
 * ``kind``: ``"local"`` or ``"remote"``;
 * ``supports_kv_sharing``: the backend runs the model in-process and can copy KV-cache rows, so
   it is also a :class:`PrefixSharingBackend` (the fast shared-prefix scorers of ``hexamer vep``);
-* ``supports_embeddings``: :meth:`Backend.hidden_states` works (a server's embeddings are pooled
-  its own way, so a remote backend says no).
+* ``supports_embeddings``: it is also an :class:`EmbeddingBackend` (hidden states; a server's
+  embeddings are pooled its own way, so a remote backend says no).
 
 An operation a backend does not support raises :class:`UnsupportedOperation` naming what to use
 instead. docs/layout.md says how to add a backend.
@@ -29,7 +29,7 @@ from hexamer.backend.inputs import DnaInputs
 from hexamer.backend.results import ScoreResult
 from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 
-__all__ = ["Backend", "BackendKind", "PrefixSharingBackend", "UnsupportedOperation"]
+__all__ = ["Backend", "BackendKind", "EmbeddingBackend", "PrefixSharingBackend", "UnsupportedOperation"]
 
 BackendKind = Literal["local", "remote"]
 
@@ -51,7 +51,7 @@ class Backend(Protocol):
     kind: BackendKind
     #: True for a :class:`PrefixSharingBackend` (in-process model, KV-cache rows can be copied)
     supports_kv_sharing: bool
-    #: True where :meth:`hidden_states` works
+    #: True for an :class:`EmbeddingBackend` (hidden states)
     supports_embeddings: bool
     tokenizer: CarbonTokenizer
     layout: DnaLayout
@@ -118,6 +118,11 @@ class Backend(Protocol):
         """``Carbon.base_logprobs``: ``(L, 4)`` per-base log-probabilities, columns A, C, G, T."""
         ...
 
+
+@runtime_checkable
+class EmbeddingBackend(Backend, Protocol):
+    """A backend that gives hidden states (``supports_embeddings``): :mod:`hexamer.embed`."""
+
     @property
     def hidden_size(self) -> int: ...
 
@@ -125,9 +130,9 @@ class Backend(Protocol):
     def num_layers(self) -> int: ...
 
     def hidden_states(self, rows: Sequence[Sequence[int]], layer: int) -> torch.Tensor:
-        """``(B, T, hidden)`` float32 hidden states after decoder layer ``layer`` (1-based;
-        ``num_layers`` is the final normed output) of right-padded token rows. Where
-        ``supports_embeddings`` is False: :class:`UnsupportedOperation`."""
+        """``(B, T, hidden)`` float32 hidden states of right-padded token rows in Hugging Face's
+        ``hidden_states`` numbering: 0 the embedding output, i the input of layer i,
+        ``num_layers`` the final normed state."""
         ...
 
 

@@ -4,8 +4,9 @@ vLLM, SGLang or hexamer server from its top-N log-probabilities.
 Inputs are tokenised here (:mod:`hexamer.backend.inputs`: the same ids as locally) and sent as
 token ids; the k-mer distributions are rebuilt and marginalised here (:mod:`hexamer.remote.marginals`).
 Every list operation sends its requests concurrently (``max_in_flight`` at a time). A server gives
-no logits, hidden states or KV cache: :meth:`kmer_logits` and :meth:`hidden_states` raise
-:class:`~hexamer.backend.protocol.UnsupportedOperation` and ``supports_kv_sharing`` is False.
+no logits, hidden states or KV cache: :meth:`kmer_logits` raises
+:class:`~hexamer.backend.protocol.UnsupportedOperation`, and ``supports_kv_sharing`` and
+``supports_embeddings`` are False.
 """
 
 from __future__ import annotations
@@ -164,14 +165,6 @@ class RemoteBackend:
     def device(self) -> torch.device:
         return torch.device("cpu")
 
-    @property
-    def hidden_size(self) -> int:
-        raise UnsupportedOperation(f"{self.url} serves log-probabilities, not hidden states")
-
-    @property
-    def num_layers(self) -> int:
-        raise UnsupportedOperation(f"{self.url} serves log-probabilities, not hidden states")
-
     def fingerprint(self) -> str:
         """Identifies the scorer for resumable jobs (server, model, server kind, top N)."""
         key = f"{self.url}|{self.served_model}|{self.server_kind}|{self.top_n}"
@@ -195,12 +188,6 @@ class RemoteBackend:
         raise UnsupportedOperation(
             f"{self.url} returns top-{self.top_n} log-probabilities, not logits; use score, base_logprobs, "
             "window_log_likelihoods or next_base_log_marginals"
-        )
-
-    def hidden_states(self, rows: Sequence[Sequence[int]], layer: int) -> torch.Tensor:
-        raise UnsupportedOperation(
-            f"{self.url} serves log-probabilities, not hidden states; embed with a local model "
-            "(Carbon.from_pretrained)"
         )
 
     # ---------------------------------------------------------------- coverage

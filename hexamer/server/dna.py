@@ -21,6 +21,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from hexamer.embed import embed_sequences
+from hexamer.embed.pooling import embedding_backend
 from hexamer.engine import Request, RequestState, SamplingParams
 from hexamer.server.errors import ApiError, error_body
 from hexamer.server.schemas import DnaGenerateRequest, DnaScoreRequest, DnaVepRequest, EmbeddingRequest
@@ -519,7 +520,7 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
         raise ApiError(
             400, f"input: {len(items)} sequences exceed the limit of {state.settings.max_prompts}", "input"
         )
-    hidden = state.carbon.backend.hidden_size
+    hidden = embedding_backend(state.carbon).hidden_size
     if body.dimensions is not None and body.dimensions != hidden:
         raise ApiError(400, f"dimensions: this model's embeddings have {hidden} dimensions", "dimensions")
     for i, seq in enumerate(items):
