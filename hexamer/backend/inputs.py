@@ -28,6 +28,7 @@ __all__ = [
     "IUPAC",
     "DnaInputs",
     "Prompt",
+    "TokenizedInputs",
     "dna_inputs",
     "full_prompt",
     "next_base_ids",
@@ -151,6 +152,30 @@ def dna_inputs(
             f"{context_length}{room}"
         )
     return DnaInputs(ids, start, dna.ids - layout.kmer_start, dna.n_real.astype(np.int64), content)
+
+
+class TokenizedInputs:
+    """What every backend shares: :meth:`dna_inputs` from its ``tokenizer`` within its
+    ``max_prompt_tokens`` (a base class of :class:`~hexamer.backend.local.LocalBackend` and
+    :class:`~hexamer.remote.backend.RemoteBackend`)."""
+
+    tokenizer: CarbonTokenizer
+    context_length: int
+    max_prompt_tokens: int
+
+    def dna_inputs(
+        self, sequence: str, prefix: str = "", index: int = 0, *, validate: bool = True
+    ) -> DnaInputs:
+        """``prefix + <dna>sequence`` as ids and targets (:func:`dna_inputs`)."""
+        return dna_inputs(
+            self.tokenizer,
+            sequence,
+            prefix,
+            index,
+            max_prompt_tokens=self.max_prompt_tokens,
+            context_length=self.context_length,
+            validate=validate,
+        )
 
 
 def next_base_ids(layout: DnaLayout, context: str) -> list[int]:

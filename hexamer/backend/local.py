@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from hexamer.backend.inputs import DnaInputs, dna_inputs, next_base_ids
+from hexamer.backend.inputs import TokenizedInputs, next_base_ids
 from hexamer.backend.results import ScoreResult
 from hexamer.engine.batching import padded_chunks
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
@@ -39,7 +39,7 @@ def length_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]
     return batches
 
 
-class LocalBackend:
+class LocalBackend(TokenizedInputs):
     """The model and tokenizer of this process, as a :class:`~hexamer.backend.protocol.Backend`
     and :class:`~hexamer.backend.protocol.PrefixSharingBackend`."""
 
@@ -93,19 +93,6 @@ class LocalBackend:
             h.update(name.encode())
             h.update(param.detach().reshape(-1)[:64].float().cpu().numpy().tobytes())
         return h.hexdigest()[:16]
-
-    def dna_inputs(
-        self, sequence: str, prefix: str = "", index: int = 0, *, validate: bool = True
-    ) -> DnaInputs:
-        return dna_inputs(
-            self.tokenizer,
-            sequence,
-            prefix,
-            index,
-            max_prompt_tokens=self.max_prompt_tokens,
-            context_length=self.context_length,
-            validate=validate,
-        )
 
     # ---------------------------------------------------------------- forwards
     @torch.inference_mode()

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from hexamer.backend.inputs import DnaInputs, dna_inputs, next_base_ids
+from hexamer.backend.inputs import DnaInputs, TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import UnsupportedOperation
 from hexamer.backend.results import ScoreResult
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
@@ -75,7 +75,7 @@ def _folder_context(folder: Path | None) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-class RemoteBackend:
+class RemoteBackend(TokenizedInputs):
     """A Carbon-format model served by vLLM, SGLang or hexamer (``server_kind``).
 
     ``top_n`` (default 4**k = 4,096) log-probabilities are asked per position; vLLM must be started
@@ -169,19 +169,6 @@ class RemoteBackend:
         """Identifies the scorer for resumable jobs (server, model, server kind, top N)."""
         key = f"{self.url}|{self.served_model}|{self.server_kind}|{self.top_n}"
         return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-    def dna_inputs(
-        self, sequence: str, prefix: str = "", index: int = 0, *, validate: bool = True
-    ) -> DnaInputs:
-        return dna_inputs(
-            self.tokenizer,
-            sequence,
-            prefix,
-            index,
-            max_prompt_tokens=self.max_prompt_tokens,
-            context_length=self.context_length,
-            validate=validate,
-        )
 
     # ---------------------------------------------------------------- what a server cannot give
     def kmer_logits(self, rows: Sequence[Sequence[int]]) -> torch.Tensor:

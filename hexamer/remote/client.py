@@ -23,7 +23,6 @@ the k-mer distributions are rebuilt and marginalised here with :mod:`hexamer.fns
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
@@ -47,7 +46,6 @@ from hexamer.remote.backend import RemoteBackend, load_server_tokenizer
 from hexamer.remote.errors import RemoteError
 from hexamer.remote.marginals import kmer_rows
 from hexamer.remote.protocol import VllmFormat
-from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = ["RemoteCarbon", "load_server_tokenizer"]
 
@@ -65,34 +63,11 @@ class RemoteCarbon:
     #: where the model runs: the server, through its top-N log-probabilities
     backend: RemoteBackend
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        model: str | None = None,
-        api_key: str | None = None,
-        tokenizer: CarbonTokenizer | str | os.PathLike[str] | None = None,
-        backend: Literal["auto", "vllm", "sglang", "hexamer"] = "auto",
-        top_n: int | None = None,
-        max_in_flight: int = 16,
-        timeout: float = 600.0,
-        max_retries: int = 5,
-        context_length: int | None = None,
-        tolerance: float = 1e-3,
-    ) -> None:
-        self.backend = RemoteBackend(
-            url,
-            model=model,
-            api_key=api_key,
-            tokenizer=tokenizer,
-            backend=backend,
-            top_n=top_n,
-            max_in_flight=max_in_flight,
-            timeout=timeout,
-            max_retries=max_retries,
-            context_length=context_length,
-            tolerance=tolerance,
-        )
+    def __init__(self, url: str, **options: Any) -> None:
+        """``options``: :class:`~hexamer.remote.backend.RemoteBackend`'s (``model``, ``api_key``,
+        ``tokenizer``, ``backend`` = the server kind, ``top_n``, ``max_in_flight``, ``timeout``,
+        ``max_retries``, ``context_length``, ``tolerance``)."""
+        self.backend = RemoteBackend(url, **options)
         self.tokenizer = self.backend.tokenizer
         self.layout = self.backend.layout
 
