@@ -108,7 +108,7 @@ class VepSettings:
     @property
     def is_checked(self) -> bool:
         """Made by :meth:`checked` (so the pipeline does not check it again)."""
-        return self.__dict__.get("_checked", False)
+        return self.__dict__.get("_is_checked", False)
 
     def checked(self, carbon: Carbon, *, on_note: Callable[[str], None] | None = None) -> VepSettings:
         """Validate against the model (``carbon.backend``). A window or next-base context that does
@@ -119,7 +119,7 @@ class VepSettings:
             carbon.backend.device.type, carbon.backend.max_prompt_tokens, carbon.layout.k, on_note
         )
         out = replace(out)  # a new object: the caller's settings stay as they were
-        object.__setattr__(out, "_checked", True)
+        object.__setattr__(out, "_is_checked", True)
         return out
 
     def _checked(
