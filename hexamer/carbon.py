@@ -12,122 +12,56 @@ The CLI and the server are thin layers over this class.
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import torch
 
+from hexamer.backend.generation import (
+    build_requests,
+    check_n,
+    check_stops,
+    cut_at_stop,
+    new_logprobs,
+    sample_seeds,
+)
+from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt, sequence_problem
+from hexamer.backend.local import LocalBackend
+from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning
 from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
-from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
-from hexamer.model import LlamaModel, RopeConfig, load_model, pad_rows
+from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_cpu_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
-from hexamer.tokenizer.dna import encode_dna, oov_bases
-from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
 from hexamer.validate import check_generation_fits, parse_device
 
 if TYPE_CHECKING:
     from hexamer.engine.speculative import SpecStats
+    from hexamer.remote.client import RemoteCarbon
 
-if TYPE_CHECKING:
-    from hexamer.remote import RemoteCarbon
-
-_ACGT = set("ACGT")
-#: What a sequence may hold (either case): the IUPAC nucleotide codes, the rule of
-#: :func:`hexamer.io.read_sequences`; anything but A/C/G/T sends its 6-mer to ``<oov>``.
-_IUPAC = "ACGTUNRYKMSWBDHV"
-_INVALID_CHAR = re.compile(f"[^{_IUPAC}{_IUPAC.lower()}]")
-
-
-class UnscoredSequenceWarning(UserWarning):
-    """:meth:`Carbon.score` got a sequence with no scorable base (every 6-mer holds a non-ACGT
-    character): its ``mean`` is NaN and its ``status`` is ``"unscored"``."""
-
-
-def sequence_problem(content: str) -> str | None:
-    """Why ``content`` is not a DNA sequence (a character that is not an IUPAC nucleotide code),
-    in the words the sequence readers use, or ``None``."""
-    bad = _INVALID_CHAR.search(content)
-    if bad is None:
-        return None
-    return (
-        f"invalid character {bad.group()!r} at position {bad.start() + 1} "
-        f"(allowed: IUPAC nucleotide codes {_IUPAC}, either case)"
-    )
-
-
-@dataclass
-class Generation:
-    """One generated continuation."""
-
-    prompt: str
-    sequence: str  # the new bases only
-    finish_reason: str  # "length" or "end_tag"
-    n_prompt_tokens: int
-    n_new_tokens: int
-    n_prompt_oov_bases: int  # prompt bases lost to <oov> chunks (non-ACGT characters)
-    token_ids: list[int]
-    #: with ``logprobs=True``: the raw model's log-probability of each new base (bp mode: its FNS
-    #: marginal) or of each new 6-mer (token mode: log-softmax over the 6-mer block); else None
-    logprobs: np.ndarray | None = None
-
-    @property
-    def n_bp(self) -> int:
-        return len(self.sequence)
-
-
-@dataclass
-class ScoreResult:
-    """Log-likelihood of one sequence under the model.
-
-    ``mean`` is the mean log-probability over the scored bases (bp level) or full 6-mers (token
-    level). ``per_base[i]`` is log P(base i | everything before it) at bp level, NaN where a base was
-    not scored (inside an ``<oov>`` chunk); None at token level, where ``per_token`` is given.
-    ``status`` is ``"ok"``, or ``"unscored"`` when nothing could be scored (``n_scored == 0``:
-    every 6-mer holds a non-ACGT character); ``mean`` is then NaN and ``reason`` says why.
-    """
-
-    mean: float
-    n_scored: int
-    n_oov_bases: int
-    per_base: np.ndarray | None = None
-    per_token: np.ndarray | None = None
-    status: str = "ok"
-    reason: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.n_scored == 0 and self.status == "ok":
-            self.status = "unscored"
-            self.mean = float("nan")
-            self.reason = self.reason or (
-                f"no base scored: all {self.n_oov_bases} bases are in <oov> 6-mers (a non-ACGT character)"
-                if self.n_oov_bases
-                else "nothing to score (token level scores whole 6-mers only)"
-            )
-
-    @property
-    def sum(self) -> float:
-        """Total log-likelihood of the scored bases (bp level) or 6-mers (token level), in nats:
-        ``mean * n_scored``, summed in float64 from the per-position values when present."""
-        values = self.per_base if self.per_base is not None else self.per_token
-        if values is not None:
-            return float(np.nansum(np.asarray(values, dtype=np.float64)))
-        return float(self.mean) * self.n_scored
-
-
-@dataclass
-class _Prompt:
-    ids: list[int]
-    forced: str
-    n_oov_bases: int
+__all__ = [
+    "Carbon",
+    "Generation",
+    "ScoreResult",
+    "UnscoredSequenceWarning",
+    "build_requests",
+    "check_n",
+    "check_stops",
+    "cut_at_stop",
+    "new_logprobs",
+    "sample_seeds",
+    "sequence_problem",
+]
 
 
 class Carbon:
-    """A loaded model + tokenizer + generation engine."""
+    """The front end: generation, scoring and embeddings over a :class:`~hexamer.backend.protocol.Backend`
+    (``self.backend``; a :class:`~hexamer.backend.local.LocalBackend` here, with the generation
+    engine; :meth:`from_server` gives the served one). Pipelines take ``carbon.backend``."""
+
+    #: where the model runs; pipelines call its operations (never this class's internals)
+    backend: LocalBackend
 
     def __init__(
         self,
@@ -139,10 +73,7 @@ class Carbon:
     ) -> None:
         """``engine``: the engine's options (:class:`~hexamer.engine.EngineConfig`); or give its
         fields as keywords (``max_batch_size=32``), not both."""
-        if model.config.vocab_size != len(tokenizer):
-            raise ValueError(
-                f"model vocab_size {model.config.vocab_size} != tokenizer vocabulary {len(tokenizer)}"
-            )
+        self.backend = LocalBackend(model, tokenizer)  # checks vocabulary sizes
         self.model = model
         self.tokenizer = tokenizer
         self.layout = tokenizer.layout
@@ -193,13 +124,13 @@ class Carbon:
     ) -> RemoteCarbon:
         """The same API served by a vLLM / SGLang / hexamer server (see :mod:`hexamer.remote`);
         ``tokenizer=`` names the local folder or hub id to tokenise with (default: the served name)."""
-        from hexamer.remote import RemoteCarbon
+        from hexamer.remote.client import RemoteCarbon
 
         return RemoteCarbon(url, model=model, api_key=api_key, **options)  # type: ignore[arg-type]
 
     @property
     def context_length(self) -> int:
-        return self.model.config.max_position_embeddings
+        return self.backend.context_length
 
     @property
     def n_parameters(self) -> int:
@@ -266,7 +197,11 @@ class Carbon:
     @property
     def max_prompt_tokens(self) -> int:
         """Longest prompt :meth:`score` takes (the whole context here; one less on a server)."""
-        return self.context_length
+        return self.backend.max_prompt_tokens
+
+    def fingerprint(self) -> str:
+        """Identifies the scorer for resumable jobs (:meth:`Backend.fingerprint`)."""
+        return self.backend.fingerprint()
 
     def with_rope(self, rope: RopeConfig, *, max_position_embeddings: int) -> Carbon:
         """This model with another RoPE scaling and context window (e.g. YaRN x4 for long prompts,
@@ -288,44 +223,17 @@ class Carbon:
         return Carbon(model, self.tokenizer, engine=self.engine_config)
 
     # ------------------------------------------------------------------ prompts
-    def _prompt(self, prompt: str, index: int) -> _Prompt:
-        """Token ids ending on a 6-mer boundary, plus the partial last 6-mer to force."""
-        if not isinstance(prompt, str):
-            raise TypeError(f"prompt {index} is a {type(prompt).__name__}, expected str")
-        if not prompt.strip():
-            raise ValueError(f"prompt {index} is empty; pass '<dna>' to generate without a DNA context")
-        if OPEN_TAG in prompt:
-            at = prompt.rfind(OPEN_TAG)
-            prefix, content = prompt[:at], prompt[at + len(OPEN_TAG) :]
-        else:
-            prefix, content = "", prompt
-        if CLOSE_TAG in content:
-            raise ValueError(
-                f"prompt {index} must end inside an open <dna> region (remove the final </dna>): "
-                "generation continues the DNA"
-            )
-        content = content.strip()
-        k = self.layout.k
-        r = len(content) % k
-        body, tail = content[: len(content) - r], content[len(content) - r :].upper()
-        if not set(tail) <= _ACGT:
-            raise ValueError(
-                f"prompt {index} ends with a partial {k}-mer {tail!r} holding non-ACGT characters; "
-                f"trim or fix the last {r} bases"
-            )
-        ids = self.tokenizer.encode(prefix) if prefix else []
-        dna = encode_dna(body, self.layout)
-        ids.append(self.layout.begin_id)
-        ids.extend(dna.ids.tolist())
-        return _Prompt(ids=ids, forced=tail, n_oov_bases=dna.n_oov_bases)
+    def parse_prompt(self, prompt: str, index: int = 0) -> Prompt:
+        """Token ids of a generation prompt ending on a 6-mer boundary, plus the partial last
+        6-mer to force (:func:`hexamer.backend.inputs.parse_prompt`)."""
+        return parse_prompt(self.tokenizer, prompt, index)
 
-    def _request(self, text: str, index: int, prefix: str, params: SamplingParams) -> tuple[Request, _Prompt]:
-        full = (
-            text
-            if not isinstance(text, str) or OPEN_TAG in text or not prefix
-            else f"{prefix}{OPEN_TAG}{text}"
-        )
-        p = self._prompt(full, index)
+    def make_request(
+        self, text: str, index: int, prefix: str, params: SamplingParams
+    ) -> tuple[Request, Prompt]:
+        """One checked engine request for prompt ``index`` (``prefix<dna>text``) and its parsed
+        :class:`~hexamer.backend.inputs.Prompt`; ``ValueError`` naming the prompt when it cannot run."""
+        p = self.parse_prompt(full_prompt(text, prefix), index)
         try:
             check_generation_fits(len(p.ids), len(p.forced), params, self.layout.k, self.engine.max_len)
             req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
@@ -340,11 +248,11 @@ class Carbon:
     def check_prompt(self, prompt: str, *, prefix: str = "", **options: object) -> None:
         """Raise the ``ValueError`` that :meth:`generate` would raise for this prompt and options
         (lets batch jobs report one bad record and go on with the rest)."""
-        self._request(prompt, 0, prefix, SamplingParams(**options))  # type: ignore[arg-type]
+        self.make_request(prompt, 0, prefix, SamplingParams(**options))  # type: ignore[arg-type]
 
     def check_sequence(self, sequence: str, *, prefix: str = "") -> None:
         """Raise the ``ValueError`` that :meth:`score` would raise for this sequence."""
-        self._dna_inputs(sequence, prefix, 0)
+        self.dna_inputs(sequence, prefix, 0)
 
     # ------------------------------------------------------------------ generation
     @overload
@@ -479,56 +387,12 @@ class Carbon:
         return runner.stats
 
     # ------------------------------------------------------------------ scoring
-    def _dna_inputs(
-        self, sequence: str, prefix: str, index: int, *, validate: bool = True
-    ) -> tuple[list[int], int, np.ndarray, np.ndarray, str]:
-        """Token ids and targets of ``prefix + <dna>sequence``. ``validate`` refuses characters
-        that are not IUPAC nucleotide codes (the sequence readers' rule); VEP windows cut from a
-        reference skip it and score whatever the FASTA holds as ``<oov>``."""
-        if not isinstance(sequence, str):
-            raise TypeError(f"sequence {index} is a {type(sequence).__name__}, expected str")
-        content = sequence.strip()
-        if not content:
-            raise ValueError(f"sequence {index} is empty")
-        if validate and (problem := sequence_problem(content)) is not None:
-            raise ValueError(f"sequence {index}: {problem}")
-        dna = encode_dna(content, self.layout)
-        ids = self.tokenizer.encode(prefix) if prefix else []
-        start = len(ids) + 1
-        ids = [*ids, self.layout.begin_id, *dna.ids.tolist()]
-        if len(ids) > self.max_prompt_tokens:
-            room = "" if self.max_prompt_tokens == self.context_length else " less the one completion token"
-            raise ValueError(
-                f"sequence {index} needs {len(ids)} tokens, more than the model's context of "
-                f"{self.context_length}{room}"
-            )
-        return ids, start, dna.ids - self.layout.kmer_start, dna.n_real.astype(np.int64), content
-
-    @torch.inference_mode()
-    def _kmer_logits(self, batch: list[list[int]]) -> torch.Tensor:
-        """(B, T, 4**k) fp32 k-mer logits for right-padded token rows (one forward, no cache)."""
-        rows = pad_rows(batch, self.tokenizer.pad_token_id or 0)
-        device = self.model.device
-        out = self.model(
-            rows.ids_on(device),
-            attention_mask=rows.mask_on(device),
-            logits_at="all",
-            vocab_rows=(self.layout.kmer_start, self.layout.kmer_stop),
-        )
-        return out.logits
-
-    def _batches(self, lengths: list[int], token_budget: int) -> list[list[int]]:
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        batches: list[list[int]] = []
-        current: list[int] = []
-        for i in order:
-            if current and (len(current) + 1) * lengths[i] > token_budget:
-                batches.append(current)
-                current = []
-            current.append(i)
-        if current:
-            batches.append(current)
-        return batches
+    def dna_inputs(
+        self, sequence: str, prefix: str = "", index: int = 0, *, validate: bool = True
+    ) -> DnaInputs:
+        """Token ids and targets of ``prefix + <dna>sequence`` (:func:`hexamer.backend.inputs.dna_inputs`
+        within this model's context)."""
+        return self.backend.dna_inputs(sequence, prefix, index, validate=validate)
 
     def score(
         self,
@@ -568,38 +432,9 @@ class Carbon:
             raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
         single = isinstance(sequences, str)
         items = [sequences] if single else list(sequences)
-        inputs = [self._dna_inputs(s, prefix, i) for i, s in enumerate(items)]
-        results: list[ScoreResult | None] = [None] * len(items)
-        k = self.layout.k
-        for group in self._batches([len(x[0]) for x in inputs], token_budget):
-            logits = self._kmer_logits([inputs[i][0] for i in group])
-            for row, i in enumerate(group):
-                _, start, targets, n_real, content = inputs[i]
-                n = len(targets)
-                pred = logits[row, start - 1 : start - 1 + n]
-                tgt = torch.from_numpy(np.where(n_real > 0, targets, 0))
-                real = torch.from_numpy(n_real)
-                n_oov = oov_bases(n_real, len(content), k)
-                if level == "bp":
-                    s = score_bases(pred, tgt, real, method=method)
-                    per_base = np.full(n * k, np.nan, dtype=np.float32)
-                    flat = s.per_base.reshape(-1).cpu().numpy()
-                    keep = s.base_mask.reshape(-1).cpu().numpy()
-                    per_base[keep] = flat[keep]
-                    results[i] = ScoreResult(
-                        mean=float(s.mean),
-                        n_scored=int(s.n_bases),
-                        n_oov_bases=n_oov,
-                        per_base=per_base[: len(content)],
-                    )
-                else:
-                    full = real == k
-                    t = score_tokens(pred, tgt, valid=full)
-                    per_token = np.where(full.numpy(), t.per_token.cpu().numpy(), np.nan).astype(np.float32)
-                    results[i] = ScoreResult(
-                        mean=float(t.mean), n_scored=int(full.sum()), n_oov_bases=n_oov, per_token=per_token
-                    )
-        final = [r for r in results if r is not None]
+        final = self.backend.score(
+            items, level=level, method=method, prefix=prefix, token_budget=token_budget
+        )
         unscored = [i for i, r in enumerate(final) if r.status != "ok"]
         if unscored:
             shown = ", ".join(map(str, unscored[:10])) + (" ..." if len(unscored) > 10 else "")
@@ -632,17 +467,7 @@ class Carbon:
             from hexamer.tracks.windows import strided_base_logprobs
 
             return strided_base_logprobs(self, sequence, stride=stride, method=method, prefix=prefix)
-        ids, start, targets, n_real, content = self._dna_inputs(sequence, prefix, 0)
-        logits = self._kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
-        if method == "fns":
-            lp = log_base_marginals(logits)
-        elif method == "exact":
-            tgt = torch.from_numpy(np.where(n_real > 0, targets, 0))
-            lp = log_prefix_conditionals(logits, tgt)
-            lp = torch.where(torch.from_numpy(n_real > 0)[:, None, None], lp, torch.nan)
-        else:
-            raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
-        return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
+        return self.backend.base_logprobs(sequence, method=method, prefix=prefix)
 
 
 def engine_config(engine: EngineConfig | None, options: dict[str, Any]) -> EngineConfig:
@@ -652,95 +477,3 @@ def engine_config(engine: EngineConfig | None, options: dict[str, Any]) -> Engin
             f"give engine=EngineConfig(...) or engine options as keywords, not both (got {', '.join(sorted(options))})"
         )
     return EngineConfig.from_options(engine, **options)
-
-
-def check_n(n: int, num_return_sequences: int | None) -> int:
-    """``generate``'s samples per prompt (``n``, alias ``num_return_sequences``), local or remote."""
-    if num_return_sequences is not None:
-        if n not in (1, num_return_sequences):
-            raise ValueError(f"n={n} and num_return_sequences={num_return_sequences} disagree: give one")
-        n = num_return_sequences
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n (num_return_sequences) must be a positive integer, got {n!r}")
-    return n
-
-
-def check_stops(stop: str | Sequence[str] | None) -> list[str]:
-    """``generate``'s ``stop`` as a list of upper-case DNA strings, local or remote."""
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
-    for s in stops:
-        if not isinstance(s, str) or not s or not set(s.upper()) <= _ACGT:
-            raise ValueError(f"stop must be non-empty DNA strings of A/C/G/T, got {s!r}")
-    return [s.upper() for s in stops]
-
-
-def sample_seeds(seed: int | Sequence[int] | None, n_prompts: int, n: int) -> list[int | None]:
-    """One seed per (prompt, sample): ``s + i * n + j`` from an int, ``seeds[i] + j`` from a list."""
-    if seed is None:
-        return [None] * (n_prompts * n)
-    if isinstance(seed, Sequence) and not isinstance(seed, str):
-        if len(seed) != n_prompts:
-            raise ValueError(f"got {len(seed)} seeds for {n_prompts} prompts")
-        return [int(s) + j for s in seed for j in range(n)]
-    return [int(seed) + i for i in range(n_prompts * n)]
-
-
-def new_logprobs(req: Request, mode: str) -> np.ndarray:
-    """The recorded log-probabilities of the new bases (bp) or tokens (token), as ``sequence``."""
-    if not req.dna_logprobs:
-        return np.zeros(0, dtype=np.float64)
-    values = np.concatenate(req.dna_logprobs).astype(np.float64)
-    if mode == "token":
-        return values
-    values = values[len(req.forced) :]
-    return values[: req.params.max_bp] if req.params.max_bp is not None else values
-
-
-def cut_at_stop(gen: Generation, stops: list[str], mode: str, n_forced: int, k: int) -> Generation:
-    """``gen`` ended before the first occurrence of any stop string (finish_reason ``stop``)."""
-    import dataclasses
-
-    hits = [i for i in (gen.sequence.find(s) for s in stops) if i >= 0]
-    if not hits:
-        return gen
-    cut = min(hits)
-    n_tokens = -(-(n_forced + cut) // k)
-    lp = gen.logprobs
-    if lp is not None:
-        lp = lp[:cut] if mode == "bp" else lp[:n_tokens]
-    return dataclasses.replace(
-        gen,
-        sequence=gen.sequence[:cut],
-        finish_reason="stop",
-        token_ids=gen.token_ids[:n_tokens],
-        logprobs=lp,
-    )
-
-
-def build_requests(
-    owner: Carbon | RemoteCarbon,
-    prompts: str | Sequence[str],
-    *,
-    seed: int | Sequence[int] | None,
-    prefix: str,
-    **options: object,
-) -> tuple[list[Request], list[_Prompt]]:
-    """One checked engine request per prompt (``owner._request``), with ``generate``'s seed rule:
-    ``seed=s`` gives prompt i seed ``s + i``; a list pins each prompt's seed."""
-    items = [prompts] if isinstance(prompts, str) else list(prompts)
-    if not items:
-        raise ValueError("no prompts given")
-    if isinstance(seed, Sequence) and not isinstance(seed, str):
-        seeds = list(seed)
-        if len(seeds) != len(items):
-            raise ValueError(f"got {len(seeds)} seeds for {len(items)} prompts")
-    else:
-        seeds = [None if seed is None else int(seed) + i for i in range(len(items))]
-    requests: list[Request] = []
-    parsed: list[_Prompt] = []
-    for i, text in enumerate(items):
-        params = SamplingParams(seed=seeds[i], **options)  # type: ignore[arg-type]
-        req, p = owner._request(text, i, prefix, params)
-        requests.append(req)
-        parsed.append(p)
-    return requests, parsed

@@ -35,7 +35,7 @@ def main() -> None:
         contig = fa.fetch(fa.references[0]).upper()
 
     def ll_from_log_softmax(seq: str) -> float:
-        ids, start, targets, n_real, _ = m._dna_inputs(seq, "", 0)
+        ids, start, targets, n_real, _ = m.dna_inputs(seq)
         with torch.inference_mode():
             out = m.model(torch.tensor([ids]), logits_at="all")
         lsm = torch.log_softmax(out.logits[0].float(), dim=-1)  # float32, as a server sends it

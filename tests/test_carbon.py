@@ -94,7 +94,7 @@ def test_continuous_batching_equals_single_runs(tiny_folder: Path) -> None:
 
     reqs = []
     for i, (p, n) in enumerate(zip(prompts, lengths, strict=True)):
-        pp = small._prompt(p, i)
+        pp = small.parse_prompt(p, i)
         reqs.append(
             Request(
                 pp.ids, SamplingParams(max_bp=n, seed=10 + i, temperature=0.9, top_p=0.9), forced=pp.forced

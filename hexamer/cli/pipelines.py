@@ -168,7 +168,7 @@ def vep(
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
     from hexamer.io.stdio import copy_to_stdout, spool_stdin
-    from hexamer.vep import FastaError, VcfInputError, status_summary
+    from hexamer.vep import FastaError, VcfInputError, VepSettings, status_summary
     from hexamer.vep.engine import count_rows
     from hexamer.vep.output import output_kind
     from hexamer.vep.recipes import RECIPES
@@ -206,6 +206,16 @@ def vep(
             dtype=dtype,
             device=device,
         )
+    settings = VepSettings(
+        recipe=recipe,
+        window=window,
+        window_grid=window_grid,
+        rc_average=rc_average,
+        context=context,
+        context_grid=context_grid,
+        batch_size=batch_size,
+        token_budget=token_budget,
+    )
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
@@ -260,14 +270,7 @@ def vep(
                     on_progress=tick,
                     on_note=note,
                     renames=reference.resolver.renames,
-                    recipe=recipe,
-                    window=window,
-                    window_grid=window_grid,
-                    rc_average=rc_average,
-                    context=context,
-                    context_grid=context_grid,
-                    batch_size=batch_size,
-                    token_budget=token_budget,
+                    settings=settings,
                 )
         except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
             fail(exc)

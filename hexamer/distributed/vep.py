@@ -27,7 +27,7 @@ from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
 from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.io.contigs import read_rename_file
-from hexamer.vep.engine import ROW_COLUMNS, VepSettings
+from hexamer.vep.engine import ROW_COLUMNS, VepSettings, settings_from
 from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields, row_schema, write_vep_output
 from hexamer.vep.resume import VepRunResult
 from hexamer.vep.summary import reason_category
@@ -132,7 +132,8 @@ def run_vep(
     info_fields: str | Sequence[str] | None = None,
     command: str | None = None,
     fault: FaultPlan | None = None,
-    **settings: Any,
+    settings: VepSettings | None = None,
+    **fields: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` on Ray actors; the output equals :func:`hexamer.vep.run_vep`'s.
 
@@ -144,8 +145,8 @@ def run_vep(
     Finished shards are committed as they come (:mod:`~hexamer.distributed.store`); ``resume``
     skips those whose checksum verifies. A shard that fails ``max_attempts`` times becomes
     ``failed`` rows with the reason. ``command`` is the ``##hexamer_command`` provenance
-    (default: this process's command line without the scale-out options). ``settings``,
-    ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
+    (default: this process's command line without the scale-out options). ``settings`` (or
+    its fields as keywords), ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
     :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests).
     """
     note = on_note or (lambda _: None)
@@ -158,7 +159,7 @@ def run_vep(
             raise error(f"{os.fspath(path)}: no such {what} file")
     if not 1 <= max_attempts <= 100:
         raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
-    requested = VepSettings(**settings)
+    requested = settings_from(settings, fields)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     fasta_path = str(Path(fasta).resolve())

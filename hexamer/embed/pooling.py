@@ -22,20 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import torch
 
+from hexamer.backend.protocol import EmbeddingBackend, UnsupportedOperation
 from hexamer.embed.chunks import Chunk, chunk_plan
 from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
-from hexamer.model import pad_rows
 from hexamer.tokenizer.dna import encode_dna
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
-__all__ = ["GROUP_PROMPTS", "POOLS", "chunk_geometry", "embed_sequences", "prompt_count"]
+__all__ = ["GROUP_PROMPTS", "POOLS", "chunk_geometry", "embed_sequences", "embedding_backend", "prompt_count"]
 
 Pool = Literal["mean", "last", "sep"]
 POOLS: tuple[str, ...] = ("mean", "last", "sep")
@@ -63,6 +63,17 @@ def _as_record(item: RecordLike, index: int) -> SequenceRecord | BadRecord:
     if isinstance(item, tuple) and len(item) == 2:
         return SequenceRecord(str(item[0]), item[1], index=index)
     raise TypeError(f"record {index + 1}: expected a SequenceRecord, BadRecord, (id, sequence) or str")
+
+
+def embedding_backend(carbon: Carbon) -> EmbeddingBackend:
+    """``carbon.backend`` where it gives hidden states, else :class:`UnsupportedOperation`."""
+    backend = carbon.backend
+    if not backend.supports_embeddings:
+        raise UnsupportedOperation(
+            f"embeddings need the model's hidden states, which a {backend.kind} backend does not give; "
+            "load the model locally (Carbon.from_pretrained)"
+        )
+    return cast(EmbeddingBackend, backend)
 
 
 def _layer_index(layer: int, n_layers: int) -> int:
@@ -99,7 +110,8 @@ def embed_sequences(
     """
     if pool not in POOLS:
         raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
-    n_layers = carbon.model.config.num_hidden_layers
+    backend = embedding_backend(carbon)
+    n_layers = backend.num_layers
     layer_i = _layer_index(layer, n_layers)
     prefix_ids, capacity, overlap = chunk_geometry(
         carbon, max_tokens=max_tokens, chunk_overlap=chunk_overlap, prefix=prefix
@@ -237,19 +249,7 @@ def _run(
     carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int, n_layers: int
 ) -> None:
     prompts = [jobs[j].prompts[c] for j, c in batch]
-    rows = pad_rows(prompts, carbon.tokenizer.pad_token_id or 0)
-    device = carbon.model.device
-    final = layer == n_layers
-    out = carbon.model(
-        rows.ids_on(device),
-        attention_mask=rows.mask_on(device),
-        logits_at="none",
-        return_hidden=final,
-        return_layer_hidden=not final,
-    )
-    hidden = out.hidden if final else out.layer_hidden[layer]  # type: ignore[index]
-    assert hidden is not None
-    hidden = hidden.float()
+    hidden = embedding_backend(carbon).hidden_states(prompts, layer)
     for r, (j, c) in enumerate(batch):
         job, chunk = jobs[j], jobs[j].chunks[c]
         last_chunk = c == len(job.chunks) - 1

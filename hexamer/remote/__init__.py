@@ -4,7 +4,8 @@
     m = Carbon.from_server("http://host:8000", model="Carbon-3B", tokenizer="path/to/Carbon-3B")
     m.score(["ACGT..."], level="bp")
 
-* :mod:`~hexamer.remote.client`: :class:`RemoteCarbon` (score, base_logprobs, generate);
+* :mod:`~hexamer.remote.client`: :class:`RemoteCarbon` (score, base_logprobs, generate), the front end;
+* :mod:`~hexamer.remote.backend`: :class:`RemoteBackend`, the :class:`~hexamer.backend.protocol.Backend` it runs on;
 * :mod:`~hexamer.remote.protocol`: request bodies, response parsers, backend detection;
 * :mod:`~hexamer.remote.marginals`: top-N log-probabilities -> k-mer logits for :mod:`hexamer.fns`;
 * :mod:`~hexamer.remote.http`: bounded concurrency, retries, timeouts, error messages.
@@ -12,6 +13,7 @@
 Details and limits: ``docs/remote.md``.
 """
 
+from hexamer.remote.backend import RemoteBackend
 from hexamer.remote.client import RemoteCarbon
 from hexamer.remote.errors import MalformedResponse, RemoteError, TopNWarning
 from hexamer.remote.http import Connection
@@ -23,6 +25,7 @@ __all__ = [
     "Connection",
     "Coverage",
     "MalformedResponse",
+    "RemoteBackend",
     "RemoteCarbon",
     "RemoteError",
     "ServerInfo",

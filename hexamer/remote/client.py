@@ -23,24 +23,13 @@ the k-mer distributions are rebuilt and marginalised here with :mod:`hexamer.fns
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import json
-import os
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Literal, overload
 
 import numpy as np
-import torch
 
-from hexamer.carbon import (
-    Carbon,
-    Generation,
-    ScoreResult,
-    UnscoredSequenceWarning,
-    _Prompt,
+from hexamer.backend.generation import (
     build_requests,
     check_n,
     check_stops,
@@ -48,53 +37,17 @@ from hexamer.carbon import (
     new_logprobs,
     sample_seeds,
 )
+from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt
+from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.request import RequestState
 from hexamer.engine.sampler import END, sample_next
-from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
-from hexamer.remote.errors import RemoteError, TopNWarning
-from hexamer.remote.http import Connection
-from hexamer.remote.marginals import Coverage, kmer_rows
-from hexamer.remote.protocol import BACKENDS, ServerInfo, SglangFormat, Top, VllmFormat, detect, make_format
-from hexamer.tokenizer import CarbonTokenizer, ModelFolderError, resolve_model_dir
-from hexamer.tokenizer.dna import encode_kmers, oov_bases
+from hexamer.remote.backend import RemoteBackend, load_server_tokenizer
+from hexamer.remote.errors import RemoteError
+from hexamer.remote.marginals import kmer_rows
+from hexamer.remote.protocol import VllmFormat
 
-_UNKNOWN_CONTEXT = 2**31 - 1
-
-
-def load_server_tokenizer(
-    tokenizer: CarbonTokenizer | str | os.PathLike[str] | None, info: ServerInfo, model: str
-) -> tuple[CarbonTokenizer, Path | None]:
-    """The tokenizer named by the caller, else the server's model path (vLLM's ``root``) if it is a
-    folder here or a hub id, else the served model name (a local folder or hub id). Returns
-    (tokenizer, folder or None)."""
-    if isinstance(tokenizer, CarbonTokenizer):
-        return tokenizer, None
-    candidates = [str(tokenizer)] if tokenizer is not None else [c for c in (info.root, model) if c]
-    errors = []
-    for name in candidates:
-        hub_id = name.count("/") == 1 and not name.startswith(("/", "."))
-        if name == info.root and not (Path(name).is_dir() or hub_id):  # a path on the server's disk
-            continue
-        try:
-            folder = resolve_model_dir(name)
-            return CarbonTokenizer.from_pretrained(folder), folder
-        except (ModelFolderError, OSError, ValueError) as exc:
-            errors.append(f"{name!r}: {exc}")
-    raise ValueError(
-        f"cannot load the tokenizer of served model {model!r} ({'; '.join(errors) or 'nothing to try'}); "
-        "pass tokenizer=<local Carbon folder or hub id> (--tokenizer on the command line)"
-    )
-
-
-def _folder_context(folder: Path | None) -> int | None:
-    if folder is None:
-        return None
-    try:
-        value = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
-    except (OSError, ValueError):
-        return None
-    return int(value) if isinstance(value, int) and value > 0 else None
+__all__ = ["RemoteCarbon", "load_server_tokenizer"]
 
 
 class RemoteCarbon:
@@ -107,68 +60,53 @@ class RemoteCarbon:
     from the top N could move a log-probability by more than this.
     """
 
-    is_remote = True
+    #: where the model runs: the server, through its top-N log-probabilities
+    backend: RemoteBackend
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        model: str | None = None,
-        api_key: str | None = None,
-        tokenizer: CarbonTokenizer | str | os.PathLike[str] | None = None,
-        backend: Literal["auto", "vllm", "sglang", "hexamer"] = "auto",
-        top_n: int | None = None,
-        max_in_flight: int = 16,
-        timeout: float = 600.0,
-        max_retries: int = 5,
-        context_length: int | None = None,
-        tolerance: float = 1e-3,
-    ) -> None:
-        if backend not in ("auto", *BACKENDS):
-            raise ValueError(f"backend must be 'auto' or one of {', '.join(BACKENDS)}, got {backend!r}")
-        self.connection = Connection(
-            url, api_key=api_key, timeout=timeout, max_in_flight=max_in_flight, max_retries=max_retries
-        )
-        self.url = self.connection.base_url
-        try:
-            info = self.connection.run(detect(self.connection, backend))
-        except BaseException:
-            self.connection.close()
-            raise
-        if model is None:
-            if not info.models:
-                self.connection.close()
-                raise RemoteError(f"{self.url}/v1/models lists no model; pass model=...", url=self.url)
-            model = info.models[0]
-        elif info.models and model not in info.models:
-            self.connection.close()
-            raise ValueError(f"{self.url} serves {', '.join(info.models)}, not {model!r}")
-        self.served_model = model
-        self.backend = info.backend
-        self.server_info = info
-        self.tokenizer, folder = load_server_tokenizer(tokenizer, info, model)
-        self.layout = self.tokenizer.layout
-        self.top_n = int(top_n) if top_n is not None else self.layout.n_kmers
-        if self.top_n < 1:
-            raise ValueError(f"top_n must be >= 1, got {top_n}")
-        self.format: VllmFormat | SglangFormat = make_format(self.backend, model)
-        self.context_length = (
-            context_length or info.max_model_len or _folder_context(folder) or _UNKNOWN_CONTEXT
-        )
-        self.tolerance = tolerance
-        self.last_coverage = Coverage()
-        self._window_cache: dict[str, float] = {}
-        self._next_cache: dict[str, torch.Tensor] = {}
+    def __init__(self, url: str, **options: Any) -> None:
+        """``options``: :class:`~hexamer.remote.backend.RemoteBackend`'s (``model``, ``api_key``,
+        ``tokenizer``, ``backend`` = the server kind, ``top_n``, ``max_in_flight``, ``timeout``,
+        ``max_retries``, ``context_length``, ``tolerance``)."""
+        self.backend = RemoteBackend(url, **options)
+        self.tokenizer = self.backend.tokenizer
+        self.layout = self.backend.layout
+
+    # the backend's facts, under the names RemoteCarbon always had
+    url = property(lambda self: self.backend.url)
+    served_model = property(lambda self: self.backend.served_model)
+    server_kind = property(lambda self: self.backend.server_kind, doc="``vllm``, ``sglang`` or ``hexamer``")
+    server_info = property(lambda self: self.backend.server_info)
+    connection = property(lambda self: self.backend.connection)
+    format = property(lambda self: self.backend.format)
+    context_length = property(lambda self: self.backend.context_length)
+    last_coverage = property(lambda self: self.backend.last_coverage)
+
+    @property
+    def top_n(self) -> int:
+        return self.backend.top_n
+
+    @top_n.setter
+    def top_n(self, value: int) -> None:
+        self.backend.top_n = value
+
+    @property
+    def tolerance(self) -> float:
+        return self.backend.tolerance
+
+    @tolerance.setter
+    def tolerance(self, value: float) -> None:
+        self.backend.tolerance = value
 
     @property
     def max_prompt_tokens(self) -> int:
-        """Longest prompt a scoring request can send: the served context less the one completion
-        token that every prompt-logprobs request asks for (vLLM refuses prompt + max_tokens above
-        ``max_model_len``)."""
-        return self.context_length - 1
+        """Longest prompt a scoring request can send (the served context less one)."""
+        return self.backend.max_prompt_tokens
 
     def __repr__(self) -> str:
-        return f"RemoteCarbon({self.url!r}, model={self.served_model!r}, backend={self.backend!r}, top_n={self.top_n})"
+        return (
+            f"RemoteCarbon({self.url!r}, model={self.served_model!r}, backend={self.server_kind!r}, "
+            f"top_n={self.top_n})"
+        )
 
     def __enter__(self) -> RemoteCarbon:
         return self
@@ -178,39 +116,31 @@ class RemoteCarbon:
 
     def close(self) -> None:
         """Close the HTTP connections (the object cannot be used afterwards)."""
-        self.connection.close()
+        self.backend.close()
 
     def fingerprint(self) -> str:
-        """Identifies the scorer for resumable jobs (server, model, backend, top N)."""
-        key = f"{self.url}|{self.served_model}|{self.backend}|{self.top_n}"
-        return hashlib.sha256(key.encode()).hexdigest()[:16]
+        """Identifies the scorer for resumable jobs (server, model, server kind, top N)."""
+        return self.backend.fingerprint()
 
     # ------------------------------------------------------------------ inputs (same rules as Carbon)
-    def _prompt(self, prompt: str, index: int) -> _Prompt:
-        return Carbon._prompt(self, prompt, index)  # type: ignore[arg-type]  # uses layout + tokenizer only
-
-    def _dna_inputs(
-        self, sequence: str, prefix: str, index: int, *, validate: bool = True
-    ) -> tuple[list[int], int, np.ndarray, np.ndarray, str]:
-        return Carbon._dna_inputs(self, sequence, prefix, index, validate=validate)  # type: ignore[arg-type]
+    def dna_inputs(
+        self, sequence: str, prefix: str = "", index: int = 0, *, validate: bool = True
+    ) -> DnaInputs:
+        return self.backend.dna_inputs(sequence, prefix, index, validate=validate)
 
     def check_sequence(self, sequence: str, *, prefix: str = "") -> None:
         """Raise the ``ValueError`` that :meth:`score` would raise for this sequence."""
-        self._dna_inputs(sequence, prefix, 0)
+        self.dna_inputs(sequence, prefix, 0)
 
     def check_prompt(self, prompt: str, *, prefix: str = "", **options: Any) -> None:
         """Raise the ``ValueError`` that :meth:`generate` would raise for this prompt and options."""
-        self._request(prompt, 0, prefix, SamplingParams(**options))
+        self.make_request(prompt, 0, prefix, SamplingParams(**options))
 
-    def _request(self, text: str, index: int, prefix: str, params: SamplingParams) -> tuple[Request, _Prompt]:
-        from hexamer.tokenizer.segment import OPEN_TAG
-
-        full = (
-            text
-            if not isinstance(text, str) or OPEN_TAG in text or not prefix
-            else f"{prefix}{OPEN_TAG}{text}"
-        )
-        p = self._prompt(full, index)
+    def make_request(
+        self, text: str, index: int, prefix: str, params: SamplingParams
+    ) -> tuple[Request, Prompt]:
+        """One request for prompt ``index``, checked against the served context."""
+        p = parse_prompt(self.tokenizer, full_prompt(text, prefix), index)
         req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
         if req.total_len > self.context_length:
             raise ValueError(
@@ -219,66 +149,7 @@ class RemoteCarbon:
             )
         return req, p
 
-    # ------------------------------------------------------------------ coverage
-    def _warn(self, cov: Coverage, what: str) -> None:
-        self.last_coverage = cov
-        message = cov.message(f"{what} via {self.url}", self.top_n, self.tolerance)
-        if message:
-            warnings.warn(message, TopNWarning, stacklevel=3)
-
-    def _pred(
-        self, tops: list[Top | None], start: int, n: int, targets: np.ndarray | None
-    ) -> tuple[torch.Tensor, Coverage]:
-        """k-mer logits predicting tokens ``start .. start + n - 1`` of the prompt."""
-        return kmer_rows(tops[start : start + n], self.layout, self.top_n, targets=targets)
-
     # ------------------------------------------------------------------ scoring
-    async def _score_one(
-        self, index: int, inputs: tuple, level: str, method: str
-    ) -> tuple[ScoreResult, Coverage]:
-        ids, start, targets, n_real, content = inputs
-        tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
-        return await asyncio.to_thread(self._assemble, tops, start, targets, n_real, content, level, method)
-
-    def _assemble(
-        self,
-        tops: list[Top | None],
-        start: int,
-        targets: np.ndarray,
-        n_real: np.ndarray,
-        content: str,
-        level: str,
-        method: str,
-    ) -> tuple[ScoreResult, Coverage]:
-        k = self.layout.k
-        n = len(targets)
-        full = n_real == k
-        check = np.where(full, targets, -1) if level == "token" else None
-        pred, cov = self._pred(tops, start, n, check)
-        tgt = torch.from_numpy(np.where(n_real > 0, targets, 0).astype(np.int64))
-        real = torch.from_numpy(n_real.astype(np.int64))
-        n_oov = oov_bases(n_real, len(content), k)
-        if level == "bp":
-            s = score_bases(pred, tgt, real, method=method)  # type: ignore[arg-type]
-            per_base = np.full(n * k, np.nan, dtype=np.float32)
-            flat = s.per_base.reshape(-1).numpy()
-            keep = s.base_mask.reshape(-1).numpy()
-            per_base[keep] = flat[keep]
-            result = ScoreResult(
-                mean=float(s.mean),
-                n_scored=int(s.n_bases),
-                n_oov_bases=n_oov,
-                per_base=per_base[: len(content)],
-            )
-        else:
-            valid = torch.from_numpy(full)
-            t = score_tokens(pred, tgt, valid=valid)
-            per_token = np.where(full, t.per_token.numpy(), np.nan).astype(np.float32)
-            result = ScoreResult(
-                mean=float(t.mean), n_scored=int(full.sum()), n_oov_bases=n_oov, per_token=per_token
-            )
-        return result, cov
-
     @overload
     def score(self, sequences: str, **options: Any) -> ScoreResult: ...
     @overload
@@ -304,16 +175,9 @@ class RemoteCarbon:
             raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
         single = isinstance(sequences, str)
         items = [sequences] if single else list(sequences)
-        inputs = [self._dna_inputs(s, prefix, i) for i, s in enumerate(items)]  # type: ignore[arg-type]
-        done = None if on_progress is None else (lambda _i, _r: on_progress(1))
-        pairs = self.connection.run_all(
-            [self._score_one(i, x, level, method) for i, x in enumerate(inputs)], on_done=done
-        )
-        cov = Coverage()
-        for _, c in pairs:
-            cov = cov.merge(c)
-        self._warn(cov, "score")
-        results = [r for r, _ in pairs]
+        results = self.backend.score(
+            items, level=level, method=method, prefix=prefix, on_progress=on_progress
+        )  # type: ignore[arg-type]
         unscored = [i for i, r in enumerate(results) if r.status != "ok"]
         if unscored:
             warnings.warn(
@@ -328,69 +192,7 @@ class RemoteCarbon:
         self, sequence: str, *, method: Literal["fns", "exact"] = "fns", prefix: str = ""
     ) -> np.ndarray:
         """Same as :meth:`hexamer.Carbon.base_logprobs`: ``(L, 4)``, columns A, C, G, T."""
-        if method not in ("fns", "exact"):
-            raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
-        ids, start, targets, n_real, content = self._dna_inputs(sequence, prefix, 0)
-        tops = self.connection.run(self.format.prompt_tops(self.connection, ids, self.top_n))
-        logits, cov = self._pred(tops, start, len(targets), None)
-        self._warn(cov, "base_logprobs")
-        if method == "fns":
-            lp = log_base_marginals(logits)
-        else:
-            tgt = torch.from_numpy(np.where(n_real > 0, targets, 0).astype(np.int64))
-            lp = log_prefix_conditionals(logits, tgt)
-            lp = torch.where(torch.from_numpy(n_real > 0)[:, None, None], lp, torch.nan)
-        return to_acgt(lp).reshape(-1, 4)[: len(content)].numpy().astype(np.float32)
-
-    # ------------------------------------------------------------------ VEP hooks (hexamer.vep)
-    async def _window_ll(self, seq: str) -> float:
-        from hexamer.vep.recipes import bp_log_likelihood
-
-        ids, start, targets, n_real, _ = self._dna_inputs(seq, "", 0, validate=False)
-        tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
-
-        def finish() -> tuple[float, Coverage]:
-            pred, cov = self._pred(tops, start, len(targets), None)
-            return bp_log_likelihood(pred, targets, n_real), cov
-
-        ll, cov = await asyncio.to_thread(finish)
-        if cov.message("", self.top_n, self.tolerance):
-            self._warn(cov, "VEP window")
-        return ll
-
-    def prefetch_windows(self, sequences: Sequence[str]) -> None:
-        """Score these VEP windows concurrently and keep their LLs for :meth:`window_ll`."""
-        todo = list(dict.fromkeys(sequences))
-        values = self.connection.run_all([self._window_ll(s) for s in todo])
-        self._window_cache = dict(zip(todo, values, strict=True))
-
-    def window_ll(self, sequence: str) -> float:
-        """The window recipe's LL of ``<dna>sequence`` (sum of FNS per-base log-probabilities)."""
-        cached = self._window_cache.get(sequence)
-        if cached is not None:
-            return cached
-        return self.connection.run(self._window_ll(sequence))
-
-    async def _next_marginal(self, context: str) -> torch.Tensor:
-        ids = [self.layout.begin_id, *encode_kmers(context, self.layout).tolist()]
-        top = await self.format.next_top(self.connection, ids, self.top_n)
-        logits, cov = kmer_rows([top], self.layout, self.top_n)
-        if cov.message("", self.top_n, self.tolerance):
-            self._warn(cov, "next-base")
-        return log_base_marginals(logits)[0, 0]
-
-    def prefetch_next_base(self, contexts: Sequence[str]) -> None:
-        """Fetch the next-base marginals of these contexts concurrently (see :meth:`next_base_log_marginals`)."""
-        todo = list(dict.fromkeys(contexts))
-        values = self.connection.run_all([self._next_marginal(c) for c in todo])
-        self._next_cache = dict(zip(todo, values, strict=True))
-
-    def next_base_log_marginals(self, context: str) -> torch.Tensor:
-        """float64 ``log P_0(b)`` (A, T, C, G order) of the base right after ``<dna>context``."""
-        cached = self._next_cache.get(context)
-        if cached is not None:
-            return cached
-        return self.connection.run(self._next_marginal(context))
+        return self.backend.base_logprobs(sequence, method=method, prefix=prefix)
 
     # ------------------------------------------------------------------ generation
     async def _client_generate(self, req: Request) -> Request:
@@ -539,7 +341,7 @@ class RemoteCarbon:
         if sampler == "server" and not server_ok:
             raise ValueError(
                 "sampler='server' needs mode='token', no mask, prompts ending on a 6-mer boundary and a "
-                f"vLLM or hexamer server (this is {self.backend})"
+                f"vLLM or hexamer server (this is {self.server_kind})"
             )
         if sampler == "server" and client_only:
             raise ValueError(

@@ -21,6 +21,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from hexamer.embed import embed_sequences
+from hexamer.embed.pooling import embedding_backend
 from hexamer.engine import Request, RequestState, SamplingParams
 from hexamer.engine.spec_config import SpecConfig, SpecStats
 from hexamer.server.errors import ApiError, error_body
@@ -30,13 +31,8 @@ from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response
 from hexamer.server.worker import QueueFull, ShuttingDown, Submission, TimedOut
 from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.segment import OPEN_TAG
-from hexamer.vep.recipes import (
-    naive_window_score,
-    pair_oov_bp,
-    unscored_allele,
-    variant_windows,
-    window_tokens,
-)
+from hexamer.vep.engine import score_window_pairs
+from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows, window_tokens
 
 T = TypeVar("T")
 _NOT_IUPAC = re.compile(r"[^ACGTURYSWKMBDHVNacgturyswkmbdhvn\s]")
@@ -137,7 +133,7 @@ def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tup
                     seed=None if body.seed is None else body.seed + c,
                     stop_at_end_tag=body.stop_at_end_tag,
                 )
-                req, _ = carbon._request(text, i, prefix, params)
+                req, _ = carbon.make_request(text, i, prefix, params)
             except (ValueError, TypeError) as exc:
                 raise ApiError(400, f"{where}: {exc}", "prompt") from None
             if req.total_len > state.max_len:
@@ -451,8 +447,9 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
 # ---------------------------------------------------------------------------------------- vep
 async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) -> Response:
     """Window recipe of :mod:`hexamer.vep.recipes`: LL(alt window) - LL(ref window), with the
-    same rules as ``hexamer vep`` (equal-length indel windows; ``skipped`` with a reason for N
-    alleles and for variants whose bases share a 6-mer with an N)."""
+    same rules and the same shared-prefix scorer as ``hexamer vep``
+    (:func:`hexamer.vep.engine.score_window_pairs`: equal-length indel windows; ``skipped`` with a
+    reason for N alleles and for variants whose bases share a 6-mer with an N)."""
     state.check_model(body.model)
     if not body.variants:
         raise ApiError(400, "variants: give at least one variant", "variants")
@@ -465,7 +462,7 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
     context = state.carbon.context_length
     k = state.carbon.layout.k
     rows: list[dict[str, Any]] = []
-    work: list[tuple[int, str, str]] = []
+    work: list[tuple[int, WindowPair]] = []
     for i, v in enumerate(body.variants):
         row: dict[str, Any] = {"index": i, "id": v.id, "status": "ok", "score": None, "reason": None}
         rows.append(row)
@@ -531,15 +528,15 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
         if unscored is not None:
             row.update(status="skipped", reason=unscored)
             continue
-        work.append((i, pair.ref, pair.alt))
+        work.append((i, pair))
 
     def score_all() -> list[float]:
-        return [naive_window_score(state.carbon, r, a, rc_average=body.rc_average) for _, r, a in work]
+        return score_window_pairs(state.carbon, [p for _, p in work], rc_average=body.rc_average)
 
     scores = await _job(state, http, score_all) if work else []
-    for (i, r, _), score in zip(work, scores, strict=True):
+    for (i, pair), score in zip(work, scores, strict=True):
         rows[i]["score"] = float(score)
-        state.metrics.scored_bp.inc(len(r))
+        state.metrics.scored_bp.inc(len(pair.ref))
     http.state.usage = {"variants": len(rows)}
     return json_response(
         dumps(
@@ -572,7 +569,7 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
         raise ApiError(
             400, f"input: {len(items)} sequences exceed the limit of {state.settings.max_prompts}", "input"
         )
-    hidden = state.carbon.model.config.hidden_size
+    hidden = embedding_backend(state.carbon).hidden_size
     if body.dimensions is not None and body.dimensions != hidden:
         raise ApiError(400, f"dimensions: this model's embeddings have {hidden} dimensions", "dimensions")
     for i, seq in enumerate(items):

@@ -3,18 +3,23 @@
 * :mod:`~hexamer.vep.variants`: VCF/BCF records, one :class:`Variant` per ALT; reference FASTA;
 * :mod:`~hexamer.vep.recipes`: the window-likelihood and next-base recipes, defined exactly, and
   their plain reference implementation;
+* :mod:`~hexamer.vep.settings`: :class:`VepSettings`, everything that decides the numbers;
 * :mod:`~hexamer.vep.engine`: :func:`score_variants`, the same numbers at throughput (shared
-  prefixes, batching);
+  prefixes, batching), and :func:`score_window_pairs` for windows you cut yourself; it plans
+  work units (:mod:`~hexamer.vep.planner`) and runs them on the model's backend
+  (:mod:`~hexamer.vep.runner`);
 * :mod:`~hexamer.vep.output`: annotated VCF/BCF (``HEXAMER_*`` INFO fields) or a table;
-* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume;
+* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume
+  (its chunk store: :mod:`~hexamer.vep.checkpoint`);
 * :mod:`~hexamer.vep.summary`: rows per status and reason in one line of plain words.
 
     from hexamer import Carbon
-    from hexamer.vep import score_variants, run_vep
+    from hexamer.vep import VepSettings, score_variants, run_vep
     m = Carbon.from_pretrained("path/to/Carbon-3B")
-    for row in score_variants(m, "calls.vcf.gz", "hg38.fa.gz", recipe="window"):
+    for row in score_variants(m, "calls.vcf.gz", "hg38.fa.gz", settings=VepSettings(recipe="window")):
         ...
-    run_vep(m, "calls.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", recipe="next_base", resume=True)
+    settings = VepSettings(recipe="next_base")
+    run_vep(m, "calls.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", settings=settings, resume=True)
 
 Its benchmark lives in :mod:`hexamer.bench.vep`, the published-scripts baseline in
 :mod:`hexamer.bench.baselines.published_vep`, random test VCFs in :mod:`hexamer.testing.vcf`.
@@ -25,8 +30,8 @@ from hexamer.vep.engine import (
     STATUSES,
     ContigRenameWarning,
     SettingsFittedWarning,
-    VepSettings,
     score_variants,
+    score_window_pairs,
 )
 from hexamer.vep.output import (
     INFO_REASON,
@@ -42,6 +47,7 @@ from hexamer.vep.output import (
 )
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, RECIPES
 from hexamer.vep.resume import ResumeError, VepRunResult, run_vep, sidecar_dir
+from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import status_summary
 from hexamer.vep.variants import FastaError, Reference, Variant, VcfInputError, VcfRecord, classify, read_vcf
 
@@ -73,6 +79,7 @@ __all__ = [
     "rejects_path",
     "run_vep",
     "score_variants",
+    "score_window_pairs",
     "sidecar_dir",
     "status_summary",
     "write_rows",

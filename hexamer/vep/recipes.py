@@ -62,12 +62,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
-from hexamer.fns import base_marginals, log_base_marginals
+from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.fns.tables import BASE_INDEX
-from hexamer.tokenizer.dna import encode_kmers
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -85,6 +83,7 @@ __all__ = [
     "context_start",
     "naive_next_base_scores",
     "naive_window_score",
+    "next_base_scores",
     "non_acgt_positions",
     "oov_bp",
     "pair_oov_bp",
@@ -93,6 +92,7 @@ __all__ = [
     "variant_windows",
     "window_bounds",
     "window_centre",
+    "window_delta",
     "window_ll",
     "window_pair_bounds",
     "window_tokens",
@@ -274,46 +274,32 @@ def window_tokens(n_bases: int, k: int = 6) -> int:
 
 def naive_window_score(carbon: Carbon, ref_window: str, alt_win: str, *, rc_average: bool = False) -> float:
     """The window score by the book: one full forward per window (four with ``rc_average``)."""
-    delta = window_ll(carbon, alt_win) - window_ll(carbon, ref_window)
+    wins = [alt_win, ref_window]
     if rc_average:
-        rc = window_ll(carbon, reverse_complement(alt_win)) - window_ll(
-            carbon, reverse_complement(ref_window)
-        )
-        delta = (delta + rc) / 2
+        wins += [reverse_complement(alt_win), reverse_complement(ref_window)]
+    return window_delta(*carbon.backend.window_log_likelihoods(wins))
+
+
+def window_delta(
+    alt_ll: float, ref_ll: float, rc_alt_ll: float | None = None, rc_ref_ll: float | None = None
+) -> float:
+    """``LL(alt) - LL(ref)``, averaged with the reverse strand's when its LLs are given."""
+    delta = alt_ll - ref_ll
+    if rc_alt_ll is not None and rc_ref_ll is not None:
+        delta = (delta + (rc_alt_ll - rc_ref_ll)) / 2
     return delta
 
 
 def window_ll(carbon: Carbon, seq: str) -> float:
-    """LL of ``<dna>seq``: one full forward; FNS per-base log-probabilities summed in float64.
+    """LL of ``<dna>seq``: one full forward; FNS per-base log-probabilities summed in float64
+    (``carbon.backend.window_log_likelihoods``).
 
     The same per-base terms as ``Carbon.score(seq, level="bp").per_base``, but the marginals are
     taken in float64: in float32 each term carries ~1e-6 of rounding (a logsumexp of ~7 minus
     another), which over an 8 kb window adds up to ~1e-4 in a difference of two LLs.
     """
-    remote = getattr(carbon, "window_ll", None)  # hexamer.remote computes it from server log-probs
-    if remote is not None:
-        return float(remote(seq))
-    ids, start, targets, n_real, _ = carbon._dna_inputs(seq, "", 0, validate=False)
-    logits = carbon._kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
-    return bp_log_likelihood(logits, targets, n_real)
-
-
-def bp_log_likelihood(kmer_logits: torch.Tensor, targets: np.ndarray, n_real: np.ndarray) -> float:
-    """Sum over the real bases of ``log P_j(true base)``: FNS marginals in float64.
-
-    ``kmer_logits[t]`` predicts target k-mer ``targets[t]`` (an index in the k-mer block) of which
-    the first ``n_real[t]`` bases are real (0 for ``<oov>``). The marginals are sums of the float64
-    block softmax, so this equals ``score_bases(...).per_base.sum()`` in float64 to ~1e-13 at a
-    fraction of the cost (one ``exp`` per k-mer instead of one per k-mer and base position).
-    """
-    k = round(math.log(kmer_logits.shape[-1], 4))
-    device = kmer_logits.device
-    tgt = torch.from_numpy(np.where(n_real > 0, targets, 0).astype(np.int64)).to(device)
-    real = torch.from_numpy(n_real.astype(np.int64)).to(device)
-    digits = (tgt[:, None] // 4 ** torch.arange(k - 1, -1, -1, device=device)) % 4
-    probs = base_marginals(kmer_logits.double()).gather(-1, digits[..., None]).squeeze(-1)
-    mask = torch.arange(k, device=device) < real[:, None]
-    return float(probs.log()[mask].sum())
+    (ll,) = carbon.backend.window_log_likelihoods([seq])
+    return float(ll)
 
 
 # --------------------------------------------------------------------------- next-base recipe
@@ -367,22 +353,15 @@ def leading_n(seq: str) -> int:
     return len(seq) - len(seq.lstrip("N"))
 
 
-@torch.inference_mode()
 def naive_next_base_scores(carbon: Carbon, context: str, ref: str, alts: Sequence[str]) -> list[float]:
-    """``log P(ref) - log P(alt)`` for the base after ``context``: one forward per ALT, by the book."""
+    """``log P(ref) - log P(alt)`` for the base after ``context``: one context forward, by the book."""
     layout = carbon.layout
     if len(context) % layout.k:
         raise ValueError(f"context of {len(context)} bp is not a whole number of {layout.k}-mers")
-    remote = getattr(carbon, "next_base_log_marginals", None)  # hexamer.remote: from server log-probs
-    if remote is not None:
-        first = remote(context)
-        return [float(first[BASE_INDEX[ref]] - first[BASE_INDEX[alt]]) for alt in alts]
-    ids = [layout.begin_id, *encode_kmers(context, layout).tolist()]
-    out = []
-    for alt in alts:
-        x = torch.tensor([ids], device=carbon.model.device)
-        logits = carbon.model(x, logits_at="last", vocab_rows=(layout.kmer_start, layout.kmer_stop)).logits
-        assert logits is not None
-        first = log_base_marginals(logits[0].double())[0].cpu()
-        out.append(float(first[BASE_INDEX[ref]] - first[BASE_INDEX[alt]]))
-    return out
+    (first,) = carbon.backend.next_base_log_marginals([context])
+    return next_base_scores(first, ref, alts)
+
+
+def next_base_scores(first: torch.Tensor, ref: str, alts: Sequence[str]) -> list[float]:
+    """``log P(ref) - log P(alt)`` from the next base's log-marginals (A, T, C, G order)."""
+    return [float(first[BASE_INDEX[ref]] - first[BASE_INDEX[alt]]) for alt in alts]

@@ -27,11 +27,8 @@ computed again, with a note naming it.
 from __future__ import annotations
 
 import collections
-import hashlib
-import heapq
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -40,23 +37,16 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-import numpy as np
-
 from hexamer import __version__
-from hexamer.io import TableWriter, atomic_path
+from hexamer.io import atomic_path
 from hexamer.io.contigs import read_rename_file
-from hexamer.vep.engine import ROW_COLUMNS, VepSettings, iter_blocks
-from hexamer.vep.output import (
-    VcfWriteResult,
-    output_kind,
-    resolve_info_fields,
-    row_schema,
-    write_vep_output,
-)
+from hexamer.vep.checkpoint import CHUNK_FANIN, ChunkStore, DoneKeys, file_sha256
+from hexamer.vep.engine import iter_blocks, settings_from
+from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields, write_vep_output
+from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
 from hexamer.vep.variants import FastaError, Reference, VcfInputError
 
@@ -77,21 +67,11 @@ PathLike = str | os.PathLike[str]
 Row = dict[str, Any]
 Key = tuple[int, int]
 _META = "meta.json"
-_MANIFEST = "chunks.json"
 #: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json,
 #: n_scored_bp/n_oov_bp columns, equal-length indel windows
 _VERSION = 2
 #: meta.json keys that describe the run but do not make it a different job
 _NOT_COMPARED = ("command",)
-_CHUNK_NAME = re.compile(r"^rows-(\d+)(?:-(\d+))?\.parquet$")
-#: This many consecutive checkpoint chunks of the same span are merged into one.
-CHUNK_FANIN = 16
-#: The final merge reads at most this many chunks at once (more only after unusual histories).
-_MAX_MERGE = 64
-#: Rows read at a time, shared out among the chunks being merged.
-_READ_ROWS = 16_384
-#: Rows per batch (Parquet row group) written to a chunk.
-_WRITE_ROWS = 16_384
 
 
 class ResumeError(ValueError):
@@ -122,22 +102,9 @@ def sidecar_dir(output: PathLike) -> Path:
 
 
 def model_fingerprint(carbon: Carbon) -> str:
-    """A short hash of the model's configuration and a few of its weights (not of the folder path)."""
-    remote = getattr(carbon, "fingerprint", None)  # hexamer.remote: server, model, top-N
-    if remote is not None:
-        return str(remote())
-    h = hashlib.sha256(repr(carbon.model.config).encode())
-    params = list(carbon.model.named_parameters())
-    for name, param in params[:: max(1, len(params) // 8)]:
-        h.update(name.encode())
-        h.update(param.detach().reshape(-1)[:64].float().cpu().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-def file_sha256(path: PathLike) -> str:
-    """SHA-256 of a file's bytes, streamed (about 1.5 GB/s on one core)."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    """A short hash of the model (``carbon.backend.fingerprint()``: configuration and a few weights
+    locally, not the folder path; server, model and top N for a served one)."""
+    return carbon.backend.fingerprint()
 
 
 def _file_id(path: PathLike) -> dict[str, Any]:
@@ -151,10 +118,6 @@ def _command() -> str:
     if os.path.basename(argv[0]) in ("hexamer", "__main__.py"):
         argv[0] = "hexamer"
     return shlex.join(argv)
-
-
-def _key(row: Mapping[str, Any]) -> Key:
-    return row["record"], row["alt_index"]
 
 
 class _Labels(Sequence[str]):
@@ -201,278 +164,6 @@ class _Labels(Sequence[str]):
 
     def __repr__(self) -> str:
         return f"<{len(self)} labels of {self._names!r}>"
-
-
-class _DoneKeys(Mapping[Key, Row]):
-    """The keys ``(record, alt_index)`` of checkpointed rows, in about one byte per record: a
-    bitmask of ALT indices 0-7 per record, and a set for higher ones.
-
-    The engine asks ``key in done`` and, for a unit whose keys are all in, ``done[key]``; those rows
-    are already in a chunk (the resume loop drops them), so the value is a stub holding the key.
-    """
-
-    _BITS = 8
-
-    def __init__(self) -> None:
-        self._mask = np.zeros(0, dtype=np.uint8)
-        self._view: memoryview | None = None
-        self._extra: set[Key] = set()
-        self._n = 0
-
-    def add(self, records: np.ndarray, alts: np.ndarray) -> None:
-        records = np.asarray(records, dtype=np.int64)
-        alts = np.asarray(alts, dtype=np.int64)
-        if records.size == 0:
-            return
-        if int(records.min()) < 0 or int(alts.min()) < 0:
-            raise ValueError("negative record or ALT index in a checkpoint chunk")
-        top = int(records.max()) + 1
-        if top > len(self._mask):
-            grown = np.zeros(max(top, len(self._mask) * 3 // 2), dtype=np.uint8)
-            grown[: len(self._mask)] = self._mask
-            self._mask = grown
-        self._view = None
-        small = alts < self._BITS
-        for a in np.unique(alts[small]).tolist():
-            rec = np.unique(records[small & (alts == a)])
-            bit = np.uint8(1 << a)
-            self._n += int(np.count_nonzero((self._mask[rec] & bit) == 0))
-            self._mask[rec] |= bit
-        for key in zip(records[~small].tolist(), alts[~small].tolist(), strict=True):
-            if key not in self._extra:
-                self._extra.add(key)
-                self._n += 1
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, tuple) or len(key) != 2:
-            return False
-        record, alt = key
-        if 0 <= alt < self._BITS:
-            if self._view is None:
-                self._view = memoryview(self._mask)
-            return 0 <= record < len(self._view) and bool(self._view[record] >> alt & 1)
-        return key in self._extra
-
-    def __getitem__(self, key: Key) -> Row:
-        if key not in self:
-            raise KeyError(key)
-        return {"record": key[0], "alt_index": key[1]}
-
-    def __iter__(self) -> Iterator[Key]:
-        for record in np.flatnonzero(self._mask).tolist():
-            bits = int(self._mask[record])
-            yield from ((record, a) for a in range(self._BITS) if bits >> a & 1)
-        yield from sorted(self._extra)
-
-    def __len__(self) -> int:
-        return self._n
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    """A sorted chunk holding the rows of checkpoints ``first`` to ``last`` (merged when several)."""
-
-    first: int
-    last: int
-    path: Path
-
-    @property
-    def span(self) -> int:
-        return self.last - self.first + 1
-
-
-def _chunk_name(first: int, last: int) -> str:
-    return f"rows-{first:06d}.parquet" if first == last else f"rows-{first:06d}-{last:06d}.parquet"
-
-
-def _write_chunk(path: Path, rows: Iterable[Row]) -> None:
-    """Write rows (plain values, in the order given) to a Parquet chunk, atomically."""
-    import pyarrow as pa
-
-    schema = row_schema()
-    it = iter(rows)
-    with TableWriter(path, schema=schema) as writer:
-        while batch := list(islice(it, _WRITE_ROWS)):
-            writer.write_batch(pa.Table.from_pylist(batch, schema=schema))
-
-
-def _read_rows(path: Path, batch_rows: int) -> Iterator[Row]:
-    import pyarrow.parquet as pq
-
-    with pq.ParquetFile(path) as pf:
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=list(ROW_COLUMNS)):
-            yield from batch.to_pylist()
-
-
-def _merged(paths: Sequence[Path]) -> Iterator[Row]:
-    """The rows of sorted chunks as one sorted stream, read lazily (a key met twice is kept once)."""
-    batch_rows = max(256, _READ_ROWS // max(1, len(paths)))
-    last: Key | None = None
-    for row in heapq.merge(*(_read_rows(p, batch_rows) for p in paths), key=_key):
-        key = _key(row)
-        if key != last:
-            last = key
-            yield row
-
-
-def _keys_sorted(records: np.ndarray, alts: np.ndarray, before: Key | None) -> bool:
-    if before is not None and records.size:
-        records = np.concatenate([[before[0]], records])
-        alts = np.concatenate([[before[1]], alts])
-    d_rec, d_alt = np.diff(records), np.diff(alts)
-    return bool(np.all((d_rec > 0) | ((d_rec == 0) & (d_alt >= 0))))
-
-
-class _Chunks:
-    """The sidecar's row chunks: each written sorted by ``(record, alt_index)``; every
-    :data:`CHUNK_FANIN` consecutive chunks of one span are merged into one (so N checkpoints leave
-    O(log N) chunks), and the final output is a k-way merge of them all.
-
-    A chunk counts once ``chunks.json`` lists it with the SHA-256 of its bytes (written after the
-    chunk itself, atomically); :meth:`scan` drops chunks it does not list or whose bytes changed.
-    """
-
-    def __init__(self, side: Path, on_note: Callable[[str], None] | None = None) -> None:
-        self.side = side
-        self.chunks: list[_Chunk] = []
-        self.hashes: dict[str, str] = {}
-        self._note = on_note or (lambda _: None)
-
-    def save_manifest(self) -> None:
-        """Record the committed chunks and their hashes (atomically)."""
-        with atomic_path(self.side / _MANIFEST) as tmp:
-            tmp.write_text(json.dumps({"sha256": self.hashes}, indent=1, sort_keys=True))
-
-    def _read_manifest(self) -> dict[str, str]:
-        path = self.side / _MANIFEST
-        try:
-            recorded = json.loads(path.read_text())["sha256"]
-            if not isinstance(recorded, dict):
-                raise TypeError("not an object")
-            return {str(k): str(v) for k, v in recorded.items()}
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self._note(f"{path} is unreadable ({exc}); every checkpointed row will be computed again")
-            return {}
-
-    def _store(self, path: Path, rows: Iterable[Row]) -> None:
-        """Write a chunk and note its hash (committed by the next :meth:`save_manifest`)."""
-        _write_chunk(path, rows)
-        self.hashes[path.name] = file_sha256(path)
-
-    def scan(self) -> None:
-        """Find the chunks of an earlier run and check them against ``chunks.json``: a chunk it
-        does not list (killed before it was recorded) is deleted, one whose bytes changed is
-        deleted with a note (its rows are computed again). A chunk inside a merged one (the merge
-        was killed before it removed its inputs) is deleted; chunks of an older version are sorted."""
-        recorded = self._read_manifest()
-        found: list[_Chunk] = []
-        seen: set[str] = set()
-        for path in self.side.glob("rows-*.parquet"):
-            m = _CHUNK_NAME.match(path.name)
-            if m is None:
-                continue
-            seen.add(path.name)
-            want = recorded.get(path.name)
-            if want is None:
-                path.unlink()
-                continue
-            if file_sha256(path) != want:
-                self._note(
-                    f"checkpoint chunk {path} is corrupt (its SHA-256 differs from the one recorded when "
-                    "it was written); its rows will be computed again"
-                )
-                path.unlink()
-                continue
-            found.append(_Chunk(int(m[1]), int(m[2] or m[1]), path))
-        for name in sorted(set(recorded) - seen):
-            self._note(f"checkpoint chunk {self.side / name} is missing; its rows will be computed again")
-        found.sort(key=lambda c: (c.first, -c.last))
-        self.chunks = []
-        reach = -1
-        for chunk in found:
-            if chunk.last <= reach:
-                chunk.path.unlink()
-                continue
-            self.chunks.append(chunk)
-            reach = chunk.last
-        self.hashes = {c.path.name: recorded[c.path.name] for c in self.chunks}
-        self.save_manifest()
-
-    def load_keys(self) -> _DoneKeys:
-        """The keys of every checkpointed row (read two columns at a time, not the rows)."""
-        import pyarrow.parquet as pq
-
-        done = _DoneKeys()
-        for chunk in self.chunks:
-            before: Key | None = None
-            in_order = True
-            with pq.ParquetFile(chunk.path) as pf:
-                for batch in pf.iter_batches(batch_size=_READ_ROWS, columns=["record", "alt_index"]):
-                    records = batch.column(0).to_numpy(zero_copy_only=False)
-                    alts = batch.column(1).to_numpy(zero_copy_only=False)
-                    done.add(records, alts)
-                    if in_order and records.size:
-                        in_order = _keys_sorted(records, alts, before)
-                        before = (int(records[-1]), int(alts[-1]))
-            if not in_order:  # written unsorted by an older hexamer: a checkpoint's worth of rows
-                rows = pq.read_table(chunk.path).to_pylist()
-                rows.sort(key=_key)
-                self._store(chunk.path, rows)
-                self.save_manifest()
-        self._compact()
-        return done
-
-    def add(self, rows: list[Row]) -> None:
-        """Checkpoint ``rows`` (whole work units) as a new chunk, sorted."""
-        rows.sort(key=_key)
-        n = self.chunks[-1].last + 1 if self.chunks else 0
-        path = self.side / _chunk_name(n, n)
-        self._store(path, rows)
-        self.chunks.append(_Chunk(n, n, path))
-        self.save_manifest()
-        self._compact()
-
-    def _compact(self) -> None:
-        while len(self.chunks) >= CHUNK_FANIN and len({c.span for c in self.chunks[-CHUNK_FANIN:]}) == 1:
-            self._merge_last(CHUNK_FANIN)
-
-    def _merge_last(self, n: int) -> None:
-        group = self.chunks[-n:]
-        merged = _Chunk(
-            group[0].first, group[-1].last, self.side / _chunk_name(group[0].first, group[-1].last)
-        )
-        self._store(merged.path, _merged([c.path for c in group]))
-        for chunk in group:
-            self.hashes.pop(chunk.path.name, None)
-        self.save_manifest()
-        for chunk in group:  # killed here: the next scan deletes what is left of them (unlisted)
-            chunk.path.unlink(missing_ok=True)
-        self.chunks[-n:] = [merged]
-
-    def contigs(self) -> list[str]:
-        """The rows' chromosomes, in the order of the first record naming each."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        first: dict[str, int] = {}
-        for chunk in self.chunks:
-            with pq.ParquetFile(chunk.path) as pf:
-                for batch in pf.iter_batches(batch_size=_READ_ROWS, columns=["record", "chrom"]):
-                    table = pa.Table.from_batches([batch]).group_by("chrom").aggregate([("record", "min")])
-                    for chrom, record in zip(
-                        table["chrom"].to_pylist(), table["record_min"].to_pylist(), strict=True
-                    ):
-                        if chrom and record < first.get(chrom, record + 1):
-                            first[chrom] = record
-        return sorted(first, key=first.__getitem__)
-
-    def rows(self) -> Iterator[Row]:
-        """Every checkpointed row, sorted by ``(record, alt_index)``, read lazily."""
-        while len(self.chunks) > _MAX_MERGE:  # only after unusual histories; see _compact
-            self._merge_last(CHUNK_FANIN)
-        return _merged([c.path for c in self.chunks])
 
 
 class _Tally:
@@ -538,12 +229,14 @@ def run_vep(
     on_note: Callable[[str], None] | None = None,
     renames: PathLike | Mapping[str, str] | None = None,
     info_fields: str | Sequence[str] | None = None,
-    **settings: Any,
+    settings: VepSettings | None = None,
+    **fields: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` (annotated VCF/BCF or a table, by extension) with checkpoints.
 
-    ``settings`` are :class:`~hexamer.vep.engine.VepSettings` fields (``recipe``, ``window``,
-    ``context``, ``context_grid``, ``rc_average``, ``batch_size``, ...). Finished rows are
+    ``settings`` (a :class:`~hexamer.vep.settings.VepSettings`, checked here once) decide the
+    numbers; its fields may instead be given as keywords (``recipe``, ``window``, ``context``,
+    ``context_grid``, ``rc_average``, ``batch_size``, ...), not both. Finished rows are
     checkpointed every ``checkpoint_rows`` rows or ``checkpoint_seconds``, whichever comes first.
     Without ``resume`` an old sidecar is discarded and the job starts over; with it, the job
     continues from the sidecar (or starts over when there is none). ``renames`` maps VCF contig
@@ -562,7 +255,7 @@ def run_vep(
     for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
         if not os.path.isfile(path):
             raise error(f"{os.fspath(path)}: no such {what} file")
-    checked = VepSettings(**settings).checked(carbon, on_note=on_note)
+    checked = settings_from(settings, fields).checked(carbon, on_note=on_note)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     meta = {
         "version": _VERSION,
@@ -577,8 +270,8 @@ def run_vep(
         meta["renames"] = dict(sorted(renames.items()))
     command = _command()
     side = sidecar_dir(out)
-    chunks = _Chunks(side, note)
-    done = _DoneKeys()
+    chunks = ChunkStore(side, note)
+    done = DoneKeys()
     if side.exists() and resume:
         try:
             old = json.loads((side / _META).read_text())

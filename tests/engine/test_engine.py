@@ -18,7 +18,7 @@ def _run(carbon: Carbon, **kwargs: object) -> list[str]:
     out = [g.sequence for g in gens]
     reqs = []
     for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS, strict=True)):
-        pp = carbon._prompt(p, i)
+        pp = carbon.parse_prompt(p, i)
         reqs.append(Request(pp.ids, SamplingParams(max_bp=n, seed=10 + i, top_p=0.9), forced=pp.forced))
     carbon.engine.run(reqs)
     return out + [r.bases() for r in reqs]
@@ -65,7 +65,9 @@ def test_cancel_frees_the_row(tiny_folder: Path) -> None:
     carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=2)
     engine = carbon.engine
     engine.cache.ensure(64, 2)
-    reqs = [Request(carbon._prompt("ACGTAC", i).ids, SamplingParams(max_bp=60, seed=i)) for i in range(3)]
+    reqs = [
+        Request(carbon.parse_prompt("ACGTAC", i).ids, SamplingParams(max_bp=60, seed=i)) for i in range(3)
+    ]
     for r in reqs:
         engine.add(r)
     engine.step()  # prefill of the first two

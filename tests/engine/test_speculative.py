@@ -96,7 +96,7 @@ def test_speculative_and_plain_requests_share_steps(pair: tuple[Carbon, Carbon])
     engine.attach_draft(draft.model)
     reqs = []
     for seed, (prompt, mode, temperature, spec) in enumerate(plan):
-        p = target._prompt(prompt, seed)
+        p = target.parse_prompt(prompt, seed)
         params = SamplingParams(max_bp=61, mode=mode, temperature=temperature, seed=seed)
         reqs.append(Request(p.ids, params, forced=p.forced, speculative=config if spec else None))
     engine.cache.ensure(max(DraftRunner.slots_needed(r) for r in reqs), len(reqs))
@@ -139,12 +139,12 @@ def _exact_joint(
     target: Carbon, prompt: str, mode: str, temperature: float, allowed: torch.Tensor
 ) -> dict[tuple[int, int], float]:
     """Target-only probability of each (token 1, token 2) pair, from cache-free full forwards."""
-    p_ = target._prompt(prompt, 0)
+    p_ = target.parse_prompt(prompt, 0)
     assert p_.forced == ""
     layout = target.layout
 
     def dist(ids: list[int], a: torch.Tensor) -> torch.Tensor:
-        logits = target._kmer_logits([ids])[:, -1]
+        logits = target.backend.kmer_logits([ids])[:, -1]
         if mode == "bp":  # independent bases: P(x) = prod_j P_j(x_j), written out without our helper
             per_base = bp_sampling_probs(logits, temperature=temperature, allowed=a[None])[0]
             kmers = torch.arange(4**6)
@@ -180,7 +180,7 @@ def test_sampled_distribution_matches_target(
     params = [
         SamplingParams(max_bp=12, mode=mode, temperature=temperature, mask=mask, seed=s) for s in range(n)
     ]
-    ids = target._prompt(prompt, 0).ids
+    ids = target.parse_prompt(prompt, 0).ids
     reqs = [Request(ids, p) for p in params]
     decoder = SpeculativeDecoder(target.model, draft.model, target.layout, SpecConfig(k=2, max_batch_size=n))
     stats = decoder.run(reqs)
@@ -209,10 +209,10 @@ def test_top_k_sampling_law_matches_target(pair: tuple[Carbon, Carbon]) -> None:
                           seed=list(range(n)), draft=draft, num_speculative=2)  # fmt: skip
     stats = target.last_spec_stats
     assert stats is not None and 0.1 < stats.acceptance_rate < 0.99
-    ids = target._prompt(prompt, 0).ids
+    ids = target.parse_prompt(prompt, 0).ids
 
     def law(context: list[int]) -> torch.Tensor:
-        logits = target._kmer_logits([context])[0, -1].double()
+        logits = target.backend.kmer_logits([context])[0, -1].double()
         kth = torch.topk(logits, top_k).values[-1]
         return torch.softmax(torch.where(logits >= kth, logits, -torch.inf) / temperature, dim=-1)
 
@@ -243,7 +243,9 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
     config = SpecConfig(k=4, adaptive=False)
     reqs = [
         Request(
-            target._prompt(p, i).ids, SamplingParams(max_bp=300, temperature=1.0, seed=i), speculative=config
+            target.parse_prompt(p, i).ids,
+            SamplingParams(max_bp=300, temperature=1.0, seed=i),
+            speculative=config,
         )
         for i, p in enumerate(prompts)
     ]
@@ -338,7 +340,7 @@ def test_engine_admission(pair: tuple[Carbon, Carbon]) -> None:
     """A speculative request needs a draft; one whose row has no room for a round's drafts is
     decoded without the draft (same output as plain decoding, no spec stats)."""
     target, draft = pair
-    prompt = target._prompt("ACGTACGTAC", 0)
+    prompt = target.parse_prompt("ACGTACGTAC", 0)
     ids = prompt.ids
     params = SamplingParams(max_bp=30, temperature=0.8, seed=4)
     engine = Carbon(target.model, target.tokenizer, max_batch_size=2).engine

@@ -14,7 +14,7 @@ from hexamer.engine import Request, SamplingParams
 def _dna_requests(carbon: Carbon) -> list[Request]:
     out = []
     for i, (prompt, n) in enumerate([("ACGTAC", 20), ("TTGACATTGACA", 13), ("GGGCC", 31)]):
-        p = carbon._prompt(prompt, i)
+        p = carbon.parse_prompt(prompt, i)
         mode = "token" if i == 1 else "bp"
         out.append(
             Request(p.ids, SamplingParams(mode=mode, max_bp=n, seed=3 + i, top_p=0.9), forced=p.forced)

@@ -26,7 +26,7 @@ def both(request, vllm_url: str, sglang_url: str, tiny_folder: Path):
 
 
 def test_backend_detected(both: RemoteCarbon) -> None:
-    assert both.backend in ("vllm", "sglang")
+    assert both.server_kind in ("vllm", "sglang")
     assert both.served_model == "tiny-carbon"
     assert both.context_length == 2048  # from the tokenizer folder's config.json
 

@@ -29,7 +29,7 @@ def remote(hexamer_url: str, tiny_folder: Path) -> Iterator[RemoteCarbon]:
 
 
 def test_detected_as_hexamer(remote: RemoteCarbon, tiny_folder: Path) -> None:
-    assert remote.backend == "hexamer"
+    assert remote.server_kind == "hexamer"
     assert remote.context_length == 2048
 
 

@@ -151,3 +151,27 @@ def test_stream_deltas_add_up_incrementally(url: str, ref: Carbon, options: dict
     assert "".join(deltas) == want.sequence
     if len(want.sequence) > 12:
         assert len([d for d in deltas if d]) > 2  # streamed as it was made, not at the end
+
+
+def test_vep_equals_score_variants_on_the_chr20_slice(url: str, ref: Carbon) -> None:
+    """/v1/dna/vep runs the shared-prefix scorer of ``hexamer vep``: the same numbers as
+    :func:`hexamer.vep.score_variants` on the committed GoNL/1000 Genomes records."""
+    from hexamer.vep import Reference, score_variants
+    from tests.vep.conftest import FASTA, SLICE_VCF
+
+    want = [r for r in score_variants(ref, SLICE_VCF, FASTA, window=600) if r["status"] == "ok"]
+    assert len(want) >= 8 and {r["kind"] for r in want} >= {"SNV", "insertion"}
+    variants = []
+    with Reference(FASTA) as fasta:
+        for r in want:
+            p0 = int(r["pos"]) - 1
+            lo, hi = p0 - 1000, min(fasta.lengths["20"], p0 + 1000)
+            seq = fasta.fetch("20", lo, hi)
+            variants.append(
+                {"sequence": seq, "pos": p0 - lo, "ref": r["ref"], "alt": r["alt"], "id": r["id"]}
+            )
+    rows = _post(url, "/v1/dna/vep", variants=variants, window=600, position_base=0)["data"]
+    assert [row["status"] for row in rows] == ["ok"] * len(want)
+    for row, w in zip(rows, want, strict=True):
+        assert row["score"] == pytest.approx(w["score"], abs=1e-9)
+        assert (row["n_scored_bp"], row["n_oov_bp"]) == (w["n_scored_bp"], w["n_oov_bp"])

@@ -13,6 +13,7 @@ from hexamer import Carbon
 from hexamer.testing.vcf import write_random_vcf
 from hexamer.vep import ContigRenameWarning, Reference, read_vcf, score_variants
 from hexamer.vep import engine as engine_mod
+from hexamer.vep import runner as runner_mod
 from hexamer.vep.recipes import (
     NextBaseContext,
     alt_window,
@@ -155,17 +156,17 @@ def test_next_base_shared_prefix_equals_naive_per_variant(carbon: Carbon, tmp_pa
     vcf = tmp_path / "cluster.vcf"
     write_random_vcf(FASTA, vcf, n_sites=30, alts_per_site=2, region=("20", 100_000, 103_000), seed=3)
     calls: list[int] = []
-    original = engine_mod._Runner.next_base_logprobs
+    original = runner_mod.Runner.next_base_logprobs
 
     def counting(self: object, groups: list) -> list:
         calls.extend(len(g.sites) for g in groups)
         return original(self, groups)  # type: ignore[arg-type]
 
-    engine_mod._Runner.next_base_logprobs = counting  # type: ignore[method-assign]
+    runner_mod.Runner.next_base_logprobs = counting  # type: ignore[method-assign]
     try:
         fast = _rows(carbon, vcf, recipe="next_base", context=3000, context_grid=1200)
     finally:
-        engine_mod._Runner.next_base_logprobs = original  # type: ignore[method-assign]
+        runner_mod.Runner.next_base_logprobs = original  # type: ignore[method-assign]
     naive = _rows(carbon, vcf, recipe="next_base", context=3000, context_grid=1200, naive=True)
     assert _compare(fast, naive) < TOL
     assert sum(calls) == 30 and len(calls) < 20  # 30 sites, far fewer forwards
@@ -228,7 +229,7 @@ def test_a_failing_unit_marks_its_rows_failed_and_the_job_goes_on(
     def boom(self: object, groups: list) -> list:
         raise RuntimeError("out of memory (simulated)")
 
-    monkeypatch.setattr(engine_mod._Runner, "shared_prefix_sums", boom)
+    monkeypatch.setattr(runner_mod.Runner, "window_scores", boom)
     rows = _rows(carbon, EDGE_VCF, recipe="window", window=600)
     assert [(r["record"], r["alt_index"]) for r in rows] == _input_keys(EDGE_VCF)
     failed = [r for r in rows if r["status"] == "failed"]

@@ -23,8 +23,10 @@ from hexamer.vep import (
     write_rows,
     write_vep_output,
 )
+from hexamer.vep import checkpoint as checkpoint_mod
 from hexamer.vep import engine as engine_mod
 from hexamer.vep import resume as resume_mod
+from hexamer.vep import runner as runner_mod
 
 from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF
 
@@ -79,17 +81,17 @@ def job_vcf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _count_sites() -> Iterator[list[int]]:
     """Count the window sites the engine computes (not those taken from a checkpoint)."""
     computed: list[int] = []
-    original = engine_mod._Runner.window
+    original = runner_mod.Runner.window
 
     def counting(self: object, sites: list) -> list:
         computed.append(len(sites))
         return original(self, sites)  # type: ignore[arg-type]
 
-    engine_mod._Runner.window = counting  # type: ignore[method-assign]
+    runner_mod.Runner.window = counting  # type: ignore[method-assign]
     try:
         yield computed
     finally:
-        engine_mod._Runner.window = original  # type: ignore[method-assign]
+        runner_mod.Runner.window = original  # type: ignore[method-assign]
 
 
 SETTINGS = {"recipe": "window", "window": 600, "batch_size": 4}
@@ -184,7 +186,7 @@ def test_bad_output_paths_fail_before_any_work(carbon: Carbon, job_vcf: Path, tm
 @pytest.fixture
 def small_fanin(monkeypatch: pytest.MonkeyPatch) -> None:
     """Merge every 3 chunks of one span, so these small jobs build several levels of chunks."""
-    monkeypatch.setattr(resume_mod, "CHUNK_FANIN", 3)
+    monkeypatch.setattr(checkpoint_mod, "CHUNK_FANIN", 3)
 
 
 @pytest.fixture(scope="module")
@@ -235,9 +237,9 @@ def test_merged_chunks_equal_the_in_memory_output(
 ) -> None:
     arrived: list[list[tuple[int, int]]] = []  # rows of each checkpoint, as the engine gave them
     n_chunks: list[int] = []
-    original = resume_mod._Chunks.add
+    original = checkpoint_mod.ChunkStore.add
 
-    def spy(self: resume_mod._Chunks, rows: list[dict]) -> None:
+    def spy(self: checkpoint_mod.ChunkStore, rows: list[dict]) -> None:
         arrived.append([(r["record"], r["alt_index"]) for r in rows])
         original(self, rows)
         files = sorted(self.side.glob("rows-*.parquet"))
@@ -246,7 +248,7 @@ def test_merged_chunks_equal_the_in_memory_output(
             keys = _chunk_keys(path)
             assert keys == sorted(keys), path.name  # every chunk is sorted on disk
 
-    monkeypatch.setattr(resume_mod._Chunks, "add", spy)
+    monkeypatch.setattr(checkpoint_mod.ChunkStore, "add", spy)
     out = tmp_path / f"out.{ext}"
     result = run_vep(carbon, job_vcf, FASTA, out, checkpoint_rows=4, on_note=lambda _: None, **SETTINGS)
     flat = [key for keys in arrived for key in keys]
@@ -308,24 +310,24 @@ def test_merge_killed_before_removing_its_inputs(
 ) -> None:
     out = tmp_path / "out.tsv"
     calls = [0]
-    original = resume_mod._Chunks._merge_last
+    original = checkpoint_mod.ChunkStore._merge_last
 
-    def merge_then_die(self: resume_mod._Chunks, n: int) -> None:
+    def merge_then_die(self: checkpoint_mod.ChunkStore, n: int) -> None:
         calls[0] += 1
         if calls[0] < 3:
             original(self, n)
             return
         group = self.chunks[-n:]
-        name = resume_mod._chunk_name(group[0].first, group[-1].last)
-        write_rows(self.side / name, resume_mod._merged([c.path for c in group]), presorted=True)
+        name = checkpoint_mod.chunk_name(group[0].first, group[-1].last)
+        write_rows(self.side / name, checkpoint_mod.merged_rows([c.path for c in group]), presorted=True)
         raise Killed  # the merged chunk is there, its inputs too
 
-    monkeypatch.setattr(resume_mod._Chunks, "_merge_last", merge_then_die)
+    monkeypatch.setattr(checkpoint_mod.ChunkStore, "_merge_last", merge_then_die)
     with pytest.raises(Killed):
         run_vep(carbon, job_vcf, FASTA, out, checkpoint_rows=1, on_note=lambda _: None, **SETTINGS)
     names = sorted(p.name for p in sidecar_dir(out).glob("rows-*.parquet"))
     assert any(name.count("-") == 2 for name in names) and len(names) > 3
-    monkeypatch.setattr(resume_mod._Chunks, "_merge_last", original)
+    monkeypatch.setattr(checkpoint_mod.ChunkStore, "_merge_last", original)
     result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
     assert result.n_resumed > 0 and result.n_rows == sum(result.status_counts.values())
     assert out.read_bytes() == clean_output("tsv")
@@ -343,7 +345,7 @@ def test_unsorted_chunks_of_an_older_version_are_sorted_on_resume(
     for path in chunks:  # as the previous version wrote them: in the engine's order
         table = pq.read_table(path)
         pq.write_table(table.take(list(reversed(range(table.num_rows)))), path)
-        hashes[path.name] = resume_mod.file_sha256(path)
+        hashes[path.name] = checkpoint_mod.file_sha256(path)
     manifest.write_text(json.dumps({"sha256": hashes}))
     assert any(_chunk_keys(p) != sorted(_chunk_keys(p)) for p in chunks)
     result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=lambda _: None, **SETTINGS)
@@ -352,7 +354,7 @@ def test_unsorted_chunks_of_an_older_version_are_sorted_on_resume(
 
 
 def test_done_keys_are_compact_and_answer_what_the_engine_asks() -> None:
-    done = resume_mod._DoneKeys()
+    done = checkpoint_mod.DoneKeys()
     done.add(np.array([0, 0, 5, 5, 5, 1_000]), np.array([0, 1, 0, 2, 12, 7]))
     done.add(np.array([5, 3]), np.array([2, 0]))  # a key seen again is counted once
     keys = {(0, 0), (0, 1), (5, 0), (5, 2), (5, 12), (1_000, 7), (3, 0)}
@@ -370,7 +372,7 @@ def test_chunk_store_merges_in_tiers_and_streams_sorted(tmp_path: Path, small_fa
     keys = [(r, a) for r in range(150) for a in range(rng.randint(1, 3))]
     order = keys[:]
     rng.shuffle(order)
-    store = resume_mod._Chunks(tmp_path)
+    store = checkpoint_mod.ChunkStore(tmp_path)
     most = adds = i = 0
     while i < len(order):
         n = rng.randint(1, 9)
@@ -381,7 +383,7 @@ def test_chunk_store_merges_in_tiers_and_streams_sorted(tmp_path: Path, small_fa
     assert adds > 27 and most <= 2 * 4  # (fan-in - 1) per level, log3(~60 checkpoints) levels
     got = [(r["record"], r["alt_index"]) for r in store.rows()]
     assert got == keys
-    again = resume_mod._Chunks(tmp_path)
+    again = checkpoint_mod.ChunkStore(tmp_path)
     again.scan()
     assert set(again.load_keys()) == set(keys)
     assert [(r["record"], r["alt_index"]) for r in again.rows()] == keys

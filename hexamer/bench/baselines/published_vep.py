@@ -158,7 +158,7 @@ class PublishedScorer:
         return float(first[BASE_INDEX[v.ref]] - first[BASE_INDEX[v.alt]])
 
     def _scorable(self, vcf: PathLike, ref: Reference, s: VepSettings) -> Iterator[tuple[Variant, str]]:
-        """The engine's planning rules (``_Planner.plan``), variant by variant: the ``ok`` ones."""
+        """The engine's planning rules (``Planner.plan``), variant by variant: the ``ok`` ones."""
         for rec in read_vcf(vcf):
             for v in rec.variants():
                 if v.error is not None or v.skip is not None:

@@ -1,0 +1,308 @@
+""":class:`LocalBackend`: the :class:`~hexamer.backend.protocol.Backend` operations on a model loaded
+in this process (CPU or GPU), including the shared-prefix scorers only an in-process model allows
+(``supports_kv_sharing``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+
+from hexamer.backend.inputs import TokenizedInputs, next_base_ids
+from hexamer.backend.results import ScoreResult
+from hexamer.engine.batching import padded_chunks
+from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
+from hexamer.fns.likelihood import bp_log_likelihood
+from hexamer.model import KVCache, LlamaModel, pad_rows
+from hexamer.tokenizer import CarbonTokenizer
+from hexamer.tokenizer.dna import encode_dna, encode_kmers, oov_bases
+
+__all__ = ["LocalBackend", "length_batches"]
+
+
+def length_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Indices grouped by ascending length so that each group's padded size stays within
+    ``token_budget`` (one over-long item still gets a group of its own)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) + 1) * lengths[i] > token_budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class LocalBackend(TokenizedInputs):
+    """The model and tokenizer of this process, as a :class:`~hexamer.backend.protocol.Backend`
+    and :class:`~hexamer.backend.protocol.PrefixSharingBackend`."""
+
+    kind: Literal["local"] = "local"
+    supports_kv_sharing = True
+    supports_embeddings = True
+
+    def __init__(self, model: LlamaModel, tokenizer: CarbonTokenizer) -> None:
+        if model.config.vocab_size != len(tokenizer):
+            raise ValueError(
+                f"model vocab_size {model.config.vocab_size} != tokenizer vocabulary {len(tokenizer)}"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.layout = tokenizer.layout
+        self.rows = (self.layout.kmer_start, self.layout.kmer_stop)
+
+    def __repr__(self) -> str:
+        return f"LocalBackend(device={self.device}, context={self.context_length})"
+
+    # ---------------------------------------------------------------- declared facts
+    @property
+    def context_length(self) -> int:
+        return self.model.config.max_position_embeddings
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        return self.context_length
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def hidden_size(self) -> int:
+        return self.model.config.hidden_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.model.config.num_hidden_layers
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_token_id or 0
+
+    def fingerprint(self) -> str:
+        """A short hash of the model's configuration and a few of its weights (not of the folder path)."""
+        h = hashlib.sha256(repr(self.model.config).encode())
+        params = list(self.model.named_parameters())
+        for name, param in params[:: max(1, len(params) // 8)]:
+            h.update(name.encode())
+            h.update(param.detach().reshape(-1)[:64].float().cpu().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+    # ---------------------------------------------------------------- forwards
+    @torch.inference_mode()
+    def kmer_logits(self, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+        """(B, T, 4**k) fp32 k-mer logits for right-padded token rows (one forward, no cache)."""
+        batch = pad_rows([list(r) for r in rows], self.pad_id)
+        out = self.model(
+            batch.ids_on(self.device),
+            attention_mask=batch.mask_on(self.device),
+            logits_at="all",
+            vocab_rows=self.rows,
+        )
+        return out.logits
+
+    @torch.inference_mode()
+    def hidden_states(self, rows: Sequence[Sequence[int]], layer: int) -> torch.Tensor:
+        batch = pad_rows([list(r) for r in rows], self.pad_id)
+        final = layer == self.num_layers
+        out = self.model(
+            batch.ids_on(self.device),
+            attention_mask=batch.mask_on(self.device),
+            logits_at="none",
+            return_hidden=final,
+            return_layer_hidden=not final,
+        )
+        hidden = out.hidden if final else out.layer_hidden[layer]  # type: ignore[index]
+        assert hidden is not None
+        return hidden.float()
+
+    def window_log_likelihoods(self, sequences: Sequence[str]) -> list[float]:
+        """One full forward per sequence (the obvious way; :meth:`shared_prefix_log_likelihoods`
+        is the fast one)."""
+        out = []
+        for seq in sequences:
+            ids, start, targets, n_real, _ = self.dna_inputs(seq, "", 0, validate=False)
+            logits = self.kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
+            out.append(bp_log_likelihood(logits, targets, n_real))
+        return out
+
+    @torch.inference_mode()
+    def next_base_log_marginals(self, contexts: Sequence[str]) -> list[torch.Tensor]:
+        out = []
+        for context in contexts:
+            x = torch.tensor([next_base_ids(self.layout, context)], device=self.device)
+            logits = self.model(x, logits_at="last", vocab_rows=self.rows).logits
+            assert logits is not None
+            out.append(log_base_marginals(logits[0].double())[0].cpu())
+        return out
+
+    # ---------------------------------------------------------------- Carbon.score / base_logprobs
+    def score(
+        self,
+        sequences: Sequence[str],
+        *,
+        level: Literal["bp", "token"] = "bp",
+        method: Literal["fns", "exact"] = "fns",
+        prefix: str = "",
+        token_budget: int = 16384,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> list[ScoreResult]:
+        inputs = [self.dna_inputs(s, prefix, i) for i, s in enumerate(sequences)]
+        results: list[ScoreResult | None] = [None] * len(inputs)
+        k = self.layout.k
+        for group in length_batches([len(x.ids) for x in inputs], token_budget):
+            logits = self.kmer_logits([inputs[i].ids for i in group])
+            for row, i in enumerate(group):
+                _, start, targets, n_real, content = inputs[i]
+                n = len(targets)
+                pred = logits[row, start - 1 : start - 1 + n]
+                tgt = torch.from_numpy(np.where(n_real > 0, targets, 0))
+                real = torch.from_numpy(n_real)
+                n_oov = oov_bases(n_real, len(content), k)
+                if level == "bp":
+                    s = score_bases(pred, tgt, real, method=method)
+                    per_base = np.full(n * k, np.nan, dtype=np.float32)
+                    flat = s.per_base.reshape(-1).cpu().numpy()
+                    keep = s.base_mask.reshape(-1).cpu().numpy()
+                    per_base[keep] = flat[keep]
+                    results[i] = ScoreResult(
+                        mean=float(s.mean),
+                        n_scored=int(s.n_bases),
+                        n_oov_bases=n_oov,
+                        per_base=per_base[: len(content)],
+                    )
+                else:
+                    full = real == k
+                    t = score_tokens(pred, tgt, valid=full)
+                    per_token = np.where(full.numpy(), t.per_token.cpu().numpy(), np.nan).astype(np.float32)
+                    results[i] = ScoreResult(
+                        mean=float(t.mean), n_scored=int(full.sum()), n_oov_bases=n_oov, per_token=per_token
+                    )
+            if on_progress is not None:
+                on_progress(len(group))
+        return [r for r in results if r is not None]
+
+    def base_logprobs(
+        self, sequence: str, *, method: Literal["fns", "exact"] = "fns", prefix: str = ""
+    ) -> np.ndarray:
+        ids, start, targets, n_real, content = self.dna_inputs(sequence, prefix, 0)
+        logits = self.kmer_logits([ids])[0, start - 1 : start - 1 + len(targets)]
+        if method == "fns":
+            lp = log_base_marginals(logits)
+        elif method == "exact":
+            tgt = torch.from_numpy(np.where(n_real > 0, targets, 0))
+            lp = log_prefix_conditionals(logits, tgt)
+            lp = torch.where(torch.from_numpy(n_real > 0)[:, None, None], lp, torch.nan)
+        else:
+            raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
+        return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
+
+    # ---------------------------------------------------------------- shared-prefix scorers
+    @torch.inference_mode()
+    def shared_prefix_log_likelihoods(
+        self, groups: Sequence[Sequence[str]], *, batch_size: int, token_budget: int
+    ) -> list[list[float]]:
+        """For each group of DNA strings, the float64 sum of per-base FNS log-probabilities of each
+        string *after* the tokens all strings of the group share.
+
+        The shared tokens are run once per group (their per-base terms are equal in every string and
+        left out); the KV cache of that prefix is copied to one row per string and the suffixes run
+        in forwards of at most ``batch_size`` rows and ``token_budget`` padded tokens.
+        """
+        lay = self.layout
+        encs = [[encode_dna(x, lay) for x in g] for g in groups]
+        shared: list[int] = []
+        for g in encs:
+            n = min(len(e.ids) for e in g)
+            t0 = n
+            for e in g[1:]:
+                diff = np.flatnonzero((e.ids[:n] != g[0].ids[:n]) | (e.n_real[:n] != g[0].n_real[:n]))
+                if diff.size:
+                    t0 = min(t0, int(diff[0]))
+            shared.append(t0)
+        after = {(gi, si): len(e.ids) - shared[gi] for gi, g in enumerate(encs) for si, e in enumerate(g)}
+        p_max = max(1 + t for t in shared)
+        cache = KVCache.for_model(self.model, len(groups), p_max)
+        prefixes = [(gi, [lay.begin_id, *g[0].ids[: shared[gi]].tolist()]) for gi, g in enumerate(encs)]
+        first = torch.stack(self._prefill(cache, prefixes))  # (G, 4**k): predicts token shared[g]
+        result: list[list[float]] = [[0.0] * len(g) for g in encs]  # no token after the prefix: 0
+
+        def bp_sum(gi: int, si: int, pred: torch.Tensor) -> None:
+            e = encs[gi][si]
+            ids, n_real = e.ids[shared[gi] :], e.n_real[shared[gi] :]
+            result[gi][si] = bp_log_likelihood(pred, ids - lay.kmer_start, n_real)
+
+        for (gi, si), m in after.items():
+            if m == 1:  # one token after the prefix: its logits are `first`
+                bp_sum(gi, si, first[gi : gi + 1])
+        # strings with at least two tokens after the prefix run their tail (all but the last token)
+        suffix = [key for key, m in after.items() if m >= 2]
+        for chunk in padded_chunks(
+            suffix, [after[key] - 1 for key in suffix], token_budget=token_budget, max_rows=batch_size
+        ):
+            s_max = max(after[key] - 1 for key in chunk)
+            rows_cache = cache.fork([gi for gi, _ in chunk], p_max + s_max)
+            batch = pad_rows([encs[gi][si].ids[shared[gi] : -1].tolist() for gi, si in chunk], self.pad_id)
+            logits = self.model(
+                batch.ids_on(self.device),
+                kv_cache=rows_cache,
+                attention_mask=batch.mask_on(self.device),
+                logits_at="all",
+                vocab_rows=self.rows,
+            ).logits
+            assert logits is not None
+            for r, (gi, si) in enumerate(chunk):
+                bp_sum(gi, si, torch.cat([first[gi : gi + 1], logits[r, : after[gi, si] - 1]]))
+        return result
+
+    @torch.inference_mode()
+    def next_base_log_marginals_at(self, sequence: str, offsets: Sequence[int]) -> list[torch.Tensor]:
+        """Every offset's context is a prefix of ``sequence[:max(offsets)]``, so one causal forward
+        holds them all: the hidden state just before offset j sees exactly that context. The logits
+        are computed at those positions only. (Prefilling a ``KVCache`` with the first context and
+        feeding the gaps offset by offset gives the same numbers and the same token count, but
+        every step then attends through an explicit mask and batched steps are padded to the
+        longest gap: it measured 2-3x slower on CPU.)"""
+        lay = self.layout
+        last = max(offsets)
+        ids = torch.tensor([[lay.begin_id, *encode_kmers(sequence[:last], lay).tolist()]], device=self.device)
+        hidden = self.model(ids, logits_at="none", return_hidden=True).hidden
+        assert hidden is not None
+        at = torch.tensor([p // lay.k for p in offsets], device=self.device)
+        logits = self.model.compute_logits(hidden[0, at], self.rows)
+        return list(log_base_marginals(logits.double())[:, 0].cpu())
+
+    def _prefill(self, cache: KVCache, rows: list[tuple[int, list[int]]]) -> list[torch.Tensor]:
+        """Fill empty cache rows; rows of equal length share a forward (no padding, so attention
+        takes its plain causal path). Returns each row's last-position logits, in ``rows`` order."""
+        by_len: dict[int, list[int]] = {}
+        for i, (_, ids) in enumerate(rows):
+            by_len.setdefault(len(ids), []).append(i)
+        out: list[torch.Tensor | None] = [None] * len(rows)
+        for members in by_len.values():
+            logits = self._batch_forward(cache, [rows[i] for i in members])
+            for i, row in zip(members, logits, strict=True):
+                out[i] = row
+        return [x for x in out if x is not None]
+
+    def _batch_forward(self, cache: KVCache, rows: list[tuple[int, list[int]]]) -> torch.Tensor:
+        """Append each ``(cache row, ids)`` to its row (right-padded); ``(B, 4**k)`` last-token logits."""
+        batch = pad_rows([seq for _, seq in rows], self.pad_id)
+        last = torch.tensor([len(seq) - 1 for _, seq in rows])
+        cache_rows = [gi for gi, _ in rows]
+        logits = self.model(
+            batch.ids_on(self.device),
+            kv_cache=cache,
+            attention_mask=batch.mask_on(self.device),
+            cache_rows=None if cache_rows == list(range(cache.batch_size)) else cache_rows,
+            logits_at=last.to(self.device),
+            vocab_rows=self.rows,
+        ).logits
+        assert logits is not None
+        return logits

@@ -1,0 +1,155 @@
+"""The :class:`Backend` protocol: the few model operations every pipeline needs.
+
+A backend is where the model runs: :class:`~hexamer.backend.local.LocalBackend` (the weights in
+this process) or :class:`~hexamer.remote.backend.RemoteBackend` (a vLLM, SGLang or hexamer server,
+read through its top-N log-probabilities). ``Carbon`` is the front end over one; pipelines
+(``hexamer.vep``, ``hexamer.embed``, the server) take ``carbon.backend`` and call these methods.
+
+What a backend can do beyond the common operations is *declared*, never probed:
+
+* ``kind``: ``"local"`` or ``"remote"``;
+* ``supports_kv_sharing``: the backend runs the model in-process and can copy KV-cache rows, so
+  it is also a :class:`PrefixSharingBackend` (the fast shared-prefix scorers of ``hexamer vep``);
+* ``supports_embeddings``: it is also an :class:`EmbeddingBackend` (hidden states; a server's
+  embeddings are pooled its own way, so a remote backend says no).
+
+An operation a backend does not support raises :class:`UnsupportedOperation` naming what to use
+instead. docs/layout.md says how to add a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from hexamer.backend.inputs import DnaInputs
+from hexamer.backend.results import ScoreResult
+from hexamer.tokenizer import CarbonTokenizer, DnaLayout
+
+__all__ = ["Backend", "BackendKind", "EmbeddingBackend", "PrefixSharingBackend", "UnsupportedOperation"]
+
+BackendKind = Literal["local", "remote"]
+
+
+class UnsupportedOperation(NotImplementedError):
+    """The backend cannot do this (e.g. raw logits from a server); the message says what can."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What pipelines may ask of a model, local or served.
+
+    Sequences are DNA strings scored as ``<dna>sequence`` (``prefix`` before it where a method
+    takes one), tokenised by :mod:`hexamer.backend.inputs`; base columns of
+    :meth:`next_base_log_marginals` are in FNS order A, T, C, G (:data:`hexamer.fns.tables.BASE_INDEX`).
+    """
+
+    #: ``"local"`` or ``"remote"``
+    kind: BackendKind
+    #: True for a :class:`PrefixSharingBackend` (in-process model, KV-cache rows can be copied)
+    supports_kv_sharing: bool
+    #: True for an :class:`EmbeddingBackend` (hidden states)
+    supports_embeddings: bool
+    tokenizer: CarbonTokenizer
+    layout: DnaLayout
+
+    @property
+    def context_length(self) -> int:
+        """Positions the model takes."""
+        ...
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        """Longest scoring input (the context; one less on a server, for the completion token)."""
+        ...
+
+    @property
+    def device(self) -> torch.device:
+        """Where results are computed (``cpu`` for a server's answers)."""
+        ...
+
+    def fingerprint(self) -> str:
+        """A short hash that changes when the scores could (weights, or server + model + top N):
+        resumable jobs refuse a checkpoint made with another."""
+        ...
+
+    def dna_inputs(
+        self, sequence: str, prefix: str = "", index: int = 0, *, validate: bool = True
+    ) -> DnaInputs:
+        """``prefix + <dna>sequence`` as ids and targets; ``ValueError`` naming sequence ``index``
+        when it is not DNA (``validate``) or does not fit :attr:`max_prompt_tokens`."""
+        ...
+
+    def kmer_logits(self, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+        """``(B, T, 4**k)`` float32 logits of the 6-mer block at every position of right-padded
+        token rows (one forward, no cache). Local only: a server returns top-N log-probabilities,
+        not logits, so a remote backend raises :class:`UnsupportedOperation`."""
+        ...
+
+    def window_log_likelihoods(self, sequences: Sequence[str]) -> list[float]:
+        """Per sequence, the float64 sum of FNS per-base log-probabilities of ``<dna>sequence``
+        (not validated: non-ACGT 6-mers are ``<oov>`` and not scored). The VEP window LL."""
+        ...
+
+    def next_base_log_marginals(self, contexts: Sequence[str]) -> list[torch.Tensor]:
+        """Per context (whole 6-mers), float64 ``log P(b)`` (A, T, C, G) of the base right after
+        ``<dna>context``: the next token's FNS first-base marginal over the DNA block."""
+        ...
+
+    def score(
+        self,
+        sequences: Sequence[str],
+        *,
+        level: Literal["bp", "token"] = "bp",
+        method: Literal["fns", "exact"] = "fns",
+        prefix: str = "",
+        token_budget: int = 16384,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> list[ScoreResult]:
+        """``Carbon.score`` for a list (no warning: the front end warns)."""
+        ...
+
+    def base_logprobs(
+        self, sequence: str, *, method: Literal["fns", "exact"] = "fns", prefix: str = ""
+    ) -> np.ndarray:
+        """``Carbon.base_logprobs``: ``(L, 4)`` per-base log-probabilities, columns A, C, G, T."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingBackend(Backend, Protocol):
+    """A backend that gives hidden states (``supports_embeddings``): :mod:`hexamer.embed`."""
+
+    @property
+    def hidden_size(self) -> int: ...
+
+    @property
+    def num_layers(self) -> int: ...
+
+    def hidden_states(self, rows: Sequence[Sequence[int]], layer: int) -> torch.Tensor:
+        """``(B, T, hidden)`` float32 hidden states of right-padded token rows in Hugging Face's
+        ``hidden_states`` numbering: 0 the embedding output, i the input of layer i,
+        ``num_layers`` the final normed state."""
+        ...
+
+
+@runtime_checkable
+class PrefixSharingBackend(Backend, Protocol):
+    """A backend that runs the model in-process (``supports_kv_sharing``): the fast scorers that
+    run a shared prefix once and copy its KV cache, and read many positions from one forward."""
+
+    def shared_prefix_log_likelihoods(
+        self, groups: Sequence[Sequence[str]], *, batch_size: int, token_budget: int
+    ) -> list[list[float]]:
+        """Per group of DNA strings, the float64 window LL of each string *after* the tokens all
+        strings of the group share (those terms are equal in every string and left out, so
+        differences within a group equal differences of :meth:`window_log_likelihoods`)."""
+        ...
+
+    def next_base_log_marginals_at(self, sequence: str, offsets: Sequence[int]) -> list[torch.Tensor]:
+        """For each ``offset`` (bp, a multiple of k, ascending), what :meth:`next_base_log_marginals`
+        gives for ``sequence[:offset]``, from one causal forward over ``<dna>sequence[:max(offsets)]``."""
+        ...

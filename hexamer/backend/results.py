@@ -1,0 +1,73 @@
+"""What scoring and generation return, local or served: :class:`Generation`, :class:`ScoreResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Generation", "ScoreResult", "UnscoredSequenceWarning"]
+
+
+class UnscoredSequenceWarning(UserWarning):
+    """:meth:`Carbon.score` got a sequence with no scorable base (every 6-mer holds a non-ACGT
+    character): its ``mean`` is NaN and its ``status`` is ``"unscored"``."""
+
+
+@dataclass
+class Generation:
+    """One generated continuation."""
+
+    prompt: str
+    sequence: str  # the new bases only
+    finish_reason: str  # "length" or "end_tag"
+    n_prompt_tokens: int
+    n_new_tokens: int
+    n_prompt_oov_bases: int  # prompt bases lost to <oov> chunks (non-ACGT characters)
+    token_ids: list[int]
+    #: with ``logprobs=True``: the raw model's log-probability of each new base (bp mode: its FNS
+    #: marginal) or of each new 6-mer (token mode: log-softmax over the 6-mer block); else None
+    logprobs: np.ndarray | None = None
+
+    @property
+    def n_bp(self) -> int:
+        return len(self.sequence)
+
+
+@dataclass
+class ScoreResult:
+    """Log-likelihood of one sequence under the model.
+
+    ``mean`` is the mean log-probability over the scored bases (bp level) or full 6-mers (token
+    level). ``per_base[i]`` is log P(base i | everything before it) at bp level, NaN where a base was
+    not scored (inside an ``<oov>`` chunk); None at token level, where ``per_token`` is given.
+    ``status`` is ``"ok"``, or ``"unscored"`` when nothing could be scored (``n_scored == 0``:
+    every 6-mer holds a non-ACGT character); ``mean`` is then NaN and ``reason`` says why.
+    """
+
+    mean: float
+    n_scored: int
+    n_oov_bases: int
+    per_base: np.ndarray | None = None
+    per_token: np.ndarray | None = None
+    status: str = "ok"
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_scored == 0 and self.status == "ok":
+            self.status = "unscored"
+            self.mean = float("nan")
+            self.reason = self.reason or (
+                f"no base scored: all {self.n_oov_bases} bases are in <oov> 6-mers (a non-ACGT character)"
+                if self.n_oov_bases
+                else "nothing to score (token level scores whole 6-mers only)"
+            )
+
+    @property
+    def sum(self) -> float:
+        """Total log-likelihood of the scored bases (bp level) or 6-mers (token level), in nats:
+        ``mean * n_scored``, summed in float64 from the per-position values when present."""
+        values = self.per_base if self.per_base is not None else self.per_token
+        if values is not None:
+            return float(np.nansum(np.asarray(values, dtype=np.float64)))
+        return float(self.mean) * self.n_scored

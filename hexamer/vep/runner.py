@@ -1,0 +1,204 @@
+"""The model work of VEP units, on any :class:`~hexamer.backend.protocol.Backend`.
+
+* **Window recipe.** All windows of one site (the ref window and every alt window of every
+  record at that position) agree up to the 6-mer holding the first changed base. On a backend
+  that ``supports_kv_sharing``, that shared prefix is run once, its KV cache copied to one row per
+  window, and only the differing suffixes are run, batched across sites
+  (:meth:`~hexamer.backend.protocol.PrefixSharingBackend.shared_prefix_log_likelihoods`). Only
+  the suffix's per-base log-probabilities enter the score: the prefix's are the same in every
+  window and cancel in ``LL(alt) - LL(ref)``.
+* **Next-base recipe.** Every site of a group reads its next-base distribution from one causal
+  forward over the group's sequence
+  (:meth:`~hexamer.backend.protocol.PrefixSharingBackend.next_base_log_marginals_at`).
+
+Elsewhere (a served model, or ``naive=True``) each window and each context is one request or
+forward, as the recipes define them (:mod:`hexamer.vep.recipes`); a remote backend sends them
+concurrently.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from typing import cast
+
+import torch
+
+from hexamer.backend.protocol import Backend, PrefixSharingBackend
+from hexamer.vep.planner import NextBaseGroup, Row, WindowSite, result_row
+from hexamer.vep.recipes import (
+    WindowPair,
+    next_base_scores,
+    non_acgt_positions,
+    oov_bp,
+    pair_oov_bp,
+    reverse_complement,
+    unscored_allele,
+    window_delta,
+)
+from hexamer.vep.settings import VepSettings
+from hexamer.vep.variants import Reference, Variant
+
+__all__ = ["Runner", "window_pair_scores"]
+
+
+def _same(x: str) -> str:
+    return x
+
+
+def window_pair_scores(
+    backend: Backend,
+    sites: Sequence[Sequence[WindowPair]],
+    *,
+    rc_average: bool = False,
+    batch_size: int = 8,
+    token_budget: int = 4096,
+    naive: bool = False,
+) -> list[list[float]]:
+    """The window score ``LL(alt) - LL(ref)`` of every pair, site by site (a site: pairs that
+    share a ref window, so their windows share a prefix); with ``rc_average`` averaged with the
+    reverse strand's. The shared-prefix scorer where the backend ``supports_kv_sharing`` (and not
+    ``naive``), else one window LL per distinct window."""
+    strands: list[Callable[[str], str]] = [_same, reverse_complement] if rc_average else [_same]
+    if naive or not backend.supports_kv_sharing:
+        wins = list(
+            dict.fromkeys(f(x) for site in sites for p in site for x in (p.alt, p.ref) for f in strands)
+        )
+        ll = dict(zip(wins, backend.window_log_likelihoods(wins), strict=True))
+        return [
+            [window_delta(*(ll[f(x)] for f in strands for x in (p.alt, p.ref))) for p in site]
+            for site in sites
+        ]
+    fast = cast(PrefixSharingBackend, backend)
+    groups: list[list[str]] = []
+    for site in sites:
+        strings = list(dict.fromkeys(x for p in site for x in (p.ref, p.alt)))
+        groups.extend([[flip(x) for x in strings] for flip in strands])
+    sums = fast.shared_prefix_log_likelihoods(groups, batch_size=batch_size, token_budget=token_budget)
+    out: list[list[float]] = []
+    g = 0
+    for site in sites:
+        tables = []
+        for flip in strands:
+            tables.append((flip, dict(zip(groups[g], sums[g], strict=True))))
+            g += 1
+        deltas = [[table[flip(p.alt)] - table[flip(p.ref)] for flip, table in tables] for p in site]
+        out.append([sum(d) / len(d) for d in deltas])
+    return out
+
+
+class Runner:
+    """Model work for the units: the shared-prefix scorers, or the recipes one window or context
+    at a time (``naive=True``, or a backend without ``supports_kv_sharing``)."""
+
+    def __init__(self, backend: Backend, reference: Reference, settings: VepSettings, naive: bool) -> None:
+        self.backend = backend
+        self.reference = reference
+        self.s = settings
+        self.naive = naive or not backend.supports_kv_sharing
+        assert settings.token_budget is not None, "run with VepSettings.checked() settings"
+        self.token_budget: int = settings.token_budget
+        self.layout = backend.layout
+        self.limit = self.layout.k * (backend.max_prompt_tokens - 1)
+        #: group sequences fetched by next_base_logprobs, reused to count their <oov> bases
+        self._group_seqs: dict[tuple[str, int, int], str] = {}
+
+    # ------------------------------------------------------------ window
+    def window(self, sites: list[WindowSite]) -> list[Row]:
+        recipe, rc, k = self.s.recipe, self.s.rc_average, self.layout.k
+        out: list[Row] = []
+        todo: list[tuple[int, Variant, WindowPair, int]] = []  # (site, variant, windows, oov bases)
+        for si, site in enumerate(sites):
+            pairs = site.pairs(self.reference, self.s.window, self.s.window_grid, self.limit)
+            for v, pair in zip(site.members, pairs, strict=True):
+                if pair is None:  # the planner skips these; kept for callers that bypass it
+                    out.append(
+                        result_row(v, recipe, "skipped", reason="contig too short for equal-length windows")
+                    )
+                    continue
+                n_oov = pair_oov_bp(pair, rc_average=rc, k=k)
+                counts = {"n_scored_bp": len(pair.ref) - n_oov, "n_oov_bp": n_oov}
+                reason = unscored_allele(pair, rc_average=rc, k=k)
+                if reason is not None:
+                    out.append(result_row(v, recipe, "skipped", reason=reason, **counts))
+                else:
+                    todo.append((si, v, pair, n_oov))
+        if not todo:
+            return out
+        by_site: dict[int, list[tuple[Variant, WindowPair, int]]] = {}
+        for si, v, pair, n_oov in todo:
+            by_site.setdefault(si, []).append((v, pair, n_oov))
+        members = list(by_site.values())
+        scores = self.window_scores([[p for _, p, _ in site] for site in members])
+        for site, site_scores in zip(members, scores, strict=True):
+            for (v, pair, n_oov), score in zip(site, site_scores, strict=True):
+                out.append(
+                    result_row(v, recipe, "ok", score, n_scored_bp=len(pair.ref) - n_oov, n_oov_bp=n_oov)
+                )
+        return out
+
+    def window_scores(self, sites: list[list[WindowPair]]) -> list[list[float]]:
+        return window_pair_scores(
+            self.backend,
+            sites,
+            rc_average=self.s.rc_average,
+            batch_size=self.s.batch_size,
+            token_budget=self.token_budget,
+            naive=self.naive,
+        )
+
+    # ------------------------------------------------------------ next base
+    def next_base(self, groups: list[NextBaseGroup]) -> list[Row]:
+        recipe = self.s.recipe
+        out: list[Row] = []
+        if self.naive:
+            contexts = {
+                (g.contig, g.start, p0): self.reference.fetch(g.contig, g.start, p0)
+                for g in groups
+                for p0 in g.sites
+            }
+            firsts = dict(
+                zip(contexts, self.backend.next_base_log_marginals(list(contexts.values())), strict=True)
+            )
+            for g in groups:
+                for p0 in sorted(g.sites):
+                    ctx = contexts[(g.contig, g.start, p0)]
+                    n_oov = oov_bp(ctx, self.layout.k)
+                    counts = {"n_scored_bp": len(ctx) - n_oov, "n_oov_bp": n_oov}
+                    for v in g.sites[p0]:
+                        (score,) = next_base_scores(firsts[(g.contig, g.start, p0)], v.ref, [v.alt])
+                        out.append(result_row(v, recipe, "ok", score, **counts))
+            return out
+        firsts_per_group = self.next_base_logprobs(groups)
+        for g, per_site in zip(groups, firsts_per_group, strict=True):
+            oov = self._context_oov(g)
+            for p0, lp in zip(sorted(g.sites), per_site, strict=True):
+                counts = {"n_scored_bp": p0 - g.start - oov[p0], "n_oov_bp": oov[p0]}
+                for v in g.sites[p0]:
+                    (score,) = next_base_scores(lp, v.ref, [v.alt])
+                    out.append(result_row(v, recipe, "ok", score, **counts))
+        return out
+
+    def _context_oov(self, g: NextBaseGroup) -> dict[int, int]:
+        """``<oov>`` bases of each site's context ``[g.start, p0)`` (whole k-mers: sites sit on the
+        group's k-mer grid), from one scan of the group's sequence."""
+        k = self.layout.k
+        last = max(g.sites)
+        seq = self._group_seqs.pop((g.contig, g.start, last), None)  # left by next_base_logprobs
+        if seq is None:
+            seq = self.reference.fetch(g.contig, g.start, last)
+        chunks = sorted({i // k for i in non_acgt_positions(seq)})
+        return {p0: k * bisect.bisect_left(chunks, (p0 - g.start) // k) for p0 in g.sites}
+
+    def next_base_logprobs(self, groups: Sequence[NextBaseGroup]) -> list[list[torch.Tensor]]:
+        """Per group, per site (ascending): float64 ``log P_0(b)`` (ATCG order) of the base at the
+        site, every site of a group from one forward over ``[start, last site)``."""
+        fast = cast(PrefixSharingBackend, self.backend)
+        result: list[list[torch.Tensor]] = []
+        self._group_seqs = {}
+        for g in groups:
+            positions = sorted(g.sites)
+            seq = self.reference.fetch(g.contig, g.start, positions[-1])
+            self._group_seqs[(g.contig, g.start, positions[-1])] = seq
+            result.append(fast.next_base_log_marginals_at(seq, [p - g.start for p in positions]))
+        return result
