@@ -26,7 +26,7 @@ import bisect
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,7 @@ __all__ = [
     "SettingsFittedWarning",
     "VepSettings",
     "count_rows",
+    "score_records",
     "score_variants",
 ]
 
@@ -752,11 +753,33 @@ def iter_blocks(
     view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
     The VCF header is read now, so a bad file raises here."""
     settings = settings.checked(carbon, on_note=on_note)
+    records = read_vcf(vcf)
+    return score_records(
+        carbon, records, reference, settings, done=done, naive=naive, on_progress=on_progress, on_note=on_note
+    )
+
+
+def score_records(
+    carbon: Carbon,
+    records: Iterable[VcfRecord],
+    reference: Reference,
+    settings: VepSettings,
+    *,
+    done: Mapping[Key, Row] | None = None,
+    naive: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Iterator[Iterator[list[Row]]]:
+    """:func:`iter_blocks` for records built in memory (``VcfRecord`` with increasing ``index``,
+    as :func:`~hexamer.vep.variants.read_vcf` yields them): the same planning, sharing and rows,
+    so callers that make their own variants (saturation mutagenesis) get the numbers of
+    :func:`score_variants` for the same records and settings."""
+    settings = settings.checked(carbon, on_note=on_note)
     planner = _Planner(carbon, reference, settings, on_note or _default_note)
     runner = _Runner(carbon, reference, settings, naive)
-    records = read_vcf(vcf)
     return (
-        _block_units(planner, runner, b, done, on_progress) for b in _blocks(records, settings.block_records)
+        _block_units(planner, runner, b, done, on_progress)
+        for b in _blocks(iter(records), settings.block_records)
     )
 
 
