@@ -24,7 +24,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -139,6 +139,13 @@ class Calibration:
         i = np.searchsorted(self._t, d, side="right") - 1
         out = np.where(i < 0, 0.0, np.asarray(self.phreds)[np.clip(i, 0, None)])
         return np.where(np.isfinite(d), out, np.nan)
+
+    def annotate(self, rows: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Rows (VEP or ISM) with ``phred`` set: the PHRED of ``ok`` SNV rows, None for the others
+        (the background is SNVs: an indel's raw score is not on its scale)."""
+        for row in rows:
+            ok = row.get("status") == "ok" and row.get("kind") == "SNV"
+            yield {**row, "phred": self.phred(row.get("score")) if ok else None}
 
     def percentile(self, score: float | None) -> float | None:
         """The share of the background (in %) strictly less deleterious than ``score``'s PHRED step."""

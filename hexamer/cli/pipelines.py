@@ -152,6 +152,13 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="A `hexamer calibrate` file of this model and settings: adds HEXAMER_RAW and HEXAMER_PHRED.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
@@ -179,6 +186,14 @@ def vep(
     set_threads(threads)
     if plot is not None:
         check_plot_path(plot)
+    cal = None
+    if calibration is not None:
+        from hexamer.calibration import Calibration
+
+        try:
+            cal = Calibration.load(calibration)
+        except ValueError as exc:
+            fail(exc)
     if server is not None and model is not None:
         raise typer.BadParameter("give --model (local) or --server (remote), not both")
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
@@ -230,6 +245,7 @@ def vep(
                     target,
                     resume=resume,
                     info_fields=info_fields,
+                    calibration=cal,
                     on_progress=tick,
                     on_note=note,
                     renames=reference.resolver.renames,

@@ -146,10 +146,7 @@ def iter_mutagenesis(
             batch = [
                 _ism_row(r, settings.recipe) for r in sorted(rows.pop(index), key=lambda r: r["alt_index"])
             ]
-        if calibration is not None:
-            for r in batch:
-                r["phred"] = calibration.phred(r["score"]) if r["status"] == "ok" else None
-        yield from batch
+        yield from batch if calibration is None else calibration.annotate(batch)
 
 
 def _open(fasta: PathLike | Reference) -> tuple[Reference, bool]:

@@ -62,7 +62,11 @@ def parse_region(text: str, reference: Reference, *, max_bp: int = MAX_REGION_BP
     contig, message = reference.resolve(chrom)
     if contig is None:
         shown = ", ".join(list(reference.lengths)[:8]) + (", ..." if len(reference.lengths) > 8 else "")
-        raise RegionError(f"region {text!r}: {message or 'unknown contig'} (FASTA contigs: {shown})")
+        raise RegionError(
+            f"region {text!r}: {message}"
+            if message
+            else f"region {text!r}: no contig {chrom!r} in the FASTA (its contigs: {shown})"
+        )
     length = reference.lengths[contig]
     start = _number(m["start"], text) if m["start"] is not None else 1
     end = _number(m["end"], text) if m["end"] is not None else (start if m["start"] is not None else length)

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INFO_COLUMN_PREFIX",
+    "INFO_PHRED",
+    "INFO_RAW",
     "INFO_REASON",
     "INFO_RECIPE",
     "INFO_SCORE",
@@ -78,6 +80,19 @@ INFO_RECIPE = "HEXAMER_RECIPE"
 INFO_REASON = "HEXAMER_REASON"
 INFO_SCORED_BP = "HEXAMER_SCORED_BP"
 INFO_OOV_BP = "HEXAMER_OOV_BP"
+#: with a calibration (``hexamer vep --calibration``): the raw score and its PHRED, CADD/SpliceAI style
+INFO_RAW = "HEXAMER_RAW"
+INFO_PHRED = "HEXAMER_PHRED"
+_CALIBRATED_INFO = (
+    (INFO_RAW, "A", "Float", "hexamer raw score of each ALT allele (the same as HEXAMER_SCORE)"),
+    (
+        INFO_PHRED,
+        "A",
+        "Float",
+        "hexamer PHRED-like score of each ALT allele: -10*log10(share of background SNVs at least as "
+        "deleterious); higher = the alt is less likely under the model (docs/ism.md)",
+    ),
+)
 _INFO = (
     (
         INFO_SCORE,
@@ -262,19 +277,23 @@ def write_rows(
     presorted: bool = False,
     vcf_in: PathLike | None = None,
     info: Iterable[InfoField] = (),
+    calibrated: bool = False,
 ) -> int:
     """Write result rows as a table (format by extension), in input order; returns the row count.
 
     With ``presorted=True`` the rows must already be sorted by ``(record, alt_index)`` (else
     ``ValueError``, and nothing is written) and are streamed in batches of
     :data:`TABLE_BATCH_ROWS`; otherwise they are sorted in memory first. ``info`` fields (from
-    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns.
+    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns;
+    ``calibrated`` adds the rows' ``phred`` column.
     """
     import pyarrow as pa
 
     info = list(info)
     ordered: Iterator[Mapping[str, Any]] = _ordered(rows, presorted)
     schema = row_schema()
+    if calibrated:
+        schema = schema.append(pa.field("phred", pa.float64()))
     if info:
         if vcf_in is None:
             raise ValueError("info fields need the input VCF (vcf_in)")
@@ -327,8 +346,8 @@ def vcf_escape(text: str) -> str:
     return text.translate(_PERCENT)
 
 
-def _add_info(header: Any) -> None:
-    for ident, number, kind, description in _INFO:
+def _add_info(header: Any, calibrated: bool = False) -> None:
+    for ident, number, kind, description in (*_INFO, *(_CALIBRATED_INFO if calibrated else ())):
         if ident in header.info:
             have = header.info[ident]
             if str(have.number) != number or have.type != kind:
@@ -494,6 +513,7 @@ def write_vcf(
     presorted: bool = False,
     contigs: Iterable[str] | None = None,
     provenance: Mapping[str, str] | None = None,
+    calibrated: bool = False,
 ) -> VcfWriteResult:
     """Write ``vcf_in`` with the ``HEXAMER_*`` INFO fields of ``rows`` (from :func:`score_variants`).
 
@@ -504,7 +524,8 @@ def write_vcf(
     chromosomes, declared in the header when it lacks them; by default they are taken from the
     rows, which needs them in memory, so a presorted stream without ``contigs`` declares none
     (every record written keeps its own contig, already declared by the input's header).
-    ``provenance`` items become ``##hexamer_KEY=VALUE`` header lines.
+    ``provenance`` items become ``##hexamer_KEY=VALUE`` header lines. ``calibrated`` declares
+    ``HEXAMER_RAW``/``HEXAMER_PHRED``, filled from rows that carry ``phred``.
 
     Every input record is accounted for: written as it was (plus the INFO fields), or, when
     htslib cannot parse or write it, as a stand-in record (CHROM, POS, ID, REF or ``N``, ALT
@@ -526,11 +547,11 @@ def write_vcf(
         ordered = iter(in_memory)
     header, is_bcf, symbolic = _complete_header(vcf_in)
     # an input scored before (a hexamer output) holds fields of that run: none may be left over
-    stale = tuple(ident for ident, *_ in _INFO if ident in header.info)
+    stale = tuple(ident for ident, *_ in (*_INFO, *_CALIBRATED_INFO) if ident in header.info)
     with _quiet():  # htslib warns about each odd contig name again whenever the header changes
         _declare_end(header)
         _declare_symbolic(header, symbolic)  # a BCF's; a text VCF's are found while it is copied
-        _add_info(header)
+        _add_info(header, calibrated)
         for chrom in dict.fromkeys(contigs or ()):
             if chrom and chrom not in header.contigs and _CONTIG_NAME.match(chrom):
                 header.contigs.add(chrom)
@@ -570,6 +591,9 @@ def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, 
     found = [mine.get(j) for j in range(max(1, n_alts))]
     if n_alts:
         rec.info[INFO_SCORE] = tuple(None if r is None else r.get("score") for r in found)
+        if any(r is not None and "phred" in r for r in found):  # rows of a calibrated run
+            rec.info[INFO_RAW] = rec.info[INFO_SCORE]
+            rec.info[INFO_PHRED] = tuple(None if r is None else r.get("phred") for r in found)
     elif found[0] is not None:
         stop = rec.stop
         rec.alleles = (rec.ref or "N", ".")
@@ -792,6 +816,7 @@ def write_vep_output(
     contigs: Iterable[str] | None = None,
     provenance: Mapping[str, str] | None = None,
     info: Iterable[InfoField] | None = None,
+    calibrated: bool = False,
 ) -> VcfWriteResult | int:
     """Write rows as an annotated VCF or a table, by the extension of ``path``.
 
@@ -800,6 +825,13 @@ def write_vep_output(
     """
     if output_kind(path) == "vcf":
         return write_vcf(
-            path, vcf_in, rows, recipe=recipe, presorted=presorted, contigs=contigs, provenance=provenance
+            path,
+            vcf_in,
+            rows,
+            recipe=recipe,
+            presorted=presorted,
+            contigs=contigs,
+            provenance=provenance,
+            calibrated=calibrated,
         )
-    return write_rows(path, rows, presorted=presorted, vcf_in=vcf_in, info=info or ())
+    return write_rows(path, rows, presorted=presorted, vcf_in=vcf_in, info=info or (), calibrated=calibrated)
