@@ -88,8 +88,7 @@ def plot_heatmap(path: PathLike, rows: Sequence[Mapping[str, Any]], *, title: st
     span = span or 1.0
     fig = _figure(min(18.0, 3.0 + 0.12 * len(positions)), 3.2)
     ax = fig.add_subplot()
-    cmap = colormaps["RdBu"].copy()
-    cmap.set_bad("#bdbdbd")
+    cmap = colormaps["RdBu"].with_extremes(bad="#bdbdbd")
     image = ax.imshow(
         np.ma.masked_invalid(m),
         aspect="auto",
@@ -121,12 +120,14 @@ def plot_logo(path: PathLike, rows: Sequence[Mapping[str, Any]], *, title: str |
     positions, ref, m, recipe = effect_matrix(rows)
     if not positions:
         raise ValueError("no SNV rows to draw")
-    with np.errstate(all="ignore"):
-        alts = m.copy()
-        for j, b in enumerate(ref):
-            if b in BASES:
-                alts[BASES.index(b), j] = np.nan
-        importance = -np.nanmean(alts, axis=0)
+    alts = m.copy()
+    for j, b in enumerate(ref):
+        if b in BASES:
+            alts[BASES.index(b), j] = np.nan
+    counts = np.isfinite(alts).sum(axis=0)
+    importance = np.full(len(positions), np.nan)
+    has = counts > 0
+    importance[has] = -np.nansum(alts[:, has], axis=0) / counts[has]
     fig = _figure(min(18.0, 3.0 + 0.12 * len(positions)), 3.0)
     ax = fig.add_subplot()
     font = FontProperties(family="DejaVu Sans", weight="bold")
