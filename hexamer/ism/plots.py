@@ -4,7 +4,7 @@ Both are drawn on ``matplotlib.figure.Figure`` with the Agg canvas (no pyplot, n
 written atomically in the format of the extension (.png, .svg, .pdf). Scores are shown as
 *effects* in the deleterious direction's opposite: for the window recipe the raw score
 ``LL(alt) - LL(ref)`` (negative: the alt is less likely), for the next-base recipe its negation
-``log P(alt) - log P(ref)``, so on both the colour scale blue (< 0) means "the model dislikes this
+``log P(alt) - log P(ref)``, so on both the colour scale red (< 0) means "the model dislikes this
 change" and the scale is centred at 0 (no change). Unscored cells (N bases, skipped rows) are grey.
 """
 
