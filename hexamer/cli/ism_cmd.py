@@ -10,7 +10,7 @@ import typer
 
 from hexamer.cli.app import DTypeOption, JsonFlag, app, bench_app, console, err_console, fail, print_json
 from hexamer.cli.checks import MAX_BATCH_SIZE, MAX_TOKEN_BUDGET, THREADS_MAX, check_output, check_runtime
-from hexamer.cli.jobs import load_carbon
+from hexamer.cli.jobs import _progress, load_carbon
 
 RecipeOption = Annotated[
     Literal["window", "next_base"],
@@ -155,17 +155,22 @@ def ism(
 
     unplaced: list = []
     try:
-        if vcf is not None:
-            scan = site_mutagenesis(
-                carbon, fasta, vcf, flank=flank, indels=indels, calibration=cal, on_note=note, **settings
-            )
-            rows, regions, unplaced = scan.rows, [str(r) for r in scan.regions], scan.unplaced
-        else:
-            assert region is not None
-            rows = saturation_mutagenesis(
-                carbon, fasta, region=region, indels=indels, calibration=cal, on_note=note, **settings
-            )
-            regions = list(region)
+        with _progress() as progress:
+            task = progress.add_task("scoring variants", total=None, rate="")
+
+            def tick(n: int) -> None:
+                done = progress.tasks[task].completed + n
+                rate = done / (progress.tasks[task].elapsed or 1e-9)
+                progress.update(task, advance=n, rate=f"{rate:,.1f} variants/s")
+
+            common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick, **settings}
+            if vcf is not None:
+                scan = site_mutagenesis(carbon, fasta, vcf, flank=flank, **common)
+                rows, regions, unplaced = scan.rows, [str(r) for r in scan.regions], scan.unplaced
+            else:
+                assert region is not None
+                rows = saturation_mutagenesis(carbon, fasta, region=region, **common)
+                regions = list(region)
         n_written = write_ism(out, rows)
     except (RegionError, CalibrationError, FastaError, VcfInputError, ValueError) as exc:
         fail(exc)

@@ -14,8 +14,8 @@ from hexamer.vep.variants import Reference
 
 __all__ = ["MAX_REGION_BP", "Region", "RegionError", "merge_regions", "parse_region"]
 
-#: The most bases one ISM region may hold (3 SNVs each): longer regions are split by the caller.
-MAX_REGION_BP = 1_000_000
+#: The most bases one ISM run may hold (3 SNVs each, rows kept in memory): split longer regions.
+MAX_REGION_BP = 100_000
 
 _REGION = re.compile(r"^(?P<chrom>.+?)(?::(?P<start>[\d,_]+)(?:-(?P<end>[\d,_]+))?)?$")
 

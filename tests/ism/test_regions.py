@@ -14,7 +14,9 @@ def test_parse_region_forms() -> None:
         assert parse_region("20:60,301-60,400", ref) == Region("20", "20", 60300, 60400)
         assert parse_region("20:5", ref).length == 1
         assert parse_region("chr20:1-10", ref) == Region("chr20", "20", 0, 10)  # alias kept as written
-        assert parse_region("20", ref).length == 440000
+        assert parse_region("20", ref, max_bp=10**6).length == 440000
+        with pytest.raises(RegionError, match="100,000"):
+            parse_region("20", ref)
         with pytest.raises(RegionError, match="split it"):
             parse_region("20:1-101", ref, max_bp=100)
 
