@@ -35,8 +35,10 @@ __all__ = [
     "MAX_FLANK",
     "SiteScan",
     "ism_settings",
+    "iter_mutagenesis",
     "saturation_mutagenesis",
     "site_mutagenesis",
+    "site_regions",
 ]
 
 PathLike = str | os.PathLike[str]
