@@ -8,9 +8,18 @@ from typing import Annotated, Literal
 
 import typer
 
-from hexamer.cli.app import DTypeOption, JsonFlag, app, bench_app, console, err_console, fail, print_json
+from hexamer.cli.app import (
+    DTypeOption,
+    JsonFlag,
+    app,
+    bench_app,
+    console,
+    err_console,
+    fail,
+    print_json,
+    resolve_model,
+)
 from hexamer.cli.checks import MAX_BATCH_SIZE, MAX_TOKEN_BUDGET, THREADS_MAX, check_output, check_runtime
-from hexamer.cli.jobs import _progress, load_carbon
 
 RecipeOption = Annotated[
     Literal["window", "next_base"],
@@ -57,6 +66,29 @@ def _plot_path(option: str, path: Path | None) -> None:
         raise typer.BadParameter(f"{option} must end in .png, .svg or .pdf, got {path.name!r}")
     if not path.parent.is_dir():
         raise typer.BadParameter(f"{option} folder {str(path.parent)!r} does not exist")
+
+
+def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int):  # -> Carbon
+    """The model, or a clean exit naming what is wrong with the folder."""
+    from hexamer.carbon import Carbon
+
+    try:
+        return Carbon.from_pretrained(
+            resolve_model(model), dtype=dtype, device=device, max_batch_size=batch_size
+        )
+    except (FileNotFoundError, ValueError) as exc:  # ModelFolderError is a ValueError
+        fail(exc)
+
+
+def _progress():  # -> rich Progress (imported lazily: the CLI must start fast)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,} {task.fields[rate]}"),
+    )
+    return Progress(*columns, TimeElapsedColumn(), console=err_console, transient=False)
 
 
 def _threads(threads: int | None) -> None:

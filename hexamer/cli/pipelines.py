@@ -145,18 +145,18 @@ def vep(
     top_n: Annotated[
         int | None, typer.Option(min=1, max=MAX_TOP_N, help="--server: log-probabilities per position.")
     ] = None,
-    rename_chrs: Annotated[
-        Path | None,
-        typer.Option(
-            "--rename-chrs",
-            help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
-        ),
-    ] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
             "--calibration",
             help="A `hexamer calibrate` file of this model and settings: adds HEXAMER_RAW and HEXAMER_PHRED.",
+        ),
+    ] = None,
+    rename_chrs: Annotated[
+        Path | None,
+        typer.Option(
+            "--rename-chrs",
+            help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
     as_json: JsonFlag = False,
@@ -184,8 +184,6 @@ def vep(
     if not is_stdio(vcf) and not vcf.is_file():
         raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
     set_threads(threads)
-    if plot is not None:
-        check_plot_path(plot)
     cal = None
     if calibration is not None:
         from hexamer.calibration import Calibration
@@ -194,6 +192,8 @@ def vep(
             cal = Calibration.load(calibration)
         except ValueError as exc:
             fail(exc)
+    if plot is not None:
+        check_plot_path(plot)
     if server is not None and model is not None:
         raise typer.BadParameter("give --model (local) or --server (remote), not both")
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
@@ -245,7 +245,7 @@ def vep(
                     target,
                     resume=resume,
                     info_fields=info_fields,
-                    calibration=cal,
+                    **({"calibration": cal} if cal is not None else {}),
                     on_progress=tick,
                     on_note=note,
                     renames=reference.resolver.renames,

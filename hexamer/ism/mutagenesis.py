@@ -1,7 +1,7 @@
 """In-silico saturation mutagenesis: every SNV of every base of a region scored by a VEP recipe.
 
 The variants (:mod:`hexamer.ism.variants`) go through the VEP engine itself
-(:func:`hexamer.vep.engine.score_records`), so every row has exactly the status, reason and score
+(:func:`hexamer.vep.engine.iter_record_blocks`), so every row has exactly the status, reason and score
 ``hexamer vep`` gives the same variant with the same settings, and the engine's sharing does the
 speed: with the window recipe the windows of a tile of ``window_grid`` bases share one reference
 window and its KV-cache prefix; with the next-base recipe one forward over a context reads the
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from hexamer.ism.regions import MAX_REGION_BP, Region, RegionError, merge_regions, parse_region
 from hexamer.ism.variants import IsmRecord, ism_records
-from hexamer.vep.engine import VepSettings, score_records
+from hexamer.vep.engine import VepSettings, iter_record_blocks
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW
 from hexamer.vep.variants import Reference, read_vcf
 
@@ -132,7 +132,7 @@ def iter_mutagenesis(
     skipped = {it.record.index: it for it in items if it.skip is not None}
     records = [it.record for it in items if it.skip is None]
     rows: dict[int, list[Row]] = {}
-    for units in score_records(
+    for units in iter_record_blocks(
         carbon, records, reference, settings, naive=naive, on_progress=on_progress, on_note=on_note
     ):
         for unit in units:

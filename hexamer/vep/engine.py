@@ -73,7 +73,7 @@ __all__ = [
     "SettingsFittedWarning",
     "VepSettings",
     "count_rows",
-    "score_records",
+    "iter_record_blocks",
     "score_variants",
 ]
 
@@ -754,12 +754,12 @@ def iter_blocks(
     The VCF header is read now, so a bad file raises here."""
     settings = settings.checked(carbon, on_note=on_note)
     records = read_vcf(vcf)
-    return score_records(
+    return iter_record_blocks(
         carbon, records, reference, settings, done=done, naive=naive, on_progress=on_progress, on_note=on_note
     )
 
 
-def score_records(
+def iter_record_blocks(
     carbon: Carbon,
     records: Iterable[VcfRecord],
     reference: Reference,
@@ -770,10 +770,10 @@ def score_records(
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> Iterator[Iterator[list[Row]]]:
-    """:func:`iter_blocks` for records built in memory (``VcfRecord`` with increasing ``index``,
-    as :func:`~hexamer.vep.variants.read_vcf` yields them): the same planning, sharing and rows,
-    so callers that make their own variants (saturation mutagenesis) get the numbers of
-    :func:`score_variants` for the same records and settings."""
+    """:func:`iter_blocks` over records already read (their ``index`` is their record number in
+    the whole input): a shard of a VCF scored elsewhere gets the blocks, work units and numbers
+    of a run over the whole file when it starts on a block boundary (a multiple of
+    ``settings.block_records`` records)."""
     settings = settings.checked(carbon, on_note=on_note)
     planner = _Planner(carbon, reference, settings, on_note or _default_note)
     runner = _Runner(carbon, reference, settings, naive)
