@@ -22,7 +22,7 @@ from hexamer.demo.story import UNIFORM_LOGP, DemoResult
 def result(tiny_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
     messages: list[str] = []
     res = run_demo(tmp_path_factory.mktemp("demo") / "out", model=tiny_folder, say=messages.append)
-    assert len(messages) == 7  # one per step
+    assert len(messages) == 8  # one per step
     return res
 
 
@@ -44,11 +44,12 @@ def test_every_output_is_in_the_named_folder(result: DemoResult) -> None:
         "variants.vcf",
         "variants.tsv",
         "embeddings.tsv",
+        "ism_heatmap.png",
         "summary.json",
     }
     for path in result.files:
         assert path.parent == result.out_dir and path.stat().st_size > 0
-    for png in ("scores.png", "copy_test.png"):
+    for png in ("scores.png", "copy_test.png", "ism_heatmap.png"):
         assert (result.out_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in result.out_dir.iterdir() if p.name.startswith(".")]  # no temp leftovers
     summary = json.loads((result.out_dir / "summary.json").read_text())

@@ -147,6 +147,13 @@ def vep(
     top_n: Annotated[
         int | None, typer.Option(min=1, max=MAX_TOP_N, help="--server: log-probabilities per position.")
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="A `hexamer calibrate` file of this model and settings: adds HEXAMER_RAW and HEXAMER_PHRED.",
+        ),
+    ] = None,
     rename_chrs: Annotated[
         Path | None,
         typer.Option(
@@ -187,6 +194,14 @@ def vep(
     if not is_stdio(vcf) and not vcf.is_file():
         raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
     set_threads(threads)
+    cal = None
+    if calibration is not None:
+        from hexamer.calibration import Calibration
+
+        try:
+            cal = Calibration.load(calibration)
+        except ValueError as exc:
+            fail(exc)
     if plot is not None:
         check_plot_path(plot)
     if server is not None and model is not None:
@@ -267,6 +282,7 @@ def vep(
                     target,
                     resume=resume,
                     info_fields=info_fields,
+                    calibration=cal,
                     on_progress=tick,
                     on_note=note,
                     renames=reference.resolver.renames,

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from hexamer.cli.app import DTypeOption, JsonFlag, app, console, err_console, fail, print_json
 from hexamer.cli.checks import THREADS_MAX, check_choice, check_runtime
-from hexamer.cli.jobs import _progress, load_carbon
+from hexamer.cli.sequence_jobs import load_carbon, progress_bar
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
 MAX_BP = 10**9
@@ -128,7 +128,7 @@ def track(
     carbon = load_carbon(model, dtype, device, 1)
     name = Path(carbon.tokenizer.name_or_path or "model").name
     try:
-        with _progress() as progress:
+        with progress_bar() as progress:
             task = progress.add_task("scoring bases", total=None, rate="")
 
             def tick(done: int, total: int) -> None:

@@ -17,7 +17,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hexamer import __version__
 from hexamer.distributed.cluster import WorkerPool
@@ -32,6 +32,9 @@ from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields,
 from hexamer.vep.resume import VepRunResult
 from hexamer.vep.summary import reason_category
 from hexamer.vep.variants import FastaError, VcfInputError, VcfRecord, read_vcf
+
+if TYPE_CHECKING:
+    from hexamer.calibration import Calibration
 
 __all__ = ["SCALE_OUT_OPTIONS", "run_vep", "single_process_command"]
 
@@ -133,6 +136,7 @@ def run_vep(
     command: str | None = None,
     fault: FaultPlan | None = None,
     settings: VepSettings | None = None,
+    calibration: Calibration | None = None,
     **fields: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` on Ray actors; the output equals :func:`hexamer.vep.run_vep`'s.
@@ -146,7 +150,7 @@ def run_vep(
     skips those whose checksum verifies. A shard that fails ``max_attempts`` times becomes
     ``failed`` rows with the reason. ``command`` is the ``##hexamer_command`` provenance
     (default: this process's command line without the scale-out options). ``settings`` (or
-    its fields as keywords), ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
+    its fields as keywords), ``calibration``, ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
     :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests).
     """
     note = on_note or (lambda _: None)
@@ -183,6 +187,7 @@ def run_vep(
             info,
             command,
             fault,
+            calibration,
         )
 
 
@@ -202,6 +207,7 @@ def _run(
     info: Any,
     command: str | None,
     fault: FaultPlan | None,
+    calibration: Calibration | None,
 ) -> VepRunResult:
     import ray
 
@@ -209,6 +215,8 @@ def _run(
     for message in fitted:
         note(message)
     checked = VepSettings(**checked_dict)
+    if calibration is not None:  # before any shard is scored
+        calibration.check(pool.fingerprint, checked)
     size = checked.block_records if shard_records is None else shard_records
     if size < 1 or size % checked.block_records:
         raise ValueError(
@@ -262,6 +270,8 @@ def _run(
         "command": str(store.meta.get("command") or meta["command"]),
     }
     rows = tally.watch(store.rows(ROW_COLUMNS))
+    if calibration is not None:
+        rows = calibration.annotate(rows)
     result = write_vep_output(
         out,
         vcf,
@@ -271,6 +281,7 @@ def _run(
         contigs=store.contigs() if kind == "vcf" else None,
         provenance=provenance,
         info=info,
+        calibrated=calibration is not None,
     )
     collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
     store.remove()

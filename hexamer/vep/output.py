@@ -50,11 +50,21 @@ from hexamer.vep.table_output import (
     resolve_info_fields,
     write_rows,
 )
-from hexamer.vep.vcf_header import INFO_REASON, INFO_RECIPE, INFO_SCORE, INFO_STATUS, vcf_escape
+from hexamer.vep.vcf_header import (
+    INFO_PHRED,
+    INFO_RAW,
+    INFO_REASON,
+    INFO_RECIPE,
+    INFO_SCORE,
+    INFO_STATUS,
+    vcf_escape,
+)
 from hexamer.vep.vcf_output import VCF_SUFFIXES, VcfWriteResult, rejects_path, write_vcf
 
 __all__ = [
     "INFO_COLUMN_PREFIX",
+    "INFO_PHRED",
+    "INFO_RAW",
     "INFO_REASON",
     "INFO_RECIPE",
     "INFO_SCORE",
@@ -94,6 +104,7 @@ def write_vep_output(
     contigs: Iterable[str] | None = None,
     provenance: Mapping[str, str] | None = None,
     info: Iterable[InfoField] | None = None,
+    calibrated: bool = False,
 ) -> VcfWriteResult | int:
     """Write rows as an annotated VCF or a table, by the extension of ``path``.
 
@@ -102,6 +113,13 @@ def write_vep_output(
     """
     if output_kind(path) == "vcf":
         return write_vcf(
-            path, vcf_in, rows, recipe=recipe, presorted=presorted, contigs=contigs, provenance=provenance
+            path,
+            vcf_in,
+            rows,
+            recipe=recipe,
+            presorted=presorted,
+            contigs=contigs,
+            provenance=provenance,
+            calibrated=calibrated,
         )
-    return write_rows(path, rows, presorted=presorted, vcf_in=vcf_in, info=info or ())
+    return write_rows(path, rows, presorted=presorted, vcf_in=vcf_in, info=info or (), calibrated=calibrated)

@@ -51,6 +51,7 @@ from hexamer.vep.summary import reason_category
 from hexamer.vep.variants import FastaError, Reference, VcfInputError
 
 if TYPE_CHECKING:
+    from hexamer.calibration import Calibration
     from hexamer.carbon import Carbon
 
 __all__ = [
@@ -230,6 +231,7 @@ def run_vep(
     renames: PathLike | Mapping[str, str] | None = None,
     info_fields: str | Sequence[str] | None = None,
     settings: VepSettings | None = None,
+    calibration: Calibration | None = None,
     **fields: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` (annotated VCF/BCF or a table, by extension) with checkpoints.
@@ -246,6 +248,8 @@ def run_vep(
     before any scoring. A VCF output carries provenance header lines (``##hexamer_version``,
     ``##hexamer_model``, ``##hexamer_settings``, ``##hexamer_command``: the command that started
     the job) and names in ``on_note`` the rejects table of records it could not hold.
+    ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
+    settings before any scoring) adds ``HEXAMER_RAW``/``HEXAMER_PHRED`` (a table: ``phred``).
     """
     note = on_note or (lambda _: None)
     out = Path(output)
@@ -256,6 +260,8 @@ def run_vep(
         if not os.path.isfile(path):
             raise error(f"{os.fspath(path)}: no such {what} file")
     checked = settings_from(settings, fields).checked(carbon, on_note=on_note)
+    if calibration is not None:
+        calibration.check(carbon, checked)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     meta = {
         "version": _VERSION,
@@ -343,6 +349,8 @@ def run_vep(
     }
     contigs = chunks.contigs() if kind == "vcf" else None
     rows = tally.watch(chunks.rows())
+    if calibration is not None:
+        rows = calibration.annotate(rows)
     result = write_vep_output(
         out,
         vcf,
@@ -352,6 +360,7 @@ def run_vep(
         contigs=contigs,
         provenance=provenance,
         info=info,
+        calibrated=calibration is not None,
     )
     collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
     shutil.rmtree(side, ignore_errors=True)

@@ -127,19 +127,23 @@ def write_rows(
     presorted: bool = False,
     vcf_in: PathLike | None = None,
     info: Iterable[InfoField] = (),
+    calibrated: bool = False,
 ) -> int:
     """Write result rows as a table (format by extension), in input order; returns the row count.
 
     With ``presorted=True`` the rows must already be sorted by ``(record, alt_index)`` (else
     ``ValueError``, and nothing is written) and are streamed in batches of
     :data:`TABLE_BATCH_ROWS`; otherwise they are sorted in memory first. ``info`` fields (from
-    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns.
+    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns;
+    ``calibrated`` adds the rows' ``phred`` column.
     """
     import pyarrow as pa
 
     info = list(info)
     ordered: Iterator[Mapping[str, Any]] = ordered_rows(rows, presorted)
     schema = row_schema()
+    if calibrated:
+        schema = schema.append(pa.field("phred", pa.float64()))
     if info:
         if vcf_in is None:
             raise ValueError("info fields need the input VCF (vcf_in)")

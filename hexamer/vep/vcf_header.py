@@ -18,9 +18,12 @@ from typing import Any
 from hexamer.vep.variants import iter_data_lines, open_variant_file
 
 __all__ = [
+    "CALIBRATED_INFO",
     "CONTIG_NAME",
     "HEXAMER_INFO",
     "INFO_OOV_BP",
+    "INFO_PHRED",
+    "INFO_RAW",
     "INFO_REASON",
     "INFO_RECIPE",
     "INFO_SCORE",
@@ -44,6 +47,19 @@ INFO_RECIPE = "HEXAMER_RECIPE"
 INFO_REASON = "HEXAMER_REASON"
 INFO_SCORED_BP = "HEXAMER_SCORED_BP"
 INFO_OOV_BP = "HEXAMER_OOV_BP"
+#: with a calibration (``hexamer vep --calibration``): the raw score and its PHRED, CADD/SpliceAI style
+INFO_RAW = "HEXAMER_RAW"
+INFO_PHRED = "HEXAMER_PHRED"
+CALIBRATED_INFO = (
+    (INFO_RAW, "A", "Float", "hexamer raw score of each ALT allele (the same as HEXAMER_SCORE)"),
+    (
+        INFO_PHRED,
+        "A",
+        "Float",
+        "hexamer PHRED-like score of each ALT allele: -10*log10(share of background SNVs at least as "
+        "deleterious); higher = the alt is less likely under the model (docs/ism.md)",
+    ),
+)
 HEXAMER_INFO = (
     (
         INFO_SCORE,
@@ -96,8 +112,9 @@ def vcf_escape(text: str) -> str:
     return text.translate(_PERCENT)
 
 
-def add_hexamer_info(header: Any) -> None:
-    for ident, number, kind, description in HEXAMER_INFO:
+def add_hexamer_info(header: Any, calibrated: bool = False) -> None:
+    """Declare the ``HEXAMER_*`` INFO fields (and the calibrated ones when ``calibrated``)."""
+    for ident, number, kind, description in (*HEXAMER_INFO, *(CALIBRATED_INFO if calibrated else ())):
         if ident in header.info:
             have = header.info[ident]
             if str(have.number) != number or have.type != kind:

@@ -22,9 +22,12 @@ from hexamer.vep.engine import ROW_COLUMNS
 from hexamer.vep.rows import in_order, row_key, row_schema
 from hexamer.vep.variants import read_vcf
 from hexamer.vep.vcf_header import (
+    CALIBRATED_INFO,
     CONTIG_NAME,
     HEXAMER_INFO,
     INFO_OOV_BP,
+    INFO_PHRED,
+    INFO_RAW,
     INFO_REASON,
     INFO_RECIPE,
     INFO_SCORE,
@@ -84,6 +87,7 @@ def write_vcf(
     presorted: bool = False,
     contigs: Iterable[str] | None = None,
     provenance: Mapping[str, str] | None = None,
+    calibrated: bool = False,
 ) -> VcfWriteResult:
     """Write ``vcf_in`` with the ``HEXAMER_*`` INFO fields of ``rows`` (from :func:`score_variants`).
 
@@ -94,7 +98,8 @@ def write_vcf(
     chromosomes, declared in the header when it lacks them; by default they are taken from the
     rows, which needs them in memory, so a presorted stream without ``contigs`` declares none
     (every record written keeps its own contig, already declared by the input's header).
-    ``provenance`` items become ``##hexamer_KEY=VALUE`` header lines.
+    ``provenance`` items become ``##hexamer_KEY=VALUE`` header lines. ``calibrated`` declares
+    ``HEXAMER_RAW``/``HEXAMER_PHRED``, filled from rows that carry ``phred``.
 
     Every input record is accounted for: written as it was (plus the INFO fields), or, when
     htslib cannot parse or write it, as a stand-in record (CHROM, POS, ID, REF or ``N``, ALT
@@ -116,11 +121,11 @@ def write_vcf(
         ordered = iter(in_memory)
     header, is_bcf, symbolic = complete_header(vcf_in)
     # an input scored before (a hexamer output) holds fields of that run: none may be left over
-    stale = tuple(ident for ident, *_ in HEXAMER_INFO if ident in header.info)
+    stale = tuple(ident for ident, *_ in (*HEXAMER_INFO, *CALIBRATED_INFO) if ident in header.info)
     with quiet_htslib():  # htslib warns about each odd contig name again whenever the header changes
         declare_end(header)
         declare_symbolic(header, symbolic)  # a BCF's; a text VCF's are found while it is copied
-        add_hexamer_info(header)
+        add_hexamer_info(header, calibrated)
         for chrom in dict.fromkeys(contigs or ()):
             if chrom and chrom not in header.contigs and CONTIG_NAME.match(chrom):
                 header.contigs.add(chrom)
@@ -160,6 +165,9 @@ def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, 
     found = [mine.get(j) for j in range(max(1, n_alts))]
     if n_alts:
         rec.info[INFO_SCORE] = tuple(None if r is None else r.get("score") for r in found)
+        if any(r is not None and "phred" in r for r in found):  # rows of a calibrated run
+            rec.info[INFO_RAW] = rec.info[INFO_SCORE]
+            rec.info[INFO_PHRED] = tuple(None if r is None else r.get("phred") for r in found)
     elif found[0] is not None:
         stop = rec.stop
         rec.alleles = (rec.ref or "N", ".")

@@ -1,0 +1,165 @@
+"""``hexamer bench ism`` in Python: saturation mutagenesis of a region against scoring the same
+SNVs one by one with the published per-variant recipe (:mod:`hexamer.bench.baselines.published_vep`:
+``transformers``, full-vocabulary logits, a ref and an alt window forward per variant, or one
+context forward per variant).
+
+Both sides compute the same recipe with the same settings, so the scores must agree to rounding
+(``max_abs_diff``); the speed ratio is what the sharing buys: the window recipe runs each tile's
+reference window once and each alt window only after the changed base, the next-base recipe reads
+every position of a context from one forward.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hexamer.ism.mutagenesis import ism_settings, saturation_mutagenesis
+
+if TYPE_CHECKING:
+    from hexamer.bench.baselines.published_vep import PublishedScorer
+    from hexamer.carbon import Carbon
+
+__all__ = ["IsmBench", "bench_ism", "write_variants_vcf"]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass
+class IsmBench:
+    """ISM of one region against the published per-variant recipe on the same SNVs."""
+
+    recipe: str
+    region: str
+    n_variants: int
+    ism_s: float
+    published_s: float
+    speedup: float
+    max_abs_diff: float
+    settings: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def write_variants_vcf(path: PathLike, rows: list[dict[str, Any]]) -> None:
+    """The rows' variants as a VCF, one record per row (record i = row i)."""
+    lines = ["##fileformat=VCFv4.2", "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]
+    lines += [f"{r['chrom']}\t{r['pos']}\t.\t{r['ref']}\t{r['alt']}\t.\t.\t." for r in rows]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def bench_ism(
+    carbon: Carbon,
+    scorer: PublishedScorer,
+    fasta: PathLike,
+    region: str,
+    *,
+    recipe: str = "window",
+    repeats: int = 1,
+    **options: Any,
+) -> IsmBench:
+    """Time :func:`~hexamer.ism.saturation_mutagenesis` of ``region`` and the published scorer on
+    its ``ok`` SNVs, alternating the two each round (best of ``repeats`` each)."""
+    settings = ism_settings(recipe=recipe, **options)
+    fields = {k: getattr(settings, k) for k in ("recipe", "window", "window_grid", "context", "context_grid")}
+    fields["rc_average"] = settings.rc_average
+    ism_best = pub_best = math.inf
+    rows: list[dict[str, Any]] = []
+    published: dict[tuple[int, int], float] = {}
+    with tempfile.TemporaryDirectory(prefix="hexamer-bench-ism-") as tmp:
+        vcf = Path(tmp) / "ism.vcf"
+        for _ in range(max(1, repeats)):
+            t0 = time.perf_counter()
+            rows = saturation_mutagenesis(carbon, fasta, region=region, on_note=lambda _: None, **fields)
+            ism_best = min(ism_best, time.perf_counter() - t0)
+            ok = [r for r in rows if r["status"] == "ok"]
+            write_variants_vcf(vcf, ok)
+            t0 = time.perf_counter()
+            published = scorer.scores(vcf, fasta, **fields)
+            pub_best = min(pub_best, time.perf_counter() - t0)
+    ok = [r for r in rows if r["status"] == "ok"]
+    missing = [i for i in range(len(ok)) if (i, 0) not in published]
+    if missing:
+        raise RuntimeError(f"the published recipe did not score {len(missing)} of the ISM's variants")
+    diff = max((abs(r["score"] - published[(i, 0)]) for i, r in enumerate(ok)), default=0.0)
+    return IsmBench(
+        recipe=recipe,
+        region=region,
+        n_variants=len(ok),
+        ism_s=ism_best,
+        published_s=pub_best,
+        speedup=pub_best / ism_best if ism_best else math.inf,
+        max_abs_diff=diff,
+        settings=fields,
+    )
+
+
+def run_ism_bench(
+    *,
+    folder: str,
+    fasta: PathLike,
+    region: str,
+    recipes: tuple[str, ...] = ("window", "next_base"),
+    dtype: str = "float32",
+    repeats: int = 1,
+    **options: Any,
+):  # -> BenchReport
+    """One row per (recipe, method): ISM and the published per-variant recipe, with the speed-up."""
+    from hexamer.bench.baselines.published_vep import PublishedScorer
+    from hexamer.bench.report import BenchReport
+    from hexamer.carbon import Carbon
+
+    carbon = Carbon.from_pretrained(folder, dtype=dtype)
+    scorer = PublishedScorer(folder, dtype=dtype, device=carbon.model.device)
+    report = BenchReport(
+        name="ism",
+        title=f"ISM of {region} vs the published per-variant recipe ({Path(folder).name}, {dtype})",
+        columns=["recipe", "method", "variants", "seconds", "variants/s", "speed-up", "max abs diff"],
+        formats={
+            "seconds": "{:.2f}",
+            "variants/s": "{:,.1f}",
+            "speed-up": "{:.1f}×",
+            "max abs diff": "{:.1e}",
+        },
+    )
+    for recipe in recipes:
+        opts = (
+            {k: v for k, v in options.items() if k in ("window", "window_grid", "rc_average")}
+            if recipe == "window"
+            else {k: v for k, v in options.items() if k in ("context", "context_grid")}
+        )
+        b = bench_ism(carbon, scorer, fasta, region, recipe=recipe, repeats=repeats, **opts)
+        common = {"recipe": recipe, "variants": b.n_variants}
+        report.rows.append(
+            {
+                **common,
+                "method": "hexamer ism",
+                "seconds": b.ism_s,
+                "variants/s": b.n_variants / b.ism_s if b.ism_s else math.inf,
+                "speed-up": b.speedup,
+                "max abs diff": b.max_abs_diff,
+            }
+        )
+        report.rows.append(
+            {
+                **common,
+                "method": "published per-variant (transformers)",
+                "seconds": b.published_s,
+                "variants/s": b.n_variants / b.published_s if b.published_s else math.inf,
+                "speed-up": 1.0,
+            }
+        )
+        shown = ", ".join(f"{k}={v}" for k, v in b.settings.items() if k in (*opts, "recipe"))
+        report.notes.append(f"{recipe}: {shown}")
+    report.notes.append(
+        "published per-variant = LlamaForCausalLM(...)(input_ids).logits over the full vocabulary, one ref and "
+        "one alt window forward per SNV (window) or one context forward per SNV (next_base), then FNS; "
+        "max abs diff = largest |ISM score - published score| over the same SNVs; rounds alternate the two"
+    )
+    return report

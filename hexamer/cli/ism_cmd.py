@@ -1,0 +1,358 @@
+"""``hexamer ism`` and ``hexamer calibrate``: thin layers over :mod:`hexamer.ism` and :mod:`hexamer.calibration`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from hexamer.cli.app import (
+    DTypeOption,
+    JsonFlag,
+    app,
+    bench_app,
+    console,
+    err_console,
+    fail,
+    print_json,
+)
+from hexamer.cli.checks import MAX_BATCH_SIZE, MAX_TOKEN_BUDGET, THREADS_MAX, check_output, check_runtime
+from hexamer.cli.pipelines import set_threads
+from hexamer.cli.sequence_jobs import load_carbon, progress_bar
+
+RecipeOption = Annotated[
+    Literal["window", "next_base"],
+    typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt)."),
+]
+WindowOption = Annotated[
+    int, typer.Option(min=1, max=1_000_000, help="Window recipe: bp around the variant's tile.")
+]
+WindowGridOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=500_000,
+        help="Window recipe: centre windows on tiles of this many bp; the SNVs of a tile share one reference "
+        "forward (default 128, at most half the window; 1 = centred on each variant, the published recipe).",
+    ),
+]
+ContextOption = Annotated[
+    int, typer.Option(min=1, max=10_000_000, help="Next-base recipe: left context in bp.")
+]
+ContextGridOption = Annotated[
+    int,
+    typer.Option(min=1, max=10_000_000, help="Next-base: contexts start on this grid (6 = fixed length)."),
+]
+RcOption = Annotated[
+    bool, typer.Option("--rc-average/--no-rc-average", help="Window: average with the reverse complement.")
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")]
+FastaOption = Annotated[
+    Path, typer.Option("--fasta", help="Reference FASTA: plain, bgzip (indexed or not) or plain gzip.")
+]
+BatchOption = Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Rows per forward.")]
+BudgetOption = Annotated[
+    int | None, typer.Option(min=1, max=MAX_TOKEN_BUDGET, help="Most padded tokens per forward.")
+]
+DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")]
+ThreadsOption = Annotated[int | None, typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch.")]
+
+
+def _plot_path(option: str, path: Path | None) -> None:
+    if path is None:
+        return
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise typer.BadParameter(f"{option} must end in .png, .svg or .pdf, got {path.name!r}")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"{option} folder {str(path.parent)!r} does not exist")
+
+
+@app.command()
+def ism(
+    fasta: FastaOption,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help=".parquet, .tsv, .csv, .jsonl, or .tsv.bgz (bgzip + tabix, CADD layout)."
+        ),
+    ],
+    region: Annotated[
+        list[str] | None,
+        typer.Option("--region", "-r", help="chr:start-end (1-based, inclusive); repeat for several."),
+    ] = None,
+    vcf: Annotated[
+        Path | None, typer.Option("--vcf", help="ISM around each site of this VCF (with --flank).")
+    ] = None,
+    flank: Annotated[int, typer.Option(min=0, max=100_000, help="--vcf: bases on each side of a site.")] = 50,
+    model: ModelOpt = None,
+    recipe: RecipeOption = "window",
+    window: WindowOption = 8192,
+    window_grid: WindowGridOption = None,
+    rc_average: RcOption = False,
+    context: ContextOption = 24576,
+    context_grid: ContextGridOption = 6144,
+    indels: Annotated[
+        bool,
+        typer.Option("--indels/--no-indels", help="Also every 1-bp deletion and insertion (window recipe)."),
+    ] = False,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="Fill PHRED from this `hexamer calibrate` file.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Heat-map, base x position (.png/.svg/.pdf).")
+    ] = None,
+    logo: Annotated[
+        Path | None, typer.Option("--logo", help="Sequence-logo style per-base importance (.png/.svg/.pdf).")
+    ] = None,
+    batch_size: BatchOption = 8,
+    token_budget: BudgetOption = None,
+    dtype: DTypeOption = "auto",
+    device: DeviceOption = None,
+    threads: ThreadsOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
+    from hexamer.calibration import Calibration, CalibrationError
+    from hexamer.ism import RegionError, output_format, plot_heatmap, plot_logo, write_ism
+    from hexamer.ism.mutagenesis import saturation_mutagenesis, site_mutagenesis
+    from hexamer.vep import FastaError, VcfInputError
+    from hexamer.vep.summary import status_summary
+
+    check_runtime(dtype=dtype, device=device, threads=threads)
+    if (region is None) == (vcf is None):
+        raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
+    if vcf is not None and not vcf.is_file():
+        raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
+    if not fasta.is_file():
+        raise typer.BadParameter(f"{str(fasta)!r} is not a file", param_hint="'--fasta'")
+    check_output("--out", out, output_format)
+    _plot_path("--plot", plot)
+    _plot_path("--logo", logo)
+    if indels and recipe == "next_base":
+        err_console.print(
+            "[yellow]--indels: the next_base recipe scores SNVs only; indel rows will be skipped[/yellow]"
+        )
+    set_threads(threads)
+    cal = None
+    if calibration is not None:
+        try:
+            cal = Calibration.load(calibration)
+        except CalibrationError as exc:
+            fail(exc)
+    carbon = load_carbon(model, dtype, device, batch_size)
+    settings = {
+        "recipe": recipe,
+        "window": window,
+        "window_grid": window_grid,
+        "context": context,
+        "context_grid": context_grid,
+        "rc_average": rc_average,
+        "batch_size": batch_size,
+        "token_budget": token_budget,
+    }
+
+    def note(message: str) -> None:
+        err_console.print(f"[yellow]{message}[/yellow]")
+
+    unplaced: list = []
+    try:
+        with progress_bar() as progress:
+            task = progress.add_task("scoring variants", total=None, rate="")
+
+            def tick(n: int) -> None:
+                done = progress.tasks[task].completed + n
+                rate = done / (progress.tasks[task].elapsed or 1e-9)
+                progress.update(task, advance=n, rate=f"{rate:,.1f} variants/s")
+
+            common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick, **settings}
+            if vcf is not None:
+                scan = site_mutagenesis(carbon, fasta, vcf, flank=flank, **common)
+                rows, regions, unplaced = scan.rows, [str(r) for r in scan.regions], scan.unplaced
+            else:
+                assert region is not None
+                rows = saturation_mutagenesis(carbon, fasta, region=region, **common)
+                regions = list(region)
+        n_written = write_ism(out, rows)
+    except (RegionError, CalibrationError, FastaError, VcfInputError, ValueError) as exc:
+        fail(exc)
+    counts = dict(Counter(r["status"] for r in rows))
+    summary = {
+        "output": str(out),
+        "format": output_format(out),
+        "n_rows": len(rows),
+        "n_written": n_written,
+        "status_counts": counts,
+        "regions": regions,
+        "unplaced_sites": [list(u) for u in unplaced],
+        "plot": None,
+        "logo": None,
+    }
+    scored = [r for r in rows if r["status"] == "ok"]
+    for path, draw, key in ((plot, plot_heatmap, "plot"), (logo, plot_logo, "logo")):
+        if path is None:
+            continue
+        if not scored:
+            err_console.print(f"[yellow]no variant was scored: no {key} drawn[/yellow]")
+            continue
+        draw(path, rows)
+        summary[key] = str(path)
+    if as_json:
+        print_json(summary)
+    else:
+        what = "score lines" if summary["format"] == "cadd" else "rows"
+        console.print(f"wrote {out} ({n_written:,} {what}; {status_summary(counts)})")
+        for key in ("plot", "logo"):
+            if summary[key]:
+                console.print(f"wrote {summary[key]}")
+    if not scored:
+        fail("no variant was scored; the reasons are in the output", code=1)
+
+
+@app.command()
+def calibrate(
+    fasta: FastaOption,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Calibration file to write (.json).")],
+    model: ModelOpt = None,
+    recipe: RecipeOption = "window",
+    window: WindowOption = 8192,
+    window_grid: WindowGridOption = None,
+    rc_average: RcOption = False,
+    context: ContextOption = 24576,
+    context_grid: ContextGridOption = 6144,
+    regions: Annotated[
+        int, typer.Option("--regions", min=1, max=10_000, help="Background regions to sample.")
+    ] = 20,
+    region_bp: Annotated[int, typer.Option(min=1, max=100_000, help="Bases per background region.")] = 100,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed of the region sampling.")] = 0,
+    batch_size: BatchOption = 8,
+    token_budget: BudgetOption = None,
+    dtype: DTypeOption = "auto",
+    device: DeviceOption = None,
+    threads: ThreadsOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Calibrate raw scores to PHRED (higher = more deleterious) against all SNVs of sampled regions."""
+    from hexamer.calibration import CalibrationError
+    from hexamer.calibration import calibrate as run_calibration
+    from hexamer.ism import ism_settings
+    from hexamer.vep import FastaError
+
+    check_runtime(dtype=dtype, device=device, threads=threads)
+    if not fasta.is_file():
+        raise typer.BadParameter(f"{str(fasta)!r} is not a file", param_hint="'--fasta'")
+    if out.suffix.lower() != ".json":
+        raise typer.BadParameter(f"--out must end in .json, got {out.name!r}")
+    if not out.parent.is_dir():
+        raise typer.BadParameter(f"--out folder {str(out.parent)!r} does not exist")
+    set_threads(threads)
+    carbon = load_carbon(model, dtype, device, batch_size)
+    settings = ism_settings(
+        recipe=recipe,
+        window=window,
+        window_grid=window_grid,
+        context=context,
+        context_grid=context_grid,
+        rc_average=rc_average,
+        batch_size=batch_size,
+        token_budget=token_budget,
+    )
+    try:
+        cal = run_calibration(
+            carbon,
+            fasta,
+            settings,
+            n_regions=regions,
+            region_bp=region_bp,
+            seed=seed,
+            on_note=lambda m: err_console.print(f"[yellow]{m}[/yellow]"),
+        )
+        cal.save(out)
+    except (CalibrationError, FastaError, ValueError) as exc:
+        fail(exc)
+    summary = {
+        "output": str(out),
+        "model": cal.model,
+        "settings": cal.settings,
+        "n_scores": cal.n_scores,
+        "max_phred": cal.phreds[-1],
+        "seed": seed,
+    }
+    if as_json:
+        print_json(summary)
+    else:
+        console.print(
+            f"wrote {out} ({cal.n_scores:,} background SNV scores of {regions} regions; PHRED up to {cal.phreds[-1]:.1f})"
+        )
+
+
+@bench_app.command("ism")
+def bench_ism_cmd(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
+    ] = None,
+    shape: Annotated[
+        str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")
+    ] = "tiny",
+    fasta: Annotated[
+        Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
+    ] = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", "-r", help="Region (default: 200 bp of the shipped chr20 slice)."),
+    ] = None,
+    recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
+    window: WindowOption = 8192,
+    window_grid: WindowGridOption = None,
+    rc_average: RcOption = False,
+    context: ContextOption = 24576,
+    context_grid: ContextGridOption = 6144,
+    dtype: Annotated[Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype.")] = "float32",
+    repeats: Annotated[int, typer.Option(min=1, max=100, help="Rounds; each side keeps its best time.")] = 1,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Also write the table as JSON here.")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick/--no-quick", help="Seconds: 30 bp, 1,200 bp windows and contexts.")
+    ] = False,
+) -> None:
+    """ISM of a region vs scoring the same SNVs one by one with the published recipe (same scores, speed-up)."""
+    import importlib.util
+
+    from hexamer.bench.ism import run_ism_bench
+    from hexamer.cli.bench_cmd import bench_folder, emit
+
+    chosen = tuple(r.strip() for r in recipes.split(",") if r.strip())
+    if not chosen or any(r not in ("window", "next_base") for r in chosen):
+        raise typer.BadParameter(
+            f"--recipes must be a comma-separated subset of window, next_base; got {recipes!r}"
+        )
+    if importlib.util.find_spec("transformers") is None:
+        fail(
+            "bench ism compares with the published recipe, which needs transformers (pip install 'hexamer[hf]')"
+        )
+    if fasta is None:
+        from hexamer.demo import demo_data_files
+
+        fasta = next(p for p in demo_data_files() if p.name == "human_chr20.fa.gz")
+        region = region or ("human_chr20:50001-50030" if quick else "human_chr20:50001-50200")
+    elif region is None:
+        raise typer.BadParameter("--fasta needs --region")
+    if quick:
+        window, context, context_grid = min(window, 1200), min(context, 1200), min(context_grid, 1200)
+    folder = bench_folder(model, shape, dtype)
+    report = run_ism_bench(
+        folder=folder,
+        fasta=fasta,
+        region=region,
+        recipes=chosen,
+        dtype=dtype,
+        repeats=repeats,
+        window=window,
+        window_grid=window_grid,
+        rc_average=rc_average,
+        context=context,
+        context_grid=context_grid,
+    )
+    emit(report, out, None)

@@ -1,0 +1,308 @@
+"""In-silico saturation mutagenesis: every SNV of every base of a region scored by a VEP recipe.
+
+The variants (:mod:`hexamer.ism.variants`) go through the VEP engine itself
+(:func:`hexamer.vep.engine.iter_record_blocks`), so every row has exactly the status, reason and score
+``hexamer vep`` gives the same variant with the same settings, and the engine's sharing does the
+speed: with the window recipe the windows of a tile of ``window_grid`` bases share one reference
+window and its KV-cache prefix; with the next-base recipe one forward over a context reads the
+next-base distribution of every position of it (all three ALTs of a base come from one logit row).
+
+    from hexamer import Carbon
+    from hexamer.ism import saturation_mutagenesis
+    rows = saturation_mutagenesis(Carbon.from_pretrained(DIR), "ref.fa.gz", region="chr20:1000-1100")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hexamer.ism.regions import MAX_REGION_BP, Region, RegionError, merge_regions, parse_region
+from hexamer.ism.variants import IsmRecord, ism_records
+from hexamer.vep.engine import VepSettings, iter_record_blocks
+from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW
+from hexamer.vep.variants import Reference, read_vcf
+
+if TYPE_CHECKING:
+    from hexamer.calibration import Calibration
+    from hexamer.carbon import Carbon
+
+__all__ = [
+    "DEFAULT_ISM_WINDOW_GRID",
+    "ISM_COLUMNS",
+    "MAX_FLANK",
+    "SiteScan",
+    "ism_settings",
+    "iter_mutagenesis",
+    "saturation_mutagenesis",
+    "site_mutagenesis",
+    "site_regions",
+]
+
+PathLike = str | os.PathLike[str]
+Row = dict[str, Any]
+
+#: Columns of an ISM row, in output order (``phred`` is set when a calibration is given).
+ISM_COLUMNS = (
+    "chrom",
+    "pos",
+    "ref",
+    "alt",
+    "kind",
+    "recipe",
+    "score",
+    "phred",
+    "status",
+    "reason",
+    "n_scored_bp",
+    "n_oov_bp",
+)
+#: Window recipe default for ISM: windows centred on 128-bp tiles (a base sits at most 64 bp off
+#: centre of an 8,192-bp window), so the 384 SNVs of a tile share one reference window.
+#: ``hexamer vep --window-grid 128`` gives the same numbers.
+DEFAULT_ISM_WINDOW_GRID = 128
+#: The most bases on each side of a site in site mode.
+MAX_FLANK = 100_000
+
+
+def ism_settings(
+    *,
+    recipe: str = "window",
+    window: int = DEFAULT_WINDOW,
+    window_grid: int | None = None,
+    context: int = DEFAULT_CONTEXT,
+    context_grid: int = DEFAULT_CONTEXT_GRID,
+    rc_average: bool = False,
+    batch_size: int = 8,
+    token_budget: int | None = None,
+) -> VepSettings:
+    """The :class:`~hexamer.vep.VepSettings` of an ISM run; ``window_grid=None`` is
+    :data:`DEFAULT_ISM_WINDOW_GRID` (at most half the window) for the window recipe, 1 otherwise."""
+    if window_grid is None:
+        window_grid = min(DEFAULT_ISM_WINDOW_GRID, max(1, window // 2)) if recipe == "window" else 1
+    return VepSettings(
+        recipe=recipe,
+        window=window,
+        window_grid=window_grid,
+        context=context,
+        context_grid=context_grid,
+        rc_average=rc_average,
+        batch_size=batch_size,
+        token_budget=token_budget,
+    )
+
+
+def _skipped(item: IsmRecord, recipe: str) -> list[Row]:
+    rec = item.record
+    return [
+        _ism_row(
+            {"chrom": rec.chrom, "pos": rec.pos, "ref": rec.ref, "alt": alt, "kind": "SNV"}, recipe, item.skip
+        )
+        for alt in rec.alts
+    ]
+
+
+def _ism_row(row: dict[str, Any], recipe: str, skip: str | None = None) -> Row:
+    out = {c: row.get(c) for c in ISM_COLUMNS}
+    out["recipe"] = recipe
+    if skip is not None:
+        out.update(status="skipped", reason=skip, score=None)
+    return out
+
+
+def iter_mutagenesis(
+    carbon: Carbon,
+    reference: Reference,
+    regions: list[Region],
+    settings: VepSettings,
+    *,
+    indels: bool = False,
+    naive: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    calibration: Calibration | None = None,
+) -> Iterator[Row]:
+    """ISM rows of ``regions`` (parsed, merged), in position order, one per (base, ALT)."""
+    settings = settings.checked(carbon, on_note=on_note)
+    if calibration is not None:
+        calibration.check(carbon, settings)
+    items = list(ism_records(reference, regions, indels=indels))
+    skipped = {it.record.index: it for it in items if it.skip is not None}
+    records = [it.record for it in items if it.skip is None]
+    rows: dict[int, list[Row]] = {}
+    for units in iter_record_blocks(
+        carbon, records, reference, settings, naive=naive, on_progress=on_progress, on_note=on_note
+    ):
+        for unit in units:
+            for r in unit:
+                rows.setdefault(r["record"], []).append(r)
+    for it in items:
+        index = it.record.index
+        if index in skipped:
+            batch = _skipped(skipped[index], settings.recipe)
+            if on_progress is not None:
+                on_progress(len(batch))
+        else:
+            batch = [
+                _ism_row(r, settings.recipe) for r in sorted(rows.pop(index), key=lambda r: r["alt_index"])
+            ]
+        yield from batch if calibration is None else calibration.annotate(batch)
+
+
+def _open(fasta: PathLike | Reference) -> tuple[Reference, bool]:
+    if isinstance(fasta, Reference):
+        return fasta, False
+    return Reference(fasta), True
+
+
+def saturation_mutagenesis(
+    carbon: Carbon,
+    fasta: PathLike | Reference,
+    *,
+    region: str | Region | Iterable[str | Region],
+    recipe: str = "window",
+    window: int = DEFAULT_WINDOW,
+    window_grid: int | None = None,
+    context: int = DEFAULT_CONTEXT,
+    context_grid: int = DEFAULT_CONTEXT_GRID,
+    rc_average: bool = False,
+    indels: bool = False,
+    batch_size: int = 8,
+    token_budget: int | None = None,
+    naive: bool = False,
+    calibration: Calibration | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> list[Row]:
+    """Score all three SNVs of every base of ``region`` (``chr:start-end``, 1-based inclusive, or
+    several), and with ``indels`` every 1-bp deletion and insertion, with a VEP recipe.
+
+    Returns rows with the columns :data:`ISM_COLUMNS` sorted by position, one per variant:
+    ``score`` is the recipe's (window: ``LL(alt) - LL(ref)``, next_base: ``log P(ref) - log
+    P(alt)``), equal to :func:`hexamer.vep.score_variants` on the same variants with the same
+    settings (:func:`ism_settings`; ``window_grid=None`` shares one reference window per 128-bp
+    tile); ``status``/``reason`` as ``hexamer vep`` gives them (an ``N`` base is ``skipped``).
+    ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
+    settings first) fills ``phred``. A bad region raises :class:`~hexamer.ism.regions.RegionError`
+    before any scoring.
+    """
+    settings = ism_settings(
+        recipe=recipe,
+        window=window,
+        window_grid=window_grid,
+        context=context,
+        context_grid=context_grid,
+        rc_average=rc_average,
+        batch_size=batch_size,
+        token_budget=token_budget,
+    )
+    reference, owned = _open(fasta)
+    try:
+        wanted = [region] if isinstance(region, str | Region) else list(region)
+        if not wanted:
+            raise RegionError("no region given")
+        parsed = [r if isinstance(r, Region) else parse_region(r, reference) for r in wanted]
+        regions = merge_regions(parsed, reference.order)
+        return list(
+            iter_mutagenesis(
+                carbon,
+                reference,
+                regions,
+                settings,
+                indels=indels,
+                naive=naive,
+                on_progress=on_progress,
+                on_note=on_note,
+                calibration=calibration,
+            )
+        )
+    finally:
+        if owned:
+            reference.close()
+
+
+@dataclass
+class SiteScan:
+    """ISM around the sites of a VCF: the rows, the merged regions scored, and the sites that
+    could not be placed on the FASTA (``(record, chrom, pos, reason)``: unknown contig, bad line)."""
+
+    rows: list[Row]
+    regions: list[Region]
+    unplaced: list[tuple[int, str, int, str]] = field(default_factory=list)
+
+
+def site_regions(
+    vcf: PathLike, reference: Reference, flank: int
+) -> tuple[list[Region], list[tuple[int, str, int, str]]]:
+    """``[pos - flank, pos + flank]`` around each VCF record (clipped to its contig), merged; and
+    the records that name no FASTA contig or position."""
+    if not 0 <= flank <= MAX_FLANK:
+        raise ValueError(f"flank must be between 0 and {MAX_FLANK:,} bp, got {flank}")
+    regions: list[Region] = []
+    unplaced: list[tuple[int, str, int, str]] = []
+    for rec in read_vcf(vcf):
+        if rec.problem is not None:
+            unplaced.append((rec.index, rec.chrom, rec.pos, rec.problem))
+            continue
+        contig, message = reference.resolve(rec.chrom)
+        if contig is None:
+            unplaced.append((rec.index, rec.chrom, rec.pos, message or "contig not in the FASTA"))
+            continue
+        length = reference.lengths[contig]
+        if not 1 <= rec.pos <= length:
+            unplaced.append(
+                (rec.index, rec.chrom, rec.pos, f"POS {rec.pos} is outside contig {contig!r} ({length:,} bp)")
+            )
+            continue
+        start, end = max(0, rec.pos - 1 - flank), min(length, rec.pos + flank)
+        regions.append(Region(rec.chrom, contig, start, end))
+    return merge_regions(regions, reference.order), unplaced
+
+
+def site_mutagenesis(
+    carbon: Carbon,
+    fasta: PathLike | Reference,
+    vcf: PathLike,
+    *,
+    flank: int = 50,
+    indels: bool = False,
+    calibration: Calibration | None = None,
+    naive: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    **settings: Any,
+) -> SiteScan:
+    """ISM of ``flank`` bases on each side of every site of ``vcf`` (overlapping windows merged,
+    so every base is scored once). ``settings`` as for :func:`saturation_mutagenesis`. A site
+    that cannot be placed is listed in :attr:`SiteScan.unplaced` (and passed to ``on_note``)."""
+    checked = ism_settings(**settings)
+    reference, owned = _open(fasta)
+    try:
+        regions, unplaced = site_regions(vcf, reference, flank)
+        for index, chrom, pos, reason in unplaced:
+            if on_note is not None:
+                on_note(f"site {index + 1} ({chrom}:{pos}) not scored: {reason}")
+        if sum(r.length for r in regions) > MAX_REGION_BP:
+            raise RegionError(
+                f"the sites' flanks cover {sum(r.length for r in regions):,} bp, more than {MAX_REGION_BP:,}: "
+                "use fewer sites or a smaller --flank"
+            )
+        rows = list(
+            iter_mutagenesis(
+                carbon,
+                reference,
+                regions,
+                checked,
+                indels=indels,
+                naive=naive,
+                on_progress=on_progress,
+                on_note=on_note,
+                calibration=calibration,
+            )
+        )
+        return SiteScan(rows, regions, unplaced)
+    finally:
+        if owned:
+            reference.close()
