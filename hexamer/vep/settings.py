@@ -115,9 +115,22 @@ class VepSettings:
         not fit the model is cut to fit, like ``hexamer eval`` does, and said so:
         ``on_note(message)`` with the old and new values (default: a :class:`SettingsFittedWarning`).
         The result is marked :attr:`is_checked`; checking it again changes nothing."""
-        out = self._checked(
-            carbon.backend.device.type, carbon.backend.max_prompt_tokens, carbon.layout.k, on_note
+        backend = carbon.backend
+        return self.checked_for(
+            backend.device.type, backend.max_prompt_tokens, carbon.layout.k, on_note=on_note
         )
+
+    def checked_for(
+        self,
+        device_type: str,
+        max_prompt_tokens: int,
+        k: int,
+        *,
+        on_note: Callable[[str], None] | None = None,
+    ) -> VepSettings:
+        """:meth:`checked` for a model known only by its device type (``"cpu"``, ``"cuda"``), the
+        longest prompt it takes and its k (a scorer outside hexamer, e.g. the published baseline)."""
+        out = self._checked(device_type, max_prompt_tokens, k, on_note)
         out = replace(out)  # a new object: the caller's settings stay as they were
         object.__setattr__(out, "_is_checked", True)
         return out

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,7 +42,6 @@ from hexamer.fns.tables import BASE_INDEX
 from hexamer.io import reverse_complement
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna, encode_kmers
-from hexamer.tokenizer.layout import DnaLayout
 from hexamer.vep.engine import VepSettings
 from hexamer.vep.recipes import (
     alt_window,
@@ -60,14 +58,6 @@ __all__ = ["PublishedScorer", "published_scores"]
 
 PathLike = str | os.PathLike[str]
 Key = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """What :meth:`VepSettings.checked` reads from a model (so both sides validate and clip alike)."""
-
-    layout: DnaLayout
-    context_length: int
 
 
 class PublishedScorer:
@@ -130,7 +120,7 @@ class PublishedScorer:
         the same :class:`~hexamer.vep.engine.VepSettings` fields (``recipe``, ``window``,
         ``window_grid``, ``context``, ``context_grid``, ``rc_average``; the engine's batching
         knobs are accepted and have no effect here)."""
-        s = VepSettings(**settings).checked(_Shape(self.layout, self.context_length))  # type: ignore[arg-type]
+        s = VepSettings(**settings).checked_for("cpu", self.context_length, self.layout.k)
         out: dict[Key, float] = {}
         with Reference(fasta) as ref:
             for v, contig in self._scorable(vcf, ref, s):
