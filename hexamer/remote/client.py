@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -52,6 +51,7 @@ from hexamer.engine import Request, SamplingParams
 from hexamer.engine.request import RequestState
 from hexamer.engine.sampler import END, sample_next
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
+from hexamer.model.config import read_config_json
 from hexamer.remote.errors import RemoteError, TopNWarning
 from hexamer.remote.http import Connection
 from hexamer.remote.marginals import Coverage, kmer_rows
@@ -91,8 +91,8 @@ def _folder_context(folder: Path | None) -> int | None:
     if folder is None:
         return None
     try:
-        value = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
-    except (OSError, ValueError):
+        value = read_config_json(Path(folder) / "config.json").get("max_position_embeddings")
+    except FileNotFoundError:
         return None
     return int(value) if isinstance(value, int) and value > 0 else None
 

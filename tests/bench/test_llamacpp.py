@@ -359,3 +359,29 @@ def test_llama_cpp_quantizes_the_converted_folder_to_q8_0(
     texts, timings = backend.generate(["ACGTAC" * 4], 12, batch=1, seed=0)
     assert len(texts[0]) == 12 and set(texts[0]) <= set("ACGT") and timings.step_s
     backend.close()
+
+
+def test_convert_entry_refuses_a_fifo_tokenizer_config_not_reads_it(
+    tiny_folder: Path, tmp_path: Path
+) -> None:
+    """The converter's tokenizer redirect reads ``tokenizer_config.json`` with the model-folder
+    checks, so a FIFO there fails the conversion by name instead of hanging it."""
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_folder, folder)
+    (folder / "tokenizer_config.json").unlink()
+    os.mkfifo(folder / "tokenizer_config.json")
+    converter = _fake_tree(tmp_path / "llama.cpp") / "convert_hf_to_gguf.py"
+    converter.write_text(
+        "import sys\nfrom transformers import AutoTokenizer\nAutoTokenizer.from_pretrained(sys.argv[1])\n"
+    )
+    proc = subprocess.run(
+        converter_command(folder, tmp_path / "out.gguf", "f32", converter),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode != 0 and "tokenizer_config.json is not a regular file" in proc.stderr

@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hexamer.tokenizer.folder import read_json
 
 
 class _ConverterTokenizer:
@@ -27,7 +28,7 @@ class _ConverterTokenizer:
         self.vocab = tok.get_vocab()
         self.kmers = list(layout.kmers)
         self.dna_token_to_id = {kmer: layout.kmer_start + i for i, kmer in enumerate(layout.kmers)}
-        data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        data = read_json(folder / "tokenizer.json", folder) or {}
         added = {t["content"]: (t["id"], bool(t.get("special"))) for t in data.get("added_tokens", [])}
         for offset, name in enumerate(layout.special_tokens):  # <dna>, </dna>, <oov>: added_tokens.json
             added.setdefault(name, (layout.dna_start_id + offset, True))
@@ -65,8 +66,8 @@ def _convert_main(argv: list[str]) -> int:
     original = transformers.AutoTokenizer.from_pretrained
 
     def from_pretrained(path: Any, *args: Any, **kwargs: Any) -> Any:
-        config = Path(path) / "tokenizer_config.json"
-        if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") == "HybridDNATokenizer":
+        config = read_json(Path(path) / "tokenizer_config.json") if Path(path).is_dir() else None
+        if config is not None and config.get("tokenizer_class") == "HybridDNATokenizer":
             return _ConverterTokenizer(Path(path))
         return original(path, *args, **kwargs)
 
