@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import bench_app, console, fail
-from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.bench_cmd import PLOT_WHY, JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.checks import not_stdio
 
 
 @bench_app.command("serve")
@@ -58,7 +59,10 @@ def bench_serve_cmd(
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the latencies (PNG).")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw the latencies (PNG).", callback=not_stdio(PLOT_WHY)),
+    ] = None,
 ) -> None:
     """The published serving workload (random DNA prompts, fixed lengths, ignore_eos), vLLM-style summary."""
     from rich.markup import escape

@@ -11,12 +11,25 @@ import typer
 
 from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
 from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.checks import not_stdio
 
 
 @app.command("quantize")
 def quantize(
-    source: Annotated[Path, typer.Argument(help="Float checkpoint folder (config.json + safetensors).")],
-    out: Annotated[Path, typer.Argument(help="New folder to write (must not exist, or be empty).")],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="Float checkpoint folder (config.json + safetensors).",
+            callback=not_stdio("a checkpoint is a folder of files"),
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Argument(
+            help="New folder to write (must not exist, or be empty).",
+            callback=not_stdio("a checkpoint is a folder of files"),
+        ),
+    ],
     dtype: Annotated[
         Literal["int8"], typer.Option(help="Weight format: int8 (per-output-channel scales).")
     ] = "int8",
@@ -74,7 +87,10 @@ def bench_quant(
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")] = 3,
     gguf: Annotated[
         Path | None,
-        typer.Option(help="A llama.cpp Q8_0 GGUF of the same model: timed, or scored with --fidelity."),
+        typer.Option(
+            help="A llama.cpp Q8_0 GGUF of the same model: timed, or scored with --fidelity.",
+            callback=not_stdio("llama.cpp loads a GGUF from a file by name"),
+        ),
     ] = None,
     gguf_quantize: Annotated[
         str | None,
