@@ -50,6 +50,17 @@ def bench_serve_cmd(
             "what `bench generate` measures)."
         ),
     ] = "completions",
+    rounds: Annotated[
+        int, typer.Option(min=1, max=100, help="Runs of the workload (the table is the last round's).")
+    ] = 1,
+    compare_offline: Annotated[
+        bool,
+        typer.Option(
+            "--compare-offline/--no-compare-offline",
+            help="hexamer's own server: after each round, run the same prompts on the offline engine "
+            "(same model, token mode) and report server / offline.",
+        ),
+    ] = False,
     quick: Annotated[
         bool,
         typer.Option(
@@ -89,6 +100,8 @@ def bench_serve_cmd(
             seed=seed,
             quick=quick,
             endpoint=endpoint,
+            rounds=rounds,
+            compare_offline=compare_offline,
             log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
         )
     except (RemoteError, ValueError, RuntimeError) as exc:

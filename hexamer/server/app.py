@@ -134,6 +134,20 @@ def build_state(model: str | os.PathLike[str] | Carbon, settings: ServerSettings
     worker = EngineWorker(
         engine, max_len=max_len, max_rows=settings.max_num_seqs, max_queue=settings.max_queue, metrics=metrics
     )
+    if worker.rows < settings.max_num_seqs:  # requests beyond the rows wait: throughput drops with them
+        log.warning(
+            json.dumps(
+                {
+                    "event": "kv_rows_capped",
+                    "kv_rows": worker.rows,
+                    "max_num_seqs": settings.max_num_seqs,
+                    "max_model_len": max_len,
+                    "hint": "the KV budget holds fewer rows of max_model_len tokens than max_num_seqs; "
+                    "a smaller --max-model-len (the longest prompt + new tokens you serve) or a larger "
+                    "--kv-cache-bytes gives every sequence a row",
+                }
+            )
+        )
     metrics.kv_rows.set(worker.rows)
     metrics.kv_bytes.set(engine.cache.used_bytes)
     return ServerState(
