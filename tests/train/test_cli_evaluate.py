@@ -116,3 +116,24 @@ def test_cli_trains_on_standard_input_and_reads_a_config_from_it(
     for option in ("--output-dir", "--resume-from"):
         res = CliRunner().invoke(app, ["train", str(dna_file), *TINY, option, "-"])
         assert res.exit_code == 2 and f"{option} cannot be '-'" in error_message(res)
+
+
+def test_validation_data_and_its_tag_from_standard_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from hexamer.cli.train_cmd import spool_stdin_data
+    from hexamer.train.config import TrainConfig
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(">v\nACGTACGT\n"))
+    config = TrainConfig(
+        data=["a.fa"], val_data=["-"], file_tags={"-": "<t>"}, output_dir=str(tmp_path / "r")
+    )
+    spooled = spool_stdin_data(config)
+    saved = tmp_path / "r" / "stdin-val.fa"
+    assert spooled.val_data == [str(saved)] and saved.read_text() == ">v\nACGTACGT\n"
+    assert spooled.file_tags == {str(saved): "<t>"} and spooled.data == ["a.fa"]
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    with pytest.raises(ValueError, match="standard input is empty"):
+        spool_stdin_data(config)
