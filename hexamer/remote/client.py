@@ -152,9 +152,12 @@ class RemoteCarbon:
         if self.top_n < 1:
             raise ValueError(f"top_n must be >= 1, got {top_n}")
         self.format: VllmFormat | SglangFormat = make_format(self.backend, model)
-        self.context_length = (
-            context_length or info.max_model_len or _folder_context(folder) or _UNKNOWN_CONTEXT
-        )
+        try:
+            folder_context = None if context_length or info.max_model_len else _folder_context(folder)
+        except ValueError:  # a config.json that is not a readable file (a FIFO, huge, outside the folder)
+            self.connection.close()
+            raise
+        self.context_length = context_length or info.max_model_len or folder_context or _UNKNOWN_CONTEXT
         self.tolerance = tolerance
         self.last_coverage = Coverage()
         self._window_cache: dict[str, float] = {}
