@@ -90,11 +90,11 @@ def _require_ray() -> None:
 def _with_progress(what: str, input_file: Path, run: Callable[[Callable[[int], None]], Any]) -> Any:
     """``run(on_progress)`` under the CLI's progress bar (total: the input's records); bad input
     or a missing file ends the command with its message."""
-    from hexamer.cli.jobs import _progress, count_records
+    from hexamer.cli.sequence_jobs import count_records, progress_bar
     from hexamer.io import SequenceInputError
 
     try:
-        with _progress() as progress:
+        with progress_bar() as progress:
             task = progress.add_task(what, total=count_records(None, input_file), rate="")
             return run(lambda n: progress.update(task, advance=n))
     except (SequenceInputError, FileNotFoundError, ValueError) as exc:
@@ -117,7 +117,7 @@ def score_on_ray(
     **options: Any,
 ) -> None:
     """``hexamer score --ray``: the command's table, scored by Ray actors; the same summary."""
-    from hexamer.cli.jobs import _report, fail_if_none_ok
+    from hexamer.cli.sequence_jobs import fail_if_none_ok, report_skipped
     from hexamer.distributed import score
 
     _require_ray()
@@ -152,7 +152,7 @@ def score_on_ray(
         print_json({"output": str(out), "n_records": result.n_records, "status_counts": statuses})
     else:
         console.print(f"wrote {out} ({describe_counts(statuses)})")
-    _report(result.problems)
+    report_skipped(result.problems)
     fail_if_none_ok(statuses, "scored", table=True)
 
 
