@@ -18,6 +18,11 @@ Fidelity: against the float32 model, on real DNA windows (the held-out tail of e
   float32 (synthetic labels, not clinical ones);
 * bp-level log-likelihood drift: mean and max ``|Δ log P(base)|`` over every scored base, and the
   change of the mean per-base log-likelihood.
+
+llama.cpp's own quantization of the same weights (``--gguf-quantize q8_0`` or ``--gguf FILE``) is
+scored as one more row: its logits of the 6-mer rows on the same token ids, through hexamer's FNS
+scoring (:mod:`hexamer.bench.llamacpp.scoring`); a ``skipped`` row with the reason when
+llama-cpp-python is not installed or no GGUF is given.
 """
 
 from __future__ import annotations
@@ -214,8 +219,8 @@ def peer_gguf(
     return quantized_gguf(folder, gguf_quantize, n_threads=n_threads, log=log)
 
 
-def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
-    """(a timer for llama.cpp on the Q8_0 GGUF ``gguf``, None), or (None, why it is skipped)."""
+def _llama_cpp_backend(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
+    """(llama.cpp's backend on the GGUF ``gguf``, None), or (None, why the row is skipped)."""
     from hexamer.bench.llamacpp import LlamaCppBackend, llama_cpp_available
 
     ok, why = llama_cpp_available()
@@ -226,8 +231,26 @@ def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[
             "no Q8_0 GGUF given: pass --gguf-quantize q8_0 (hexamer converts the folder and llama.cpp "
             "quantizes it) or --gguf FILE"
         )
-    backend = LlamaCppBackend(folder, gguf_path=gguf, n_threads=_threads())
-    return _LlamaCppTimer(backend), None
+    return LlamaCppBackend(folder, gguf_path=gguf, n_threads=_threads()), None
+
+
+def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
+    """(a timer for llama.cpp on the Q8_0 GGUF ``gguf``, None), or (None, why it is skipped)."""
+    backend, skipped = _llama_cpp_backend(gguf, folder)
+    return (_LlamaCppTimer(backend) if backend is not None else None), skipped
+
+
+def llama_cpp_scorer(
+    gguf: str | Path | None, folder: str | Path | None
+) -> tuple[Callable[[list[str]], list[np.ndarray]] | None, str | None]:
+    """(per-base bp log-likelihoods of sequences from llama.cpp on ``gguf``, None), or (None, why
+    the fidelity row is skipped). See :func:`hexamer.bench.llamacpp.scoring.llama_cpp_per_base`."""
+    from hexamer.bench.llamacpp.scoring import llama_cpp_per_base
+
+    backend, skipped = _llama_cpp_backend(gguf, folder)
+    if backend is None:
+        return None, skipped
+    return (lambda seqs: llama_cpp_per_base(backend, seqs)), None
 
 
 # ------------------------------------------------------------------------------------- fidelity
@@ -282,9 +305,16 @@ def run_quant_fidelity(
     substitution: float = 0.10,
     batch_size: int = 8,
     seed: int = 0,
+    peer: Callable[[list[str]], list[np.ndarray]] | None = None,
+    peer_name: str = LLAMA_CPP_NAME,
+    peer_skipped: str | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
-    """Fidelity of every variant against float32 (see the module docstring for the measures)."""
+    """Fidelity of every variant against float32 (see the module docstring for the measures).
+
+    ``peer`` (per-base log-likelihoods of a list of sequences, e.g. :func:`llama_cpp_scorer`) is
+    scored on the same sequences as one more row named ``peer_name``; without it a ``skipped`` row
+    gives ``peer_skipped`` as the reason (when given). A peer that fails gets a ``failed`` row."""
     from hexamer.evals.metrics import auroc, spearman
 
     rng = random.Random(seed)
@@ -298,12 +328,24 @@ def run_quant_fidelity(
     real = [seq for _, seq in windows[:n_windows]]
     fake = [_substitute(seq, substitution, rng) for seq in real]
     labels = [1] * len(real) + [0] * len(fake)
+    scorers: dict[str, Callable[[list[str]], list[np.ndarray]]] = {
+        v: (lambda seqs, c=carbon: _per_base(c, seqs, batch_size)) for v, carbon in carbons.items()
+    }
+    if peer is not None:
+        scorers[peer_name] = lambda seqs: [np.asarray(x, dtype=np.float64) for x in peer(seqs)]
     results: dict[str, dict[str, Any]] = {}
-    for v, carbon in carbons.items():
+    failed: dict[str, str] = {}
+    for v, per_base in scorers.items():
         log(f"fidelity: scoring with {v} ...")
-        ref_lp = _per_base(carbon, snv_ref, batch_size)
-        alt_lp = _per_base(carbon, snv_alt, batch_size)
-        task_lp = _per_base(carbon, real + fake, batch_size)
+        try:
+            ref_lp = per_base(snv_ref)
+            alt_lp = per_base(snv_alt)
+            task_lp = per_base(real + fake)
+        except (RuntimeError, OSError, ValueError) as exc:
+            if v in carbons:
+                raise
+            failed[v] = f"{type(exc).__name__}: {exc}"  # the peer's failure is a row, not a lost report
+            continue
         results[v] = {
             "scores": np.array([np.nansum(a) - np.nansum(r) for a, r in zip(alt_lp, ref_lp, strict=True)]),
             "per_base": np.concatenate(ref_lp + task_lp),
@@ -345,6 +387,16 @@ def run_quant_fidelity(
                 "n_windows": n_windows,
                 "n_bases": int(d_lp.size),
             }
+        )
+    for v, why in failed.items():
+        report.rows.append({"variant": v, "status": "failed", "reason": why})
+    if peer is None and peer_skipped is not None:
+        report.rows.append({"variant": peer_name, "status": "skipped", "reason": peer_skipped})
+        report.notes.append(f"{peer_name}: skipped ({peer_skipped})")
+    elif peer is not None:
+        report.notes.append(
+            f"{peer_name}: llama.cpp's logits of the 6-mer rows on the same token ids (its own "
+            "quantization of the same weights), turned into bp log-likelihoods by hexamer's FNS scoring"
         )
     report.notes.append(
         f"score = LL(alt window) - LL(ref window), bp level, SNV at the window centre; float32 score "

@@ -261,9 +261,7 @@ def latency_plot(report: BenchReport, path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _target(
-    url: str | None, model: str | None, quick: bool, settings: dict[str, Any]
-) -> Iterator[tuple[str, str]]:
+def _target(url: str | None, model: Any, quick: bool, settings: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(base URL, what it is): the given server, or hexamer's own started in this process."""
     if url is not None:
         if model is not None:
@@ -276,8 +274,9 @@ def _target(
         from hexamer.cli.app import builtin_tiny_model, default_model
 
         model = str(builtin_tiny_model() if quick else default_model()[0])
+    name = Path(str(model if isinstance(model, str | Path) else model.tokenizer.name_or_path)).name
     with serve_in_thread(model, **settings) as local_url:
-        yield local_url, f"hexamer server in this process ({Path(model).name})"
+        yield local_url, f"hexamer server in this process ({name})"
 
 
 def run_serve_bench(
@@ -299,13 +298,25 @@ def run_serve_bench(
     quick: bool = False,
     server_settings: dict[str, Any] | None = None,
     endpoint: str = "completions",
+    rounds: int = 1,
+    compare_offline: bool = False,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Run the workload against ``url`` (or hexamer's server for ``model``, started here) and return
     the summary. ``quick``: 8 prompts of 60 bp in / 60 bp out, 4 at a time (seconds on a tiny model).
     ``endpoint``: ``completions`` (OpenAI, whole-vocabulary sampling; what vLLM serves) or ``dna``
     (hexamer's ``/v1/dna/generate`` in token mode: the same tokens, sampled from the DNA block of
-    the head as ``Carbon.generate`` and ``hexamer bench generate`` do)."""
+    the head as ``Carbon.generate`` and ``hexamer bench generate`` do).
+
+    hexamer's own server is started with ``max_model_len`` = the workload's prompt + new tokens (as
+    serving benchmarks size vLLM), so its KV-cache rows are sized like the offline engine's, which
+    sizes its cache to the work: with the model's whole context per row, the memory budget may hold
+    fewer rows than requests in flight (the ``kv_rows`` note says how many it made).
+
+    ``rounds``: the workload is run that many times (the table is the last round). With
+    ``compare_offline`` (hexamer's own server only), the same model object also runs the same
+    prompts offline (``Carbon.generate``, token mode, same lengths and temperature, all at once)
+    after each server round, and the report gives both throughputs per round and their ratio."""
     from hexamer.remote.client import load_server_tokenizer
     from hexamer.remote.protocol import detect
 
@@ -319,9 +330,28 @@ def run_serve_bench(
         raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
     if not (request_rate > 0):
         raise ValueError(f"request_rate must be > 0 (inf = all at once), got {request_rate}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if compare_offline and url is not None:
+        raise ValueError("comparing with the offline engine needs hexamer's own server (--model), not --url")
     concurrency = min(max_concurrency or num_prompts, num_prompts)
-    settings = {"max_num_seqs": max(concurrency, 1), **(server_settings or {})}
-    with _target(url, model, quick, settings) as (base, what):
+    in_len, out_len = token_lengths(input_bp, output_bp)
+    in_len, out_len = input_len or in_len, output_len or out_len
+    settings = {
+        "max_num_seqs": max(concurrency, 1),
+        "max_model_len": in_len + out_len + 8,  # rows sized to the work, like the offline engine's cache
+        **(server_settings or {}),
+    }
+    carbon = None
+    if compare_offline:
+        from hexamer import Carbon
+        from hexamer.cli.app import builtin_tiny_model, default_model
+
+        folder = model or str(builtin_tiny_model() if quick else default_model()[0])
+        carbon = Carbon.from_pretrained(folder, max_batch_size=concurrency)
+    server_rates: list[float] = []
+    offline_rates: list[float] = []
+    with _target(url, carbon if carbon is not None else model, quick, settings) as (base, what):
         conn = Connection(base, api_key=api_key, max_in_flight=concurrency, max_retries=0, timeout=3600)
         try:
             info = conn.run(detect(conn))
@@ -330,25 +360,33 @@ def run_serve_bench(
                 raise ValueError(f"{base}/v1/models lists no model; pass --served-model")
             tok, _ = load_server_tokenizer(tokenizer, info, name)
             k = tok.layout.k
-            in_len, out_len = token_lengths(input_bp, output_bp, k)
-            in_len, out_len = input_len or in_len, output_len or out_len
             work = Workload(random_prompts(num_prompts, in_len, tok.layout, seed), out_len)
             log(
                 f"{what} at {base} ({info.backend}): {num_prompts} prompts, {in_len} in / {out_len} out tokens"
             )
-            results, duration = conn.run(
-                _run(
-                    conn,
-                    name,
-                    work,
-                    temperature=temperature,
-                    request_rate=request_rate,
-                    seed=seed,
-                    log=log,
-                    endpoint=endpoint,
-                    layout=tok.layout,
+            if carbon is not None:  # its first-call costs (packing, kernels) before any timing
+                carbon.generate(_dna_prompts(work.prompts[:1], tok.layout), max_new_tokens=2, mode="token")
+            for r in range(rounds):
+                results, duration = conn.run(
+                    _run(
+                        conn,
+                        name,
+                        work,
+                        temperature=temperature,
+                        request_rate=request_rate,
+                        seed=seed,
+                        log=log,
+                        endpoint=endpoint,
+                        layout=tok.layout,
+                    )
                 )
-            )
+                server_rates.append(summarize(results, duration, k)["output_throughput"])
+                if carbon is not None:
+                    offline_rates.append(_offline_rate(carbon, work, tok.layout, temperature, concurrency))
+                    log(
+                        f"round {r + 1}/{rounds}: server {server_rates[-1]:.1f} tok/s, "
+                        f"offline engine {offline_rates[-1]:.1f} tok/s"
+                    )
         finally:
             conn.close()
     summary = summarize(results, duration, k)
@@ -368,6 +406,45 @@ def run_serve_bench(
     ]
     if url is None:
         notes.append("the load generator shares this process and its CPU cores with the server")
+    if url is None:
+        notes.append(f"hexamer's server started with max_num_seqs {settings['max_num_seqs']}, max_model_len "
+                     f"{settings['max_model_len']} (prompt + new tokens of the workload)")  # fmt: skip
     if summary["failed"]:
         notes.append(f"{summary['failed']} requests failed; first error: {summary['first_error']}")
-    return build_report(summary, title, notes)
+    report = build_report(summary, title, notes)
+    if rounds > 1:
+        report.rows.append({"metric": "Server output tok/s per round", "key": "server_rounds",
+                            "value": float(np.median(server_rates)), "rounds": server_rates})  # fmt: skip
+    if offline_rates:
+        ratios = [a / b for a, b in zip(server_rates, offline_rates, strict=True)]
+        report.rows.append({"metric": "Offline engine output tok/s (median of rounds)", "key": "offline_throughput",
+                            "value": float(np.median(offline_rates)), "rounds": offline_rates})  # fmt: skip
+        report.rows.append({"metric": "Server / offline engine (median of rounds)", "key": "server_vs_offline",
+                            "value": float(np.median(ratios)), "rounds": ratios})  # fmt: skip
+        report.notes.append(
+            f"server vs offline engine, {rounds} alternating rounds (server then offline, same model object, "
+            f"same prompts, token mode, {out_len} new tokens, batch {concurrency}): ratios "
+            + ", ".join(f"{x:.2f}" for x in ratios)
+            + f" (min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
+    return report
+
+
+def _dna_prompts(prompts: list[list[int]], layout: Any) -> list[str]:
+    """The workload's token prompts as DNA text (``<dna>`` dropped: ``Carbon.generate`` adds it)."""
+    from hexamer.tokenizer.dna import kmers_to_bases
+
+    return [kmers_to_bases([t - layout.kmer_start for t in p[1:]], layout.k) for p in prompts]
+
+
+def _offline_rate(carbon: Any, work: Workload, layout: Any, temperature: float, batch: int) -> float:
+    """Output tokens per second of ``Carbon.generate`` on the workload (token mode, same lengths)."""
+    prompts = _dna_prompts(work.prompts, layout)
+    start = time.perf_counter()
+    gens = []
+    for i in range(0, len(prompts), batch):
+        gens += carbon.generate(
+            prompts[i : i + batch], max_new_tokens=work.output_len, mode="token", temperature=temperature
+        )
+    seconds = time.perf_counter() - start
+    return sum(-(-len(g.sequence) // layout.k) for g in gens) / seconds

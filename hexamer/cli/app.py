@@ -14,6 +14,7 @@ from rich.table import Table
 
 from hexamer import __version__
 from hexamer.cache import cache_root
+from hexamer.cli.checks import not_stdio
 
 if TYPE_CHECKING:
     from hexamer.tokenizer import CarbonTokenizer
@@ -251,7 +252,13 @@ def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
 @app.command()
 def demo(
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Folder for every output (TSV, FASTA, PNG, summary.json).")
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for every output (TSV, FASTA, PNG, summary.json).",
+            callback=not_stdio("it is a folder of several files"),
+        ),
     ] = Path("hexamer-demo"),
     model: ModelOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,

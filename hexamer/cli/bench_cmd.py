@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from hexamer.cli.app import ModelOption, bench_app, cache_dir, console, err_console, load_tokenizer
+from hexamer.cli.checks import not_stdio
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
@@ -37,7 +38,12 @@ PriceOption = Annotated[
         help="Machine price in $ per hour: adds bp/hour and $ per Gbp columns (e.g. 2.5).",
     ),
 ]
-PlotOption = Annotated[Path | None, typer.Option("--plot", help="Also write a PNG bar chart here.")]
+#: why ``--plot -`` is refused
+PLOT_WHY = "an image is written to a file (standard output carries the table or the JSON)"
+PlotOption = Annotated[
+    Path | None,
+    typer.Option("--plot", help="Also write a PNG bar chart here.", callback=not_stdio(PLOT_WHY)),
+]
 ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
 
 
@@ -290,7 +296,11 @@ def bench_scaleout_cmd(
     model: BenchModelOption = None,
     shape: ShapeOption = "tiny",
     fasta: Annotated[
-        Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
+        Path | None,
+        typer.Option(
+            help="Reference FASTA (default: the shipped human chr20 slice).",
+            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
+        ),
     ] = None,
     sites: Annotated[int, typer.Option(min=2, max=100_000, help="Random SNV sites.")] = 384,
     window: Annotated[int, typer.Option(min=12, max=1_000_000, help="Window recipe: bp.")] = 4096,
@@ -383,7 +393,15 @@ def bench_track(
 
 @bench_app.command("all")
 def bench_all(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the JSON, PNGs and summary.md.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for the JSON, PNGs and summary.md.",
+            callback=not_stdio("it is a folder of several files (JSON, PNG, summary.md)"),
+        ),
+    ],
     model: BenchModelOption = None,
     shape: Annotated[
         Shape | None, typer.Option(help="Random-weight shape (default: tiny with --quick, else 500m).")

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hexamer.cli.app import bench_app
-from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.bench_cmd import (
+    PLOT_WHY,
+    BenchModelOption,
+    DtypeOption,
+    JsonOption,
+    LegacyJsonOption,
+    PriceOption,
+)
+from hexamer.cli.checks import not_stdio
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
@@ -34,7 +42,11 @@ def bench_vep_cmd(
     model: BenchModelOption = None,
     shape: ShapeName = "tiny",
     fasta: Annotated[
-        Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
+        Path | None,
+        typer.Option(
+            help="Reference FASTA (default: the shipped human chr20 slice).",
+            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
+        ),
     ] = None,
     recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
     sites: Annotated[int, typer.Option(min=1, help="Random SNV sites.")] = 16,
@@ -47,7 +59,11 @@ def bench_vep_cmd(
         int, typer.Option(min=1, help="Window recipe: centre windows on tiles of this many bp (1 = off).")
     ] = 1,
     vcf: Annotated[
-        Path | None, typer.Option(help="Score this VCF instead of random sites (with --fasta).")
+        Path | None,
+        typer.Option(
+            help="Score this VCF instead of random sites (with --fasta).",
+            callback=not_stdio("the VCF is read again in every timed round"),
+        ),
     ] = None,
     context: Annotated[int, typer.Option(help="Next-base recipe: left context in bp.")] = 6144,
     context_grid: Annotated[int, typer.Option(help="Next-base: contexts start on this grid.")] = 6144,
@@ -61,7 +77,8 @@ def bench_vep_cmd(
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Also draw variants/s per recipe (PNG).")
+        Path | None,
+        typer.Option("--plot", help="Also draw variants/s per recipe (PNG).", callback=not_stdio(PLOT_WHY)),
     ] = None,
     quick: Annotated[
         bool, typer.Option("--quick/--no-quick", help="A seconds-long run (small windows, 6 sites).")

@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import bench_app, console, fail
-from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.bench_cmd import PLOT_WHY, JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.checks import not_stdio
 
 
 @bench_app.command("serve")
@@ -49,6 +50,17 @@ def bench_serve_cmd(
             "what `bench generate` measures)."
         ),
     ] = "completions",
+    rounds: Annotated[
+        int, typer.Option(min=1, max=100, help="Runs of the workload (the table is the last round's).")
+    ] = 1,
+    compare_offline: Annotated[
+        bool,
+        typer.Option(
+            "--compare-offline/--no-compare-offline",
+            help="hexamer's own server: after each round, run the same prompts on the offline engine "
+            "(same model, token mode) and report server / offline.",
+        ),
+    ] = False,
     quick: Annotated[
         bool,
         typer.Option(
@@ -58,7 +70,10 @@ def bench_serve_cmd(
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the latencies (PNG).")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw the latencies (PNG).", callback=not_stdio(PLOT_WHY)),
+    ] = None,
 ) -> None:
     """The published serving workload (random DNA prompts, fixed lengths, ignore_eos), vLLM-style summary."""
     from rich.markup import escape
@@ -85,6 +100,8 @@ def bench_serve_cmd(
             seed=seed,
             quick=quick,
             endpoint=endpoint,
+            rounds=rounds,
+            compare_offline=compare_offline,
             log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
         )
     except (RemoteError, ValueError, RuntimeError) as exc:

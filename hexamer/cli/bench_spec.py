@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import bench_app, console
-from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.bench_cmd import PLOT_WHY, JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.checks import not_stdio
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
@@ -61,7 +62,10 @@ def bench_spec_cmd(
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Also draw the speed-ups (PNG).")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw the speed-ups (PNG).", callback=not_stdio(PLOT_WHY)),
+    ] = None,
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
     from rich.markup import escape

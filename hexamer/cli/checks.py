@@ -7,8 +7,9 @@ Static ranges live in the option declarations (``min=``/``max=``, bounds below);
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -26,6 +27,7 @@ __all__ = [
     "check_output",
     "check_runtime",
     "is_stdio",
+    "not_stdio",
 ]
 
 #: Sequences or windows per forward: far past any GPU's memory, well short of an overflow.
@@ -83,3 +85,16 @@ def check_output(option: str, path: Path, check: object) -> None:
 def is_stdio(path: Path | str | None) -> bool:
     """Whether a path option is ``-`` (standard input or output)."""
     return path is not None and str(path) == STDIO
+
+
+def not_stdio(why: str) -> Callable[[Any], Any]:
+    """A typer option callback that refuses ``-`` (standard input/output) for a file or folder
+    option that cannot be a stream, saying ``why``; runs while the command line is parsed."""
+
+    def check(value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(is_stdio(v) for v in values):
+            raise typer.BadParameter(f"'-' (standard input/output) cannot be used here: {why}")
+        return value
+
+    return check

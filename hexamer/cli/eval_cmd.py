@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,8 @@ from hexamer.cli.app import (
     fail,
     resolve_model,
 )
+from hexamer.cli.checks import is_stdio, not_stdio
+from hexamer.io.stdio import copy_to_stdout
 from hexamer.progress import progress_bar
 
 LEVELS = ("token", "bp", "both")
@@ -70,12 +73,18 @@ def eval_cmd(
     data: Annotated[
         str | None,
         typer.Option(
-            "--data", "-d", help="The task's file or folder (local, or hf://datasets/ORG/NAME/FILE)."
+            "--data",
+            "-d",
+            help="The task's file or folder (local, or hf://datasets/ORG/NAME/FILE).",
+            callback=not_stdio("a task finds its data files by name and format (e.g. test.parquet)"),
         ),
     ] = None,
     data_root: Annotated[
         Path | None,
-        typer.Option(help="Folder holding the datasets in their public layout (see docs/evals.md)."),
+        typer.Option(
+            help="Folder holding the datasets in their public layout (see docs/evals.md).",
+            callback=not_stdio("it is a folder of datasets"),
+        ),
     ] = None,
     level: Annotated[str, typer.Option(help="token (the published headline), bp (FNS), or both.")] = "both",
     limit: Annotated[
@@ -85,16 +94,29 @@ def eval_cmd(
     batch_size: Annotated[int, typer.Option(min=1, help="Sequences per forward pass.")] = 16,
     cache: Annotated[
         Path | None,
-        typer.Option("--cache-dir", help="Per-example record cache (default: the hexamer cache)."),
+        typer.Option(
+            "--cache-dir",
+            help="Per-example record cache (default: the hexamer cache).",
+            callback=not_stdio("it is a folder of cached records"),
+        ),
     ] = None,
     use_cache: Annotated[
         bool, typer.Option("--cache/--no-cache", help="Read and write the per-example record cache.")
     ] = True,
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Folder for per-task JSON, records and plots.")
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for per-task JSON, records and plots (--report - puts the report on stdout).",
+            callback=not_stdio("it is a folder of several files; --report - writes the report to stdout"),
+        ),
     ] = Path("hexamer-eval"),
     report: Annotated[
-        Path | None, typer.Option(help="Also write a report: .html (self-contained), .md or .json.")
+        Path | None,
+        typer.Option(
+            help="Also write a report: .html (self-contained), .md or .json; - writes Markdown to stdout."
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the --limit sample and the bootstrap.")] = 0,
     bootstrap: Annotated[
@@ -105,7 +127,13 @@ def eval_cmd(
         typer.Option("--option", "-O", help="Task option key=value, e.g. context_length=48000, window=4096."),
     ] = None,
     hg38: Annotated[
-        Path | None, typer.Option(help="ClinVar: hg38.parquet (ID, Sequence) or a FASTA.")
+        Path | None,
+        typer.Option(
+            help="ClinVar: hg38.parquet (ID, Sequence) or a FASTA.",
+            callback=not_stdio(
+                "the genome is looked up by chromosome: Parquet and FASTA indexes need a file"
+            ),
+        ),
     ] = None,
     context_length: Annotated[
         int | None, typer.Option(help="ClinVar: left context in bp (24000 published; 48000 too).")
@@ -132,7 +160,13 @@ def eval_cmd(
         raise typer.BadParameter("give --data PATH (one task) or --data-root DATA")
     if suite is None and data is not None and len(names) > 1:
         raise typer.BadParameter("--data is one task's data; for several tasks use --data-root")
-    if report is not None and report.suffix.lower() not in (".html", ".htm", ".md", ".markdown", ".json"):
+    report_to_stdout = is_stdio(report)
+    screen = err_console if report_to_stdout else console  # stdout then carries the report alone
+    if (
+        report is not None
+        and not report_to_stdout
+        and report.suffix.lower() not in (".html", ".htm", ".md", ".markdown", ".json")
+    ):
         raise typer.BadParameter("--report must end in .html, .md or .json")
     options: dict[str, Any] = dict(parse_option(o) for o in option or [])
     if hg38 is not None:
@@ -174,19 +208,23 @@ def eval_cmd(
             root = data_root if data_root is not None else Path(data or ".")
             results = run_suite(carbon, root, tasks=names, levels=levels, progress=progress, **run_options)
 
-    _print_table(results)
+    _print_table(results, screen)
     meta = default_meta(str(path), model_fingerprint(carbon), " ".join(["hexamer", *sys.argv[1:]]))
     out.mkdir(parents=True, exist_ok=True)
     write_json(results, out / "summary.json", {"meta": meta})
-    console.print(f"wrote {out / 'summary.json'}")
-    if report is not None:
+    screen.print(f"wrote {out / 'summary.json'}")
+    if report_to_stdout:
+        with tempfile.TemporaryDirectory(prefix="hexamer-report-") as tmp:
+            write_report(results, Path(tmp) / "report.md", meta)
+            copy_to_stdout(Path(tmp) / "report.md")
+    elif report is not None:
         write_report(results, report, meta)
-        console.print(f"wrote {report}")
+        screen.print(f"wrote {report}")
     if any(r.status == "error" for r in results):
         raise typer.Exit(1)
 
 
-def _print_table(results: list[Any]) -> None:
+def _print_table(results: list[Any], screen: Any = console) -> None:
     from hexamer.evals.report import report_rows
 
     rows = report_rows(results)
@@ -199,4 +237,4 @@ def _print_table(results: list[Any]) -> None:
         if r.status != "ok":  # the full reason is in summary.json and the report
             cells["Status"] = f"{r.status}: {r.reason.split(' (', 1)[0][:60]}"
         table.add_row(*(cells[c] for c in columns))
-    console.print(table)
+    screen.print(table)

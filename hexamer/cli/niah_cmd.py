@@ -9,13 +9,19 @@ import typer
 from rich.table import Table
 
 from hexamer.cli.app import app, console, fail
+from hexamer.cli.checks import not_stdio
 
 
 @app.command("build-niah")
 def build_niah_cmd(
     out: Annotated[
         Path,
-        typer.Option("--out", "-o", help="Output folder: one OUT/niah_{task}_{L}/test.parquet per cell."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output folder: one OUT/niah_{task}_{L}/test.parquet per cell.",
+            callback=not_stdio("it is a folder of datasets, one per task and length"),
+        ),
     ],
     fasta: Annotated[
         list[Path] | None,
@@ -23,6 +29,7 @@ def build_niah_cmd(
             "--fasta",
             help="Genome FASTA (.fa/.fa.gz); repeat for several (rows cycle through them). "
             "Default: the shipped 100 kbp human chr20 slice (enough for contexts up to 16k tokens).",
+            callback=not_stdio("each genome is recorded by its file name in the datasets it builds"),
         ),
     ] = None,
     ctx: Annotated[

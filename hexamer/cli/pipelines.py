@@ -31,9 +31,11 @@ from hexamer.cli.checks import (
     check_output,
     check_runtime,
     is_stdio,
+    not_stdio,
 )
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import count_records, load_carbon, progress_bar
+from hexamer.io.stdio import copy_to_stdout
 
 
 def set_threads(threads: int | None) -> None:
@@ -74,7 +76,11 @@ def vep(
     ],
     fasta: Annotated[
         Path,
-        typer.Option("--fasta", help="Reference FASTA: plain, bgzip (indexed or not) or plain gzip."),
+        typer.Option(
+            "--fasta",
+            help="Reference FASTA: plain, bgzip (indexed or not) or plain gzip.",
+            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
+        ),
     ],
     out: Annotated[
         Path,
@@ -132,7 +138,13 @@ def vep(
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also draw the score distribution per variant kind (.png/.svg/.pdf)."),
+        typer.Option(
+            "--plot",
+            help="Also draw the score distribution per variant kind (.png/.svg/.pdf).",
+            callback=not_stdio(
+                "an image is written to a file (standard output carries the VCF or the summary)"
+            ),
+        ),
     ] = None,
     server: Annotated[
         str | None, typer.Option(help="Score on a vLLM / SGLang / hexamer server at this URL instead.")
@@ -174,7 +186,7 @@ def vep(
 
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
-    from hexamer.io.stdio import copy_to_stdout, spool_stdin
+    from hexamer.io.stdio import spool_stdin
     from hexamer.vep import FastaError, VcfInputError, VepSettings, status_summary
     from hexamer.vep.engine import count_rows
     from hexamer.vep.output import output_kind
@@ -348,7 +360,9 @@ def embed(
     input_file: Annotated[
         Path, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet; - reads FASTA from stdin.")
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help=".parquet, or .npy (+ .ids.txt)")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help=".parquet, or .npy (+ .ids.txt); - writes Parquet to stdout.")
+    ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     pool: Annotated[
         Literal["mean", "last", "sep"],
@@ -386,7 +400,17 @@ def embed(
     check_choice("--pool", pool, ("mean", "last", "sep"))
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    check_output("--out", out, _check_embedding_output)
+    if is_stdio(out) and as_json:
+        raise typer.BadParameter(
+            "--out - writes the Parquet table to standard output; drop --json (or give a file)"
+        )
+    if is_stdio(out) and ray is not None:
+        raise typer.BadParameter(
+            "--ray writes the embeddings to a file (its shards are kept for --resume); give --out FILE",
+            param_hint="'--out'",
+        )
+    if not is_stdio(out):
+        check_output("--out", out, _check_embedding_output)
     check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import embed_on_ray
@@ -444,15 +468,23 @@ def embed(
                 batch_size=batch_size,
                 on_error=on_error,
             )
-            n = write_embeddings(
-                out, items, errors=errors, on_item=lambda _: progress.update(task, advance=1)
-            )
+            with tempfile.TemporaryDirectory(prefix="hexamer-embed-") as tmp:
+                target = (
+                    Path(tmp) / "embeddings.parquet" if is_stdio(out) else out
+                )  # "-o -": Parquet on stdout
+                n = write_embeddings(
+                    target, items, errors=errors, on_item=lambda _: progress.update(task, advance=1)
+                )
+                if is_stdio(out):
+                    copy_to_stdout(target)
     except (SequenceInputError, ValueError) as exc:
         fail(exc)
     if as_json:
         print_json({"output": str(out), "n_records": n, "n_without_vector": len(errors)})
     else:
-        console.print(f"wrote {out} ({n:,} records, {len(errors):,} without a vector)")
+        (err_console if is_stdio(out) else console).print(
+            f"wrote {out} ({n:,} records, {len(errors):,} without a vector)"
+        )
 
 
 def _check_embedding_output(path: Path) -> None:
@@ -468,9 +500,20 @@ def plot(
         Literal["hist", "roc", "pr"], typer.Argument(help="hist (distribution), roc or pr (against labels).")
     ],
     table: Annotated[
-        Path, typer.Argument(help="A score table (.parquet/.tsv/.csv) from hexamer vep or score.")
+        Path,
+        typer.Argument(
+            help="A score table (.parquet/.tsv/.csv/.jsonl) from hexamer vep or score; - reads standard "
+            "input (with --format)."
+        ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help=".png, .svg or .pdf")],
+    out: Annotated[Path, typer.Option("--out", "-o", help=".png, .svg or .pdf; - writes PNG to stdout.")],
+    table_format: Annotated[
+        Literal["parquet", "tsv", "csv", "jsonl"] | None,
+        typer.Option(
+            "--format",
+            help="The table's format: needed when it is read from standard input, else its extension.",
+        ),
+    ] = None,
     score_col: Annotated[str, typer.Option(help="Column holding the scores.")] = "score",
     label_col: Annotated[
         str | None, typer.Option(help="Label column (roc, pr): 0/1, or any values with --positive.")
@@ -491,23 +534,26 @@ def plot(
 ) -> None:
     """Score distribution, or ROC / PR curves against labels."""
     import numpy as np
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
 
     from hexamer import plots
+    from hexamer.io.tables import read_table
 
-    name = table.name.lower()
+    if is_stdio(table) and table_format is None:
+        raise typer.BadParameter(
+            "a table read from standard input ('-') needs --format (parquet, tsv, csv or jsonl)"
+        )
+    if is_stdio(out) and as_json:
+        raise typer.BadParameter("--out - writes the image to standard output; drop --json (or give a file)")
+    shown = "standard input" if is_stdio(table) else str(table)
     try:
-        if name.endswith(".parquet"):
-            data = pq.read_table(table)
-        else:
-            opts = pacsv.ParseOptions(delimiter="\t" if name.endswith((".tsv", ".tab")) else ",")
-            data = pacsv.read_csv(table, parse_options=opts)
+        data = read_table(table, table_format)
+    except ValueError as exc:  # no format for the name
+        raise typer.BadParameter(str(exc), param_hint="'TABLE'") from None
     except Exception as exc:
-        fail(f"cannot read {table}: {exc}")
+        fail(f"cannot read {shown}: {exc}")
     missing = [c for c in (score_col, label_col, by) if c and c not in data.column_names]
     if missing:
-        fail(f"{table} has no column {missing[0]!r}; columns: {', '.join(data.column_names)}")
+        fail(f"{shown} has no column {missing[0]!r}; columns: {', '.join(data.column_names)}")
     scores = np.asarray(data.column(score_col).to_pylist(), dtype=float)
     keep = ~np.isnan(scores)
     scores = -scores if negate else scores
@@ -515,20 +561,26 @@ def plot(
     meaning = recipes.pop() if len(recipes) == 1 else score_col
     xlabel = plots.score_axis_label(meaning, negated=negate)
     summary: dict = {"output": str(out), "kind": kind, "n": int(keep.sum())}
+    spool = tempfile.TemporaryDirectory(prefix="hexamer-plot-") if is_stdio(out) else None
+    target = Path(spool.name) / "plot.png" if spool is not None else out  # "-o -": PNG on stdout
+    screen = err_console if spool is not None else console
     if kind == "hist":
         groups = data.column(by).to_pylist() if by else None
         counts = plots.plot_score_hist(
-            out,
+            target,
             scores[keep],
             [g for g, k in zip(groups, keep, strict=True) if k] if groups else None,
             title=title or (f"{score_col} per {by}" if by else f"{score_col} distribution"),
             xlabel=xlabel,
         )
         summary["counts"] = counts
+        if spool is not None:
+            copy_to_stdout(target)
+            spool.cleanup()
         if as_json:
             print_json(summary)
         else:
-            console.print(f"wrote {out} (plotted scores per group: {describe_counts(counts)})")
+            screen.print(f"wrote {out} (plotted scores per group: {describe_counts(counts)})")
         return
     if label_col is None:
         raise typer.BadParameter(f"{kind} needs --label-col")
@@ -539,17 +591,20 @@ def plot(
     positive_name = positive if positive is not None else "1"
     try:
         values = fn(
-            out,
+            target,
             {score_col if not negate else f"-{score_col}": scores[keep]},
             labels,
             title=title or f"{what}: {'-' if negate else ''}{score_col} vs {label_col} = {positive_name}",
             positive=positive,
         )
     except ValueError as exc:
-        fail(f"{table}: {exc}")
+        fail(f"{shown}: {exc}")
+    if spool is not None:
+        copy_to_stdout(target)
+        spool.cleanup()
     value = next(iter(values.values()))
     summary.update(metric=metric, value=value, positive=positive_name)
     if as_json:
         print_json(summary)
     else:
-        console.print(f"wrote {out} ({metric} {value:.4f}, n = {summary['n']:,}, positive: {positive_name})")
+        screen.print(f"wrote {out} ({metric} {value:.4f}, n = {summary['n']:,}, positive: {positive_name})")

@@ -11,12 +11,25 @@ import typer
 
 from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
 from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.checks import not_stdio
 
 
 @app.command("quantize")
 def quantize(
-    source: Annotated[Path, typer.Argument(help="Float checkpoint folder (config.json + safetensors).")],
-    out: Annotated[Path, typer.Argument(help="New folder to write (must not exist, or be empty).")],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="Float checkpoint folder (config.json + safetensors).",
+            callback=not_stdio("a checkpoint is a folder of files"),
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Argument(
+            help="New folder to write (must not exist, or be empty).",
+            callback=not_stdio("a checkpoint is a folder of files"),
+        ),
+    ],
     dtype: Annotated[
         Literal["int8"], typer.Option(help="Weight format: int8 (per-output-channel scales).")
     ] = "int8",
@@ -72,12 +85,19 @@ def bench_quant(
     prompt_bp: Annotated[int, typer.Option(min=6, max=100_000, help="Speed: prompt length.")] = 1080,
     new_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Speed: bases generated.")] = 360,
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")] = 3,
-    gguf: Annotated[Path | None, typer.Option(help="Speed: a llama.cpp Q8_0 GGUF of the same model.")] = None,
+    gguf: Annotated[
+        Path | None,
+        typer.Option(
+            help="A llama.cpp Q8_0 GGUF of the same model: timed, or scored with --fidelity.",
+            callback=not_stdio("llama.cpp loads a GGUF from a file by name"),
+        ),
+    ] = None,
     gguf_quantize: Annotated[
         str | None,
         typer.Option(
-            help="Speed: make the llama.cpp row's GGUF from the folder (q8_0 or q4_k_m): hexamer's "
-            "f32 GGUF quantized by llama.cpp, cached beside the folder. Instead of --gguf."
+            help="Make the llama.cpp row's GGUF from the folder (q8_0 or q4_k_m): hexamer's "
+            "f32 GGUF quantized by llama.cpp, cached beside the folder. Instead of --gguf; timed, "
+            "or scored with --fidelity."
         ),
     ] = None,
     n_variants: Annotated[int, typer.Option(min=2, max=100_000, help="Fidelity: SNVs scored.")] = 200,
@@ -96,6 +116,8 @@ def bench_quant(
     from hexamer.bench.quant import (
         check_peer_gguf,
         check_variants,
+        llama_cpp_name,
+        llama_cpp_scorer,
         load_variants,
         peer_gguf,
         run_quant_fidelity,
@@ -115,18 +137,19 @@ def bench_quant(
         folder = resolve_model(None)
     else:
         folder = bench_folder(model, shape or "500m", "float32")
-    if not fidelity:  # before loading: conversion errors surface first, and it needs memory
-        try:
-            gguf = peer_gguf(folder, gguf, gguf_quantize, n_threads=threads, log=_log)
-        except (OSError, RuntimeError) as exc:  # converter missing, conversion or quantization failed
-            fail(exc, code=1)
+    try:  # before loading: conversion errors surface first, and it needs memory
+        gguf = peer_gguf(folder, gguf, gguf_quantize, n_threads=threads, log=_log)
+    except (OSError, RuntimeError) as exc:  # converter missing, conversion or quantization failed
+        fail(exc, code=1)
     carbons = load_variants(folder, chosen, max(sizes), _log)
     if fidelity:
         if window_bp > 6 * (next(iter(carbons.values())).context_length - 4):
             raise typer.BadParameter(f"--window-bp {window_bp} does not fit the model's context")
+        peer, skipped = llama_cpp_scorer(gguf, folder)
         report = run_quant_fidelity(
             carbons, model_name=Path(folder).name, n_variants=n_variants, n_windows=n_windows,
-            window_bp=window_bp, log=_log,
+            window_bp=window_bp, peer=peer, peer_name=llama_cpp_name(gguf_quantize), peer_skipped=skipped,
+            log=_log,
         )  # fmt: skip
     else:
         report = run_quant_speed(

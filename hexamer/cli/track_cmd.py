@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from hexamer.cli.app import DTypeOption, JsonFlag, app, console, err_console, fail, print_json
-from hexamer.cli.checks import THREADS_MAX, check_choice, check_runtime
+from hexamer.cli.checks import THREADS_MAX, check_choice, check_runtime, not_stdio
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
@@ -31,9 +31,22 @@ def _formats(text: str) -> tuple[str, ...]:
 @app.command()
 def track(
     fasta: Annotated[
-        Path, typer.Option("--fasta", help="Reference FASTA: .fa, .fa.gz (bgzip or gzip), indexed or not.")
+        Path,
+        typer.Option(
+            "--fasta",
+            help="Reference FASTA: .fa, .fa.gz (bgzip or gzip), indexed or not.",
+            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
+        ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (created; its parent must exist).")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output folder (created; its parent must exist).",
+            callback=not_stdio("it is a folder of tracks"),
+        ),
+    ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     region: Annotated[
         list[str] | None,

@@ -19,6 +19,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from hexamer.cli.checks import is_stdio
+from hexamer.io.stdio import STDIO, spool_stdin
+
 __all__ = ["config_from_cli", "register"]
 
 _console = Console()
@@ -74,7 +77,8 @@ def _parameters() -> list[inspect.Parameter]:
                 list[str] | None,
                 typer.Argument(
                     metavar="DATA...",
-                    help="Training sequence files (FASTA/FASTQ/.txt/Parquet/TSV/CSV).",
+                    help="Training sequence files (FASTA/FASTQ/.txt/Parquet/TSV/CSV); - reads FASTA from "
+                    "stdin (saved as OUTPUT_DIR/stdin-train.fa; resume with that path).",
                     show_default=False,
                 ),
             ],
@@ -85,7 +89,9 @@ def _parameters() -> list[inspect.Parameter]:
             Annotated[
                 Path | None,
                 typer.Option(
-                    "--config", metavar="JSON", help="TrainConfig options as JSON (CLI options win)."
+                    "--config",
+                    metavar="JSON",
+                    help="TrainConfig options as JSON (CLI options win); - reads it from stdin.",
                 ),
             ],
         ),
@@ -145,7 +151,10 @@ def config_from_cli(values: dict[str, Any]) -> Any:
     from hexamer.train.config import TrainConfig
 
     config_file = values.pop("config_file", None)
-    base = TrainConfig.from_json(config_file).to_dict() if config_file else TrainConfig().to_dict()
+    if config_file is not None and str(config_file) == STDIO:
+        base = config_from_stdin().to_dict()
+    else:
+        base = TrainConfig.from_json(config_file).to_dict() if config_file else TrainConfig().to_dict()
     data = values.pop("data", None)
     if data:
         base["data"] = list(data)
@@ -166,6 +175,66 @@ def config_from_cli(values: dict[str, Any]) -> Any:
     return TrainConfig.from_dict(base)
 
 
+def config_from_stdin() -> Any:
+    """``--config -``: a :class:`TrainConfig` from JSON on standard input."""
+    import json
+    import sys
+
+    from hexamer.train.config import TrainConfig
+
+    try:
+        raw = json.loads(sys.stdin.read())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--config - (standard input) is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"--config - (standard input) must hold a JSON object, got {type(raw).__name__}")
+    try:
+        return TrainConfig.from_dict(raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--config - (standard input): {exc}") from None
+
+
+#: Where ``-`` training/validation data is kept, inside the run folder (``--resume`` reads it again).
+STDIN_FILES = {"data": "stdin-train.fa", "val_data": "stdin-val.fa"}
+
+
+def spool_stdin_data(config: Any, *, config_read_stdin: bool = False) -> Any:
+    """``config`` with ``-`` in ``data``/``val_data`` replaced by a FASTA file in the run folder
+    holding standard input (read several times over a run, and again on ``--resume``, so a pipe is
+    saved once). Refuses ``-`` for the folders (``output_dir``, ``resume_from``) and more
+    than one reader of standard input."""
+    for name, why in (
+        ("output_dir", "the run folder holds checkpoints and metrics"),
+        ("resume_from", "a checkpoint is a folder"),
+    ):
+        if getattr(config, name) == STDIO:
+            raise ValueError(f"--{name.replace('_', '-')} cannot be '-' (standard input/output): {why}")
+    readers = [n for n in STDIN_FILES if STDIO in getattr(config, n)]
+    count = sum(getattr(config, n).count(STDIO) for n in STDIN_FILES) + int(config_read_stdin)
+    if count > 1:
+        raise ValueError(
+            "standard input ('-') can be read once: by one data file or by --config, not several"
+        )
+    if not readers:
+        return config
+    run = Path(config.output_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    target = run / STDIN_FILES[readers[0]]
+    tmp = target.with_name(f".{target.name}.tmp")
+    if spool_stdin(tmp) == 0:
+        tmp.unlink(missing_ok=True)
+        raise ValueError("'-' was given as a data file but standard input is empty")
+    tmp.replace(target)
+    changes: dict[str, Any] = {
+        readers[0]: [str(target) if p == STDIO else p for p in getattr(config, readers[0])]
+    }
+    if STDIO in (config.file_tags or {}):
+        tags = dict(config.file_tags)
+        tags[str(target)] = tags.pop(STDIO)
+        changes["file_tags"] = tags
+    return dataclasses.replace(config, **changes)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``train`` command to ``app``."""
 
@@ -176,6 +245,7 @@ def register(app: typer.Typer) -> None:
         from hexamer.train.curves import CURVES_FILE
         from hexamer.train.trainer import METRICS_FILE
 
+        stdin_config = values.get("config_file")
         print_config = values.pop("print_config", False)
         quiet = values.pop("quiet", False)
         as_json = values.pop("as_json", False)
@@ -188,6 +258,10 @@ def register(app: typer.Typer) -> None:
             return
         if not config.data:
             fail("give training files as arguments or 'data' in --config")
+        try:
+            config = spool_stdin_data(config, config_read_stdin=is_stdio(stdin_config))
+        except ValueError as exc:
+            fail(exc)
         try:
             result = train(config, progress=not (quiet or as_json), console=_err if as_json else _console)
         except (ValueError, FileNotFoundError, SequenceInputError) as exc:

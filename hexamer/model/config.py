@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SUPPORTED_DTYPES", "ModelConfig", "RopeConfig"]
+from hexamer.folder_files import checked_file
+
+__all__ = ["SUPPORTED_DTYPES", "ModelConfig", "RopeConfig", "read_config_json"]
 
 #: Weight dtypes a config may name (``torch_dtype`` in v4, ``dtype`` in v5).
 SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
@@ -28,6 +29,29 @@ _DEFAULT_ROPE_THETA = 10_000.0
 
 #: a config.json is a few KB; anything this large is not one (and is not read into memory)
 MAX_CONFIG_BYTES = 16 * 2**20
+
+
+def read_config_json(path: str | Path, root: str | Path | None = None) -> dict[str, Any]:
+    """The JSON object in a model folder's ``config.json`` at ``path``, read only after the checks
+    every folder reader applies: a regular file (a FIFO would block the read forever), inside the
+    folder ``root`` (default: ``path``'s folder) when it is a symlink, at most
+    :data:`MAX_CONFIG_BYTES`, valid UTF-8 JSON holding an object. Errors name the file
+    (``FileNotFoundError`` when absent, ``ValueError`` otherwise)."""
+    path = Path(path)
+    try:
+        checked_file(path, path.parent if root is None else Path(root))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"config.json not found: {path}") from None
+    size = os.stat(path).st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{path} is {size:,} bytes; a config.json is a few KB (limit {MAX_CONFIG_BYTES:,})")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(raw).__name__}")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -103,22 +127,7 @@ class ModelConfig:
     def from_file(cls, path: str | Path) -> ModelConfig:
         """Parse a ``config.json`` file; errors name the file so users know which folder is bad."""
         path = Path(path)
-        try:
-            st = os.stat(path)  # before opening: a FIFO would block the read forever
-        except FileNotFoundError:
-            raise FileNotFoundError(f"config.json not found: {path}") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path} is not a regular file (a FIFO, device or directory is never read)")
-        if st.st_size > MAX_CONFIG_BYTES:
-            raise ValueError(
-                f"{path} is {st.st_size:,} bytes; a config.json is a few KB (limit {MAX_CONFIG_BYTES:,})"
-            )
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path} is not valid JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise ValueError(f"{path} must hold a JSON object, got {type(raw).__name__}")
+        raw = read_config_json(path)
         try:
             return cls.from_dict(raw)
         except ValueError as exc:

@@ -30,7 +30,7 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from hexamer.folder_files import checked_file
-from hexamer.model.config import ModelConfig
+from hexamer.model.config import ModelConfig, read_config_json
 from hexamer.model.llama import LlamaModel
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
@@ -391,7 +391,7 @@ def quantize_folder(source: str | Path, out: str | Path) -> Path:
     if out.resolve() == source.resolve():
         raise ValueError("the output folder must differ from the source folder")
     model, config = load_model(source, dtype=torch.float32)  # validates every tensor first
-    raw = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    raw = read_config_json(source / "config.json")
     float_dtype = (
         getattr(torch, config.dtype) if config.dtype in ("float32", "bfloat16", "float16") else torch.float32
     )

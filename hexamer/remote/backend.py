@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from hexamer.backend.protocol import UnsupportedOperation
 from hexamer.backend.results import ScoreResult
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
+from hexamer.model.config import read_config_json
 from hexamer.remote.errors import RemoteError, TopNWarning
 from hexamer.remote.http import Connection
 from hexamer.remote.marginals import Coverage, kmer_rows
@@ -69,8 +69,8 @@ def _folder_context(folder: Path | None) -> int | None:
     if folder is None:
         return None
     try:
-        value = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
-    except (OSError, ValueError):
+        value = read_config_json(Path(folder) / "config.json").get("max_position_embeddings")
+    except FileNotFoundError:
         return None
     return int(value) if isinstance(value, int) and value > 0 else None
 
@@ -133,9 +133,12 @@ class RemoteBackend(TokenizedInputs):
         if self.top_n < 1:
             raise ValueError(f"top_n must be >= 1, got {top_n}")
         self.format: VllmFormat | SglangFormat = make_format(self.server_kind, model)
-        self._context_length = (
-            context_length or info.max_model_len or _folder_context(folder) or _UNKNOWN_CONTEXT
-        )
+        try:
+            folder_context = None if context_length or info.max_model_len else _folder_context(folder)
+        except ValueError:  # a config.json that is not a readable file (a FIFO, huge, outside the folder)
+            self.connection.close()
+            raise
+        self._context_length = context_length or info.max_model_len or folder_context or _UNKNOWN_CONTEXT
         self.tolerance = tolerance
         self.last_coverage = Coverage()
 

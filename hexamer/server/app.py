@@ -153,10 +153,25 @@ def build_state(
         folder = Path(str(carbon.tokenizer.name_or_path))
     metrics = ServerMetrics()
     # an engine of its own: the caller's ``carbon.engine`` stays free for offline use
-    engine = Engine(carbon.model, carbon.layout, server_engine_config(carbon, settings))
+    engine_config = server_engine_config(carbon, settings)
+    engine = Engine(carbon.model, carbon.layout, engine_config)
     worker = EngineWorker(engine, max_queue=settings.max_queue, metrics=metrics)
     if draft is not None:
         attach_draft(engine, carbon, draft)
+    if worker.rows < settings.max_num_seqs:  # requests beyond the rows wait: throughput drops with them
+        log.warning(
+            json.dumps(
+                {
+                    "event": "kv_rows_capped",
+                    "kv_rows": worker.rows,
+                    "max_num_seqs": settings.max_num_seqs,
+                    "max_model_len": engine_config.max_model_len,
+                    "hint": "the KV budget holds fewer rows of max_model_len tokens than max_num_seqs; "
+                    "a smaller --max-model-len (the longest prompt + new tokens you serve) or a larger "
+                    "--kv-cache-bytes gives every sequence a row",
+                }
+            )
+        )
     metrics.kv_rows.set(worker.rows)
     metrics.kv_bytes.set(engine.cache.used_bytes)
     return ServerState(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from torch import nn
 
 from hexamer.fns import kmer_digits
 from hexamer.model import LlamaModel, ModelConfig, load_model
+from hexamer.model.config import read_config_json
 from hexamer.model.quant import folder_quantization
 from hexamer.testing import QWEN3_ADDED_TOKENS, SHAPES, llama_config, write_tokenizer_files
 from hexamer.tokenizer import CarbonTokenizer
@@ -166,7 +166,7 @@ def starting_point(
         )
     if folder_quantization(folder) is not None:  # int8 codes cannot be trained
         raise ValueError(f"{folder} is an int8-quantized folder; fine-tune the float checkpoint it came from")
-    hf_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    hf_config = read_config_json(folder / "config.json")
     model, _ = load_model(folder, dtype=torch.float32)
     for p in model.parameters():  # load_model returns a frozen inference model
         p.requires_grad_(True)

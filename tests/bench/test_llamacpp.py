@@ -359,3 +359,95 @@ def test_llama_cpp_quantizes_the_converted_folder_to_q8_0(
     texts, timings = backend.generate(["ACGTAC" * 4], 12, batch=1, seed=0)
     assert len(texts[0]) == 12 and set(texts[0]) <= set("ACGT") and timings.step_s
     backend.close()
+
+
+def test_convert_entry_refuses_a_fifo_tokenizer_config_not_reads_it(
+    tiny_folder: Path, tmp_path: Path
+) -> None:
+    """The converter's tokenizer redirect reads ``tokenizer_config.json`` with the model-folder
+    checks, so a FIFO there fails the conversion by name instead of hanging it."""
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_folder, folder)
+    (folder / "tokenizer_config.json").unlink()
+    os.mkfifo(folder / "tokenizer_config.json")
+    converter = _fake_tree(tmp_path / "llama.cpp") / "convert_hf_to_gguf.py"
+    converter.write_text(
+        "import sys\nfrom transformers import AutoTokenizer\nAutoTokenizer.from_pretrained(sys.argv[1])\n"
+    )
+    proc = subprocess.run(
+        converter_command(folder, tmp_path / "out.gguf", "f32", converter),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode != 0 and "tokenizer_config.json is not a regular file" in proc.stderr
+
+
+@pytest.mark.slow
+def test_llama_cpp_scores_bases_like_hexamer_and_its_q8_0_row_is_scored(
+    converted: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """llama.cpp's per-base log-likelihoods (its logits, hexamer's FNS scoring) equal
+    ``Carbon.score(level="bp")`` on the f32 GGUF of the same weights, and its Q8_0 file gets a
+    scored row in the fidelity report, close to float32."""
+    import torch
+
+    from hexamer import Carbon
+    from hexamer.bench.llamacpp.scoring import llama_cpp_per_base
+    from hexamer.bench.quant import llama_cpp_scorer, load_variants, run_quant_fidelity
+    from hexamer.bench.tokenizer import random_dna
+
+    folder, f32 = converted
+    carbon = Carbon.from_pretrained(folder, dtype=torch.float32)
+    seqs = [random_dna(60, seed=1), random_dna(47, seed=2) + "NNNNNN" + "ACG"]
+    backend = LlamaCppBackend(folder, gguf_path=f32, n_threads=1)
+    theirs = llama_cpp_per_base(backend, seqs)
+    backend.close()
+    for ours, other in zip(carbon.score(seqs, level="bp"), theirs, strict=True):
+        assert other.shape == ours.per_base.shape
+        np.testing.assert_array_equal(np.isnan(other), np.isnan(ours.per_base))  # <oov> bases unscored
+        np.testing.assert_allclose(other, ours.per_base, atol=2e-3, equal_nan=True)
+    q8 = quantize_gguf(f32, tmp_path / "model.q8_0.gguf", "q8_0", n_threads=1)
+    peer, skipped = llama_cpp_scorer(q8, folder)
+    assert peer is not None and skipped is None
+    carbons = load_variants(folder, ("float32",), 2, lambda _: None)
+    report = run_quant_fidelity(
+        carbons, model_name="tiny", n_variants=4, n_windows=2, window_bp=48, peer=peer
+    )
+    row = report.rows[-1]
+    assert row["variant"] == "llama.cpp Q8_0" and row["status"] == "ok"
+    assert 0 < row["|Δ log P| max"] < 0.5 and row["n_bases"] == 4 * 48 + 4 * 48
+
+
+def test_gguf_of_a_folder_inside_the_package_goes_to_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hexamer.demo import demo_model_path
+
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    path = default_gguf_path(demo_model_path(), "q8_0")
+    assert tmp_path / "gguf" in path.parents and path.name == "demo-model.q8_0.gguf"
+
+
+@pytest.mark.slow
+def test_demo_model_converts_with_its_small_qwen2_vocabulary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The converter's pre-tokenizer hash only knows full vocabularies; the demo model's 400-token
+    BPE has Qwen2's pre-tokenizer, read from its tokenizer.json, and llama.cpp tokenizes its DNA."""
+    reason = _llama_ready()
+    if reason:
+        pytest.skip(f"llama.cpp peer not available: {reason}")
+    from hexamer.demo import demo_model_path
+    from hexamer.tokenizer import CarbonTokenizer
+
+    folder = demo_model_path()
+    gguf = convert_to_gguf(folder, tmp_path / "demo.f32.gguf", outtype="f32")
+    backend = LlamaCppBackend(folder, gguf_path=gguf, n_threads=1)
+    text = "<dna>ACGTACGGTTAC"
+    assert backend.tokenize(text) == CarbonTokenizer.from_pretrained(folder).encode(text)
+    backend.close()

@@ -74,8 +74,9 @@ def test_bench_quant_fidelity_json(tiny_folder: Path, tmp_path: Path) -> None:
          "--json", str(out)]
     )  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
-    assert [r["variant"] for r in rows] == ["float32", "int8-bf16"]
+    assert [r["variant"] for r in rows] == ["float32", "int8-bf16", "llama.cpp Q8_0"]
     assert 0 <= rows[1]["|Δscore| max"] < 1 and rows[1]["AUROC"] is not None
+    assert rows[2]["status"] == "skipped" and "--gguf-quantize q8_0" in rows[2]["reason"]
 
 
 def test_quantize_command_writes_a_loadable_folder(tiny_folder: Path, tmp_path: Path) -> None:
@@ -150,3 +151,59 @@ def test_peer_gguf_is_checked_before_any_work(
         app, ["bench", "quant", "--model", str(tiny_folder), "--gguf", str(gguf), "--gguf-quantize", "q8_0"]
     )
     assert result.exit_code != 0
+
+
+def test_fidelity_scores_a_peer_row_and_reports_a_missing_or_failing_one(tiny_folder: Path) -> None:
+    """The llama.cpp row's plumbing, with float32 hexamer standing in for the peer: a peer that
+    computes the same numbers has zero drift, a missing one is a skipped row with the reason and a
+    failing one a failed row (the other rows are kept)."""
+    import numpy as np
+
+    from hexamer.bench.quant import LLAMA_CPP_HINT
+
+    carbons = load_variants(tiny_folder, ("float32",), 4, lambda _: None)
+
+    def same(seqs: list[str]) -> list[np.ndarray]:
+        return [np.asarray(r.per_base) for r in carbons["float32"].score(seqs, level="bp")]
+
+    report = run_quant_fidelity(
+        carbons, model_name="tiny", n_variants=6, n_windows=4, window_bp=48, peer=same
+    )
+    rows = {r["variant"]: r for r in report.rows}
+    assert rows["llama.cpp Q8_0"]["status"] == "ok" and rows["llama.cpp Q8_0"]["|Δ log P| max"] == 0
+    skipped = run_quant_fidelity(
+        carbons, model_name="tiny", n_variants=6, n_windows=4, window_bp=48, peer_skipped=LLAMA_CPP_HINT
+    )
+    assert skipped.rows[-1] == {"variant": "llama.cpp Q8_0", "status": "skipped", "reason": LLAMA_CPP_HINT}
+
+    def broken(seqs: list[str]) -> list:
+        raise RuntimeError("llama_decode failed with code 1")
+
+    failed = run_quant_fidelity(
+        carbons,
+        model_name="tiny",
+        n_variants=6,
+        n_windows=4,
+        window_bp=48,
+        peer=broken,
+        peer_name="llama.cpp Q4_K_M",
+    )
+    assert [r["status"] for r in failed.rows] == ["ok", "failed"] and "code 1" in failed.rows[-1]["reason"]
+
+
+def test_bench_quant_fidelity_without_llama_cpp_has_a_skipped_row_with_the_hint(
+    tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hexamer.bench import llamacpp
+    from hexamer.bench.quant import LLAMA_CPP_HINT
+
+    monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: (False, "llama-cpp-python is not installed"))
+    out = tmp_path / "f.json"
+    _ok(
+        ["bench", "quant", "--fidelity", "--model", str(tiny_folder), "--threads", "1", "--variants", "int8",
+         "--n-variants", "4", "--n-windows", "2", "--window-bp", "24", "--gguf-quantize", "q8_0",
+         "--json", str(out)]
+    )  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["float32", "int8", "llama.cpp Q8_0"]
+    assert rows[-1]["status"] == "skipped" and rows[-1]["reason"] == LLAMA_CPP_HINT

@@ -134,3 +134,24 @@ def test_dna_endpoint_on_hexamer_server_in_process(monkeypatch: pytest.MonkeyPat
     assert "/v1/dna/generate" in report.title
     with pytest.raises(ValueError, match="endpoint"):
         run_serve_bench(quick=True, endpoint="chat")
+
+
+def test_dna_endpoint_against_the_offline_engine_in_alternating_rounds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_folder: Path
+) -> None:
+    """--compare-offline: the same prompts on the offline engine after each server round; the
+    server is sized to the work (max_model_len = prompt + new tokens: every request gets a row)."""
+    lines: list[str] = []
+    report = run_serve_bench(
+        model=str(tiny_folder), num_prompts=4, input_bp=60, output_bp=60, endpoint="dna", rounds=2,
+        compare_offline=True, log=lines.append,
+    )  # fmt: skip
+    rows = {r["key"]: r for r in report.rows}
+    assert rows["completed"]["value"] == 4 and rows["total_output_tokens"]["value"] == 40
+    assert len(rows["offline_throughput"]["rounds"]) == 2 and rows["offline_throughput"]["value"] > 0
+    ratios = rows["server_vs_offline"]["rounds"]
+    assert len(ratios) == 2 and all(x > 0 for x in ratios)
+    assert any("max_model_len 29" in n for n in report.notes)  # 11 prompt + 10 new tokens + 8
+    assert sum("offline engine" in line for line in lines) == 2
+    with pytest.raises(ValueError, match="own server"):
+        run_serve_bench(url="http://127.0.0.1:9", compare_offline=True)

@@ -152,9 +152,16 @@ def test_llamacpp_adapter(backends: list[Backend]) -> None:
     assert bad.available() == (False, "RuntimeError: logits differ")
 
 
-def test_llamacpp_backend_reports_why(tiny_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HEXAMER_LLAMA_CPP_DIR", str(tiny_folder))  # no converter there
-    b = llamacpp_backend(tiny_folder, "float32")
+def test_llamacpp_backend_reports_why(
+    tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    folder = shutil.copytree(
+        tiny_folder, tmp_path / "model"
+    )  # no GGUF converted by an earlier test beside it
+    monkeypatch.setenv("HEXAMER_LLAMA_CPP_DIR", str(folder))  # no converter there
+    b = llamacpp_backend(folder, "float32")
     assert b.name == "llama.cpp"
     ok, why = b.available()
     assert not ok and why

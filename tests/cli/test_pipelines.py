@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -232,3 +233,102 @@ def test_plot_roc_string_labels_need_positive(tmp_path: Path) -> None:
     assert abs(pr["value"] - average_precision_score(y, [s for s, _ in rows])) < 1e-12
     missing = run([*args, "--positive", "likely_pathogenic"])
     assert missing.exit_code == 2 and "likely_pathogenic" in error_message(missing)
+
+
+def test_plot_reads_a_table_from_stdin_with_format_and_writes_png_to_stdout(tmp_path: Path) -> None:
+    """`hexamer plot roc - --format F` reads standard input; `-o -` writes the PNG to stdout."""
+    import pyarrow as pa
+    from sklearn.metrics import roc_auc_score
+
+    rows = [{"score": s, "label": y} for s, y in [(0.1, 0), (0.9, 1), (0.4, 0), (0.3, 1), (0.8, 0)]]
+    auc = roc_auc_score([r["label"] for r in rows], [r["score"] for r in rows])
+    jsonl = "".join(json.dumps(r) + "\n" for r in rows)
+    png = tmp_path / "roc.png"
+    summary = run_json(
+        ["plot", "roc", "-", "--format", "jsonl", "-o", png, "--label-col", "label"], input=jsonl
+    )
+    assert abs(summary["value"] - auc) < 1e-12 and png.read_bytes().startswith(b"\x89PNG")
+    parquet = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    summary = run_json(
+        ["plot", "roc", "-", "--format", "parquet", "-o", png, "--label-col", "label"],
+        input=parquet.read_bytes(),
+    )
+    assert abs(summary["value"] - auc) < 1e-12
+    tsv = tmp_path / "t.tsv"
+    tsv.write_text("score\tlabel\n" + "".join(f"{r['score']}\t{r['label']}\n" for r in rows))
+    image = run(["plot", "hist", str(tsv), "-o", "-"])
+    assert image.exit_code == 0, image.output
+    assert image.stdout_bytes.startswith(b"\x89PNG") and "standard" not in image.stdout_bytes[:8].decode(
+        "latin-1"
+    )
+    needs_format = usage_error(["plot", "hist", "-", "-o", png])
+    assert "--format" in needs_format.format_message()
+    both = usage_error(["plot", "hist", str(tsv), "-o", "-", "--json"])
+    assert "--json" in both.format_message()
+
+
+def test_embed_writes_parquet_to_stdout(tiny_folder: Path) -> None:
+    import io
+
+    result = run(["embed", "-m", tiny_folder, "-i", "-", "-o", "-"], input=">a\nACGTACGTTGCA\n>b\nTTTTGGGG\n")
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(io.BytesIO(result.stdout_bytes))
+    assert table.column("id").to_pylist() == ["a", "b"] and table.column("embedding")[0].as_py()
+
+
+def test_embed_on_ray_refuses_stdout_before_any_work(tmp_path: Path) -> None:
+    """`--ray` writes the embeddings to a file (its shards kept for --resume): `-o -` is refused."""
+    fasta = tmp_path / "s.fa"
+    fasta.write_text(">a\nACGTACGTTGCA\n")
+    message = usage_error(["embed", "-i", str(fasta), "-o", "-", "--ray", "local"]).format_message()
+    assert "--ray" in message and "--out FILE" in message
+
+
+def test_file_options_that_cannot_be_a_stream_refuse_dash_with_the_reason(tmp_path: Path) -> None:
+    """Folders, indexed references, images beside another output, and files read by name say why
+    '-' cannot be used, before any work."""
+    vcf = str(DATA / "chr20_slice.vcf")
+    cases = [
+        (["vep", "--vcf", vcf, "--fasta", "-", "-o", tmp_path / "o.tsv"], "read by position"),
+        (
+            [
+                "vep",
+                "--vcf",
+                vcf,
+                "--fasta",
+                DATA / "chr20_slice.fa.gz",
+                "-o",
+                tmp_path / "o.tsv",
+                "--plot",
+                "-",
+            ],
+            "image",
+        ),
+        (["demo", "-o", "-"], "folder"),
+        (["quantize", "-", tmp_path / "q"], "folder"),
+        (["quantize", tmp_path, "-"], "folder"),
+        (["build-niah", "-o", "-"], "folder"),
+        (["build-niah", "-o", tmp_path / "n", "--fasta", "-"], "file name"),
+        (["eval", "--task", "x", "--data", "-"], "by name"),
+        (["eval", "--data-root", "-"], "folder"),
+        (["eval", "--data-root", tmp_path, "-o", "-"], "--report -"),
+        (["eval", "--data-root", tmp_path, "--cache-dir", "-"], "folder"),
+        (["eval", "--data-root", tmp_path, "--hg38", "-"], "chromosome"),
+        (["bench", "tokenizer", "--plot", "-"], "image"),
+        (["bench", "all", "-o", "-"], "folder"),
+        (["bench", "vep", "--fasta", "-"], "read by position"),
+        (["bench", "vep", "--vcf", "-"], "every timed round"),
+        (["bench", "scaleout", "--fasta", "-"], "read by position"),
+        (["track", "--fasta", "-", "-o", tmp_path / "t"], "read by position"),
+        (["track", "--fasta", DATA / "chr20_slice.fa.gz", "-o", "-"], "folder"),
+        (["bench", "quant", "--gguf", "-"], "GGUF"),
+        (["bench", "serve", "--plot", "-"], "image"),
+        (["bench", "spec", "--plot", "-"], "image"),
+    ]
+    for args, why in cases:
+        message = usage_error([str(a) for a in args]).format_message()
+        assert "'-' (standard input/output) cannot be used here" in message and why in message, (
+            args,
+            message,
+        )

@@ -185,3 +185,18 @@ def test_suite_all_with_report(tmp_path: Path, tiny_folder: Path, human_dna: str
         "ClinVar non-coding",
     ):
         assert title in html
+
+
+def test_report_dash_writes_markdown_alone_on_stdout(
+    tmp_path: Path, tiny_folder: Path, human_dna: str
+) -> None:
+    """`--report -`: the Markdown report is all of stdout (the table and messages go to stderr)."""
+    write_brca2(tmp_path, human_dna, n=6, window=120)
+    data = tmp_path / "brca2-vep" / "brca2_vep.parquet"
+    args = ["eval", "-m", str(tiny_folder), "--task", "brca2", "--level", "token", "--data", str(data),
+            "--out", str(tmp_path / "out"), "--bootstrap", "0", "--report", "-"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.lstrip().startswith("#") and "| BRCA2 VEP | token |" in result.stdout
+    assert "wrote" not in result.stdout and "summary.json" in result.stderr
+    assert (tmp_path / "out" / "summary.json").is_file()

@@ -227,3 +227,34 @@ def test_huge_but_valid_integers_parse(value: float) -> None:
     """Absurd sizes are refused against the weights and the machine at load time
     (tests/model/test_loading.py), not guessed at here."""
     assert parse(num_hidden_layers=value).num_hidden_layers == int(value)
+
+
+def test_read_config_json_refuses_fifos_huge_files_and_outside_links_without_hanging(tmp_path: Path) -> None:
+    """Every reader of a folder's config.json (training, the remote client, quantize) goes through
+    read_config_json: a FIFO is refused by name before anything opens it, never read."""
+    import os
+
+    from hexamer.model.config import read_config_json
+    from hexamer.testing.hangs import error_within
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    config = folder / "config.json"
+    os.mkfifo(config)
+    error = error_within(lambda: read_config_json(config), what="reading a FIFO config.json")
+    assert isinstance(error, ValueError) and "config.json is not a regular file" in str(error)
+    config.unlink()
+    (tmp_path / "elsewhere.json").write_text(json.dumps(BASE))
+    config.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(ValueError, match="outside the model folder"):
+        read_config_json(config)
+    config.unlink()
+    with open(config, "wb") as f:
+        f.truncate(17 * 2**20)
+    with pytest.raises(ValueError, match=r"a config\.json is a few KB"):
+        read_config_json(config)
+    config.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        read_config_json(config)
+    config.write_text(json.dumps(BASE))
+    assert read_config_json(config) == BASE

@@ -140,3 +140,25 @@ def test_server_sampler_refuses_client_only_options_by_name(vllm_url: str, tiny_
         got = m.generate("ACGTAC", max_bp=12, mode="token", temperature=0, n=2, stop="T", sampler="server")
         assert [g.finish_reason for g in got] in (["stop", "stop"], ["length", "length"])
         assert all("T" not in g.sequence for g in got)
+
+
+def test_a_fifo_config_json_in_the_tokenizer_folder_is_refused_not_read(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path
+) -> None:
+    """The client reads the context length from the tokenizer folder's config.json when the server
+    does not say it: with the checks of model loading, so a FIFO there is an error, not a hang."""
+    import os
+    import shutil
+
+    from hexamer.testing.hangs import error_within
+
+    folder = tmp_path / "tok"
+    shutil.copytree(tiny_folder, folder, ignore=shutil.ignore_patterns("config.json", "*.safetensors"))
+    os.mkfifo(folder / "config.json")
+    error = error_within(
+        lambda: remote(vllm_url, folder).close(), what="the client reading a FIFO config.json"
+    )
+    assert isinstance(error, ValueError) and "config.json is not a regular file" in str(error)
+    (folder / "config.json").unlink()
+    with remote(vllm_url, folder) as m:  # a tokenizer-only folder: no context length from it
+        assert m.context_length > 0

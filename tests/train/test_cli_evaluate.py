@@ -92,3 +92,48 @@ def test_baselines_skip_oov_chunks() -> None:
     train = [Segment("a", "A" * 30)]
     windows = [("", "AAAAAANAAAAAAAAA")]  # the chunk holding N is not scored (as by the model)
     assert composition_accuracy(train, windows) == 1.0
+
+
+def test_cli_trains_on_standard_input_and_reads_a_config_from_it(
+    app: typer.Typer, dna_file: Path, tmp_path: Path
+) -> None:
+    """`hexamer train -` saves the piped FASTA in the run folder (so the run can resume from it);
+    `--config -` reads the JSON config from standard input; stdin is read once; folders refuse -."""
+    out = tmp_path / "run"
+    args = ["--output-dir", str(out), "--steps", "2", *TINY, "--quiet", "--json"]
+    res = CliRunner().invoke(app, ["train", "-", *args], input=dna_file.read_text())
+    assert res.exit_code == 0, res.output
+    saved = out / "stdin-train.fa"
+    assert saved.read_text() == dna_file.read_text()
+    assert json.loads((out / "train_config.json").read_text())["data"] == [str(saved)]
+    assert json.loads(res.stdout.strip().splitlines()[-1])["step"] == 2
+    config = json.dumps({"data": [str(dna_file)], "steps": 1, "output_dir": str(tmp_path / "c")})
+    res = CliRunner().invoke(app, ["train", "--config", "-", "--print-config"], input=config)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["steps"] == 1 and json.loads(res.stdout)["data"] == [str(dna_file)]
+    twice = CliRunner().invoke(app, ["train", "-", "--config", "-", *args], input=config)
+    assert twice.exit_code == 2 and "can be read once" in error_message(twice)
+    for option in ("--output-dir", "--resume-from"):
+        res = CliRunner().invoke(app, ["train", str(dna_file), *TINY, option, "-"])
+        assert res.exit_code == 2 and f"{option} cannot be '-'" in error_message(res)
+
+
+def test_validation_data_and_its_tag_from_standard_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from hexamer.cli.train_cmd import spool_stdin_data
+    from hexamer.train.config import TrainConfig
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(">v\nACGTACGT\n"))
+    config = TrainConfig(
+        data=["a.fa"], val_data=["-"], file_tags={"-": "<t>"}, output_dir=str(tmp_path / "r")
+    )
+    spooled = spool_stdin_data(config)
+    saved = tmp_path / "r" / "stdin-val.fa"
+    assert spooled.val_data == [str(saved)] and saved.read_text() == ">v\nACGTACGT\n"
+    assert spooled.file_tags == {str(saved): "<t>"} and spooled.data == ["a.fa"]
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    with pytest.raises(ValueError, match="standard input is empty"):
+        spool_stdin_data(config)

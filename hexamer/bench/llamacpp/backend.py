@@ -254,15 +254,23 @@ class LlamaCppBackend:
             out[row] = np.ctypeslib.as_array(ptr, shape=(n_vocab,))[start:stop]
         return out
 
-    def prompt_logits(self, ids: Sequence[int]) -> np.ndarray:
-        """Full-vocabulary float32 logits ``(T, V)`` at every position of one prompt."""
+    def prompt_logits(self, ids: Sequence[int], vocab_rows: tuple[int, int] | None = None) -> np.ndarray:
+        """float32 logits ``(T, V)`` at every position of one prompt: the full vocabulary, or its
+        rows ``[start, stop)`` (``vocab_rows``, e.g. the 4,096 6-mers for scoring)."""
         import llama_cpp as lc
 
         self.load()
         ctx, batch, _ = self._context(1, len(ids) + 1, len(ids))
         lc.llama_memory_clear(lc.llama_get_memory(ctx), True)
         self._decode(ctx, batch, [(t, p, 0, True) for p, t in enumerate(ids)])
-        return self._rows(ctx, range(len(ids)), 0, self._layout.vocab_size)
+        start, stop = vocab_rows if vocab_rows is not None else (0, self._layout.vocab_size)
+        return self._rows(ctx, range(len(ids)), start, stop)
+
+    @property
+    def layout(self) -> Any:
+        """The folder's :class:`~hexamer.tokenizer.DnaLayout` (loads the backend)."""
+        self.load()
+        return self._layout
 
     def generate(
         self,

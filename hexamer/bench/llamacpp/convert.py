@@ -8,6 +8,7 @@ package; the wheel itself does not ship it. It runs in a subprocess, through thi
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -72,9 +73,16 @@ def find_converter(llama_cpp_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def default_gguf_path(folder: str | os.PathLike[str], outtype: str) -> Path:
-    """Where a converted folder is cached: a sibling ``<folder>.<outtype>.gguf``."""
+    """Where a converted folder is cached: a sibling ``<folder>.<outtype>.gguf``, or under the
+    hexamer cache (``gguf/<folder>-<path hash>/``) when the folder lies inside the installed
+    package (the demo model) or its parent is not writable."""
     folder = Path(folder).resolve()
-    return folder.parent / f"{folder.name}.{outtype}.gguf"
+    name = f"{folder.name}.{outtype}.gguf"
+    package = Path(__file__).resolve().parents[2]
+    if package in folder.parents or not os.access(folder.parent, os.W_OK):
+        digest = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+        return cache_root() / "gguf" / f"{folder.name}-{digest}" / name
+    return folder.parent / name
 
 
 def converter_command(
