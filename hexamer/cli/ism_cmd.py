@@ -316,6 +316,14 @@ def bench_ism_cmd(
     quick: Annotated[
         bool, typer.Option("--quick/--no-quick", help="Seconds: 30 bp, 1,200 bp windows and contexts.")
     ] = False,
+    published_sample: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=1_000_000,
+            help="The published recipe scores this many of the SNVs (seeded sample), its time scaled to all.",
+        ),
+    ] = None,
 ) -> None:
     """ISM of a region vs scoring the same SNVs one by one with the published recipe (same scores, speed-up)."""
     import importlib.util
@@ -354,5 +362,6 @@ def bench_ism_cmd(
         rc_average=rc_average,
         context=context,
         context_grid=context_grid,
+        published_sample=published_sample,
     )
     emit(report, out, None)

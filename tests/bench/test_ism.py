@@ -32,3 +32,15 @@ def test_ism_equals_published_per_variant(tiny_folder, recipe, options) -> None:
     assert b.n_variants == 12 and b.max_abs_diff <= 1e-4
     assert b.ism_s > 0 and b.published_s > 0 and b.speedup == pytest.approx(b.published_s / b.ism_s)
     assert b.settings["recipe"] == recipe
+
+
+def test_published_sample_scores_a_seeded_subset(tiny_folder) -> None:
+    from hexamer.bench.baselines.published_vep import PublishedScorer
+
+    carbon = Carbon.from_pretrained(tiny_folder)
+    scorer = PublishedScorer(tiny_folder, device="cpu")
+    options = {"context": 240, "context_grid": 60}
+    b = bench_ism(carbon, scorer, FASTA, "20:60301-60304", recipe="next_base", published_sample=5, **options)
+    assert (b.n_variants, b.n_published) == (12, 5) and b.max_abs_diff <= 1e-4
+    with pytest.raises(ValueError, match="published_sample"):
+        bench_ism(carbon, scorer, FASTA, "20:60301-60304", recipe="next_base", published_sample=0, **options)
