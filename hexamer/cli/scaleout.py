@@ -1,4 +1,4 @@
-"""``--ray`` for ``hexamer vep``, ``score`` and ``embed``: the scale-out options turned into one call,
+"""``--ray`` for ``hexamer vep``, ``score``, ``embed`` and ``ism``: the scale-out options turned into one call,
 so the commands themselves stay thin."""
 
 from __future__ import annotations
@@ -58,6 +58,46 @@ def ray_vep_runner(
         return run_on_ray(
             model,
             vcf,
+            fasta,
+            out,
+            address=address,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus,
+            threads=threads or 1,
+            dtype=dtype,
+            device=device,
+            **options,
+        )
+
+    return run
+
+
+def ray_ism_runner(
+    address: str,
+    *,
+    workers: int,
+    shard_records: int | None,
+    num_gpus: float,
+    threads: int | None,
+    dtype: str,
+    device: str | None,
+) -> Callable[..., Any]:
+    """A ``ism(model, fasta, out, **options)`` (:func:`hexamer.distributed.ism`) on Ray actors;
+    fails now, before any work, when Ray is missing or the shard size cannot give the
+    single-process files."""
+    from hexamer.distributed import ism
+
+    _require_ray()
+    if shard_records is not None and shard_records % BLOCK_RECORDS:
+        raise typer.BadParameter(
+            f"must be a multiple of {BLOCK_RECORDS:,} (the engine's block of records), got {shard_records}",
+            param_hint="'--shard-records'",
+        )
+
+    def run(model: str, fasta: Any, out: Any, **options: Any) -> Any:
+        return ism(
+            model,
             fasta,
             out,
             address=address,
