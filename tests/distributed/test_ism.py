@@ -198,7 +198,7 @@ def test_a_poisoned_shard_becomes_failed_rows(pool, fasta, single, tmp_path) -> 
         pool=pool.limited(2),
         shard_records=4,
         settings=SETTINGS,
-        fault=FaultPlan(raise_in_shard=1),
+        fault=FaultPlan(raise_in_shard=2),  # bases 589-593 of contig a: 4 scored, the R skipped
         on_note=notes.append,
     )
     got = pq.read_table(out).to_pylist()
@@ -206,11 +206,13 @@ def test_a_poisoned_shard_becomes_failed_rows(pool, fasta, single, tmp_path) -> 
     key = [(r["chrom"], r["pos"], r["alt"]) for r in want]
     assert [(r["chrom"], r["pos"], r["alt"]) for r in got] == key  # every variant, in order
     changed = [i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b]
-    assert len(changed) == 12  # the 4 bases of shard 1, 3 SNVs each
+    assert len(changed) == 12  # the 4 scored bases of shard 2, 3 SNVs each
     assert all(got[i]["status"] == "failed" and got[i]["score"] is None for i in changed)
     assert all("InjectedFault" in got[i]["reason"] and "3 times" in got[i]["reason"] for i in changed)
+    iupac = [r for r in got if r["pos"] == 590 and r["chrom"] == "a"]
+    assert len(iupac) == 4 and all(r["status"] == "skipped" and "IUPAC" in r["reason"] for r in iupac)
     assert result.status_counts["failed"] == 12
-    assert any("records 4-7" in n for n in notes)
+    assert any("records 8-12" in n for n in notes)
 
 
 def test_calibration_fills_phred_on_the_driver(pool, carbon, fasta, tmp_path) -> None:
