@@ -116,7 +116,11 @@ def ism(
     workers: WorkersOption = 2,
     shard_records: Annotated[
         int | None,
-        typer.Option(min=1, help="--ray: scored records per shard, a multiple of 50,000 (default 50,000)."),
+        typer.Option(
+            min=1,
+            max=10_000_000,
+            help="--ray: scored records per shard, a multiple of 50,000 (default 50,000).",
+        ),
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
