@@ -20,6 +20,7 @@ from hexamer.cli.app import (
 )
 from hexamer.cli.checks import MAX_BATCH_SIZE, MAX_TOKEN_BUDGET, THREADS_MAX, check_output, check_runtime
 from hexamer.cli.pipelines import set_threads
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
 
 RecipeOption = Annotated[
@@ -111,16 +112,31 @@ def ism(
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
     threads: ThreadsOption = None,
+    ray: RayOption = None,
+    workers: WorkersOption = 2,
+    shard_records: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=10_000_000,
+            help="--ray: scored records per shard, a multiple of 50,000 (default 50,000).",
+        ),
+    ] = None,
+    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    resume: ResumeOption = False,
     as_json: JsonFlag = False,
 ) -> None:
     """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
     from hexamer.calibration import Calibration, CalibrationError
+    from hexamer.cli.app import resolve_model
     from hexamer.ism import RegionError, output_format, plot_heatmap, plot_logo, write_ism
     from hexamer.ism.mutagenesis import saturation_mutagenesis, site_mutagenesis
     from hexamer.vep import FastaError, VcfInputError
     from hexamer.vep.summary import status_summary
 
-    check_runtime(dtype=dtype, device=device, threads=threads)
+    # under --ray the device and threads are the workers', checked on their machines
+    check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
+    check_resume(resume, ray)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
     if vcf is not None and not vcf.is_file():
@@ -134,14 +150,28 @@ def ism(
         err_console.print(
             "[yellow]--indels: the next_base recipe scores SNVs only; indel rows will be skipped[/yellow]"
         )
-    set_threads(threads)
+    on_ray = None
+    if ray is not None:
+        from hexamer.cli.scaleout import ray_ism_runner
+
+        on_ray = ray_ism_runner(
+            ray,
+            workers=workers,
+            shard_records=shard_records,
+            num_gpus=num_gpus_per_worker,
+            threads=threads,
+            dtype=dtype,
+            device=device,
+        )
+    else:
+        set_threads(threads)
     cal = None
     if calibration is not None:
         try:
             cal = Calibration.load(calibration)
         except CalibrationError as exc:
             fail(exc)
-    carbon = load_carbon(model, dtype, device, batch_size)
+    carbon = resolve_model(model) if on_ray is not None else load_carbon(model, dtype, device, batch_size)
     settings = {
         "recipe": recipe,
         "window": window,
@@ -167,15 +197,21 @@ def ism(
                 progress.update(task, advance=n, rate=f"{rate:,.1f} variants/s")
 
             common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick, **settings}
-            if vcf is not None:
+            if on_ray is not None:  # the actors score, the driver writes the file
+                where = {"vcf": vcf, "flank": flank} if vcf is not None else {"region": region}
+                done = on_ray(carbon, fasta, out, resume=resume, **where, **common)
+                rows, n_written, unplaced = done.rows, done.n_written, done.unplaced
+                regions = [str(r) for r in done.regions] if vcf is not None else list(region or [])
+            elif vcf is not None:
                 scan = site_mutagenesis(carbon, fasta, vcf, flank=flank, **common)
                 rows, regions, unplaced = scan.rows, [str(r) for r in scan.regions], scan.unplaced
             else:
                 assert region is not None
                 rows = saturation_mutagenesis(carbon, fasta, region=region, **common)
                 regions = list(region)
-        n_written = write_ism(out, rows)
-    except (RegionError, CalibrationError, FastaError, VcfInputError, ValueError) as exc:
+        if on_ray is None:
+            n_written = write_ism(out, rows)
+    except (RegionError, CalibrationError, FastaError, VcfInputError, FileNotFoundError, ValueError) as exc:
         fail(exc)
     counts = dict(Counter(r["status"] for r in rows))
     summary = {

@@ -1,4 +1,4 @@
-"""``--ray`` for ``hexamer vep``, ``score`` and ``embed``: the scale-out options turned into one call,
+"""``--ray`` for ``hexamer vep``, ``score``, ``embed`` and ``ism``: the scale-out options turned into one call,
 so the commands themselves stay thin."""
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ GpusPerWorkerOption = Annotated[
 BLOCK_RECORDS = 50_000
 
 
-def ray_vep_runner(
+def _block_runner(
+    entry: Callable[..., Any],
     address: str,
     *,
     workers: int,
@@ -43,10 +44,8 @@ def ray_vep_runner(
     dtype: str,
     device: str | None,
 ) -> Callable[..., Any]:
-    """A ``run_vep(model, vcf, fasta, out, **options)`` that scores on Ray actors; fails now,
-    before any work, when Ray is missing or the shard size cannot give the single-process output."""
-    from hexamer.distributed import run_vep as run_on_ray
-
+    """``entry(model, *files, **options)`` on Ray actors with the scale-out options bound; fails
+    now, before any work, when Ray is missing or the shard size is not whole engine blocks."""
     _require_ray()
     if shard_records is not None and shard_records % BLOCK_RECORDS:
         raise typer.BadParameter(
@@ -54,12 +53,10 @@ def ray_vep_runner(
             param_hint="'--shard-records'",
         )
 
-    def run(model: str, vcf: Any, fasta: Any, out: Any, **options: Any) -> Any:
-        return run_on_ray(
+    def run(model: str, *files: Any, **options: Any) -> Any:
+        return entry(
             model,
-            vcf,
-            fasta,
-            out,
+            *files,
             address=address,
             workers=workers,
             shard_records=shard_records,
@@ -71,6 +68,23 @@ def ray_vep_runner(
         )
 
     return run
+
+
+def ray_vep_runner(address: str, **scale_out: Any) -> Callable[..., Any]:
+    """A ``run_vep(model, vcf, fasta, out, **options)`` that scores on Ray actors (the options of
+    :func:`_block_runner`: ``workers``, ``shard_records``, ``num_gpus``, ``threads``, ``dtype``,
+    ``device``)."""
+    from hexamer.distributed import run_vep
+
+    return _block_runner(run_vep, address, **scale_out)
+
+
+def ray_ism_runner(address: str, **scale_out: Any) -> Callable[..., Any]:
+    """An ``ism(model, fasta, out, **options)`` (:func:`hexamer.distributed.ism`) on Ray actors,
+    the scale-out options as for :func:`ray_vep_runner`."""
+    from hexamer.distributed import ism
+
+    return _block_runner(ism, address, **scale_out)
 
 
 def check_resume(resume: bool, ray: str | None) -> None:

@@ -1,4 +1,4 @@
-"""Scale-out on Ray: ``hexamer vep``, ``score`` and ``embed`` across a cluster, with the
+"""Scale-out on Ray: ``hexamer vep``, ``score``, ``embed`` and ``ism`` across a cluster, with the
 single-process output byte for byte.
 
 * :mod:`~hexamer.distributed.cluster`: joining a cluster; :class:`WorkerPool`, model-holding actors;
@@ -7,7 +7,8 @@ single-process output byte for byte.
 * :mod:`~hexamer.distributed.store`: shards committed atomically with checksums (``resume``);
 * :mod:`~hexamer.distributed.vep`: the VEP driver, :func:`run_vep`;
 * :mod:`~hexamer.distributed.score`: ``hexamer score``'s driver, :func:`score`;
-* :mod:`~hexamer.distributed.embed`: ``hexamer embed``'s driver, :func:`embed`.
+* :mod:`~hexamer.distributed.embed`: ``hexamer embed``'s driver, :func:`embed`;
+* :mod:`~hexamer.distributed.ism`: ``hexamer ism``'s driver, :func:`ism`.
 
     from hexamer.distributed import run_vep
     run_vep("path/to/model", "cohort.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", workers=8, resume=True)
@@ -19,6 +20,7 @@ Design and cluster recipes: docs/distributed.md.
 from hexamer.distributed.cluster import RayUnavailableError, WorkerPool, connect, require_ray
 from hexamer.distributed.embed import EmbedRunResult, embed
 from hexamer.distributed.faults import FaultPlan, InjectedFault
+from hexamer.distributed.ism import IsmRunResult, ism
 from hexamer.distributed.score import ScoreRunResult, score
 from hexamer.distributed.store import run_folder
 from hexamer.distributed.vep import run_vep, single_process_command
@@ -27,11 +29,13 @@ __all__ = [
     "EmbedRunResult",
     "FaultPlan",
     "InjectedFault",
+    "IsmRunResult",
     "RayUnavailableError",
     "ScoreRunResult",
     "WorkerPool",
     "connect",
     "embed",
+    "ism",
     "require_ray",
     "run_folder",
     "run_vep",

@@ -6,13 +6,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from hexamer.distributed.cluster import WorkerPool
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import ShardStore
 
-__all__ = ["ShardFeed", "check_job", "failure_reason", "pool_for"]
+if TYPE_CHECKING:
+    from hexamer.calibration import Calibration
+    from hexamer.vep.engine import VepSettings
+
+__all__ = ["ShardFeed", "block_shards", "check_job", "failure_reason", "pool_for"]
 
 T = TypeVar("T")
 
@@ -43,6 +47,36 @@ def check_job(
             raise FileNotFoundError(f"{os.fspath(path)}: no such {what} file")
     if not 1 <= max_attempts <= 100:
         raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
+
+
+def block_shards(
+    pool: WorkerPool,
+    requested: VepSettings,
+    shard_records: int | None,
+    note: Callable[[str], None],
+    calibration: Calibration | None = None,
+) -> tuple[VepSettings, int]:
+    """The VEP settings as the actors' model fits them (what was cut goes to ``note``), checked
+    against ``calibration`` before any shard is scored, and the shard size: ``shard_records``
+    (default ``block_records``), a positive multiple of ``block_records`` so each shard plans the
+    engine blocks a single-process run plans."""
+    from hexamer.distributed.cluster import require_ray
+    from hexamer.vep.engine import VepSettings
+
+    ray = require_ray()
+    checked_dict, fitted = ray.get(pool.actors[0].vep_settings.remote(requested.as_dict()))
+    for message in fitted:
+        note(message)
+    checked = VepSettings(**checked_dict)
+    if calibration is not None:
+        calibration.check(pool.fingerprint, checked)
+    size = checked.block_records if shard_records is None else shard_records
+    if size < 1 or size % checked.block_records:
+        raise ValueError(
+            f"shard_records must be a positive multiple of block_records ({checked.block_records}) so "
+            f"each shard plans the engine blocks a single-process run plans, got {size}"
+        )
+    return checked, size
 
 
 def failure_reason(shard: Shard[Any], reason: str, attempts: int, verb: str = "scoring") -> str:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from hexamer import __version__
 from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, failure_reason, pool_for
+from hexamer.distributed.driver import ShardFeed, block_shards, failure_reason, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
@@ -209,20 +209,8 @@ def _run(
     fault: FaultPlan | None,
     calibration: Calibration | None,
 ) -> VepRunResult:
-    import ray
-
-    checked_dict, fitted = ray.get(pool.actors[0].vep_settings.remote(requested.as_dict()))
-    for message in fitted:
-        note(message)
-    checked = VepSettings(**checked_dict)
-    if calibration is not None:  # before any shard is scored
-        calibration.check(pool.fingerprint, checked)
-    size = checked.block_records if shard_records is None else shard_records
-    if size < 1 or size % checked.block_records:
-        raise ValueError(
-            f"shard_records must be a positive multiple of block_records ({checked.block_records}) so "
-            f"each shard plans the engine blocks a single-process run plans, got {size}"
-        )
+    checked, size = block_shards(pool, requested, shard_records, note, calibration)
+    checked_dict = checked.as_dict()
     meta: dict[str, Any] = {
         "format": _FORMAT,
         "settings": checked.as_dict(),

@@ -34,9 +34,12 @@ __all__ = [
     "ISM_COLUMNS",
     "MAX_FLANK",
     "SiteScan",
+    "ism_rows",
     "ism_settings",
     "iter_mutagenesis",
+    "region_list",
     "saturation_mutagenesis",
+    "site_list",
     "site_mutagenesis",
     "site_regions",
 ]
@@ -112,6 +115,27 @@ def _ism_row(row: dict[str, Any], recipe: str, skip: str | None = None) -> Row:
     return out
 
 
+def ism_rows(
+    items: Iterable[IsmRecord],
+    scored: dict[int, list[Row]],
+    recipe: str,
+    *,
+    on_skipped: Callable[[int], None] | None = None,
+) -> Iterator[list[Row]]:
+    """The ISM rows of ``items``, one list per item in item order: a skipped base's rows, else the
+    engine rows of its record (``scored``, by record index; taken out of it) by ALT order. Shards
+    scored elsewhere merge into the rows one process gives. ``on_skipped`` counts skipped rows."""
+    for it in items:
+        if it.skip is not None:
+            batch = _skipped(it, recipe)
+            if on_skipped is not None:
+                on_skipped(len(batch))
+        else:
+            engine_rows = sorted(scored.pop(it.record.index), key=lambda r: r["alt_index"])
+            batch = [_ism_row(r, recipe) for r in engine_rows]
+        yield batch
+
+
 def iter_mutagenesis(
     carbon: Carbon,
     reference: Reference,
@@ -129,7 +153,6 @@ def iter_mutagenesis(
     if calibration is not None:
         calibration.check(carbon, settings)
     items = list(ism_records(reference, regions, indels=indels))
-    skipped = {it.record.index: it for it in items if it.skip is not None}
     records = [it.record for it in items if it.skip is None]
     rows: dict[int, list[Row]] = {}
     for units in iter_record_blocks(
@@ -138,17 +161,18 @@ def iter_mutagenesis(
         for unit in units:
             for r in unit:
                 rows.setdefault(r["record"], []).append(r)
-    for it in items:
-        index = it.record.index
-        if index in skipped:
-            batch = _skipped(skipped[index], settings.recipe)
-            if on_progress is not None:
-                on_progress(len(batch))
-        else:
-            batch = [
-                _ism_row(r, settings.recipe) for r in sorted(rows.pop(index), key=lambda r: r["alt_index"])
-            ]
+    for batch in ism_rows(items, rows, settings.recipe, on_skipped=on_progress):
         yield from batch if calibration is None else calibration.annotate(batch)
+
+
+def region_list(region: str | Region | Iterable[str | Region], reference: Reference) -> list[Region]:
+    """``region`` (one ``chr:start-end`` or :class:`Region`, or several) parsed against
+    ``reference`` and merged, in FASTA order; :class:`RegionError` for a bad or missing one."""
+    wanted = [region] if isinstance(region, str | Region) else list(region)
+    if not wanted:
+        raise RegionError("no region given")
+    parsed = [r if isinstance(r, Region) else parse_region(r, reference) for r in wanted]
+    return merge_regions(parsed, reference.order)
 
 
 def _open(fasta: PathLike | Reference) -> tuple[Reference, bool]:
@@ -200,11 +224,7 @@ def saturation_mutagenesis(
     )
     reference, owned = _open(fasta)
     try:
-        wanted = [region] if isinstance(region, str | Region) else list(region)
-        if not wanted:
-            raise RegionError("no region given")
-        parsed = [r if isinstance(r, Region) else parse_region(r, reference) for r in wanted]
-        regions = merge_regions(parsed, reference.order)
+        regions = region_list(region, reference)
         return list(
             iter_mutagenesis(
                 carbon,
@@ -261,6 +281,23 @@ def site_regions(
     return merge_regions(regions, reference.order), unplaced
 
 
+def site_list(
+    vcf: PathLike, reference: Reference, flank: int, *, on_note: Callable[[str], None] | None = None
+) -> tuple[list[Region], list[tuple[int, str, int, str]]]:
+    """:func:`site_regions`, each unplaced site passed to ``on_note``; :class:`RegionError` when the
+    flanks cover more than :data:`~hexamer.ism.regions.MAX_REGION_BP` bases."""
+    regions, unplaced = site_regions(vcf, reference, flank)
+    for index, chrom, pos, reason in unplaced:
+        if on_note is not None:
+            on_note(f"site {index + 1} ({chrom}:{pos}) not scored: {reason}")
+    if sum(r.length for r in regions) > MAX_REGION_BP:
+        raise RegionError(
+            f"the sites' flanks cover {sum(r.length for r in regions):,} bp, more than {MAX_REGION_BP:,}: "
+            "use fewer sites or a smaller --flank"
+        )
+    return regions, unplaced
+
+
 def site_mutagenesis(
     carbon: Carbon,
     fasta: PathLike | Reference,
@@ -280,15 +317,7 @@ def site_mutagenesis(
     checked = ism_settings(**settings)
     reference, owned = _open(fasta)
     try:
-        regions, unplaced = site_regions(vcf, reference, flank)
-        for index, chrom, pos, reason in unplaced:
-            if on_note is not None:
-                on_note(f"site {index + 1} ({chrom}:{pos}) not scored: {reason}")
-        if sum(r.length for r in regions) > MAX_REGION_BP:
-            raise RegionError(
-                f"the sites' flanks cover {sum(r.length for r in regions):,} bp, more than {MAX_REGION_BP:,}: "
-                "use fewer sites or a smaller --flank"
-            )
+        regions, unplaced = site_list(vcf, reference, flank, on_note=on_note)
         rows = list(
             iter_mutagenesis(
                 carbon,

@@ -1,0 +1,248 @@
+"""``hexamer ism`` on a Ray cluster, with the files a single-process run writes, byte for byte.
+
+The driver makes the ISM records (cheap and deterministic: regions to VCF-like records, read
+lazily) and cuts them into shards of ``shard_records`` *scored* records, a multiple of the
+engine's ``block_records``: a single process plans its blocks over the scored records only (a
+base that is an IUPAC code is skipped before scoring), so every shard plans the blocks and work
+units one process plans, hence the same numbers. Actors score a shard's records with the VEP
+engine (:meth:`~hexamer.distributed.worker.ShardWorker.vep_shard`); the driver merges them with
+the shard's skipped bases into ISM rows (:func:`hexamer.ism.mutagenesis.ism_rows`), commits each
+shard as it finishes (:mod:`~hexamer.distributed.store`) and at the end writes the rows, shard by
+shard in input order, with the single-process writer (:func:`hexamer.ism.write_ism`).
+
+Memory: the driver holds the shards in flight (a 50,000-record shard is a few MB of records) and
+the committed shards are on disk; the final write holds every row, as one process does (a region
+is at most :data:`~hexamer.ism.MAX_REGION_BP` bases).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.driver import ShardFeed, block_shards, check_job, failure_reason, pool_for
+from hexamer.distributed.faults import FaultPlan
+from hexamer.distributed.scheduler import run_shards
+from hexamer.distributed.sharding import Shard
+from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_rows, ism_settings, region_list, site_list
+from hexamer.ism.regions import Region
+from hexamer.ism.tables import ism_schema, output_format, write_ism
+from hexamer.ism.variants import IsmRecord, ism_records
+from hexamer.vep.engine import VepSettings
+from hexamer.vep.planner import result_row
+from hexamer.vep.variants import Reference
+
+if TYPE_CHECKING:
+    from hexamer.calibration import Calibration
+
+__all__ = ["IsmRunResult", "ism"]
+
+PathLike = str | os.PathLike[str]
+Row = dict[str, Any]
+#: the layout of the run folder; another value is another job
+_FORMAT = "hexamer-ray-ism/1"
+
+
+@dataclass
+class IsmRunResult:
+    """What :func:`ism` wrote: the rows (as :func:`hexamer.ism.saturation_mutagenesis` returns
+    them, for plots), the lines or rows written, the regions scored and, in site mode, the sites
+    that could not be placed; ``n_resumed`` rows came from shards a killed run had committed."""
+
+    output: str
+    rows: list[Row]
+    n_written: int
+    regions: list[Region]
+    unplaced: list[tuple[int, str, int, str]] = field(default_factory=list)
+    n_resumed: int = 0
+
+    @property
+    def status_counts(self) -> dict[str, int]:
+        return dict(Counter(str(r["status"]) for r in self.rows))
+
+
+def ism_shards(items: Iterable[IsmRecord], size: int) -> Iterator[Shard[IsmRecord]]:
+    """Shards of ``size`` scored records each (the last may hold fewer), with the skipped bases
+    between them; ``first`` is the record index of a shard's first item. A shard is cut just
+    before its ``size + 1``-th scored record, so the engine blocks line up with one process's."""
+    if size < 1:
+        raise ValueError(f"shard size must be >= 1 record, got {size}")
+    batch: list[IsmRecord] = []
+    index = first = scored = 0
+    for item in items:
+        if item.skip is None:
+            if scored == size:
+                yield Shard(index, first, batch)
+                index, first, batch, scored = index + 1, first + len(batch), [], 0
+            scored += 1
+        batch.append(item)
+    if batch:
+        yield Shard(index, first, batch)
+
+
+def _failed_rows(shard: Shard[IsmRecord], recipe: str, reason: str) -> list[Row]:
+    """The rows of a shard that kept failing: ``failed`` with the reason (skipped bases as ever)."""
+    scored: dict[int, list[Row]] = {}
+    for item in shard.records:
+        if item.skip is None:
+            rows = [result_row(v, recipe, "failed", reason=reason) for v in item.record.variants()]
+            scored[item.record.index] = rows
+    return [row for batch in ism_rows(shard.records, scored, recipe) for row in batch]
+
+
+def ism(
+    model: PathLike | None,
+    fasta: PathLike,
+    output: PathLike,
+    *,
+    region: str | Region | Iterable[str | Region] | None = None,
+    vcf: PathLike | None = None,
+    flank: int = 50,
+    indels: bool = False,
+    pool: WorkerPool | None = None,
+    workers: int = 2,
+    address: str | None = "auto",
+    threads: int = 1,
+    num_cpus: float | None = None,
+    num_gpus: float = 0.0,
+    dtype: str = "auto",
+    device: str | None = None,
+    shard_records: int | None = None,
+    max_attempts: int = 3,
+    resume: bool = False,
+    calibration: Calibration | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    fault: FaultPlan | None = None,
+    settings: VepSettings | None = None,
+    **fields: Any,
+) -> IsmRunResult:
+    """Saturation mutagenesis of ``region`` (or of ``flank`` bases around each site of ``vcf``)
+    on Ray actors into ``output``; the file equals the one ``hexamer ism`` writes without Ray.
+
+    ``settings`` is a :class:`~hexamer.vep.VepSettings` (default: :func:`hexamer.ism.ism_settings`
+    of the keyword ``fields``: ``recipe``, ``window``, ``window_grid``, ...). ``model`` is a model
+    folder every node can read; ``pool`` reuses running actors instead (then ``model``,
+    ``workers``, ``address``, ``threads``, ``num_cpus``, ``num_gpus``, ``dtype`` and ``device``
+    are unused). ``shard_records`` (default ``block_records``, 50,000) scored records go to an
+    actor at a time, a multiple of ``block_records``. Finished shards are committed as they
+    come; ``resume`` skips those whose checksum verifies. A shard that fails ``max_attempts``
+    times becomes ``failed`` rows with the reason. ``calibration`` fills ``phred`` on the driver
+    (checked against the actors' model and the settings before any scoring); ``fault`` injects
+    failures (drills and tests). A bad region raises :class:`~hexamer.ism.RegionError` before
+    any actor starts.
+    """
+    note = on_note or (lambda _: None)
+    out = Path(output)
+    output_format(out)  # an unknown extension fails now
+    check_job(out, {"FASTA": fasta, **({"VCF": vcf} if vcf is not None else {})}, max_attempts)
+    if (region is None) == (vcf is None):
+        raise ValueError("give region (one or more) or vcf with flank, not both")
+    if settings is not None and fields:
+        raise TypeError(
+            f"give settings=VepSettings(...) or the keywords {', '.join(sorted(fields))}, not both"
+        )
+    requested = settings if settings is not None else ism_settings(**fields)
+    fasta_path = str(Path(fasta).resolve())
+    with Reference(fasta_path) as reference:
+        unplaced: list[tuple[int, str, int, str]] = []
+        if vcf is not None:
+            regions, unplaced = site_list(vcf, reference, flank, on_note=note)
+        else:
+            assert region is not None
+            regions = region_list(region, reference)
+        spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
+        spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=requested.batch_size)
+        with pool_for(pool, model, **spec) as workers_pool:
+            store, n_resumed = _score(
+                workers_pool,
+                reference,
+                fasta_path,
+                out,
+                regions,
+                indels,
+                requested,
+                shard_records,
+                max_attempts,
+                resume,
+                calibration,
+                on_progress,
+                note,
+                fault,
+            )
+    rows = list(store.rows(ISM_COLUMNS))
+    if calibration is not None:
+        rows = list(calibration.annotate(rows))
+    n_written = write_ism(out, rows)
+    store.remove()
+    return IsmRunResult(str(out), rows, n_written, regions, unplaced, n_resumed)
+
+
+def _score(
+    pool: WorkerPool,
+    reference: Reference,
+    fasta: str,
+    out: Path,
+    regions: list[Region],
+    indels: bool,
+    requested: VepSettings,
+    shard_records: int | None,
+    max_attempts: int,
+    resume: bool,
+    calibration: Calibration | None,
+    on_progress: Callable[[int], None] | None,
+    note: Callable[[str], None],
+    fault: FaultPlan | None,
+) -> tuple[ShardStore, int]:
+    """Score every shard not committed yet; the store then holds every record's rows."""
+    checked, size = block_shards(pool, requested, shard_records, note, calibration)
+    checked_dict = checked.as_dict()
+    meta: dict[str, Any] = {
+        "format": _FORMAT,
+        "settings": checked.as_dict(),
+        "fasta": file_identity(fasta),
+        "regions": [[r.chrom, r.contig, r.start, r.end] for r in regions],
+        "indels": indels,
+        "model": pool.fingerprint,
+        "output": out.name,
+        "shard_records": size,
+    }
+    store = ShardStore(run_folder(out), meta, schema=ism_schema(), resume=resume, on_note=note)
+    progress = on_progress or (lambda _: None)
+    noted: set[str] = set()
+
+    def submit(actor: Any, shard: Shard[IsmRecord]) -> Any:
+        records = [it.record for it in shard.records if it.skip is None]
+        return actor.vep_shard.remote(shard.index, records, fasta, None, checked_dict, fault)
+
+    def done(shard: Shard[IsmRecord], value: tuple[list[Row], list[str]]) -> None:
+        engine_rows, notes = value
+        for message in notes:
+            if message not in noted:
+                noted.add(message)
+                note(message)
+        scored: dict[int, list[Row]] = {}
+        for r in engine_rows:
+            scored.setdefault(r["record"], []).append(r)
+        rows = [row for batch in ism_rows(shard.records, scored, checked.recipe) for row in batch]
+        store.commit(shard.index, shard.first, len(shard.records), rows)
+        progress(len(rows))
+
+    def failed(shard: Shard[IsmRecord], reason: str, attempts: int) -> None:
+        why = failure_reason(shard, reason, attempts)
+        note(f"{why}; its rows are marked failed")
+        rows = _failed_rows(shard, checked.recipe, why)
+        store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
+        progress(len(rows))
+
+    items = ism_records(reference, regions, indels=indels)
+    feed = ShardFeed(ism_shards(items, size), store, progress)
+    run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
+    store.check_complete(feed.n_records)
+    return store, feed.n_resumed
