@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,34 @@ def _check_fits(resources: dict[str, float], workers: int, cpus: float, gpus: fl
             )
 
 
+#: how long a new pool waits for CPUs/GPUs that other Ray jobs hold (actors of a pool just closed
+#: take a moment to release theirs) before it is refused instead of waiting forever
+ROOM_WAIT_SECONDS = 15.0
+
+
+def _wait_for_room(ray: Any, workers: int, cpus: float, gpus: float) -> None:
+    """Refuse a pool that fits the cluster but not what is free now: Ray would queue its actors
+    until another job ends, which looks like a hang."""
+    deadline = time.monotonic() + ROOM_WAIT_SECONDS
+    while True:
+        free = ray.available_resources()
+        short = [
+            (name, workers * each, float(free.get(name, 0.0)))
+            for name, each in (("CPU", cpus), ("GPU", gpus))
+            if each > 0 and workers * each > float(free.get(name, 0.0)) + 1e-9
+        ]
+        if not short:
+            return
+        if time.monotonic() >= deadline:
+            name, need, have = short[0]
+            raise ValueError(
+                f"{workers} workers need {need:g} {name}s but only {have:g} are free on the Ray cluster "
+                f"(other Ray jobs or pools hold the rest; waited {ROOM_WAIT_SECONDS:g} s): close the other "
+                "pool, wait for the other job, or use fewer workers"
+            )
+        time.sleep(0.5)
+
+
 def _absolute(model: str) -> str:
     """A local model folder as an absolute path (actors may run in another working folder); a hub
     id as given."""
@@ -128,6 +157,7 @@ class WorkerPool:
         self.batch_size = batch_size
         cpus = num_cpus if num_cpus is not None else DEFAULT_CPUS_PER_THREAD * threads
         _check_fits(ray.cluster_resources(), workers, cpus, num_gpus)
+        _wait_for_room(ray, workers, cpus, num_gpus)
         actor = ray.remote(ShardWorker).options(
             num_cpus=cpus,
             num_gpus=num_gpus,

@@ -66,6 +66,15 @@ def test_a_pool_larger_than_the_cluster_is_refused(local_ray, tiny_folder) -> No
         WorkerPool(tiny_folder, workers=5, threads=1)  # 5 x 0.5 CPU > 2
 
 
+def test_a_pool_that_fits_but_finds_the_cpus_taken_is_refused(local_ray, tiny_folder, monkeypatch) -> None:
+    from hexamer.distributed import WorkerPool, cluster
+
+    monkeypatch.setattr(cluster, "ROOM_WAIT_SECONDS", 1.0)
+    with WorkerPool(tiny_folder, workers=4, threads=1):  # 4 x 0.5 CPU: all of the cluster's 2
+        with pytest.raises(ValueError, match="only 0 are free"):
+            WorkerPool(tiny_folder, workers=1, threads=1)  # would otherwise wait forever
+
+
 @pytest.mark.parametrize("command", ["score", "embed"])
 def test_resume_of_score_and_embed_needs_ray(command, tiny_folder, tmp_path) -> None:
     reads = tmp_path / "r.fa"
