@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from hexamer.cli.app import app
 from hexamer.demo import demo_data_files, run_demo
 from hexamer.demo.heldout import heldout_windows
-from hexamer.demo.story import UNIFORM_LOGP, DemoResult
+from hexamer.demo.story import OUTPUT_FILES, UNIFORM_LOGP, DemoResult
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +33,7 @@ def _tsv(path: Path) -> list[dict[str, str]]:
 
 def test_every_output_is_in_the_named_folder(result: DemoResult) -> None:
     names = {p.name for p in result.files}
-    assert names == {
-        "tokens.tsv",
-        "scores.tsv",
-        "scores.png",
-        "copy_test.tsv",
-        "copy_test.png",
-        "generated.fa",
-        "triplet_expansion.tsv",
-        "variants.vcf",
-        "variants.tsv",
-        "embeddings.tsv",
-        "ism_heatmap.png",
-        "summary.json",
-    }
+    assert names == set(OUTPUT_FILES)
     for path in result.files:
         assert path.parent == result.out_dir and path.stat().st_size > 0
     for png in ("scores.png", "copy_test.png", "ism_heatmap.png"):
