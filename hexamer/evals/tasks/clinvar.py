@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from hexamer.evals.data import ROW_INDEX, find_file, read_rows
+from hexamer.evals.data import find_file, read_rows, variant_example
 from hexamer.evals.genome import REFERENCE_NAMES, ReferenceGenome, find_reference
 from hexamer.evals.metrics import auprc_trapezoid, auroc
 from hexamer.evals.task import EvalContext, Example, Record, Task
@@ -118,12 +118,7 @@ class ClinVarTask(Task):
             label = r["label"]
             out.append(
                 {
-                    "id": f"{r[ROW_INDEX]}:{r['chrom']}:{r['pos']}:{r['ref']}>{r['alt']}",
-                    "row": r[ROW_INDEX],
-                    "chrom": str(r["chrom"]).removeprefix("chr"),
-                    "pos": r["pos"],
-                    "ref": r["ref"],
-                    "alt": r["alt"],
+                    **variant_example(r, chrom=str(r["chrom"]).removeprefix("chr")),
                     "y": _label(label),
                     **{c: r[c] for c in BREAKDOWN_COLUMNS if c in r},
                 }

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hexamer.evals.data import ROW_INDEX, find_file, read_rows
+from hexamer.evals.data import find_file, read_rows, variant_example
 from hexamer.evals.metrics import auprc_trapezoid, auroc, by_group_weighted, spearman
 from hexamer.evals.scoring import sequence_loglik
 from hexamer.evals.task import EvalContext, Example, Record, Task
@@ -111,12 +111,7 @@ class WindowVepTask(Task):
             cls = r["class"]
             out.append(
                 {
-                    "id": f"{r[ROW_INDEX]}:{r['chrom']}:{r['pos']}:{r['ref']}>{r['alt']}",
-                    "row": r[ROW_INDEX],
-                    "chrom": str(r["chrom"]),
-                    "pos": r["pos"],
-                    "ref": r["ref"],
-                    "alt": r["alt"],
+                    **variant_example(r, chrom=str(r["chrom"])),
                     "class": cls,
                     "y": 1 if cls == POSITIVE else 0 if cls == NEGATIVE else None,
                     "score": _float_or_none(r.get("score")),
