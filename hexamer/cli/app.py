@@ -46,6 +46,14 @@ DTypeOption = Annotated[
         "projections with float32 activations, int8-bf16 with bfloat16 ones; docs/quantization.md)."
     ),
 ]
+
+
+def out_folder_option(help_text: str, why: str) -> Any:
+    """An ``--out/-o FOLDER`` option; ``-`` is refused because ``why`` (e.g. "it is a folder of
+    several files")."""
+    return typer.Option("--out", "-o", help=help_text, callback=not_stdio(why))
+
+
 #: ``--threads`` of a command that runs the model in this process
 CpuThreadsOption = Annotated[
     int | None,
@@ -258,11 +266,8 @@ def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
 def demo(
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Folder for every output (TSV, FASTA, PNG, summary.json).",
-            callback=not_stdio("it is a folder of several files"),
+        out_folder_option(
+            "Folder for every output (TSV, FASTA, PNG, summary.json).", "it is a folder of several files"
         ),
     ] = Path("hexamer-demo"),
     model: ModelOption = None,

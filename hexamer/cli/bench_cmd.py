@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from hexamer.cli.app import ModelOption, bench_app, cache_dir, console, err_console, load_tokenizer
+from hexamer.cli.app import (
+    ModelOption,
+    bench_app,
+    cache_dir,
+    console,
+    err_console,
+    load_tokenizer,
+    out_folder_option,
+)
 from hexamer.cli.checks import not_stdio
 
 if TYPE_CHECKING:
@@ -414,11 +422,9 @@ def bench_track(
 def bench_all(
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Folder for the JSON, PNGs and summary.md.",
-            callback=not_stdio("it is a folder of several files (JSON, PNG, summary.md)"),
+        out_folder_option(
+            "Folder for the JSON, PNGs and summary.md.",
+            "it is a folder of several files (JSON, PNG, summary.md)",
         ),
     ],
     model: BenchModelOption = None,

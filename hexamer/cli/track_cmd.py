@@ -16,6 +16,7 @@ from hexamer.cli.app import (
     console,
     err_console,
     fail,
+    out_folder_option,
     print_json,
 )
 from hexamer.cli.checks import check_choice, check_runtime, not_stdio
@@ -48,13 +49,7 @@ def track(
         ),
     ],
     out: Annotated[
-        Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Output folder (created; its parent must exist).",
-            callback=not_stdio("it is a folder of tracks"),
-        ),
+        Path, out_folder_option("Output folder (created; its parent must exist).", "it is a folder of tracks")
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     region: Annotated[
