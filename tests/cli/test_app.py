@@ -22,9 +22,8 @@ def test_tokenize_json(tiny_folder: Path) -> None:
 
 
 def test_tokenize_table_and_auto_tags(tiny_folder: Path) -> None:
-    run_ok(
-        ["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"]
-    )  # the table is for people; --json is checked
+    # the table is for people; --json is checked
+    run_ok(["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
     data = run_json(["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
     assert data["kinds"] == ["DNA tag", "6-mer", "DNA tag"]
 
