@@ -9,11 +9,13 @@ refused with an error naming the file. Hugging Face hub-cache links (``snapshots
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
-__all__ = ["checked_file"]
+__all__ = ["checked_file", "read_json_object"]
 
 
 def checked_file(path: Path, root: Path) -> Path:
@@ -37,3 +39,15 @@ def checked_file(path: Path, root: Path) -> Path:
         if not any(target == a or a in target.parents for a in allowed):
             raise ValueError(f"{path} is a symlink to {target}, outside the model folder {root}")
     return path
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in the folder file ``path`` (already passed :func:`checked_file`); a
+    ``ValueError`` naming the file when it is not UTF-8 JSON or holds something else."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(data).__name__}")
+    return data

@@ -150,6 +150,29 @@ def _curve_inputs(
     return out
 
 
+def _curve_figure(
+    path: PathLike, scores: Scores | Mapping[str, Scores], labels: Sequence[Any], positive: Any
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], Any, Any]:
+    """The checked curve inputs and a square figure with one axes (ROC and PR share this set-up)."""
+    _format(path)
+    data = _curve_inputs(scores, labels, positive)
+    fig = _figure(5.0, 5.0)
+    return data, fig, fig.add_subplot()
+
+
+def _finish_curve(
+    fig: Any, ax: Any, path: PathLike, *, xlabel: str, ylabel: str, ytop: float, title: str, legend: str
+) -> None:
+    """Label a curve plot on the unit square (y up to ``ytop``), add its legend and save it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, ytop)
+    ax.set_title(title)
+    ax.legend(loc=legend, fontsize="small")
+    _save(fig, path)
+
+
 def plot_roc(
     path: PathLike,
     scores: Scores | Mapping[str, Scores],
@@ -162,23 +185,23 @@ def plot_roc(
     labels with ``positive`` naming the positive class); returns AUROC per name."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
-    _format(path)
-    data = _curve_inputs(scores, labels, positive)
-    fig = _figure(5.0, 5.0)
-    ax = fig.add_subplot()
+    data, fig, ax = _curve_figure(path, scores, labels, positive)
     aucs = {}
     for name, (x, y) in data.items():
         fpr, tpr, _ = roc_curve(y, x)
         aucs[name] = float(roc_auc_score(y, x))
         ax.plot(fpr, tpr, label=f"{name} (AUROC {aucs[name]:.3f}, n={len(y)})")
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=0.8)
-    ax.set_xlabel("false positive rate (1 − specificity)")
-    ax.set_ylabel("true positive rate (sensitivity)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_title(title or "ROC curve")
-    ax.legend(loc="lower right", fontsize="small")
-    _save(fig, path)
+    _finish_curve(
+        fig,
+        ax,
+        path,
+        xlabel="false positive rate (1 − specificity)",
+        ylabel="true positive rate (sensitivity)",
+        ytop=1,
+        title=title or "ROC curve",
+        legend="lower right",
+    )
     return aucs
 
 
@@ -194,10 +217,7 @@ def plot_pr(
     positive fraction (a random ranking's precision)."""
     from sklearn.metrics import average_precision_score, precision_recall_curve
 
-    _format(path)
-    data = _curve_inputs(scores, labels, positive)
-    fig = _figure(5.0, 5.0)
-    ax = fig.add_subplot()
+    data, fig, ax = _curve_figure(path, scores, labels, positive)
     aps = {}
     base = math.nan
     for name, (x, y) in data.items():
@@ -206,11 +226,14 @@ def plot_pr(
         base = float(y.mean())
         ax.plot(recall, precision, label=f"{name} (AP {aps[name]:.3f}, n={len(y)})")
     ax.axhline(base, linestyle="--", color="grey", linewidth=0.8)
-    ax.set_xlabel("recall (sensitivity)")
-    ax.set_ylabel("precision (positive predictive value)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_title(title or "Precision-recall curve")
-    ax.legend(loc="lower left", fontsize="small")
-    _save(fig, path)
+    _finish_curve(
+        fig,
+        ax,
+        path,
+        xlabel="recall (sensitivity)",
+        ylabel="precision (positive predictive value)",
+        ytop=1.02,
+        title=title or "Precision-recall curve",
+        legend="lower left",
+    )
     return aps

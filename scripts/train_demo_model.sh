@@ -54,36 +54,32 @@ with open(sys.argv[1], "w") as fh:
     fh.write("".join(pieces) + "\n")
 PY
 
+# Every stage: 6,000-bp windows (10% of each sequence held out, half reverse-complemented), batches
+# of 4, a cosine schedule down to 10% of --lr, token CE then FNS (--fns-start), float16 checkpoints.
+train_stage() {
+    # shellcheck disable=SC2086  # HEXAMER may be a command with arguments
+    $HEXAMER train "$@" \
+        --window-bp 6000 --val-fraction 0.1 --rc-prob 0.5 --batch-size 4 --schedule cosine --min-lr-ratio 0.1 \
+        --objective staged --log-every 10 --save-dtype float16 --threads "$THREADS" --device cpu -q
+}
 # stage 1: a new model, 300 steps of token CE (of a schedule spanning 1,800 steps)
-# shellcheck disable=SC2086  # HEXAMER may be a command with arguments
-$HEXAMER train hexamer/data/dna/*.fa.gz \
+train_stage hexamer/data/dna/*.fa.gz \
     --output-dir "$RUN_DIR/stage1" --init tiny \
     --hidden-size 256 --num-layers 4 --num-heads 4 --num-kv-heads 2 --intermediate-size 768 \
-    --context-length 1024 --window-bp 6000 --val-fraction 0.1 --rc-prob 0.5 \
-    --steps 1800 --stop-at 300 --batch-size 4 --lr 3e-3 --warmup-steps 50 --schedule cosine --min-lr-ratio 0.1 \
-    --objective staged --fns-start 0.85 \
-    --eval-every 200 --val-max-bp 120000 --log-every 10 --save-every 300 --keep-checkpoints 3 \
-    --save-dtype float16 --seed 0 --threads "$THREADS" --device cpu -q
+    --context-length 1024 --steps 1800 --stop-at 300 --lr 3e-3 --warmup-steps 50 --fns-start 0.85 \
+    --eval-every 200 --val-max-bp 120000 --save-every 300 --keep-checkpoints 3 --seed 0
 # stage 2: from that checkpoint, 100 steps of token CE (of a cosine schedule from 3e-3 spanning 700
 # steps), with the copy windows added to the data
-# shellcheck disable=SC2086
-$HEXAMER train hexamer/data/dna/*.fa.gz "$RUN_DIR/copies.fa" \
+train_stage hexamer/data/dna/*.fa.gz "$RUN_DIR/copies.fa" \
     --output-dir "$RUN_DIR/stage2" --init "$RUN_DIR/stage1/checkpoint-0000300" \
-    --window-bp 6000 --val-fraction 0.1 --rc-prob 0.5 \
-    --steps 700 --stop-at 100 --batch-size 4 --lr 3e-3 --warmup-steps 20 --schedule cosine --min-lr-ratio 0.1 \
-    --objective staged --fns-start 0.85 \
-    --eval-every 0 --val-max-bp 60000 --log-every 10 --save-every 100 --keep-checkpoints 2 \
-    --save-dtype float16 --seed 1 --threads "$THREADS" --device cpu -q
+    --steps 700 --stop-at 100 --lr 3e-3 --warmup-steps 20 --fns-start 0.85 \
+    --eval-every 0 --val-max-bp 60000 --save-every 100 --keep-checkpoints 2 --seed 1
 # stage 3: from that checkpoint, 300 steps: cosine from 2e-3 to 2e-4, token CE for 240 steps, FNS for
 # the last 60
-# shellcheck disable=SC2086
-$HEXAMER train hexamer/data/dna/*.fa.gz "$RUN_DIR/copies.fa" \
+train_stage hexamer/data/dna/*.fa.gz "$RUN_DIR/copies.fa" \
     --output-dir "$RUN_DIR/stage3" --init "$RUN_DIR/stage2/checkpoint-0000100" \
-    --window-bp 6000 --val-fraction 0.1 --rc-prob 0.5 \
-    --steps 300 --batch-size 4 --lr 2e-3 --warmup-steps 10 --schedule cosine --min-lr-ratio 0.1 \
-    --objective staged --fns-start 0.8 \
-    --eval-every 0 --val-max-bp 60000 --log-every 10 --save-every 100 --keep-checkpoints 3 \
-    --save-dtype float16 --seed 2 --threads "$THREADS" --device cpu -q
+    --steps 300 --lr 2e-3 --warmup-steps 10 --fns-start 0.8 \
+    --eval-every 0 --val-max-bp 60000 --save-every 100 --keep-checkpoints 3 --seed 2
 echo "training wall time: $(( $(date +%s) - start )) s"
 
 # install the final folder (model + tokenizer; the README is written by hand from the numbers below)

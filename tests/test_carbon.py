@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hexamer import Carbon, UnscoredSequenceWarning
+from hexamer.bench.common import kmer_only_processor
 from hexamer.fns import log_base_marginals, to_acgt
 
 transformers = pytest.importorskip("transformers")
@@ -24,16 +25,6 @@ def hf_model(tiny_folder: Path):
     return transformers.LlamaForCausalLM.from_pretrained(tiny_folder, dtype=torch.float32).eval()
 
 
-class KmerOnly(transformers.LogitsProcessor):
-    def __init__(self, start: int, stop: int) -> None:
-        self.start, self.stop = start, stop
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        out = torch.full_like(scores, -torch.inf)
-        out[:, self.start : self.stop] = scores[:, self.start : self.stop]
-        return out
-
-
 def test_token_greedy_matches_transformers_generate(carbon: Carbon, hf_model) -> None:
     prompts = ["ACGTACGGATTA", "<mammalian_species><dna>TTGACATTGACAGGCATC", "CCCCCC" * 5]
     gens = carbon.generate(prompts, max_new_tokens=12, mode="token", temperature=0)
@@ -46,7 +37,7 @@ def test_token_greedy_matches_transformers_generate(carbon: Carbon, hf_model) ->
             attention_mask=torch.ones_like(ids),
             max_new_tokens=12,
             do_sample=False,
-            logits_processor=[KmerOnly(layout.kmer_start, layout.kmer_stop)],
+            logits_processor=[kmer_only_processor(layout.kmer_start, layout.kmer_stop)],
             pad_token_id=carbon.tokenizer.pad_token_id,
         )[0, ids.shape[1] :].tolist()
         assert gen.token_ids == ref

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pysam
 import pytest
-from typer.testing import CliRunner
 
-from hexamer.cli.app import app
 from hexamer.demo import demo_data_files, run_demo
 from hexamer.demo.heldout import heldout_windows
-from hexamer.demo.story import UNIFORM_LOGP, DemoResult
+from hexamer.demo.story import OUTPUT_FILES, UNIFORM_LOGP, DemoResult
+from hexamer.testing.cli import run, run_ok
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +32,7 @@ def _tsv(path: Path) -> list[dict[str, str]]:
 
 def test_every_output_is_in_the_named_folder(result: DemoResult) -> None:
     names = {p.name for p in result.files}
-    assert names == {
-        "tokens.tsv",
-        "scores.tsv",
-        "scores.png",
-        "copy_test.tsv",
-        "copy_test.png",
-        "generated.fa",
-        "triplet_expansion.tsv",
-        "variants.vcf",
-        "variants.tsv",
-        "embeddings.tsv",
-        "ism_heatmap.png",
-        "summary.json",
-    }
+    assert names == set(OUTPUT_FILES)
     for path in result.files:
         assert path.parent == result.out_dir and path.stat().st_size > 0
     for png in ("scores.png", "copy_test.png", "ism_heatmap.png"):
@@ -119,8 +105,7 @@ def test_numbers_are_consistent(result: DemoResult) -> None:
 
 def test_cli_demo_json_and_out(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "tour"
-    res = CliRunner().invoke(app, ["demo", "--model", str(tiny_folder), "--out", str(out), "--json"])
-    assert res.exit_code == 0, res.output
+    res = run_ok(["demo", "--model", str(tiny_folder), "--out", str(out), "--json"])
     summary = json.loads(res.stdout)
     assert Path(summary["out_dir"]) == out.resolve()
     assert (out / "summary.json").is_file() and (out / "copy_test.png").is_file()
@@ -129,5 +114,5 @@ def test_cli_demo_json_and_out(tiny_folder: Path, tmp_path: Path) -> None:
 def test_cli_demo_out_must_be_a_folder(tiny_folder: Path, tmp_path: Path) -> None:
     clash = tmp_path / "file"
     clash.write_text("x")
-    res = CliRunner().invoke(app, ["demo", "--model", str(tiny_folder), "--out", str(clash)])
+    res = run(["demo", "--model", str(tiny_folder), "--out", str(clash)])
     assert res.exit_code == 2

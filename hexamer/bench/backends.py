@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
-from hexamer.bench.common import gc_paused
+from hexamer.bench.common import gc_paused, kmer_only_processor
 from hexamer.bench.suite import kmer_ids_to_text
 
 if TYPE_CHECKING:
@@ -129,6 +129,41 @@ def load_hf_model(folder: str | Path, dtype: str) -> Any:
     return transformers.LlamaForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, dtype)).eval()
 
 
+def hf_generate_dna(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    tokens: int,
+    *,
+    processor: Any,
+    static_cache: bool = False,
+    stopping: Any = None,
+) -> tuple[Any, Any]:
+    """``model.generate`` on left-padded ``<dna>`` prompts: exactly ``tokens`` new tokens sampled at
+    temperature 1 (no top-p/top-k) through ``processor``; ``stopping`` is an optional stopping
+    criterion (a step clock). Returns the output ids and the tokenizer's encoding."""
+    import transformers
+
+    enc = tokenizer([f"<dna>{p}" for p in prompts], padding=True, padding_side="left", return_tensors="pt")
+    kwargs: dict[str, Any] = {"cache_implementation": "static"} if static_cache else {}
+    if stopping is not None:
+        kwargs["stopping_criteria"] = transformers.StoppingCriteriaList([stopping])
+    with torch.inference_mode():
+        out = model.generate(
+            **enc,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            logits_processor=transformers.LogitsProcessorList([processor]),
+            pad_token_id=tokenizer.pad_token_id,
+            **kwargs,
+        )
+    return out, enc
+
+
 class TransformersBackend:
     """``transformers.generate`` sampling at temperature 1, restricted to the 6-mer rows.
 
@@ -151,14 +186,6 @@ class TransformersBackend:
         import transformers
 
         layout = self.layout
-        lo, hi = layout.kmer_start, layout.kmer_stop
-
-        class KmerOnly(transformers.LogitsProcessor):
-            def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-                out = torch.full_like(scores, -torch.inf)
-                out[:, lo:hi] = scores[:, lo:hi]
-                return out
-
         stamps: list[float] = []
 
         class StepClock(transformers.StoppingCriteria):
@@ -172,7 +199,15 @@ class TransformersBackend:
         torch.manual_seed(seed)
         with gc_paused():
             start = time.perf_counter()
-            out, enc = self._run(prompts, tokens, KmerOnly(), StepClock())
+            out, enc = hf_generate_dna(
+                self.model,
+                self.tokenizer,
+                prompts,
+                tokens,
+                processor=kmer_only_processor(layout.kmer_start, layout.kmer_stop),
+                static_cache=self.static_cache,
+                stopping=StepClock(),
+            )
             outputs = [self._text(row)[:new_bp] for row in out[:, enc["input_ids"].shape[1] :].tolist()]
             seconds = time.perf_counter() - start
         return GenerationRun(
@@ -181,29 +216,6 @@ class TransformersBackend:
             ttft_s=stamps[0] - start if stamps else None,
             itl_s=[b - a for a, b in itertools.pairwise(stamps)],
         )
-
-    def _run(self, prompts: Sequence[str], tokens: int, processor: Any, clock: Any) -> tuple[Any, Any]:
-        import transformers
-
-        enc = self.tokenizer(
-            [f"<dna>{p}" for p in prompts], padding=True, padding_side="left", return_tensors="pt"
-        )
-        kwargs = {"cache_implementation": "static"} if self.static_cache else {}
-        with torch.inference_mode():
-            out = self.model.generate(
-                **enc,
-                max_new_tokens=tokens,
-                min_new_tokens=tokens,
-                do_sample=True,
-                temperature=1.0,
-                top_p=1.0,
-                top_k=0,
-                logits_processor=transformers.LogitsProcessorList([processor]),
-                stopping_criteria=transformers.StoppingCriteriaList([clock]),
-                pad_token_id=self.tokenizer.pad_token_id,
-                **kwargs,
-            )
-        return out, enc
 
     def _text(self, ids: list[int]) -> str:
         layout = self.layout

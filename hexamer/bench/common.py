@@ -1,5 +1,6 @@
-"""Helpers every benchmark shares: the random-weight model folder of a shape, and a timed region
-without the cyclic garbage collector. A leaf: it imports no other ``hexamer.bench`` module, so any
+"""Helpers every benchmark shares: the random-weight model folder of a shape, a timed region
+without the cyclic garbage collector, and the logits processor that keeps a transformers peer on
+the 6-mer block. A leaf: it imports no other ``hexamer.bench`` module, so any
 benchmark can use it without import cycles."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
@@ -34,6 +36,22 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def kmer_only_processor(start: int, stop: int) -> Any:
+    """A ``transformers.LogitsProcessor`` keeping only the logit columns ``[start, stop)`` (the 6-mer
+    block; -inf elsewhere), so a transformers peer generates DNA like hexamer's token level
+    (unrestricted, a random-weight model would wander into text)."""
+    import torch
+    import transformers
+
+    class KmerOnly(transformers.LogitsProcessor):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            out = torch.full_like(scores, -torch.inf)
+            out[:, start:stop] = scores[:, start:stop]
+            return out
+
+    return KmerOnly()
 
 
 class BenchOptionError(ValueError):

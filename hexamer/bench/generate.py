@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from hexamer.bench.backends import hf_generate_dna
+from hexamer.bench.common import kmer_only_processor
 from hexamer.bench.report import BenchReport
 from hexamer.bench.timing import MAX_TRUSTED_SPREAD
 from hexamer.bench.tokenizer import random_dna
@@ -67,14 +69,7 @@ def run_generate_bench(
         import transformers
 
         hf_model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch_dtype).eval()
-
-        class KmerOnly(transformers.LogitsProcessor):
-            def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-                out = torch.full_like(scores, -torch.inf)
-                out[:, layout.kmer_start : layout.kmer_stop] = scores[:, layout.kmer_start : layout.kmer_stop]
-                return out
-
-        processor = transformers.LogitsProcessorList([KmerOnly()])
+        processor = kmer_only_processor(layout.kmer_start, layout.kmer_stop)
 
     for batch in batch_sizes:
         prompts = [random_dna(prompt_bp - prompt_bp % layout.k, seed=1000 + i) for i in range(batch)]
@@ -84,23 +79,9 @@ def run_generate_bench(
 
         def hf_run(tokens: int = new_tokens, items: list[str] = prompts) -> None:
             assert hf_model is not None
-            enc = carbon.tokenizer(
-                [f"<dna>{p}" for p in items], padding=True, padding_side="left", return_tensors="pt"
+            out, enc = hf_generate_dna(
+                hf_model, carbon.tokenizer, items, tokens, processor=processor, static_cache=hf_static_cache
             )
-            kwargs = {"cache_implementation": "static"} if hf_static_cache else {}
-            with torch.inference_mode():
-                out = hf_model.generate(
-                    **enc,
-                    max_new_tokens=tokens,
-                    min_new_tokens=tokens,
-                    do_sample=True,
-                    temperature=1.0,
-                    top_p=1.0,
-                    top_k=0,
-                    logits_processor=processor,
-                    pad_token_id=carbon.tokenizer.pad_token_id,
-                    **kwargs,
-                )
             assert out.shape[1] == enc["input_ids"].shape[1] + tokens
 
         cases: dict[str, Callable[[], None]] = {

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from hexamer import __version__
 from hexamer.cache import cache_root
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.checks import THREADS_MAX, not_stdio
 
 if TYPE_CHECKING:
     from hexamer.tokenizer import CarbonTokenizer
@@ -45,6 +45,19 @@ DTypeOption = Annotated[
         help="Weights' dtype (auto: float32 on CPU, the checkpoint's on GPU; int8: int8 decoder "
         "projections with float32 activations, int8-bf16 with bfloat16 ones; docs/quantization.md)."
     ),
+]
+
+
+def out_folder_option(help_text: str, why: str) -> Any:
+    """An ``--out/-o FOLDER`` option; ``-`` is refused because ``why`` (e.g. "it is a folder of
+    several files")."""
+    return typer.Option("--out", "-o", help=help_text, callback=not_stdio(why))
+
+
+#: ``--threads`` of a command that runs the model in this process
+CpuThreadsOption = Annotated[
+    int | None,
+    typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
 ]
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print a one-line JSON summary on stdout (for scripts).")
@@ -253,11 +266,8 @@ def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
 def demo(
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Folder for every output (TSV, FASTA, PNG, summary.json).",
-            callback=not_stdio("it is a folder of several files"),
+        out_folder_option(
+            "Folder for every output (TSV, FASTA, PNG, summary.json).", "it is a folder of several files"
         ),
     ] = Path("hexamer-demo"),
     model: ModelOption = None,

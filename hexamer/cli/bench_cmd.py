@@ -7,12 +7,21 @@ written as JSON (``--json``), plotted (``--plot``) or both into a folder (``--ou
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from hexamer.cli.app import ModelOption, bench_app, cache_dir, console, err_console, load_tokenizer
+from hexamer.cli.app import (
+    ModelOption,
+    bench_app,
+    cache_dir,
+    console,
+    err_console,
+    load_tokenizer,
+    out_folder_option,
+)
 from hexamer.cli.checks import not_stdio
 
 if TYPE_CHECKING:
@@ -40,21 +49,53 @@ PriceOption = Annotated[
 ]
 #: why ``--plot -`` is refused
 PLOT_WHY = "an image is written to a file (standard output carries the table or the JSON)"
-PlotOption = Annotated[
+
+
+def plot_option(help_text: str) -> Any:
+    """A ``--plot PATH`` option (PNG; ``-`` refused) with the command's own help."""
+    return typer.Option("--plot", help=help_text, callback=not_stdio(PLOT_WHY))
+
+
+PlotOption = Annotated[Path | None, plot_option("Also write a PNG bar chart here.")]
+FastaOption = Annotated[
     Path | None,
-    typer.Option("--plot", help="Also write a PNG bar chart here.", callback=not_stdio(PLOT_WHY)),
+    typer.Option(
+        help="Reference FASTA (default: the shipped human chr20 slice).",
+        callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
+    ),
 ]
 ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
 
 
+def _split_numbers(text: str, option: str, convert: Callable[[str], Any], kind: str) -> tuple[Any, ...]:
+    """The comma-separated numbers of ``text``, or a usage error naming the option and ``kind``."""
+    try:
+        return tuple(convert(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(f"{option} must be {kind} separated by commas, got {text!r}") from exc
+
+
 def parse_ints(text: str, option: str) -> tuple[int, ...]:
     """``--batch-sizes 16,1`` as positive integers, or a usage error naming the option."""
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise typer.BadParameter(f"{option} must be integers separated by commas, got {text!r}") from exc
+    values = _split_numbers(text, option, int, "integers")
     if not values or min(values) < 1:
         raise typer.BadParameter(f"{option} needs at least one positive integer, got {text!r}")
+    return values
+
+
+def parse_floats(text: str, option: str) -> tuple[float, ...]:
+    """``--noises 0,0.1`` as numbers >= 0, or a usage error naming the option."""
+    values = _split_numbers(text, option, float, "numbers")
+    if not values or min(values) < 0:
+        raise typer.BadParameter(f"{option} needs at least one number >= 0")
+    return values
+
+
+def parse_names(text: str, option: str, allowed: Sequence[str]) -> tuple[str, ...]:
+    """``--backends a,b`` as names out of ``allowed`` (listed in its order by the usage error)."""
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values or not set(values) <= set(allowed):
+        raise typer.BadParameter(f"{option} must be a comma-separated subset of {list(allowed)}")
     return values
 
 
@@ -133,10 +174,7 @@ def bench_tokenizer(
     """DNA encode/decode throughput (Mbp/s), with the official per-chunk algorithm as the peer."""
     from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
 
-    try:
-        size_list = [int(float(s)) for s in sizes.split(",") if s.strip()]
-    except ValueError as exc:
-        raise typer.BadParameter(f"--sizes must be numbers separated by commas, got {sizes!r}") from exc
+    size_list = list(_split_numbers(sizes, "--sizes", lambda s: int(float(s)), "numbers"))
     if not size_list or min(size_list) <= 0:
         raise typer.BadParameter("--sizes needs at least one positive length")
     tok = load_tokenizer(model)
@@ -167,10 +205,7 @@ def bench_generate(
     """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
     from hexamer.bench.generate import generate_report, run_generate_bench
 
-    known = {"hexamer-token", "hexamer-bp", "transformers"}
-    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
-    if not chosen or not set(chosen) <= known:
-        raise typer.BadParameter(f"--backends must be a comma-separated subset of {sorted(known)}")
+    chosen = parse_names(backends, "--backends", sorted({"hexamer-token", "hexamer-bp", "transformers"}))
     _check_dtype(dtype)
     sizes = parse_ints(batch_sizes, "--batch-sizes")
     folder = bench_folder(model, shape, dtype)
@@ -215,9 +250,7 @@ def bench_throughput(
     """The Trainium2 article's DNA suite (7 prompt cases): kbp/s, latency p50/p99, valid DNA % per backend."""
     from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
 
-    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
-    if not chosen or not set(chosen) <= set(BACKENDS):
-        raise typer.BadParameter(f"--backends must be a comma-separated subset of {list(BACKENDS)}")
+    chosen = parse_names(backends, "--backends", BACKENDS)
     if prompt_bp % 6:
         raise typer.BadParameter(f"--prompt-bp must be a multiple of 6, got {prompt_bp}")
     _check_dtype(dtype)
@@ -295,13 +328,7 @@ def bench_fns(
 def bench_scaleout_cmd(
     model: BenchModelOption = None,
     shape: ShapeOption = "tiny",
-    fasta: Annotated[
-        Path | None,
-        typer.Option(
-            help="Reference FASTA (default: the shipped human chr20 slice).",
-            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
-        ),
-    ] = None,
+    fasta: FastaOption = None,
     sites: Annotated[int, typer.Option(min=2, max=100_000, help="Random SNV sites.")] = 384,
     window: Annotated[int, typer.Option(min=12, max=1_000_000, help="Window recipe: bp.")] = 4096,
     shard_records: Annotated[int, typer.Option(min=1, max=1_000_000, help="Records per shard.")] = 32,
@@ -395,11 +422,9 @@ def bench_track(
 def bench_all(
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Folder for the JSON, PNGs and summary.md.",
-            callback=not_stdio("it is a folder of several files (JSON, PNG, summary.md)"),
+        out_folder_option(
+            "Folder for the JSON, PNGs and summary.md.",
+            "it is a folder of several files (JSON, PNG, summary.md)",
         ),
     ],
     model: BenchModelOption = None,
@@ -423,10 +448,8 @@ def bench_all(
     from hexamer.bench.run_all import EXTERNAL, PLOTS, run_all
 
     _check_dtype(dtype)
-    names = set(PLOTS) | set(EXTERNAL)
-    chosen = None if only is None else {x.strip() for x in only.split(",") if x.strip()}
-    if chosen is not None and (not chosen or not chosen <= names):
-        raise typer.BadParameter(f"--only must be a comma-separated subset of {sorted(names)}")
+    names = sorted(set(PLOTS) | set(EXTERNAL))
+    chosen = None if only is None else set(parse_names(only, "--only", names))
     _threads(threads)
     folder = bench_folder(model, shape or ("tiny" if quick else "500m"), dtype)
     outcomes = run_all(

@@ -11,12 +11,13 @@ import typer
 
 from hexamer.cli.app import bench_app
 from hexamer.cli.bench_cmd import (
-    PLOT_WHY,
     BenchModelOption,
     DtypeOption,
+    FastaOption,
     JsonOption,
     LegacyJsonOption,
     PriceOption,
+    plot_option,
 )
 from hexamer.cli.checks import not_stdio
 
@@ -41,13 +42,7 @@ def _run(bench: Callable[..., BenchReport], **options: Any) -> BenchReport:
 def bench_vep_cmd(
     model: BenchModelOption = None,
     shape: ShapeName = "tiny",
-    fasta: Annotated[
-        Path | None,
-        typer.Option(
-            help="Reference FASTA (default: the shipped human chr20 slice).",
-            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
-        ),
-    ] = None,
+    fasta: FastaOption = None,
     recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
     sites: Annotated[int, typer.Option(min=1, help="Random SNV sites.")] = 16,
     alts_per_site: Annotated[int, typer.Option(min=1, max=3, help="ALT alleles per site.")] = 3,
@@ -76,10 +71,7 @@ def bench_vep_cmd(
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option("--plot", help="Also draw variants/s per recipe (PNG).", callback=not_stdio(PLOT_WHY)),
-    ] = None,
+    plot: Annotated[Path | None, plot_option("Also draw variants/s per recipe (PNG).")] = None,
     quick: Annotated[
         bool, typer.Option("--quick/--no-quick", help="A seconds-long run (small windows, 6 sites).")
     ] = False,

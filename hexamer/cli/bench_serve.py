@@ -9,8 +9,7 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import bench_app, console, fail
-from hexamer.cli.bench_cmd import PLOT_WHY, JsonOption, LegacyJsonOption, PriceOption
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption, plot_option
 
 
 @bench_app.command("serve")
@@ -70,10 +69,7 @@ def bench_serve_cmd(
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option("--plot", help="Also draw the latencies (PNG).", callback=not_stdio(PLOT_WHY)),
-    ] = None,
+    plot: Annotated[Path | None, plot_option("Also draw the latencies (PNG).")] = None,
 ) -> None:
     """The published serving workload (random DNA prompts, fixed lengths, ignore_eos), vLLM-style summary."""
     from rich.markup import escape

@@ -8,25 +8,15 @@ from typing import Annotated
 import typer
 
 from hexamer.cli.app import bench_app, console
-from hexamer.cli.bench_cmd import PLOT_WHY, JsonOption, LegacyJsonOption, PriceOption
-from hexamer.cli.checks import not_stdio
-
-
-def _floats(text: str, option: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError as exc:
-        raise typer.BadParameter(f"{option} must be numbers separated by commas, got {text!r}") from exc
-    if not values or min(values) < 0:
-        raise typer.BadParameter(f"{option} needs at least one number >= 0")
-    return values
-
-
-def _names(text: str, option: str, allowed: set[str]) -> tuple[str, ...]:
-    values = tuple(v.strip() for v in text.split(",") if v.strip())
-    if not values or not set(values) <= allowed:
-        raise typer.BadParameter(f"{option} must be a comma-separated subset of {sorted(allowed)}")
-    return values
+from hexamer.cli.bench_cmd import (
+    JsonOption,
+    LegacyJsonOption,
+    PriceOption,
+    parse_floats,
+    parse_ints,
+    parse_names,
+    plot_option,
+)
 
 
 @bench_app.command("spec")
@@ -62,10 +52,7 @@ def bench_spec_cmd(
     json_out: JsonOption = None,
     legacy_json: LegacyJsonOption = None,
     price_per_hour: PriceOption = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option("--plot", help="Also draw the speed-ups (PNG).", callback=not_stdio(PLOT_WHY)),
-    ] = None,
+    plot: Annotated[Path | None, plot_option("Also draw the speed-ups (PNG).")] = None,
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
     from rich.markup import escape
@@ -81,12 +68,10 @@ def bench_spec_cmd(
         SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
     except ValueError as exc:
         raise typer.BadParameter(f"--spec-k: {exc}") from exc
-    from hexamer.cli.bench_cmd import parse_ints
-
     sizes = (legacy_batch,) if legacy_batch is not None else parse_ints(batch_sizes, "--batch-sizes")
-    modes_t = _names(modes, "--modes", {"token", "bp"})
-    decodings_t = _names(decodings, "--decodings", {"greedy", "sampled"})
-    noise_t = _floats(noises, "--noises") if noises is not None else None
+    modes_t = parse_names(modes, "--modes", sorted({"token", "bp"}))
+    decodings_t = parse_names(decodings, "--decodings", sorted({"greedy", "sampled"}))
+    noise_t = parse_floats(noises, "--noises") if noises is not None else None
     report = None
     for batch in sizes:
         part = run_spec_bench(

@@ -19,6 +19,7 @@ from hexamer.cli.app import (
     console,
     err_console,
     fail,
+    out_folder_option,
     resolve_model,
 )
 from hexamer.cli.checks import is_stdio, not_stdio
@@ -105,11 +106,9 @@ def eval_cmd(
     ] = True,
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Folder for per-task JSON, records and plots (--report - puts the report on stdout).",
-            callback=not_stdio("it is a folder of several files; --report - writes the report to stdout"),
+        out_folder_option(
+            "Folder for per-task JSON, records and plots (--report - puts the report on stdout).",
+            "it is a folder of several files; --report - writes the report to stdout",
         ),
     ] = Path("hexamer-eval"),
     report: Annotated[

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from hexamer.cli.app import app, console, fail
+from hexamer.cli.app import app, console, fail, out_folder_option
 from hexamer.cli.checks import not_stdio
 
 
@@ -16,11 +16,9 @@ from hexamer.cli.checks import not_stdio
 def build_niah_cmd(
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Output folder: one OUT/niah_{task}_{L}/test.parquet per cell.",
-            callback=not_stdio("it is a folder of datasets, one per task and length"),
+        out_folder_option(
+            "Output folder: one OUT/niah_{task}_{L}/test.parquet per cell.",
+            "it is a folder of datasets, one per task and length",
         ),
     ],
     fasta: Annotated[

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import (
+    CpuThreadsOption,
     DTypeOption,
     JsonFlag,
     app,
@@ -26,7 +27,6 @@ from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     MAX_TOKEN_BUDGET,
     MAX_TOP_N,
-    THREADS_MAX,
     check_choice,
     check_output,
     check_runtime,
@@ -132,10 +132,7 @@ def vep(
     ] = None,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
-    threads: Annotated[
-        int | None,
-        typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
-    ] = None,
+    threads: CpuThreadsOption = None,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -379,10 +376,7 @@ def embed(
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
-    threads: Annotated[
-        int | None,
-        typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores)."),
-    ] = None,
+    threads: CpuThreadsOption = None,
     ray: RayOption = None,
     workers: WorkersOption = 2,
     shard_records: Annotated[

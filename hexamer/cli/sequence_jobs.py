@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.progress import Progress
 
+from hexamer.batching import batched
 from hexamer.cli.app import (
     describe_counts,
     err_console,
@@ -101,14 +102,8 @@ def count_records(inputs: list[str] | None, input_file: Path | None) -> int | No
 
 
 def chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for rec in records:
-        chunk.append(rec)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    """Records in lists of ``size`` (the last one shorter)."""
+    return batched(records, size)
 
 
 def progress_bar() -> Progress:

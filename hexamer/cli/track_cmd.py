@@ -8,8 +8,18 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
-from hexamer.cli.app import DTypeOption, JsonFlag, app, console, err_console, fail, print_json
-from hexamer.cli.checks import THREADS_MAX, check_choice, check_runtime, not_stdio
+from hexamer.cli.app import (
+    CpuThreadsOption,
+    DTypeOption,
+    JsonFlag,
+    app,
+    console,
+    err_console,
+    fail,
+    out_folder_option,
+    print_json,
+)
+from hexamer.cli.checks import check_choice, check_runtime, not_stdio
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
@@ -39,13 +49,7 @@ def track(
         ),
     ],
     out: Annotated[
-        Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Output folder (created; its parent must exist).",
-            callback=not_stdio("it is a folder of tracks"),
-        ),
+        Path, out_folder_option("Output folder (created; its parent must exist).", "it is a folder of tracks")
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     region: Annotated[
@@ -86,9 +90,7 @@ def track(
     prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.")] = "",
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
-    threads: Annotated[
-        int | None, typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch (default: all cores).")
-    ] = None,
+    threads: CpuThreadsOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Per-base tracks along a region or a whole FASTA: log P(A/C/G/T | context), log P(ref),

@@ -26,7 +26,7 @@ from hexamer.carbon import Carbon
 from hexamer.demo.markov import NextBaseMarkov, acgt_codes
 from hexamer.io import atomic_path, write_fasta, write_table
 
-__all__ = ["CARBON_3B", "UNIFORM_LOGP", "DemoResult", "run_demo"]
+__all__ = ["CARBON_3B", "OUTPUT_FILES", "UNIFORM_LOGP", "DemoResult", "run_demo"]
 
 #: log(1/4): mean log P(base) of uniform guessing, in nats.
 UNIFORM_LOGP = -math.log(4)
@@ -39,6 +39,22 @@ CARBON_3B = {
     "triplet_expansion": 0.852,  # pairwise accuracy, real human CDS vs 10 x CAG written into it
     "niah_8k": 0.81,  # genome needle-in-a-haystack, 24-bp value retrieved exactly, 8k-token haystack
 }
+
+#: What a demo run writes into its folder, in step order (summary.json last).
+OUTPUT_FILES = (
+    "tokens.tsv",
+    "scores.tsv",
+    "scores.png",
+    "copy_test.tsv",
+    "copy_test.png",
+    "generated.fa",
+    "triplet_expansion.tsv",
+    "variants.vcf",
+    "variants.tsv",
+    "embeddings.tsv",
+    "ism_heatmap.png",
+    "summary.json",
+)
 
 Say = Callable[[str], None]
 
@@ -493,21 +509,7 @@ def run_demo(
     result.steps["variants_embeddings"] = _step_variants_and_embeddings(carbon, files, data, out, speak)
     result.steps["ism"] = _step_ism(carbon, files, out, speak)
     result.seconds = time.perf_counter() - t0
-    names = [
-        "tokens.tsv",
-        "scores.tsv",
-        "scores.png",
-        "copy_test.tsv",
-        "copy_test.png",
-        "generated.fa",
-        "triplet_expansion.tsv",
-        "variants.vcf",
-        "variants.tsv",
-        "embeddings.tsv",
-        "ism_heatmap.png",
-        "summary.json",
-    ]
-    result.files = [out / n for n in names if n == "summary.json" or (out / n).exists()]
+    result.files = [out / n for n in OUTPUT_FILES if n == "summary.json" or (out / n).exists()]
     with atomic_path(out / "summary.json") as tmp:
         tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     return result

@@ -31,6 +31,7 @@ __all__ = [
     "row_hash",
     "sample_indices",
     "table_columns",
+    "variant_example",
 ]
 
 #: key of the original 0-based row number in every row :func:`read_rows` returns
@@ -160,6 +161,20 @@ def _schema_error(
     lines += [f"  {name}: {desc}" for name, desc in expected.items()]
     lines.append(f"found: {', '.join(found) if found else '(none)'}")
     return "\n".join(lines)
+
+
+def variant_example(row: Mapping[str, Any], *, chrom: str) -> dict[str, Any]:
+    """The fields a variant task's example starts with, from a :func:`read_rows` row with ``chrom``,
+    ``pos``, ``ref`` and ``alt``: a unique id ``row:chrom:pos:ref>alt``, the row number and the
+    variant (``chrom`` as the task spells it)."""
+    return {
+        "id": f"{row[ROW_INDEX]}:{row['chrom']}:{row['pos']}:{row['ref']}>{row['alt']}",
+        "row": row[ROW_INDEX],
+        "chrom": chrom,
+        "pos": row["pos"],
+        "ref": row["ref"],
+        "alt": row["alt"],
+    }
 
 
 def read_rows(

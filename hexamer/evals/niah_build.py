@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from hexamer.batching import batched
 from hexamer.evals.tasks.niah import DIFFICULTIES, cell_name, parse_ctx
 
 __all__ = [
@@ -390,13 +391,7 @@ def build_niah(cfg: NiahBuildConfig, out: str | Path, *, row_group: int = 16) ->
             path = out / config / "test.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp, pq.ParquetWriter(str(tmp), schema, compression="zstd") as writer:
-                chunk: list[dict[str, Any]] = []
-                for row in build_cell(cfg, genomes, task, ctx_tokens):
-                    chunk.append(row)
-                    if len(chunk) == row_group:
-                        writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-                        chunk = []
-                if chunk:
+                for chunk in batched(build_cell(cfg, genomes, task, ctx_tokens), row_group):
                     writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
             written.append(path)
             cells.append(

@@ -9,7 +9,7 @@ owns caching, ``--limit``, bootstrap confidence intervals, JSON and the report.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -20,6 +20,25 @@ if TYPE_CHECKING:
 Level = Literal["token", "bp"]
 Example = dict[str, Any]
 Record = dict[str, Any]
+
+
+def roc_pr_plots(
+    task: Task, out_dir: Path, labelled: Sequence[tuple[int, float]], *, score: str, classes: str
+) -> list[Path]:
+    """The ROC and precision-recall PNGs of a binary task (``NAME-roc.png``, ``NAME-pr.png`` in
+    ``out_dir``) from ``(label, score)`` pairs, the curve named ``score``; none unless both classes
+    occur. ``classes`` says which is which in the ROC title, e.g. ``"pathogenic vs benign"``."""
+    from hexamer.plots import plot_pr, plot_roc
+
+    y = [label for label, _ in labelled]
+    if len(set(y)) < 2:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scores = [s for _, s in labelled]
+    roc, pr = out_dir / f"{task.name}-roc.png", out_dir / f"{task.name}-pr.png"
+    plot_roc(roc, {score: scores}, y, title=f"{task.title}: ROC ({classes})")
+    plot_pr(pr, {score: scores}, y, title=f"{task.title}: precision-recall")
+    return [roc, pr]
 
 
 class DatasetSchemaError(ValueError):

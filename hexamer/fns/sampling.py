@@ -151,6 +151,14 @@ def nucleus_mask(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
 
 
+def _nucleus_renormalised(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``probs`` restricted to the top-``top_p`` nucleus of the last dimension (all of it at 1.0),
+    renormalised to sum to 1: the last step of both decoding levels."""
+    if top_p < 1.0:
+        probs = torch.where(nucleus_mask(probs, top_p), probs, 0.0)
+    return probs / probs.sum(-1, keepdim=True)
+
+
 def sample_from_probs(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """Inverse-CDF draw over the last dimension: first index whose cumulative mass exceeds ``u·total``.
 
@@ -215,9 +223,7 @@ def bp_sampling_probs(
     _check_temperature(temperature)
     _check_top_p(top_p)
     probs = _masked_log_marginals(kmer_logits, float(temperature), allowed).exp()
-    if top_p < 1.0:
-        probs = torch.where(nucleus_mask(probs, top_p), probs, 0.0)
-    return probs / probs.sum(-1, keepdim=True)
+    return _nucleus_renormalised(probs, top_p)
 
 
 def bp_sample(
@@ -300,9 +306,7 @@ def token_sampling_probs(
     _check_temperature(temperature)
     _check_top_p(top_p)
     probs = torch.softmax(_masked_token_logits(kmer_logits, float(temperature), allowed_kmers), dim=-1)
-    if top_p < 1.0:
-        probs = torch.where(nucleus_mask(probs, top_p), probs, 0.0)
-    return probs / probs.sum(-1, keepdim=True)
+    return _nucleus_renormalised(probs, top_p)
 
 
 def token_sample(

@@ -8,14 +8,13 @@ deal with the two RoPE layouts (transformers v4 ``rope_theta`` + ``rope_scaling`
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hexamer.folder_files import checked_file
+from hexamer.folder_files import checked_file, read_json_object
 
 __all__ = ["SUPPORTED_DTYPES", "ModelConfig", "RopeConfig", "read_config_json"]
 
@@ -45,13 +44,7 @@ def read_config_json(path: str | Path, root: str | Path | None = None) -> dict[s
     size = os.stat(path).st_size
     if size > MAX_CONFIG_BYTES:
         raise ValueError(f"{path} is {size:,} bytes; a config.json is a few KB (limit {MAX_CONFIG_BYTES:,})")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path} must hold a JSON object, got {type(raw).__name__}")
-    return raw
+    return read_json_object(path)
 
 
 @dataclass(frozen=True)

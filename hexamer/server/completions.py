@@ -47,7 +47,7 @@ from hexamer.server.streaming import (
     sse,
     wait_disconnect,
 )
-from hexamer.server.worker import QueueFull, ShuttingDown, Submission
+from hexamer.server.worker import Submission
 
 __all__ = ["LOGPROB_FLOOR", "CompletionRun", "create_completion"]
 
@@ -124,13 +124,7 @@ class CompletionRun:
                 )
                 self.choices.append(_Choice(index, p, req, detok))
                 self.subs.append(Submission(req, index, loop, self.queue))
-        state.check_deadline(self.deadline)  # late already (body upload, preparation): never queued
-        try:
-            state.worker.submit(self.subs)
-        except QueueFull as exc:
-            raise ApiError(429, str(exc)) from None
-        except ShuttingDown as exc:
-            raise ApiError(503, str(exc)) from None
+        state.submit(self.subs, self.deadline)
         state.metrics.prompt_tokens.inc(sum(len(p.ids) for p in self.prompts))
 
     # ------------------------------------------------------------------ progress

@@ -28,7 +28,7 @@ from hexamer.server.errors import ApiError, error_body
 from hexamer.server.schemas import DnaGenerateRequest, DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
 from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response, sse
-from hexamer.server.worker import QueueFull, ShuttingDown, Submission, TimedOut
+from hexamer.server.worker import ShuttingDown, Submission, TimedOut
 from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.segment import OPEN_TAG
 from hexamer.vep.engine import score_window_pairs
@@ -199,13 +199,7 @@ class DnaGenerateRun:
         self.prompt_index = [i for _, i in built]
         self.subs = [Submission(req, c, loop, self.queue) for c, req in enumerate(self.requests)]
         self.deadline = state.deadline(http.scope)
-        state.check_deadline(self.deadline)  # late already (body upload, preparation): never queued
-        try:
-            state.worker.submit(self.subs)
-        except QueueFull as exc:
-            raise ApiError(429, str(exc)) from None
-        except ShuttingDown as exc:
-            raise ApiError(503, str(exc)) from None
+        state.submit(self.subs, self.deadline)
         state.metrics.prompt_tokens.inc(sum(len(r.prompt_ids) for r in self.requests[:: body.n]))
         self.id = f"dnagen-{secrets.token_hex(12)}"
         self.created = int(time.time())

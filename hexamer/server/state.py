@@ -15,7 +15,7 @@ from hexamer.server.detok import TokenStrings
 from hexamer.server.errors import ApiError
 from hexamer.server.metrics import ServerMetrics
 from hexamer.server.settings import ServerSettings
-from hexamer.server.worker import EngineWorker
+from hexamer.server.worker import EngineWorker, QueueFull, ShuttingDown, Submission
 from hexamer.tokenizer import CarbonTokenizer
 
 T = TypeVar("T")
@@ -57,6 +57,17 @@ class ServerState:
         """504 when ``deadline`` has passed (before work is queued for a request already late)."""
         if time.monotonic() >= deadline:
             raise ApiError(504, self.timeout_message)
+
+    def submit(self, subs: list[Submission], deadline: float) -> None:
+        """Queue a request's submissions on the engine: 504 when it is late already (body upload,
+        preparation: never queued), 429 when the queue is full, 503 while shutting down."""
+        self.check_deadline(deadline)
+        try:
+            self.worker.submit(subs)
+        except QueueFull as exc:
+            raise ApiError(429, str(exc)) from None
+        except ShuttingDown as exc:
+            raise ApiError(503, str(exc)) from None
 
     @property
     def timeout_message(self) -> str:

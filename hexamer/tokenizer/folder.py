@@ -17,7 +17,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from hexamer.folder_files import checked_file
+from hexamer.folder_files import checked_file, read_json_object
 from hexamer.tokenizer.layout import DNA_SPECIAL_TOKENS, DnaLayout
 
 TOKENIZER_FILES = (
@@ -77,12 +77,9 @@ def read_json(path: Path, root: Path | None = None) -> dict[str, Any] | None:
     except (OSError, ValueError) as exc:
         raise ModelFolderError(str(exc)) from None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFolderError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ModelFolderError(f"{path} must hold a JSON object, found {type(data).__name__}")
-    return data
+        return read_json_object(path)
+    except ValueError as exc:
+        raise ModelFolderError(str(exc)) from None
 
 
 def _token_content(value: Any) -> str | None:

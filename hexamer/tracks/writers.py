@@ -52,49 +52,58 @@ def runs(values: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
-class BigWigWriter:
+class _AtomicTrack:
+    """What both writers share: ``_file`` is open on a temporary name beside ``path`` and is
+    renamed into place by :meth:`commit` (or removed by :meth:`discard`)."""
+
+    _file: Any
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._target = AtomicTarget(self.path)
+        self.n_written = 0
+
+    def commit(self) -> None:
+        self._file.close()
+        self._target.commit()
+
+    def discard(self) -> None:
+        self._file.close()
+        self._target.discard()
+
+
+class BigWigWriter(_AtomicTrack):
     """Per-base values into a bigWig; blocks must come in header (FASTA) order, then by start."""
 
     def __init__(self, path: str | os.PathLike[str], contigs: Mapping[str, int]) -> None:
         pybw = import_pybigwig()
-        self.path = Path(path)
-        self._target = AtomicTarget(self.path)
-        self._bw = pybw.open(str(self._target.tmp), "w")
-        if self._bw is None:
+        super().__init__(path)
+        self._file = pybw.open(str(self._target.tmp), "w")
+        if self._file is None:
             raise OSError(f"{self.path}: pyBigWig could not open the file for writing")
-        self._bw.addHeader([(name, int(n)) for name, n in contigs.items() if n > 0], maxZooms=10)
-        self.n_written = 0
+        self._file.addHeader([(name, int(n)) for name, n in contigs.items() if n > 0], maxZooms=10)
 
     def write(self, contig: str, start: int, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=np.float64)
         for a, b in runs(values):
-            self._bw.addEntries(contig, int(start + a), values=values[a:b], span=1, step=1)
+            self._file.addEntries(contig, int(start + a), values=values[a:b], span=1, step=1)
             self.n_written += b - a
 
-    def commit(self) -> None:
-        self._bw.close()
-        self._target.commit()
 
-    def discard(self) -> None:
-        self._bw.close()
-        self._target.discard()
-
-
-class BedGraphWriter:
+class BedGraphWriter(_AtomicTrack):
     """Per-base values into a bedGraph (plain, or BGZF when the name ends in ``.gz``)."""
 
+    _file: IO[bytes]
+
     def __init__(self, path: str | os.PathLike[str], *, name: str, description: str) -> None:
-        self.path = Path(path)
-        self._target = AtomicTarget(self.path)
-        self._out: IO[bytes]
+        super().__init__(path)
         if self.path.name.endswith(".gz"):
             import pysam
 
-            self._out = pysam.BGZFile(str(self._target.tmp), "wb")  # type: ignore[assignment]
+            self._file = pysam.BGZFile(str(self._target.tmp), "wb")  # type: ignore[assignment]
         else:
-            self._out = open(self._target.tmp, "wb")  # noqa: SIM115  (closed in commit/discard)
-        self._out.write(f'track type=bedGraph name="{name}" description="{description}"\n'.encode())
-        self.n_written = 0
+            self._file = open(self._target.tmp, "wb")  # noqa: SIM115  (closed in commit/discard)
+        self._file.write(f'track type=bedGraph name="{name}" description="{description}"\n'.encode())
 
     def write(self, contig: str, start: int, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=np.float32)
@@ -111,15 +120,7 @@ class BedGraphWriter:
             )
             self.n_written += b - a
         if lines:
-            self._out.write("".join(lines).encode())
-
-    def commit(self) -> None:
-        self._out.close()
-        self._target.commit()
-
-    def discard(self) -> None:
-        self._out.close()
-        self._target.discard()
+            self._file.write("".join(lines).encode())
 
 
 def track_writer(

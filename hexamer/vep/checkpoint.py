@@ -19,6 +19,7 @@ import numpy as np
 
 from hexamer.io import TableWriter, atomic_path
 from hexamer.vep.output import row_schema
+from hexamer.vep.planner import Key, Row
 from hexamer.vep.settings import ROW_COLUMNS
 
 __all__ = [
@@ -33,8 +34,6 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
-Row = dict[str, Any]
-Key = tuple[int, int]
 _MANIFEST = "chunks.json"
 _CHUNK_NAME = re.compile(r"^rows-(\d+)(?:-(\d+))?\.parquet$")
 #: This many consecutive checkpoint chunks of the same span are merged into one.

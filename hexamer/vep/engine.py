@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any
 
+from hexamer.batching import batched
 from hexamer.vep.planner import Key, Planner, Row, result_row
 from hexamer.vep.recipes import WindowPair, window_tokens
 from hexamer.vep.runner import Runner, window_pair_scores
@@ -130,17 +131,6 @@ def score_window_pairs(
     return scores
 
 
-def _blocks(records: Iterator[VcfRecord], size: int) -> Iterator[list[VcfRecord]]:
-    block: list[VcfRecord] = []
-    for rec in records:
-        block.append(rec)
-        if len(block) == size:
-            yield block
-            block = []
-    if block:
-        yield block
-
-
 def _default_note(message: str) -> None:
     warn_at_caller(message, ContigRenameWarning)
 
@@ -187,8 +177,7 @@ def iter_record_blocks(
     planner = Planner(carbon.backend, reference, settings, on_note or _default_note)
     runner = Runner(carbon.backend, reference, settings, naive)
     return (
-        _block_units(planner, runner, b, done, on_progress)
-        for b in _blocks(iter(records), settings.block_records)
+        _block_units(planner, runner, b, done, on_progress) for b in batched(records, settings.block_records)
     )
 
 

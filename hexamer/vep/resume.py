@@ -46,6 +46,7 @@ from hexamer.io.contigs import read_rename_file
 from hexamer.vep.checkpoint import CHUNK_FANIN, ChunkStore, DoneKeys, file_sha256
 from hexamer.vep.engine import iter_blocks, settings_from
 from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields, write_vep_output
+from hexamer.vep.planner import Row
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
 from hexamer.vep.variants import FastaError, Reference, VcfInputError
@@ -65,8 +66,6 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
-Row = dict[str, Any]
-Key = tuple[int, int]
 _META = "meta.json"
 #: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json,
 #: n_scored_bp/n_oov_bp columns, equal-length indel windows

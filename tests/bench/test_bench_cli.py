@@ -6,21 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from hexamer.bench import run_all as run_all_module
-from hexamer.cli import app
-
-runner = CliRunner()
-
-
-def _ok(args: list[str]) -> None:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+from hexamer.testing.cli import run, run_ok
 
 
 def test_tokenizer_json_and_plot(tiny_folder: Path, tmp_path: Path) -> None:
-    _ok(  # --json: the old name of -o/--out, still accepted
+    run_ok(  # --json: the old name of -o/--out, still accepted
         ["bench", "tokenizer", "--model", str(tiny_folder), "--sizes", "1200", "--repeats", "1",
          "--json", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.png")]
     )  # fmt: skip
@@ -32,7 +24,7 @@ def test_tokenizer_json_and_plot(tiny_folder: Path, tmp_path: Path) -> None:
 def test_throughput_fns_roofline(tiny_folder: Path, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     common = ["--model", str(tiny_folder), "--threads", "1"]
-    _ok(
+    run_ok(
         ["bench", "throughput", *common, "--batch-sizes", "2", "--prompt-bp", "24", "--new-bp", "12",
          "--backends", "hexamer-token,transformers-static", "--json", str(tmp_path / "tp.json"),
          "--plot", str(tmp_path / "tp.png")]
@@ -40,12 +32,12 @@ def test_throughput_fns_roofline(tiny_folder: Path, tmp_path: Path) -> None:
     rows = json.loads((tmp_path / "tp.json").read_text())["rows"]
     assert [r["backend"] for r in rows] == ["hexamer-token", "transformers (static cache)"]
     assert (tmp_path / "tp.png").is_file()
-    _ok(
+    run_ok(
         ["bench", "fns", *common, "--batch-sizes", "1", "--new-bp", "12", "--score-sequences", "2",
          "--score-bp", "60", "--repeats", "1", "--json", str(tmp_path / "fns.json")]
     )  # fmt: skip
     assert json.loads((tmp_path / "fns.json").read_text())["name"] == "fns"
-    _ok(
+    run_ok(
         ["bench", "roofline", *common, "--batch-sizes", "1", "--new-bp", "12", "--repeats", "1", "--quick",
          "--plot", str(tmp_path / "roof.png"), "-o", str(tmp_path / "roof.json")]
     )  # fmt: skip
@@ -55,7 +47,7 @@ def test_throughput_fns_roofline(tiny_folder: Path, tmp_path: Path) -> None:
 
 def test_all_quick_only(tiny_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_all_module, "EXTERNAL", {"spec": ("hexamer.bench.not_there", "run_spec_bench")})
-    _ok(
+    run_ok(
         ["bench", "all", "--quick", "--model", str(tiny_folder), "--out", str(tmp_path),
          "--only", "tokenizer,spec", "--price-per-hour", "2.5"]
     )  # fmt: skip
@@ -75,8 +67,7 @@ def test_all_skips_a_missing_optional_peer_with_the_install_hint(
     monkeypatch.setattr(
         llamacpp, "llama_cpp_available", lambda: (False, "not installed: pip install 'hexamer[bench]'")
     )
-    result = runner.invoke(
-        app,
+    result = run_ok(
         [
             "bench",
             "all",
@@ -87,9 +78,8 @@ def test_all_skips_a_missing_optional_peer_with_the_install_hint(
             str(tmp_path),
             "--only",
             "llamacpp",
-        ],
+        ]
     )
-    assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
     summary = (tmp_path / "summary.md").read_text()
     assert "- **llamacpp** (skipped): not installed: pip install 'hexamer[bench]'" in summary
@@ -121,7 +111,7 @@ def test_markup_in_notes_is_printed_as_is() -> None:
     ],
 )
 def test_bad_options(args: list[str]) -> None:
-    result = runner.invoke(app, args)
+    result = run(args)
     assert result.exit_code != 0
 
 

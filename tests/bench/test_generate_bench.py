@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from hexamer.bench.generate import run_generate_bench
-from hexamer.cli import app
+from hexamer.testing.cli import run, run_ok
 
 pytest.importorskip("transformers")
 
@@ -28,8 +27,7 @@ def test_rows_and_ratios(tiny_folder: Path) -> None:
 def test_cli_tiny_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
     out = tmp_path / "gen.json"
-    result = CliRunner().invoke(
-        app,
+    run_ok(
         [
             "bench",
             "generate",
@@ -45,10 +43,9 @@ def test_cli_tiny_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
             "hexamer-token,hexamer-bp",
             "--json",
             str(out),
-        ],
+        ]
     )
-    assert result.exit_code == 0, result.output
     notes = json.loads(out.read_text())["notes"]
     assert any(n.startswith("batch 2: bp-level costs") and "fastest and slowest" in n for n in notes)
-    bad = CliRunner().invoke(app, ["bench", "generate", "--shape", "tiny", "--backends", "vllm"])
+    bad = run(["bench", "generate", "--shape", "tiny", "--backends", "vllm"])
     assert bad.exit_code != 0

@@ -8,19 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from hexamer.bench.quant import DNA_DIR, check_variants, held_out_dna, load_variants, run_quant_fidelity
-from hexamer.cli import app
 from hexamer.model.quant import QUANT_METHOD, folder_quantization
-from hexamer.testing.cli import run_json
-
-runner = CliRunner()
+from hexamer.testing.cli import run, run_json, run_ok
 
 
 def _ok(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+    result = run_ok(args)
     return result.output
 
 
@@ -84,9 +79,9 @@ def test_quantize_command_writes_a_loadable_folder(tiny_folder: Path, tmp_path: 
     summary = run_json(["quantize", str(tiny_folder), str(out), "--json"])
     assert folder_quantization(out)["quant_method"] == QUANT_METHOD  # type: ignore[index]
     assert summary["out_bytes"] < summary["source_bytes"]
-    result = runner.invoke(app, ["quantize", str(out), str(tmp_path / "again")])
+    result = run(["quantize", str(out), str(tmp_path / "again")])
     assert result.exit_code == 1 and not (tmp_path / "again").exists()
-    result = runner.invoke(app, ["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int4"])
+    result = run(["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int4"])
     assert result.exit_code != 0 and not (tmp_path / "x").exists()
 
 
@@ -147,8 +142,8 @@ def test_peer_gguf_is_checked_before_any_work(
     # without llama.cpp the folder is not converted: the row is skipped with the install hint
     monkeypatch.setattr("hexamer.bench.llamacpp.llama_cpp_available", lambda: (False, "not installed"))
     assert quant.peer_gguf(tiny_folder, None, "q8_0") is None
-    result = runner.invoke(
-        app, ["bench", "quant", "--model", str(tiny_folder), "--gguf", str(gguf), "--gguf-quantize", "q8_0"]
+    result = run(
+        ["bench", "quant", "--model", str(tiny_folder), "--gguf", str(gguf), "--gguf-quantize", "q8_0"]
     )
     assert result.exit_code != 0
 

@@ -7,12 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.bench.serve import RequestResult, random_prompts, run_serve_bench, summarize, token_lengths
-from hexamer.cli import app
-from hexamer.testing.cli import error_message
+from hexamer.testing.cli import error_message, run, run_ok
 from hexamer.tokenizer import DnaLayout
 from tests.remote.fake_server import FakeSettings, make_app, serve
 
@@ -84,8 +82,7 @@ def test_quick_on_hexamer_server_in_process(monkeypatch: pytest.MonkeyPatch, tmp
 def test_cli_bench_serve(local: Carbon, tiny_folder: Path, tmp_path: Path) -> None:
     with serve(make_app(local, FakeSettings(api_key="k"))) as url:
         args = ["bench", "serve", "--url", url, "--tokenizer", str(tiny_folder), "--quick", "--api-key", "k"]
-        result = CliRunner().invoke(
-            app,
+        run_ok(
             [
                 *args,
                 "-o",
@@ -94,9 +91,8 @@ def test_cli_bench_serve(local: Carbon, tiny_folder: Path, tmp_path: Path) -> No
                 str(tmp_path / "s.png"),
                 "--price-per-hour",
                 "3",
-            ],
+            ]
         )
-        assert result.exit_code == 0, result.output
         data = json.loads((tmp_path / "s.json").read_text())
         metrics = {r["metric"]: r for r in data["rows"]}
         assert {"Output token throughput (tok/s)", "TPOT (ms)"} <= set(metrics)
@@ -110,9 +106,9 @@ def test_cli_bench_serve(local: Carbon, tiny_folder: Path, tmp_path: Path) -> No
             "output_bp_throughput",
         }
         assert (tmp_path / "s.png").stat().st_size > 0
-        bad = CliRunner().invoke(app, args[:-2])  # no API key
+        bad = run(args[:-2])  # no API key
         assert bad.exit_code == 2 and "HTTP 401" in error_message(bad)
-    both = CliRunner().invoke(app, ["bench", "serve", "--url", "http://x", "--model", str(tiny_folder)])
+    both = run(["bench", "serve", "--url", "http://x", "--model", str(tiny_folder)])
     assert both.exit_code == 2 and "not both" in error_message(both)
 
 

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.bench.report import BenchReport
 from hexamer.bench.spec import PairShape, build_spec_pair, run_spec_bench
-from hexamer.cli import app
+from hexamer.testing.cli import run, run_ok
 
 SMALL = PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0)
 
@@ -58,8 +57,7 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "spec.json"
     args = ["bench", "spec", "--target", str(target_dir), "--draft", str(draft_dir), "--new-bp", "18"]
     extra = ["--prompt-bp", "12", "--spec-k", "3", "--decodings", "greedy", "-o", str(out)]
-    result = CliRunner().invoke(app, [*args, *extra, "--batch-sizes", "1,2"])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, *extra, "--batch-sizes", "1,2"])
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 4 and {r["pair"] for r in rows} == {"given"}
     assert [r["batch"] for r in rows] == [1, 1, 2, 2]
@@ -71,6 +69,6 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert r["speed-up"] == pytest.approx(
             r["timings"]["target"]["seconds_median"] / r["timings"]["spec"]["seconds_median"]
         )
-    assert CliRunner().invoke(app, ["bench", "spec", "--target", str(target_dir)]).exit_code != 0
-    assert CliRunner().invoke(app, [*args, "--modes", "kmer"]).exit_code != 0
-    assert CliRunner().invoke(app, [*args, "--spec-k", "0"]).exit_code != 0
+    assert run(["bench", "spec", "--target", str(target_dir)]).exit_code != 0
+    assert run([*args, "--modes", "kmer"]).exit_code != 0
+    assert run([*args, "--spec-k", "0"]).exit_code != 0

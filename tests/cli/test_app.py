@@ -6,12 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from hexamer.cli import app
-from hexamer.testing.cli import error_message, run_json
-
-runner = CliRunner()
+from hexamer.testing.cli import error_message, run, run_json, run_ok
 
 
 @pytest.fixture(autouse=True)
@@ -20,30 +16,27 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_tokenize_json(tiny_folder: Path) -> None:
-    result = runner.invoke(app, ["tokenize", "--model", str(tiny_folder), "--json", "hi <dna>ACGTACGT</dna>"])
-    assert result.exit_code == 0, result.output
+    result = run_ok(["tokenize", "--model", str(tiny_folder), "--json", "hi <dna>ACGTACGT</dna>"])
     data = json.loads(result.stdout)
     assert data["token_mask"][-3:] == [6, 2, 0]
 
 
 def test_tokenize_table_and_auto_tags(tiny_folder: Path) -> None:
-    result = runner.invoke(app, ["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
-    assert result.exit_code == 0, result.output  # the table is for people; --json is checked
+    # the table is for people; --json is checked
+    run_ok(["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
     data = run_json(["tokenize", "-m", str(tiny_folder), "--auto-dna-tags", "ACGTAC"])
     assert data["kinds"] == ["DNA tag", "6-mer", "DNA tag"]
 
 
 def test_info(tiny_folder: Path) -> None:
-    result = runner.invoke(app, ["info", "--model", str(tiny_folder)])
-    assert result.exit_code == 0, result.output
+    run_ok(["info", "--model", str(tiny_folder)])
     data = run_json(["info", "--model", str(tiny_folder)])
     assert data["vocab_size"] == 4608 and data["k"] == 6
     assert data["config"]["num_hidden_layers"] == 2
 
 
 def test_demo_runs_on_the_shipped_demo_model(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "tour"), "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_ok(["demo", "--out", str(tmp_path / "tour"), "--json"])
     summary = json.loads(result.stdout)
     assert summary["model"].endswith("demo-model")
     assert summary["steps"]["tokenise"]["fast_path_matches"] is True
@@ -59,15 +52,14 @@ def test_builtin_tiny_model_is_built_once(tmp_path: Path) -> None:
 
 
 def test_bad_model_folder_is_a_clean_error(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["tokenize", "--model", str(tmp_path), "x"])
+    result = run(["tokenize", "--model", str(tmp_path), "x"])
     assert result.exit_code == 2
     assert "has no tokenizer.json" in error_message(result)
 
 
 def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    result = runner.invoke(
-        app,
+    run_ok(
         [
             "bench",
             "tokenizer",
@@ -79,24 +71,23 @@ def test_bench_tokenizer_small(tiny_folder: Path, tmp_path: Path) -> None:
             "1",
             "--json",
             str(out),
-        ],
+        ]
     )
-    assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())["rows"]  # a hexamer.bench.report.BenchReport
     assert {r["n_bp"] for r in rows} == {6000, 10000}
     assert all(r["mbp_per_s"] > 0 for r in rows)
-    bad = runner.invoke(app, ["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "abc"])
+    bad = run(["bench", "tokenizer", "-m", str(tiny_folder), "--sizes", "abc"])
     assert bad.exit_code != 0
 
 
 def test_version_help_alias_and_listed_choices() -> None:
     from hexamer import __version__
 
-    result = runner.invoke(app, ["--version"])
+    result = run(["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == __version__
-    assert runner.invoke(app, ["version"]).stdout.strip() == __version__
+    assert run(["version"]).stdout.strip() == __version__
     for args in (["-h"], ["generate", "-h"], ["bench", "-h"], ["bench", "fns", "-h"], ["train", "-h"]):
-        assert runner.invoke(app, args).exit_code == 0, args
+        assert run(args).exit_code == 0, args
     from hexamer.testing.cli import usage_error
 
     assert "'bp', 'token'" in usage_error(["generate", "ACGT", "--mode", "codon"]).format_message()

@@ -6,19 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from hexamer.cli import app
-from hexamer.testing.cli import usage_error
-
-runner = CliRunner()
+from hexamer.testing.cli import run_ok, usage_error
 
 
 def test_bench_vep_quick(tiny_folder: Path, tmp_path: Path) -> None:
     out, png = tmp_path / "vep.json", tmp_path / "vep.png"
     args = ["bench", "vep", "-m", str(tiny_folder), "--quick", "--sites", "3", "--alts-per-site", "2"]
-    result = runner.invoke(app, [*args, "--json", str(out), "--plot", str(png)])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "--json", str(out), "--plot", str(png)])
     rows = json.loads(out.read_text())["rows"]
     assert {(r["recipe"], r["method"]) for r in rows} == {
         (recipe, method)
@@ -37,8 +32,7 @@ def test_bench_vep_quick(tiny_folder: Path, tmp_path: Path) -> None:
 def test_bench_vep_no_published(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "vep.json"
     args = ["bench", "vep", "-m", str(tiny_folder), "--quick", "--sites", "2", "--alts-per-site", "1"]
-    result = runner.invoke(app, [*args, "--recipes", "window", "--no-published", "--json", str(out)])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "--recipes", "window", "--no-published", "--json", str(out)])
     methods = [r["method"] for r in json.loads(out.read_text())["rows"]]
     assert methods == ["hexamer engine", "naive (hexamer model)"]
 
@@ -52,8 +46,7 @@ def test_bench_vep_bad_recipe(tiny_folder: Path) -> None:
 def test_bench_embed_matches_transformers(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "embed.json"
     args = ["bench", "embed", "-m", str(tiny_folder), "--sequences", "5", "--length", "200"]
-    result = runner.invoke(app, [*args, "--batch-size", "2", "-o", str(out), "--price-per-hour", "2"])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "--batch-size", "2", "-o", str(out), "--price-per-hour", "2"])
     rows = {r["backend"]: r for r in json.loads(out.read_text())["rows"]}
     for r in rows.values():  # the price turns sequences/s into sequences/hour and $ per million
         assert r["sequences/hour"] == pytest.approx(r["sequences/s"] * 3600)
@@ -79,8 +72,7 @@ def test_bench_vep_real_vcf_and_window_grid(tiny_folder: Path, tmp_path: Path) -
     out = tmp_path / "vep.json"
     args = ["bench", "vep", "-m", str(tiny_folder), "--quick", "--recipes", "window", "--no-published"]
     args += ["--vcf", str(data / "chr20_slice.vcf"), "--fasta", str(data / "chr20_slice.fa.gz")]
-    result = runner.invoke(app, [*args, "--window-grid", "300", "--json", str(out)])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "--window-grid", "300", "--json", str(out)])
     report = json.loads(out.read_text())
     assert "chr20_slice.vcf" in report["title"] and "window grid 300 bp" in report["title"]
     engine = report["rows"][0]

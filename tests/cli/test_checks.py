@@ -10,12 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from hexamer.cli import app
 from hexamer.cli.checks import THREADS_MAX
+from hexamer.testing.cli import run
 
-runner = CliRunner()
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
 NO_MODEL = ["-m", "/nonexistent/model"]
 VEP = [
@@ -104,7 +102,7 @@ CASES = [
 )
 def test_bad_option_is_refused_before_work(args: list[str], option: str, tmp_path: Path) -> None:
     args = [str(tmp_path / a) if a in ("x.tsv", "x.parquet") else a for a in args]
-    result = runner.invoke(app, args, standalone_mode=False)
+    result = run(args, standalone_mode=False)
     exc = result.exception
     assert exc is not None and type(exc).__name__ == "BadParameter", (result.output, exc)
     assert exc.format_message().startswith(f"Invalid value for '{option}'"), exc.format_message()  # type: ignore[attr-defined]
@@ -114,7 +112,7 @@ def test_bad_option_is_refused_before_work(args: list[str], option: str, tmp_pat
 def test_generate_max_bp_past_the_context_is_refused_before_work(tiny_folder: Path) -> None:
     """--max-bp 10**12 once asked numpy for 3.6 TiB; the model's context is checked first."""
     args = ["generate", "-m", str(tiny_folder), "ACGTACGT", "--max-bp", str(10**12)]
-    result = runner.invoke(app, args, standalone_mode=False)
+    result = run(args, standalone_mode=False)
     exc = result.exception
     assert exc is not None and type(exc).__name__ == "BadParameter", (result.output, exc)
     assert "exceeds the model's context" in exc.format_message()  # type: ignore[attr-defined]

@@ -9,13 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
 from hexamer import Carbon
-from hexamer.cli import app
-from hexamer.testing.cli import error_message, run, run_json, usage_error
-
-runner = CliRunner()
+from hexamer.testing.cli import error_message, run, run_json, run_ok, usage_error
 
 FASTA = (
     """>good1 first
@@ -43,8 +39,7 @@ def fasta(tmp_path: Path) -> Path:
 
 def test_generate_table_keeps_every_record(tiny_folder: Path, fasta: Path, tmp_path: Path) -> None:
     out = tmp_path / "gen.tsv"
-    result = runner.invoke(
-        app,
+    run_ok(
         [
             "generate",
             "-m",
@@ -57,9 +52,8 @@ def test_generate_table_keeps_every_record(tiny_folder: Path, fasta: Path, tmp_p
             "20",
             "--seed",
             "3",
-        ],
+        ]
     )
-    assert result.exit_code == 0, result.output
     with out.open() as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     assert [r["id"] for r in rows] == ["good1", "bad_char", "good2", "empty", "good1", "long"]
@@ -74,8 +68,7 @@ def test_generate_table_keeps_every_record(tiny_folder: Path, fasta: Path, tmp_p
 
 def test_generate_fasta_and_parquet(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "gen.fa.gz"
-    result = runner.invoke(
-        app,
+    run_ok(
         [
             "generate",
             "-m",
@@ -90,44 +83,35 @@ def test_generate_fasta_and_parquet(tiny_folder: Path, tmp_path: Path) -> None:
             "0",
             "--mode",
             "token",
-        ],
+        ]
     )
-    assert result.exit_code == 0, result.output
     with gzip.open(out, "rt") as f:
         text = f.read().split()
     assert text[0] == ">seq1" and len(text[1]) == 13
     pq_out = tmp_path / "gen.parquet"
-    result = runner.invoke(
-        app,
-        ["generate", "-m", str(tiny_folder), "ACGTACGT", "-o", str(pq_out), "--max-bp", "7", "--mask", "ATG"],
+    run_ok(
+        ["generate", "-m", str(tiny_folder), "ACGTACGT", "-o", str(pq_out), "--max-bp", "7", "--mask", "ATG"]
     )
-    assert result.exit_code == 0, result.output
     table = pq.read_table(pq_out).to_pylist()
     assert table[0]["sequence"].startswith("ATG") and table[0]["n_bp"] == 7
 
 
 def test_generate_stdout_and_bad_options(tiny_folder: Path) -> None:
-    result = runner.invoke(
-        app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "--seed", "1"]
-    )
-    assert result.exit_code == 0, result.output
+    result = run_ok(["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "--seed", "1"])
     assert result.stdout.splitlines()[0] == ">seq1"  # FASTA on stdout is data, not terminal text
-    dash = runner.invoke(app, ["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "-o", "-"])
+    dash = run(["generate", "-m", str(tiny_folder), "ACGTAC", "--max-bp", "6", "-o", "-"])
     assert dash.exit_code == 0 and dash.stdout.splitlines()[0] == ">seq1"
     bad = usage_error(["generate", "-m", str(tiny_folder), "ACGTAC", "--mode", "codon"])
     assert "codon" in bad.format_message()
     bad = usage_error(["generate", "-m", str(tiny_folder), "ACGTAC", "--mask", "NNZ"])
     assert "not an IUPAC" in bad.format_message()
-    none = runner.invoke(app, ["generate", "-m", str(tiny_folder)])
+    none = run(["generate", "-m", str(tiny_folder)])
     assert none.exit_code != 0
 
 
 def test_score_parquet_with_per_base(tiny_folder: Path, fasta: Path, tmp_path: Path) -> None:
     out = tmp_path / "scores.parquet"
-    result = runner.invoke(
-        app, ["score", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--per-base"]
-    )
-    assert result.exit_code == 0, result.output
+    run_ok(["score", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--per-base"])
     rows = pq.read_table(out).to_pylist()
     assert [r["status"] for r in rows] == ["ok", "skipped", "ok", "skipped", "skipped", "failed"]
     carbon = Carbon.from_pretrained(tiny_folder)
@@ -138,30 +122,27 @@ def test_score_parquet_with_per_base(tiny_folder: Path, fasta: Path, tmp_path: P
 
 
 def test_score_stdout_tsv(tiny_folder: Path) -> None:
-    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "ACGTACNNNNNNACG", "--method", "exact"])
-    assert result.exit_code == 0, result.output
+    result = run_ok(["score", "-m", str(tiny_folder), "ACGTACNNNNNNACG", "--method", "exact"])
     header, line = result.stdout.strip().splitlines()[:2]
     row = dict(zip(header.split("\t"), line.split("\t"), strict=True))
     assert row["n_oov_bases"] == "6" and row["n_scored"] == "9" and row["status"] == "ok"
-    bad = runner.invoke(app, ["score", "-m", str(tiny_folder), "ACGT", "-o", "x.fa"])
+    bad = run(["score", "-m", str(tiny_folder), "ACGT", "-o", "x.fa"])
     assert bad.exit_code != 0
 
 
 def test_missing_input_file(tiny_folder: Path, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(tmp_path / "nope.fa")])
+    result = run(["score", "-m", str(tiny_folder), "-i", str(tmp_path / "nope.fa")])
     assert result.exit_code == 2
     assert "nope.fa" in error_message(result)
 
 
 def test_score_and_generate_read_stdin_and_write_stdout_with_dash(tiny_folder: Path) -> None:
     fasta = ">a\nACGTACGTACGTAAAA\n>b\nGGGGCCCCAAAATTTT\n"
-    result = runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", "-", "-o", "-"], input=fasta)
-    assert result.exit_code == 0, result.output
+    result = run_ok(["score", "-m", str(tiny_folder), "-i", "-", "-o", "-"], input=fasta)
     table = [line.split("\t") for line in result.stdout.splitlines() if "\t" in line]
     assert table[0][:2] == ["id", "status"] and [row[:2] for row in table[1:]] == [["a", "ok"], ["b", "ok"]]
     args = ["generate", "-m", str(tiny_folder), "-i", "-", "-o", "-", "--max-bp", "12", "--seed", "1"]
-    result = runner.invoke(app, args, input=">p\nACGTACGTACGT\n")
-    assert result.exit_code == 0, result.output
+    result = run_ok(args, input=">p\nACGTACGTACGT\n")
     lines = [line for line in result.stdout.splitlines() if line.startswith(">") or set(line) <= set("ACGT")]
     assert lines[-2] == ">p" and len(lines[-1]) == 12
 
@@ -195,8 +176,7 @@ def test_score_all_n_writes_null_not_nan(tiny_folder: Path, tmp_path: Path, suff
     fa.write_text(">n\nNNNNNNNNNNNN\n>some\nACGTACNNNNNN\n")
     out = tmp_path / f"scores.{suffix}"
     args = ["score", "-m", str(tiny_folder), "-i", str(fa), "-o", str(out), "--per-base"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+    run_ok(args)
     if suffix == "jsonl":
         text = out.read_text()
         assert "NaN" not in text
@@ -217,11 +197,8 @@ def test_positional_and_fasta_sequences_are_checked_alike(tiny_folder: Path, tmp
     fa = tmp_path / "in.fa"
     fa.write_text("".join(f">seq{i + 1}\n{s}\n" for i, s in enumerate(seqs)))
     by_arg, by_file = tmp_path / "a.jsonl", tmp_path / "f.jsonl"
-    assert runner.invoke(app, ["score", "-m", str(tiny_folder), *seqs, "-o", str(by_arg)]).exit_code == 0
-    assert (
-        runner.invoke(app, ["score", "-m", str(tiny_folder), "-i", str(fa), "-o", str(by_file)]).exit_code
-        == 0
-    )
+    assert run(["score", "-m", str(tiny_folder), *seqs, "-o", str(by_arg)]).exit_code == 0
+    assert run(["score", "-m", str(tiny_folder), "-i", str(fa), "-o", str(by_file)]).exit_code == 0
     assert by_arg.read_text() == by_file.read_text()
     assert [r.split('"status": ')[1][:9] for r in by_arg.read_text().splitlines()] == [
         '"ok", "er',

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pysam
-from typer.testing import CliRunner
 
-from hexamer.cli import app
-from hexamer.testing.cli import error_message, run, run_json, usage_error
+from hexamer.testing.cli import error_message, run, run_json, run_ok, usage_error
 
-runner = CliRunner()
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
 
 
@@ -29,12 +26,10 @@ def test_vep_table_and_vcf(tiny_folder: Path, tmp_path: Path) -> None:
         "--window",
         "600",
     ]
-    result = runner.invoke(app, [*args, "-o", str(table)])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "-o", str(table)])
     rows = pq.read_table(table).to_pylist()
     gridded = tmp_path / "gridded.parquet"
-    result = runner.invoke(app, [*args, "--window-grid", "200", "-o", str(gridded)])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "--window-grid", "200", "-o", str(gridded)])
     grid_rows = pq.read_table(gridded).to_pylist()
     # the grid moves the windows: the SNV right after the N gap then shares a 6-mer with an N
     moved = {r["id"]: r for r in grid_rows}["after_gap"]
@@ -53,13 +48,11 @@ def test_vep_table_and_vcf(tiny_folder: Path, tmp_path: Path) -> None:
     assert len({r["record"] for r in rows}) == n_records  # every input record is in the output
     assert {r["status"] for r in rows} >= {"ok", "skipped"}
     vcf_out = tmp_path / "scored.vcf.gz"
-    result = runner.invoke(app, [*args, "-o", str(vcf_out)])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "-o", str(vcf_out)])
     with pysam.VariantFile(str(vcf_out)) as vf:
         assert "HEXAMER_SCORE" in vf.header.info
     plot = tmp_path / "hist.png"
-    result = runner.invoke(app, ["plot", "hist", str(table), "-o", str(plot), "--by", "status"])
-    assert result.exit_code == 0, result.output
+    run_ok(["plot", "hist", str(table), "-o", str(plot), "--by", "status"])
     assert plot.stat().st_size > 1000
 
 
@@ -96,8 +89,7 @@ def test_vep_token_budget_is_a_setting_resume_checks(tiny_folder: Path, tmp_path
     out = tmp_path / "b.tsv"
     args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "edge_cases.vcf")]
     args += ["--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(out)]
-    first = runner.invoke(app, [*args, "--token-budget", "300"])
-    assert first.exit_code == 0, first.output
+    run_ok([*args, "--token-budget", "300"])
     side = sidecar_dir(out)
     side.mkdir()  # a sidecar left by a killed run with a budget of 300
     (side / "meta.json").write_text(
@@ -107,7 +99,7 @@ def test_vep_token_budget_is_a_setting_resume_checks(tiny_folder: Path, tmp_path
     assert again.exit_code == 2
     message = error_message(again)
     assert "token_budget 300 -> 512" in message and "--token-budget 300" in message
-    bad = runner.invoke(app, [*args, "--token-budget", "0"])
+    bad = run([*args, "--token-budget", "0"])
     assert bad.exit_code != 0
 
 
@@ -121,10 +113,7 @@ def test_embed_and_roc(tiny_folder: Path, tmp_path: Path) -> None:
     fasta = tmp_path / "seqs.fa"
     fasta.write_text(">a\nACGTACGTTGCA\n>b\nTTTTGGGGCCCCAAAA\n>bad\nACGTX\n")
     out = tmp_path / "emb.parquet"
-    result = runner.invoke(
-        app, ["embed", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--pool", "sep"]
-    )
-    assert result.exit_code == 0, result.output
+    run_ok(["embed", "-m", str(tiny_folder), "-i", str(fasta), "-o", str(out), "--pool", "sep"])
     table = pq.read_table(out)
     assert table.num_rows == 3  # the bad record stays, with its reason
     bad = next(r for r in table.to_pylist() if r["id"] == "bad")
@@ -141,8 +130,7 @@ def test_vep_unreadable_fields_fail_one_row_each(tiny_folder: Path, tmp_path: Pa
     out = tmp_path / "u.parquet"
     args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "unreadable_fields.vcf")]
     args += ["--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(out)]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+    run_ok(args)
     rows = pq.read_table(out).to_pylist()
     assert [r["status"] for r in rows] == ["ok", "failed", "failed", "failed", "ref_mismatch", "ok"]
     assert "line 5: POS 9223372036854775808" in rows[1]["reason"]
@@ -151,7 +139,7 @@ def test_vep_unreadable_fields_fail_one_row_each(tiny_folder: Path, tmp_path: Pa
 
 def _vep(tiny_folder: Path, vcf: str, fasta: Path, out: str, *extra: str, stdin: bytes | None = None):
     args = ["vep", "-m", str(tiny_folder), "--vcf", vcf, "--fasta", str(fasta), "--window", "600", "-o", out]
-    return runner.invoke(app, [*args, *extra], input=stdin)
+    return run([*args, *extra], input=stdin)
 
 
 def test_vep_real_saureus_vcf_against_its_ncbi_plain_gzip_fasta(tiny_folder: Path, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
-from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.bench.spec import PairShape, build_spec_pair
@@ -25,6 +24,7 @@ from hexamer.engine.speculative import (
 )
 from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, token_sampling_probs
 from hexamer.testing import build_carbon_folder
+from hexamer.testing.cli import run, run_ok
 from hexamer.tokenizer import DnaLayout
 
 TINY_PAIR = PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0)
@@ -360,14 +360,12 @@ def test_engine_admission(pair: tuple[Carbon, Carbon]) -> None:
 
 
 def test_cli_generate_with_draft(pair: tuple[Carbon, Carbon], tmp_path: Path) -> None:
-    from hexamer.cli import app
 
     target, draft = pair
     out = tmp_path / "gen.tsv"
     args = ["generate", "ACGTACGTAC", "GGCAT", "--max-bp", "20", "--temperature", "0", "-o", str(out)]
     t_dir, d_dir = target.tokenizer.name_or_path, draft.tokenizer.name_or_path
-    result = CliRunner().invoke(app, [*args, "--model", t_dir, "--draft", d_dir, "--spec-k", "2", "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_ok([*args, "--model", t_dir, "--draft", d_dir, "--spec-k", "2", "--json"])
     spec = json.loads(result.stdout.strip().splitlines()[-1])["speculative"]
     assert 0 <= spec["acceptance_rate"] <= 1 and spec["tokens_per_forward"] >= 1
     lines = out.read_text().splitlines()
@@ -376,5 +374,5 @@ def test_cli_generate_with_draft(pair: tuple[Carbon, Carbon], tmp_path: Path) ->
     header = lines[0].split("\t")
     seqs = [line.split("\t")[header.index("sequence")] for line in lines[1:]]
     assert seqs == [g.sequence for g in alone]
-    bad = CliRunner().invoke(app, [*args, "--model", t_dir, "--draft", d_dir, "--spec-k", "zero"])
+    bad = run([*args, "--model", t_dir, "--draft", d_dir, "--spec-k", "zero"])
     assert bad.exit_code != 0

@@ -10,14 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from hexamer.cli import app
 from hexamer.cli.eval_cmd import parse_option
-from hexamer.testing.cli import error_message
+from hexamer.testing.cli import error_message, run, run_ok
 from tests.evals.lookalike import write_brca2, write_clinvar, write_sequence_recovery, write_traitgym
-
-runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
@@ -92,8 +88,7 @@ def test_single_task_both_levels(tmp_path: Path, tiny_folder: Path, human_dna: s
         "--report",
         str(tmp_path / "r.md"),
     ]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+    run_ok(args)
     summary = json.loads((out / "summary.json").read_text())
     assert [(r["task"], r["level"], r["status"]) for r in summary["results"]] == [
         ("brca2", "token", "ok"),
@@ -104,7 +99,7 @@ def test_single_task_both_levels(tmp_path: Path, tiny_folder: Path, human_dna: s
     assert token["ci95"]["auroc"][0] <= token["metrics"]["auroc"] <= token["ci95"]["auroc"][1]
     md = (tmp_path / "r.md").read_text()
     assert "| BRCA2 VEP | token |" in md and "84.63" in md and "brca2-roc.png" in md
-    again = runner.invoke(app, args)  # served from the cache
+    again = run(args)  # served from the cache
     assert again.exit_code == 0
     assert json.loads((out / "brca2-token.json").read_text())["n_cached"] == 10
 
@@ -112,8 +107,8 @@ def test_single_task_both_levels(tmp_path: Path, tiny_folder: Path, human_dna: s
 def test_schema_error_is_reported(tmp_path: Path, tiny_folder: Path) -> None:
     bad = tmp_path / "brca2_vep.parquet"
     pq.write_table(pa.Table.from_pylist([{"chrom": 13, "pos": 5}]), bad)
-    result = runner.invoke(
-        app, ["eval", "-m", str(tiny_folder), "-t", "brca2", "--data", str(bad), "--out", str(tmp_path / "o")]
+    result = run(
+        ["eval", "-m", str(tiny_folder), "-t", "brca2", "--data", str(bad), "--out", str(tmp_path / "o")]
     )
     assert result.exit_code == 2
     message = error_message(result)
@@ -131,8 +126,7 @@ def test_suite_all_with_report(tmp_path: Path, tiny_folder: Path, human_dna: str
     )
     out = tmp_path / "out"
     report = tmp_path / "report.html"
-    result = runner.invoke(
-        app,
+    run_ok(
         [
             "eval",
             "-m",
@@ -153,9 +147,8 @@ def test_suite_all_with_report(tmp_path: Path, tiny_folder: Path, human_dna: str
             "context_length=600",
             "--batch-size",
             "4",
-        ],
+        ]
     )
-    assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     status = {(r["task"], r["level"]): r["status"] for r in summary["results"]}
     for name in (
@@ -195,8 +188,7 @@ def test_report_dash_writes_markdown_alone_on_stdout(
     data = tmp_path / "brca2-vep" / "brca2_vep.parquet"
     args = ["eval", "-m", str(tiny_folder), "--task", "brca2", "--level", "token", "--data", str(data),
             "--out", str(tmp_path / "out"), "--bootstrap", "0", "--report", "-"]  # fmt: skip
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+    result = run_ok(args)
     assert result.stdout.lstrip().startswith("#") and "| BRCA2 VEP | token |" in result.stdout
     assert "wrote" not in result.stdout and "summary.json" in result.stderr
     assert (tmp_path / "out" / "summary.json").is_file()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -114,35 +115,35 @@ def test_schema_error(tmp_path: Path, human_dna: str) -> None:
         GenomeNiah().load(tmp_path / "nothing")
 
 
-def _greedy_token(carbon: Carbon, prompt: str, n_tokens: int) -> str:
-    """Independent greedy decode: full forward each step, argmax over the 4,096 6-mer logits."""
+def _greedy(carbon: Carbon, prompt: str, n_tokens: int, choose: Callable[[torch.Tensor], int]) -> str:
+    """Independent greedy decode: a full forward each step; ``choose`` picks the next 6-mer's
+    index from the 4,096 6-mer logits."""
     lay = carbon.layout
     ids = [lay.begin_id, *encode_dna(prompt, lay).ids.tolist()]
     out = ""
     for _ in range(n_tokens):
         with torch.inference_mode():
             logits = carbon.model(torch.tensor([ids]), logits_at="all").logits[0, -1]
-        pick = int(torch.argmax(logits[lay.kmer_start : lay.kmer_stop]))
+        pick = choose(logits[lay.kmer_start : lay.kmer_stop])
         ids.append(lay.kmer_start + pick)
         out += lay.kmers[pick]
     return out
 
 
+def _greedy_token(carbon: Carbon, prompt: str, n_tokens: int) -> str:
+    """Token-level greedy: argmax over the 6-mer logits."""
+    return _greedy(carbon, prompt, n_tokens, lambda kmer_logits: int(torch.argmax(kmer_logits)))
+
+
 def _greedy_bp(carbon: Carbon, prompt: str, n_tokens: int) -> str:
-    """Independent bp-level greedy: argmax of each of the six FNS marginals, token by token."""
+    """bp-level greedy: argmax of each of the six FNS marginals, token by token."""
     lay = carbon.layout
-    ids = [lay.begin_id, *encode_dna(prompt, lay).ids.tolist()]
-    out = ""
-    for _ in range(n_tokens):
-        with torch.inference_mode():
-            logits = carbon.model(torch.tensor([ids]), logits_at="all").logits[
-                0, -1, lay.kmer_start : lay.kmer_stop
-            ]
-        digits = log_base_marginals(logits.float()).argmax(-1).tolist()  # (6,) in A,T,C,G order
-        kmer = "".join(BASES[d] for d in digits)
-        ids.append(lay.kmer_start + lay.kmers.index(kmer))
-        out += kmer
-    return out
+
+    def choose(kmer_logits: torch.Tensor) -> int:
+        digits = log_base_marginals(kmer_logits.float()).argmax(-1).tolist()  # (6,) in A,T,C,G order
+        return lay.kmers.index("".join(BASES[d] for d in digits))
+
+    return _greedy(carbon, prompt, n_tokens, choose)
 
 
 def _token_ll(carbon: Carbon, prompt: str, value: str) -> float:

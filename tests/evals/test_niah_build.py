@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from hexamer.cli import app
 from hexamer.evals.niah_build import (
     DEFAULT_GENOME,
     NiahBuildConfig,
@@ -23,7 +21,7 @@ from hexamer.evals.niah_build import (
     prompt_length_bp,
 )
 from hexamer.evals.tasks.niah import GenomeNiah, cell_name, parse_cell
-from hexamer.testing.cli import error_message
+from hexamer.testing.cli import error_message, run, run_ok
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +151,7 @@ def test_files_in_public_schema_read_by_task(tmp_path: Path) -> None:
 
 def test_cli(tmp_path: Path) -> None:
     out = tmp_path / "cells"
-    result = CliRunner().invoke(
-        app,
+    run_ok(
         [
             "build-niah",
             "--out",
@@ -169,13 +166,10 @@ def test_cli(tmp_path: Path) -> None:
             "42",
             "--depths",
             "50",
-        ],
+        ]
     )
-    assert result.exit_code == 0, result.output
     assert (out / "niah_128" / "test.parquet").is_file()
     rows = pq.read_table(out / "niah_neardup_d1_128" / "test.parquet").to_pylist()
     assert len(rows) == 3 and all(r["depth"] == 0.5 and r["hamming"] == 1 for r in rows)
-    bad = CliRunner().invoke(
-        app, ["build-niah", "--out", str(out), "--ctx", "64", "--tasks", "neardup_d2", "--n", "1"]
-    )
+    bad = run(["build-niah", "--out", str(out), "--ctx", "64", "--tasks", "neardup_d2", "--n", "1"])
     assert bad.exit_code == 2 and "too short" in error_message(bad)

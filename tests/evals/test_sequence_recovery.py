@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hexamer import Carbon
+from hexamer.bench.common import kmer_only_processor
 from hexamer.evals.data import row_hash
 from hexamer.evals.runner import run_task
 from hexamer.evals.task import EvalContext
@@ -32,16 +33,6 @@ def test_context_is_rightmost_and_whole_kmers() -> None:
     assert sr_context(seq, 6144) == seq[4:]  # 1000 -> 996, cut from the left
     ctx = sr_context(seq, 100)
     assert ctx == seq[-96:] and len(ctx) % 6 == 0
-
-
-class KmerOnly(transformers.LogitsProcessor):
-    def __init__(self, start: int, stop: int) -> None:
-        self.start, self.stop = start, stop
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        out = torch.full_like(scores, -torch.inf)
-        out[:, self.start : self.stop] = scores[:, self.start : self.stop]
-        return out
 
 
 def test_token_level_matches_transformers_greedy(
@@ -68,7 +59,7 @@ def test_token_level_matches_transformers_greedy(
             ids,
             max_new_tokens=5,
             do_sample=False,
-            logits_processor=[KmerOnly(layout.kmer_start, layout.kmer_stop)],
+            logits_processor=[kmer_only_processor(layout.kmer_start, layout.kmer_stop)],
         )
         pred = "".join(layout.kmer_of(t) for t in out[0, ids.shape[1] :].tolist())
         assert rec["pred"] == pred

@@ -24,16 +24,12 @@ from hexamer.io import (
     read_sequences,
     sequence_format,
 )
-
-
-def random_dna(rng: random.Random, n: int) -> str:
-    return "".join(rng.choices("ACGT", k=n))
+from tests.io.helpers import random_dna, random_records
 
 
 @pytest.fixture
 def seqs() -> list[tuple[str, str]]:
-    rng = random.Random(1234)
-    return [(f"seq{i}", random_dna(rng, rng.randint(1, 300))) for i in range(20)]
+    return random_records(1234, 20, 300, "seq")
 
 
 def fasta_text(records: list[tuple[str, str]], width: int = 60, desc: str = "") -> str:

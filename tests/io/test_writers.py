@@ -26,20 +26,16 @@ from hexamer.io import (
     write_fasta,
     write_table,
 )
+from tests.io.helpers import random_records
 
 
 class Boom(RuntimeError):
     pass
 
 
-def random_dna(rng: random.Random, n: int) -> str:
-    return "".join(rng.choices("ACGT", k=n))
-
-
 @pytest.fixture
 def seqs() -> list[tuple[str, str]]:
-    rng = random.Random(99)
-    return [(f"s{i}", random_dna(rng, rng.randint(1, 250))) for i in range(15)]
+    return random_records(99, 15, 250, "s")
 
 
 @pytest.fixture

@@ -7,21 +7,13 @@ import torch
 
 from hexamer.model import KVCache, LlamaModel, ModelConfig
 
+from .conftest import TINY
+
 
 @pytest.fixture(scope="module")
 def model() -> LlamaModel:
     torch.manual_seed(0)
-    cfg = ModelConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-    )
-    return LlamaModel(cfg).eval()
+    return LlamaModel(ModelConfig.from_dict(TINY | {"model_type": "llama"})).eval()
 
 
 def _last_logits(model: LlamaModel, ids: list[int]) -> torch.Tensor:

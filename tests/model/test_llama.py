@@ -16,18 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hexamer.model import KVCache, LlamaModel, load_model, positions_from_mask
+from tests.model.rope_settings import LLAMA3, YARN
 
 TOL = 1e-4
-
-YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "rope_theta": 10000.0}
-LLAMA3 = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 32,
-    "rope_theta": 500000.0,
-}
 
 PARITY: dict[str, tuple[dict[str, Any], int]] = {
     "gqa_untied": ({}, 24),

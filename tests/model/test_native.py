@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,23 @@ def kernels() -> native_mod.NativeKernels:
             pytest.fail(f"native kernels did not load although a C compiler exists: {native_status()}")
         pytest.skip(f"no C compiler: {native_status()}")
     return k
+
+
+@contextmanager
+def rebuilt_without_bf16_dot(
+    cflags: str, cache: Path, monkeypatch: Any
+) -> Iterator[native_mod.NativeKernels]:
+    """The kernels compiled afresh into ``cache`` with ``cflags`` that take away the bf16 dot
+    instruction (another CPU's path); the normal build is loaded again afterwards."""
+    monkeypatch.setenv("HEXAMER_CACHE", str(cache))
+    monkeypatch.setenv("HEXAMER_NATIVE_CFLAGS", cflags)
+    native_kernels.cache_clear()
+    try:
+        built = native_kernels()
+        assert built is not None and not built.bf16_dot, native_status()
+        yield built
+    finally:
+        native_kernels.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -236,12 +255,7 @@ def test_bf16_widening_path_where_the_cpu_has_no_bf16_dot(tmp_path: Path, monkey
     first = native_kernels()
     if first is None or not first.bf16_dot:
         pytest.skip("this build already uses the widening path (covered by the tests above)")
-    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
-    monkeypatch.setenv("HEXAMER_NATIVE_CFLAGS", "-mno-avx512bf16")
-    native_kernels.cache_clear()
-    try:
-        widening = native_kernels()
-        assert widening is not None and not widening.bf16_dot, native_status()
+    with rebuilt_without_bf16_dot("-mno-avx512bf16", tmp_path, monkeypatch) as widening:
         w = torch.randn(70, 33).to(torch.bfloat16)
         panels = widening.pack(w)
         assert panels.numel() == 96 * 33 and torch.equal(widening.unpack(panels, 70, 33), w)
@@ -251,8 +265,6 @@ def test_bf16_widening_path_where_the_cpu_has_no_bf16_dot(tmp_path: Path, monkey
             torch.testing.assert_close(widening.linear(x, panels, 70), want, atol=1e-4, rtol=1e-5)
             got = widening.linear(x, panels, 70, torch.bfloat16)
             assert torch.equal(got, widening.linear(x, panels, 70).to(torch.bfloat16))
-    finally:
-        native_kernels.cache_clear()
 
 
 # ------------------------------------------------------------------------------------------
@@ -407,12 +419,7 @@ def test_int8_avx2_build_matches(tmp_path: Path, monkeypatch: Any) -> None:
     first = native_kernels()
     if first is None:
         pytest.skip(native_status())
-    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
-    monkeypatch.setenv("HEXAMER_NATIVE_CFLAGS", "-mno-avx512f")
-    native_kernels.cache_clear()
-    try:
-        avx2 = native_kernels()
-        assert avx2 is not None and not avx2.bf16_dot, native_status()
+    with rebuilt_without_bf16_dot("-mno-avx512f", tmp_path, monkeypatch) as avx2:
         for dtype in (torch.float32, torch.bfloat16):
             for n, k in ((70, 33), (32, 64), (5, 3)):
                 q, scale = _int8_case(n, k, n + k)
@@ -426,5 +433,3 @@ def test_int8_avx2_build_matches(tmp_path: Path, monkeypatch: Any) -> None:
                     torch.testing.assert_close(
                         avx2.linear_int8(x, panels, scale, n), want, atol=1e-4, rtol=1e-5
                     )
-    finally:
-        native_kernels.cache_clear()

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hexamer.model import ModelConfig, apply_rope, rope_cos_sin, rope_frequencies
+from tests.model.rope_settings import LLAMA3, YARN
 
 transformers = pytest.importorskip("transformers")
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
@@ -25,25 +26,12 @@ CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
     (SMALL, {"rope_type": "default", "rope_theta": 10000.0}),
     (CARBON_3B, {"rope_type": "default", "rope_theta": 5e6}),
     (SMALL, {"rope_type": "linear", "factor": 2.5, "rope_theta": 10000.0}),
-    (
-        SMALL,
-        {
-            "rope_type": "llama3",
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 32,
-            "rope_theta": 500000.0,
-        },
-    ),
+    (SMALL, LLAMA3),
     (
         CARBON_3B,
         {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 5e6},
     ),
-    (
-        SMALL,
-        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "rope_theta": 10000.0},
-    ),
+    (SMALL, YARN),
     (
         SMALL,
         {

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
 from hexamer import Carbon
 from hexamer.bench.spec import PairShape, build_spec_pair
 from hexamer.server.app import create_app
 from hexamer.server.testing import serve_in_thread
+from hexamer.testing.cli import run, run_ok
 
 TINY_PAIR = PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0)
 PROMPTS = ["ACGTACGTAC", "TTGACATTGACATTGACA", "GGCAT"]
@@ -160,7 +160,6 @@ def test_incompatible_draft_is_refused(pair: tuple[Carbon, Carbon]) -> None:
 
 
 def test_serve_command_loads_the_draft(folders: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from hexamer.cli import app
 
     target_dir, draft_dir = folders
     started = {}
@@ -168,12 +167,8 @@ def test_serve_command_loads_the_draft(folders: tuple[Path, Path], monkeypatch: 
         "hexamer.server.run.run_server", lambda application, **kw: started.update(app=application)
     )
     args = ["serve", "-m", str(target_dir), "--max-model-len", "256"]
-    result = CliRunner().invoke(app, [*args, "--draft-model", str(draft_dir), "--draft-tokens", "3"])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "--draft-model", str(draft_dir), "--draft-tokens", "3"])
     state = started["app"].state.hexamer
     assert state.worker.engine.draft is not None and state.settings.draft_tokens == 3
-    assert (
-        CliRunner().invoke(app, [*args, "--draft-model", str(draft_dir), "--draft-tokens", "0"]).exit_code
-        != 0
-    )
-    assert CliRunner().invoke(app, [*args, "--draft-tokens", "3"]).exit_code != 0
+    assert run([*args, "--draft-model", str(draft_dir), "--draft-tokens", "0"]).exit_code != 0
+    assert run([*args, "--draft-tokens", "3"]).exit_code != 0

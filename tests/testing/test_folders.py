@@ -11,21 +11,12 @@ from safetensors import safe_open
 
 from hexamer.testing import CARBON_DNA_START_ID, SHAPES, build_carbon_folder
 from hexamer.tokenizer import CarbonTokenizer
-
-FILES = {
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "dna_config.json",
-    "added_tokens.json",
-    "special_tokens_map.json",
-    "config.json",
-    "generation_config.json",
-}
+from hexamer.tokenizer.folder import TOKENIZER_FILES
 
 
 def test_tiny_folder_layout(tiny_folder: Path, tok: CarbonTokenizer) -> None:
     names = {p.name for p in tiny_folder.iterdir()}
-    assert names >= FILES and "model.safetensors" in names
+    assert names >= set(TOKENIZER_FILES) and "model.safetensors" in names
     config = json.loads((tiny_folder / "config.json").read_text())
     dna = json.loads((tiny_folder / "dna_config.json").read_text())
     tokenizer_json = json.loads((tiny_folder / "tokenizer.json").read_text())

@@ -50,3 +50,17 @@ def tiny_config(data: Path, out: Path, **changes: object) -> TrainConfig:
     }
     base.update(changes)
     return TrainConfig.from_dict(base)
+
+
+def init_config(data: Path, out: Path, init: str, **changes: object) -> TrainConfig:
+    """:func:`tiny_config` with ``--init INIT`` and none of its shape overrides, so the model
+    folder (or the named shape) decides the model."""
+    return tiny_config(data, out, **changes).replace(
+        init=init,
+        hidden_size=None,
+        intermediate_size=None,
+        num_layers=None,
+        num_heads=None,
+        num_kv_heads=None,
+        context_length=None,
+    )

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from hexamer.cli.train_cmd import register
-from hexamer.testing.cli import error_message
+from hexamer.testing.cli import error_message, run, run_ok
 from hexamer.train.data import Segment
 from hexamer.train.evaluate import composition_accuracy, markov_accuracy
 
@@ -36,11 +35,9 @@ def app() -> typer.Typer:
 def test_cli_trains_and_resumes(app: typer.Typer, dna_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["train", str(dna_file), "--output-dir", str(out), "--steps", "4", *TINY, "--quiet"]
-    first = CliRunner().invoke(app, [*args, "--stop-at", "2"])
-    assert first.exit_code == 0, first.output
+    run_ok([*args, "--stop-at", "2"])
     assert (out / "checkpoint-0000002" / "optimizer.safetensors").is_file()
-    second = CliRunner().invoke(app, [*args, "--resume", "--json"])
-    assert second.exit_code == 0, second.output
+    second = run_ok([*args, "--resume", "--json"])
     summary = json.loads(second.stdout.strip().splitlines()[-1])
     assert summary["step"] == 4 and 0 <= summary["val_accuracy"] <= 1
     assert summary["model"] == str(out / "final") and (out / "final" / "model.safetensors").is_file()
@@ -53,11 +50,8 @@ def test_cli_trains_and_resumes(app: typer.Typer, dna_file: Path, tmp_path: Path
 def test_cli_config_file_and_overrides(app: typer.Typer, tmp_path: Path) -> None:
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"data": ["x.fa"], "steps": 7, "lr": 0.01}))
-    res = CliRunner().invoke(
-        app, ["train", "--config", str(cfg), "--lr", "0.002", "--schedule", "wsd", "--file-tag", "x.fa=<t>",
-              "--no-tie-embeddings", "--print-config"],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
+    res = run_ok(["train", "--config", str(cfg), "--lr", "0.002", "--schedule", "wsd", "--file-tag", "x.fa=<t>",
+              "--no-tie-embeddings", "--print-config"])  # fmt: skip
     printed = json.loads(res.output)
     assert printed["steps"] == 7 and printed["lr"] == 0.002 and printed["schedule"] == "wsd"
     assert printed["file_tags"] == {"x.fa": "<t>"} and printed["tie_embeddings"] is False
@@ -66,13 +60,13 @@ def test_cli_config_file_and_overrides(app: typer.Typer, tmp_path: Path) -> None
 def test_cli_errors_exit_2(app: typer.Typer, tmp_path: Path) -> None:
     empty = tmp_path / "e.fa"
     empty.write_text("")
-    res = CliRunner().invoke(app, ["train", str(empty), "--output-dir", str(tmp_path / "o"), *TINY])
+    res = run(["train", str(empty), "--output-dir", str(tmp_path / "o"), *TINY])
     assert res.exit_code == 2 and "empty" in error_message(res)
-    res = CliRunner().invoke(app, ["train", "x.fa", "--init", "huge"])
+    res = run(["train", "x.fa", "--init", "huge"])
     assert res.exit_code == 2 and "huge" in error_message(res)
-    res = CliRunner().invoke(app, ["train", "x.fa", "--objective", "kl"])
+    res = run(["train", "x.fa", "--objective", "kl"])
     assert res.exit_code == 2
-    res = CliRunner().invoke(app, ["train", "x.fa", "--file-tag", "notag"])
+    res = run(["train", "x.fa", "--file-tag", "notag"])
     assert res.exit_code == 2 and "PATH=TAG" in error_message(res)
 
 
@@ -101,20 +95,18 @@ def test_cli_trains_on_standard_input_and_reads_a_config_from_it(
     `--config -` reads the JSON config from standard input; stdin is read once; folders refuse -."""
     out = tmp_path / "run"
     args = ["--output-dir", str(out), "--steps", "2", *TINY, "--quiet", "--json"]
-    res = CliRunner().invoke(app, ["train", "-", *args], input=dna_file.read_text())
-    assert res.exit_code == 0, res.output
+    res = run_ok(["train", "-", *args], input=dna_file.read_text())
     saved = out / "stdin-train.fa"
     assert saved.read_text() == dna_file.read_text()
     assert json.loads((out / "train_config.json").read_text())["data"] == [str(saved)]
     assert json.loads(res.stdout.strip().splitlines()[-1])["step"] == 2
     config = json.dumps({"data": [str(dna_file)], "steps": 1, "output_dir": str(tmp_path / "c")})
-    res = CliRunner().invoke(app, ["train", "--config", "-", "--print-config"], input=config)
-    assert res.exit_code == 0, res.output
+    res = run_ok(["train", "--config", "-", "--print-config"], input=config)
     assert json.loads(res.stdout)["steps"] == 1 and json.loads(res.stdout)["data"] == [str(dna_file)]
-    twice = CliRunner().invoke(app, ["train", "-", "--config", "-", *args], input=config)
+    twice = run(["train", "-", "--config", "-", *args], input=config)
     assert twice.exit_code == 2 and "can be read once" in error_message(twice)
     for option in ("--output-dir", "--resume-from"):
-        res = CliRunner().invoke(app, ["train", str(dna_file), *TINY, option, "-"])
+        res = run(["train", str(dna_file), *TINY, option, "-"])
         assert res.exit_code == 2 and f"{option} cannot be '-'" in error_message(res)
 
 

@@ -14,7 +14,7 @@ from hexamer import Carbon
 from hexamer.model import load_model
 from hexamer.train import train
 from hexamer.train.checkpoint import list_checkpoints
-from tests.train.helpers import tiny_config, write_fasta
+from tests.train.helpers import init_config, tiny_config, write_fasta
 
 
 def test_loss_decreases_and_checkpoints_load_everywhere(dna_file: Path, tmp_path: Path) -> None:
@@ -100,16 +100,7 @@ def test_mix_objective_and_grad_accum(dna_file: Path, tmp_path: Path) -> None:
 
 
 def test_fine_tune_a_folder_and_save_dtype(dna_file: Path, tmp_path: Path, tiny_folder: Path) -> None:
-    config = tiny_config(dna_file, tmp_path / "ft", steps=2, save_dtype="bfloat16")
-    config = config.replace(
-        init=str(tiny_folder),
-        hidden_size=None,
-        intermediate_size=None,
-        num_layers=None,
-        num_heads=None,
-        num_kv_heads=None,
-        context_length=None,
-    )
+    config = init_config(dna_file, tmp_path / "ft", str(tiny_folder), steps=2, save_dtype="bfloat16")
     result = train(config, progress=False)
     assert result.final_dir is not None
     weights = load_file(str(result.final_dir / "model.safetensors"))
@@ -128,18 +119,7 @@ def test_bad_input_gives_clear_errors(dna_file: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no training sequence is at least window_bp=120"):
         train(tiny_config(short, tmp_path / "b"), progress=False)
     with pytest.raises(ValueError, match="unknown init 'huge'"):
-        train(
-            tiny_config(dna_file, tmp_path / "c").replace(
-                init="huge",
-                hidden_size=None,
-                intermediate_size=None,
-                num_layers=None,
-                num_heads=None,
-                num_kv_heads=None,
-                context_length=None,
-            ),
-            progress=False,
-        )
+        train(init_config(dna_file, tmp_path / "c", "huge"), progress=False)
     with pytest.raises(ValueError, match="context of 64"):
         train(tiny_config(dna_file, tmp_path / "d", window_bp=600), progress=False)
     with pytest.raises(FileNotFoundError, match="not found"):

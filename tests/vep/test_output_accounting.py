@@ -22,10 +22,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pysam
 import pytest
-from typer.testing import CliRunner
 
 from hexamer import Carbon
-from hexamer.cli import app
+from hexamer.testing.cli import run, run_ok
 from hexamer.vep import VcfInputError, rejects_path, run_vep, sidecar_dir
 
 from .conftest import DATA, FASTA
@@ -192,21 +191,19 @@ def test_a_truncated_bgzip_file_fails_cleanly(carbon: Carbon, tmp_path: Path) ->
 def test_cli_reports_the_rejects_table_and_exits_cleanly(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "scored.bcf"
     args = ["vep", "-m", str(tiny_folder), "--vcf", str(HOSTILE), "--fasta", str(FASTA), "--window", "600"]
-    result = CliRunner().invoke(app, [*args, "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    result = run_ok([*args, "-o", str(out)])
     assert result.exception is None
     assert Path(rejects_path(out)).exists() and "rejects.tsv" in result.output
-    bad = CliRunner().invoke(app, [*args[:4], "--vcf", str(FASTA), "-o", str(tmp_path / "x.tsv")])
+    bad = run([*args[:4], "--vcf", str(FASTA), "-o", str(tmp_path / "x.tsv")])
     assert bad.exit_code == 2 and isinstance(bad.exception, SystemExit)
 
 
 def test_cli_info_fields_reach_the_table(tiny_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "labels.tsv"
     args = ["vep", "-m", str(tiny_folder), "--vcf", str(HOSTILE), "--fasta", str(FASTA), "--window", "600"]
-    result = CliRunner().invoke(app, [*args, "--info-fields", "AF,CLNSIG", "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    run_ok([*args, "--info-fields", "AF,CLNSIG", "-o", str(out)])
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     assert next(r for r in rows if r["id"] == "good")["info_CLNSIG"] == "Pathogenic"
-    typo = CliRunner().invoke(app, [*args, "--info-fields", "CLNSIGG", "-o", str(tmp_path / "x.tsv")])
+    typo = run([*args, "--info-fields", "CLNSIGG", "-o", str(tmp_path / "x.tsv")])
     assert typo.exit_code == 2 and not (tmp_path / "x.tsv").exists()

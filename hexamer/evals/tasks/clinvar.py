@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from hexamer.evals.data import ROW_INDEX, find_file, read_rows
+from hexamer.evals.data import find_file, read_rows, variant_example
 from hexamer.evals.genome import REFERENCE_NAMES, ReferenceGenome, find_reference
 from hexamer.evals.metrics import auprc_trapezoid, auroc
-from hexamer.evals.task import EvalContext, Example, Record, Task
+from hexamer.evals.task import EvalContext, Example, Record, Task, roc_pr_plots
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
 from hexamer.model import pad_rows
@@ -118,12 +118,7 @@ class ClinVarTask(Task):
             label = r["label"]
             out.append(
                 {
-                    "id": f"{r[ROW_INDEX]}:{r['chrom']}:{r['pos']}:{r['ref']}>{r['alt']}",
-                    "row": r[ROW_INDEX],
-                    "chrom": str(r["chrom"]).removeprefix("chr"),
-                    "pos": r["pos"],
-                    "ref": r["ref"],
-                    "alt": r["alt"],
+                    **variant_example(r, chrom=str(r["chrom"]).removeprefix("chr")),
                     "y": _label(label),
                     **{c: r[c] for c in BREAKDOWN_COLUMNS if c in r},
                 }
@@ -265,18 +260,8 @@ class ClinVarTask(Task):
         return out
 
     def plots(self, records: list[Record], out_dir: Path) -> list[Path]:
-        from hexamer.plots import plot_pr, plot_roc
-
-        ok = [r for r in records if r.get("y") is not None and r.get("score") is not None]
-        y = [r["y"] for r in ok]
-        if len(set(y)) < 2:
-            return []
-        out_dir.mkdir(parents=True, exist_ok=True)
-        scores = [r["score"] for r in ok]
-        roc, pr = out_dir / f"{self.name}-roc.png", out_dir / f"{self.name}-pr.png"
-        plot_roc(roc, {"score": scores}, y, title=f"{self.title}: ROC (pathogenic vs benign)")
-        plot_pr(pr, {"score": scores}, y, title=f"{self.title}: precision-recall")
-        return [roc, pr]
+        ok = [(r["y"], r["score"]) for r in records if r.get("y") is not None and r.get("score") is not None]
+        return roc_pr_plots(self, out_dir, ok, score="score", classes="pathogenic vs benign")
 
 
 class ClinVarCoding(ClinVarTask):

@@ -24,10 +24,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hexamer.evals.data import ROW_INDEX, find_file, read_rows
+from hexamer.evals.data import find_file, read_rows, variant_example
 from hexamer.evals.metrics import auprc_trapezoid, auroc, by_group_weighted, spearman
 from hexamer.evals.scoring import sequence_loglik
-from hexamer.evals.task import EvalContext, Example, Record, Task
+from hexamer.evals.task import EvalContext, Example, Record, Task, roc_pr_plots
 from hexamer.io import reverse_complement
 
 __all__ = ["Brca2", "TraitGymMendelian", "WindowVepTask", "crop_windows", "variant_index"]
@@ -111,12 +111,7 @@ class WindowVepTask(Task):
             cls = r["class"]
             out.append(
                 {
-                    "id": f"{r[ROW_INDEX]}:{r['chrom']}:{r['pos']}:{r['ref']}>{r['alt']}",
-                    "row": r[ROW_INDEX],
-                    "chrom": str(r["chrom"]),
-                    "pos": r["pos"],
-                    "ref": r["ref"],
-                    "alt": r["alt"],
+                    **variant_example(r, chrom=str(r["chrom"])),
                     "class": cls,
                     "y": 1 if cls == POSITIVE else 0 if cls == NEGATIVE else None,
                     "score": _float_or_none(r.get("score")),
@@ -233,18 +228,8 @@ class WindowVepTask(Task):
         }
 
     def plots(self, records: list[Record], out_dir: Path) -> list[Path]:
-        from hexamer.plots import plot_pr, plot_roc
-
-        ok = [r for r in records if r.get("y") is not None and r.get("delta") is not None]
-        y = [r["y"] for r in ok]
-        if len(set(y)) < 2:
-            return []
-        out_dir.mkdir(parents=True, exist_ok=True)
-        scores = [-r["delta"] for r in ok]
-        roc, pr = out_dir / f"{self.name}-roc.png", out_dir / f"{self.name}-pr.png"
-        plot_roc(roc, {"-delta": scores}, y, title=f"{self.title}: ROC ({POSITIVE} vs {NEGATIVE})")
-        plot_pr(pr, {"-delta": scores}, y, title=f"{self.title}: precision-recall")
-        return [roc, pr]
+        ok = [(r["y"], -r["delta"]) for r in records if r.get("y") is not None and r.get("delta") is not None]
+        return roc_pr_plots(self, out_dir, ok, score="-delta", classes=f"{POSITIVE} vs {NEGATIVE}")
 
 
 class Brca2(WindowVepTask):
