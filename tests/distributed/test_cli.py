@@ -70,9 +70,9 @@ def test_a_pool_that_fits_but_finds_the_cpus_taken_is_refused(local_ray, tiny_fo
     from hexamer.distributed import WorkerPool, cluster
 
     monkeypatch.setattr(cluster, "ROOM_WAIT_SECONDS", 1.0)
-    with WorkerPool(tiny_folder, workers=4, threads=1):  # 4 x 0.5 CPU: all of the cluster's 2
-        with pytest.raises(ValueError, match="only 0 are free"):
-            WorkerPool(tiny_folder, workers=1, threads=1)  # would otherwise wait forever
+    # 4 x 0.5 CPU hold all of the cluster's 2; the second pool would otherwise wait forever
+    with WorkerPool(tiny_folder, workers=4, threads=1), pytest.raises(ValueError, match="only 0 are free"):
+        WorkerPool(tiny_folder, workers=1, threads=1)
 
 
 @pytest.mark.parametrize("command", ["score", "embed"])
