@@ -26,7 +26,7 @@ from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
 from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.io import TableWriter, read_sequences, table_format
-from hexamer.sequence_scores import SCORE_CHUNK
+from hexamer.sequence_scores import SCORE_CHUNK, blank_row
 
 __all__ = ["ScoreRunResult", "score"]
 
@@ -82,20 +82,7 @@ def _failed_chunks(
     """Rows with status ``failed`` for a shard that kept failing (every record still appears)."""
     out = []
     for at in range(0, len(records), SCORE_CHUNK):
-        rows = []
-        for rec in records[at : at + SCORE_CHUNK]:
-            row: Row = {
-                "id": rec.id,
-                "status": "failed",
-                "error": reason,
-                "length": 0,
-                "mean_logprob": None,
-                "n_scored": 0,
-                "n_oov_bases": 0,
-            }
-            if per_base:
-                row["per_base_logprob"] = None
-            rows.append(row)
+        rows = [blank_row(rec.id, "failed", reason, per_base) for rec in records[at : at + SCORE_CHUNK]]
         out.append((rows, [], 0))
     return out
 
