@@ -6,11 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from hexamer.distributed.cluster import WorkerPool
 from hexamer.distributed.sharding import Shard
-from hexamer.distributed.store import ShardStore
+from hexamer.distributed.store import ShardStore, file_identity, run_folder
 
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
@@ -41,6 +42,29 @@ def pool_for(
         raise ValueError("give a model folder (or a running WorkerPool)")
     with WorkerPool(model, **options) as own:
         yield own
+
+
+def sequence_store(
+    fmt: str,
+    out: os.PathLike[str],
+    input_file: str | os.PathLike[str],
+    options: dict[str, Any],
+    pool: WorkerPool,
+    size: int,
+    resume: bool,
+    note: Callable[[str], None],
+) -> ShardStore:
+    """The run folder of a job with one output row per input sequence (score, embed): the job is
+    its format, options, input file, model, output name and shard size."""
+    meta = {
+        "format": fmt,
+        "settings": options,
+        "input": file_identity(input_file),
+        "model": pool.fingerprint,
+        "output": Path(out).name,
+        "shard_records": size,
+    }
+    return ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
 
 
 def check_job(

@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for
+from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for, sequence_store
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.io import TableWriter, read_sequences, table_format
 from hexamer.sequence_scores import SCORE_CHUNK, blank_row
 
@@ -139,15 +138,7 @@ def score(
     spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
     spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
     with pool_for(pool, model, **spec) as workers_pool:
-        meta = {
-            "format": _FORMAT,
-            "settings": options,
-            "input": file_identity(input_file),
-            "model": workers_pool.fingerprint,
-            "output": out.name,
-            "shard_records": size,
-        }
-        store = ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
+        store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
         progress = on_progress or (lambda _: None)
         feed = ShardFeed(shards_of(read_sequences(os.fspath(input_file)), size), store, progress)
 
