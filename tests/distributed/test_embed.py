@@ -15,6 +15,7 @@ from hexamer.distributed import FaultPlan, WorkerPool, embed, run_folder
 from hexamer.distributed.embed import group_shards
 from hexamer.embed.pooling import GROUP_PROMPTS
 from hexamer.testing.cli import run_json
+from hexamer.testing.interrupts import kill_after
 
 BATCH = 8  # hexamer embed's default --batch-size, which the actors load the model with
 CHUNKED = ["--max-tokens", "64"]  # ~370 bp per chunk: long records take several prompts
@@ -72,16 +73,9 @@ def test_file_is_byte_identical(pool, seqs, single, tmp_path, workers, shard_rec
 
 def test_killed_actor_then_killed_driver_then_resume(pool, seqs, single, tmp_path) -> None:
     out = tmp_path / "emb.parquet"
-    seen = [0]
-
-    def die(n: int) -> None:
-        seen[0] += n
-        if seen[0] >= 40:
-            raise KeyboardInterrupt
-
     once = FaultPlan(exit_in_shard=1, once_file=str(tmp_path / "exited"))
     with pytest.raises(KeyboardInterrupt):
-        _embed(pool, seqs, out, 2, 20, on_progress=die, fault=once)
+        _embed(pool, seqs, out, 2, 20, on_progress=kill_after(40, KeyboardInterrupt), fault=once)
     assert (tmp_path / "exited").exists()  # a worker really died in shard 1
     result = _embed(pool, seqs, out, 2, 20, resume=True)
     assert result.n_resumed >= 20

@@ -12,6 +12,7 @@ import pytest
 
 from hexamer.distributed import FaultPlan, WorkerPool, run_folder, score
 from hexamer.testing.cli import run_json
+from hexamer.testing.interrupts import kill_after
 
 BATCH = 16  # hexamer score's default --batch-size, which the actors load the model with
 
@@ -66,15 +67,9 @@ def test_table_is_byte_identical(pool, reads, single, tmp_path, workers, shard_r
 
 def test_killed_actor_and_killed_driver(pool, reads, single, tmp_path) -> None:
     out = tmp_path / "scores.parquet"
-    seen = [0]
-
-    def die(n: int) -> None:
-        seen[0] += n
-        if seen[0] >= 256:
-            raise KeyboardInterrupt  # the driver stops after its first shard
-
+    stop = kill_after(256, KeyboardInterrupt)  # the driver stops after its first shard
     with pytest.raises(KeyboardInterrupt):
-        score(None, reads, out, pool=pool, shard_records=256, per_base=True, on_progress=die)
+        score(None, reads, out, pool=pool, shard_records=256, per_base=True, on_progress=stop)
     result = score(
         None,
         reads,
