@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+
+from hexamer.distributed import run_folder
 
 ray = pytest.importorskip("ray")
 
@@ -23,3 +27,24 @@ def local_ray() -> Iterator[None]:
     yield
     if started:
         ray.shutdown()
+
+
+def write_random_fasta(
+    path: Path, n: int, lengths: tuple[int, int], *, seed: int, prefix: str, special: Mapping[int, str]
+) -> Path:
+    """``n`` random A/C/G/T records named ``{prefix}{i}`` of ``lengths`` (inclusive) bases, but
+    record ``i`` of ``special`` is that sequence instead (a bad record, all-N, ...)."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        seq = "".join(rng.choice("ACGT") for _ in range(rng.randint(*lengths)))
+        lines += [f">{prefix}{i}", special.get(i, seq)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def committed_rows(out: Path) -> int:
+    """The rows in the committed (Parquet) shards of ``out``'s run folder; fails when there are none."""
+    shards = sorted(run_folder(out).glob("shard-*"))
+    assert shards, f"no committed shard in {run_folder(out)}"
+    return sum(pq.read_metadata(p).num_rows for p in shards)

@@ -3,7 +3,6 @@ on embedding-group boundaries), with faults; every record appears."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from hexamer.distributed.embed import group_shards
 from hexamer.embed.pooling import GROUP_PROMPTS
 from hexamer.testing.cli import run_json
 from hexamer.testing.interrupts import kill_after
+
+from .conftest import write_random_fasta
 
 BATCH = 8  # hexamer embed's default --batch-size, which the actors load the model with
 CHUNKED = ["--max-tokens", "64"]  # ~370 bp per chunk: long records take several prompts
@@ -30,14 +31,8 @@ def pool(local_ray: None, tiny_folder: Path) -> Iterator[WorkerPool]:
 @pytest.fixture(scope="module")
 def seqs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """160 sequences of 20-1,500 bp (1-5 prompts each), one of them not DNA."""
-    rng = random.Random(4)
-    lines = []
-    for i in range(160):
-        seq = "".join(rng.choice("ACGT") for _ in range(rng.randint(20, 1500)))
-        lines += [f">s{i}", "ACGT-XYZ" if i == 11 else seq]
     path = tmp_path_factory.mktemp("seqs") / "seqs.fa"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_random_fasta(path, 160, (20, 1500), seed=4, prefix="s", special={11: "ACGT-XYZ"})
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from hexamer.testing.interrupts import Killed, kill_after
 from hexamer.vep import run_vep as run_vep_single
 from hexamer.vep.resume import ResumeError
 
-from .conftest import FASTA, SETTINGS
+from .conftest import FASTA, SETTINGS, committed_rows
 
 EXTS = ("vcf", "vcf.gz", "bcf", "tsv", "csv", "jsonl", "parquet")
 
@@ -88,11 +88,9 @@ def test_resume_after_a_killed_driver_skips_committed_shards(pool, job_vcf, sing
     with pytest.raises(Killed):
         _run(pool, job_vcf, out, 2, 4, on_progress=kill_after(20))
     assert not out.exists()
-    committed = sorted(run_folder(out).glob("shard-*"))
-    assert committed
-    committed_rows = sum(pq.read_metadata(p).num_rows for p in committed)
+    committed = committed_rows(out)
     result = _run(pool, job_vcf, out, 3, 4, resume=True)
-    assert result.n_resumed == committed_rows
+    assert result.n_resumed == committed
     assert out.read_bytes() == single["parquet"].read_bytes()
 
 
