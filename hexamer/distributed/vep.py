@@ -25,6 +25,7 @@ from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.io.contigs import read_rename_file
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, settings_from
 from hexamer.vep.output import resolve_info_fields, row_schema
+from hexamer.vep.planner import result_row
 from hexamer.vep.resume import VepRunResult, check_job_paths, write_job_output
 from hexamer.vep.variants import VcfRecord, read_vcf
 
@@ -63,25 +64,7 @@ def single_process_command(argv: Sequence[str] | None = None) -> str:
 
 def _failed_rows(records: Sequence[VcfRecord], recipe: str, reason: str) -> list[Row]:
     """One ``failed`` row per variant of records that could not be scored (nothing is lost)."""
-    rows = []
-    for rec in records:
-        for v in rec.variants():
-            row: Row = dict.fromkeys(ROW_COLUMNS)
-            row.update(
-                record=v.record,
-                alt_index=v.alt_index,
-                id=v.id,
-                chrom=v.chrom,
-                pos=v.pos,
-                ref=v.ref,
-                alt=v.alt,
-                kind=v.kind,
-                recipe=recipe,
-                status="failed",
-                reason=reason,
-            )
-            rows.append(row)
-    return rows
+    return [result_row(v, recipe, "failed", reason=reason) for rec in records for v in rec.variants()]
 
 
 def run_vep(
