@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
     from hexamer.io import BadRecord, SequenceRecord
 
-__all__ = ["SCORE_CHUNK", "ScoredChunk", "score_record_rows"]
+__all__ = ["SCORE_CHUNK", "ScoredChunk", "blank_row", "score_record_rows"]
 
 #: records per engine call in ``hexamer score`` (bounds memory on huge inputs); the batches of
 #: a chunk never mix with another chunk's, so a chunk's numbers depend only on its records
@@ -29,6 +29,22 @@ class ScoredChunk:
     rows: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     scored_bp: int = 0
+
+
+def blank_row(ident: str, status: str, error: str, per_base: bool) -> dict[str, Any]:
+    """A record's row before (or without) any score: the columns of ``hexamer score``, in order."""
+    row: dict[str, Any] = {
+        "id": ident,
+        "status": status,
+        "error": error,
+        "length": 0,
+        "mean_logprob": None,
+        "n_scored": 0,
+        "n_oov_bases": 0,
+    }
+    if per_base:
+        row["per_base_logprob"] = None
+    return row
 
 
 def score_record_rows(
@@ -51,17 +67,7 @@ def score_record_rows(
     out = ScoredChunk()
     todo: list[tuple[dict[str, Any], str, int]] = []
     for rec in records:
-        row: dict[str, Any] = {
-            "id": rec.id,
-            "status": "ok",
-            "error": "",
-            "length": 0,
-            "mean_logprob": None,
-            "n_scored": 0,
-            "n_oov_bases": 0,
-        }
-        if per_base:
-            row["per_base_logprob"] = None
+        row = blank_row(rec.id, "ok", "", per_base)
         if isinstance(rec, BadRecord):
             row.update(status="skipped", error=rec.reason)
             out.problems.append(str(rec))

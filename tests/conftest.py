@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from hexamer.testing import build_carbon_folder
+from hexamer.testing.vcf import add_vcf_records, write_random_vcf
 from hexamer.tokenizer import CarbonTokenizer
+
+VEP_DATA = Path(__file__).resolve().parent / "data" / "vep"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,3 +45,14 @@ def tok(tiny_folder: Path) -> CarbonTokenizer:
 @pytest.fixture(scope="session")
 def real_tok(real_vocab_folder: Path) -> CarbonTokenizer:
     return CarbonTokenizer.from_pretrained(real_vocab_folder)
+
+
+@pytest.fixture(scope="session")
+def job_vcf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A VEP job: 24 sites of 1-2 SNV ALTs on the chr20 slice plus the real edge cases (malformed,
+    symbolic, unknown contig...), enough records for several work units or shards."""
+    path = tmp_path_factory.mktemp("vcf") / "job.vcf"
+    fasta = VEP_DATA / "chr20_slice.fa.gz"
+    write_random_vcf(fasta, path, n_sites=24, alts_per_site=2, region=("20", 300_000, 330_000), seed=5)
+    add_vcf_records(path, VEP_DATA / "edge_cases.vcf")
+    return path

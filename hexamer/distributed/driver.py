@@ -6,17 +6,26 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from hexamer.distributed.cluster import WorkerPool
 from hexamer.distributed.sharding import Shard
-from hexamer.distributed.store import ShardStore
+from hexamer.distributed.store import ShardStore, file_identity, run_folder
 
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
     from hexamer.vep.engine import VepSettings
 
-__all__ = ["ShardFeed", "block_shards", "check_job", "failure_reason", "pool_for"]
+__all__ = [
+    "ShardFeed",
+    "block_shards",
+    "check_job",
+    "failed_rows_handler",
+    "failure_reason",
+    "note_once",
+    "pool_for",
+]
 
 T = TypeVar("T")
 
@@ -33,6 +42,29 @@ def pool_for(
         raise ValueError("give a model folder (or a running WorkerPool)")
     with WorkerPool(model, **options) as own:
         yield own
+
+
+def sequence_store(
+    fmt: str,
+    out: os.PathLike[str],
+    input_file: str | os.PathLike[str],
+    options: dict[str, Any],
+    pool: WorkerPool,
+    size: int,
+    resume: bool,
+    note: Callable[[str], None],
+) -> ShardStore:
+    """The run folder of a job with one output row per input sequence (score, embed): the job is
+    its format, options, input file, model, output name and shard size."""
+    meta = {
+        "format": fmt,
+        "settings": options,
+        "input": file_identity(input_file),
+        "model": pool.fingerprint,
+        "output": Path(out).name,
+        "shard_records": size,
+    }
+    return ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
 
 
 def check_job(
@@ -83,6 +115,39 @@ def failure_reason(shard: Shard[Any], reason: str, attempts: int, verb: str = "s
     """What a row of a shard that kept failing says (its records, the attempts, the last error)."""
     last = shard.first + len(shard.records) - 1
     return f"{verb} failed: shard of records {shard.first}-{last} failed {attempts} times ({reason})"
+
+
+def note_once(note: Callable[[str], None]) -> Callable[[Iterable[str]], None]:
+    """A function that passes each message on to ``note`` the first time it comes (every actor
+    repeats the engine's notes for its shards)."""
+    noted: set[str] = set()
+
+    def tell(messages: Iterable[str]) -> None:
+        for message in messages:
+            if message not in noted:
+                noted.add(message)
+                note(message)
+
+    return tell
+
+
+def failed_rows_handler(
+    store: ShardStore,
+    rows_for: Callable[[Shard[T], str], list[dict[str, Any]]],
+    note: Callable[[str], None],
+    progress: Callable[[int], None],
+) -> Callable[[Shard[T], str, int], None]:
+    """The ``on_failed`` of a job whose store holds rows: the shard's ``rows_for(shard, why)``
+    (``failed`` rows with the reason) are committed in its place, so every record still appears."""
+
+    def failed(shard: Shard[T], reason: str, attempts: int) -> None:
+        why = failure_reason(shard, reason, attempts)
+        note(f"{why}; its rows are marked failed")
+        rows = rows_for(shard, why)
+        store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
+        progress(len(rows))
+
+    return failed
 
 
 class ShardFeed(Generic[T]):

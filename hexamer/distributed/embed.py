@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for
+from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for, sequence_store
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.embed import EMBEDDING_FORMATS, write_embeddings
 from hexamer.embed.pooling import GROUP_PROMPTS, POOLS, prompt_count
 from hexamer.io import BadRecord, SequenceRecord, read_sequences
@@ -159,15 +158,7 @@ def embed(
         import ray
 
         layout, capacity, overlap = ray.get(workers_pool.actors[0].embed_geometry.remote(options))
-        meta = {
-            "format": _FORMAT,
-            "settings": options,
-            "input": file_identity(input_file),
-            "model": workers_pool.fingerprint,
-            "output": out.name,
-            "shard_records": size,
-        }
-        store = ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
+        store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
         progress = on_progress or (lambda _: None)
         count = lambda rec: prompt_count(rec, layout, capacity, overlap)  # noqa: E731
         feed = ShardFeed(group_shards(records(), size, count), store, progress)

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, block_shards, check_job, failure_reason, pool_for
+from hexamer.distributed.driver import (
+    ShardFeed,
+    block_shards,
+    check_job,
+    failed_rows_handler,
+    note_once,
+    pool_for,
+)
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
@@ -215,7 +222,7 @@ def _score(
     }
     store = ShardStore(run_folder(out), meta, schema=ism_schema(), resume=resume, on_note=note)
     progress = on_progress or (lambda _: None)
-    noted: set[str] = set()
+    tell = note_once(note)
 
     def submit(actor: Any, shard: Shard[IsmRecord]) -> Any:
         records = [it.record for it in shard.records if it.skip is None]
@@ -223,10 +230,7 @@ def _score(
 
     def done(shard: Shard[IsmRecord], value: tuple[list[Row], list[str]]) -> None:
         engine_rows, notes = value
-        for message in notes:
-            if message not in noted:
-                noted.add(message)
-                note(message)
+        tell(notes)
         scored: dict[int, list[Row]] = {}
         for r in engine_rows:
             scored.setdefault(r["record"], []).append(r)
@@ -234,12 +238,9 @@ def _score(
         store.commit(shard.index, shard.first, len(shard.records), rows)
         progress(len(rows))
 
-    def failed(shard: Shard[IsmRecord], reason: str, attempts: int) -> None:
-        why = failure_reason(shard, reason, attempts)
-        note(f"{why}; its rows are marked failed")
-        rows = _failed_rows(shard, checked.recipe, why)
-        store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
-        progress(len(rows))
+    failed = failed_rows_handler(
+        store, lambda shard, why: _failed_rows(shard, checked.recipe, why), note, progress
+    )
 
     items = ism_records(reference, regions, indels=indels)
     feed = ShardFeed(ism_shards(items, size), store, progress)

@@ -20,13 +20,12 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for
+from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for, sequence_store
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.io import TableWriter, read_sequences, table_format
-from hexamer.sequence_scores import SCORE_CHUNK
+from hexamer.sequence_scores import SCORE_CHUNK, blank_row
 
 __all__ = ["ScoreRunResult", "score"]
 
@@ -82,20 +81,7 @@ def _failed_chunks(
     """Rows with status ``failed`` for a shard that kept failing (every record still appears)."""
     out = []
     for at in range(0, len(records), SCORE_CHUNK):
-        rows = []
-        for rec in records[at : at + SCORE_CHUNK]:
-            row: Row = {
-                "id": rec.id,
-                "status": "failed",
-                "error": reason,
-                "length": 0,
-                "mean_logprob": None,
-                "n_scored": 0,
-                "n_oov_bases": 0,
-            }
-            if per_base:
-                row["per_base_logprob"] = None
-            rows.append(row)
+        rows = [blank_row(rec.id, "failed", reason, per_base) for rec in records[at : at + SCORE_CHUNK]]
         out.append((rows, [], 0))
     return out
 
@@ -152,15 +138,7 @@ def score(
     spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
     spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
     with pool_for(pool, model, **spec) as workers_pool:
-        meta = {
-            "format": _FORMAT,
-            "settings": options,
-            "input": file_identity(input_file),
-            "model": workers_pool.fingerprint,
-            "output": out.name,
-            "shard_records": size,
-        }
-        store = ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
+        store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
         progress = on_progress or (lambda _: None)
         feed = ShardFeed(shards_of(read_sequences(os.fspath(input_file)), size), store, progress)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hexamer.io import TableWriter, atomic_path
-from hexamer.vep.resume import ResumeError, file_sha256
+from hexamer.vep.resume import ResumeError, file_sha256, read_checkpoint_meta
 
 __all__ = ["ShardEntry", "ShardStore", "file_identity", "run_folder"]
 
@@ -81,12 +81,7 @@ class ShardStore:
         self._note = on_note or (lambda _: None)
         compared = {k: v for k, v in meta.items() if k not in _NOT_COMPARED}
         if folder.exists() and resume:
-            try:
-                old = json.loads((folder / _META).read_text())
-            except (OSError, ValueError) as exc:
-                raise ResumeError(
-                    f"{folder}: unreadable run folder ({exc}); remove it or run without resume"
-                ) from exc
+            old = read_checkpoint_meta(folder, "run folder")
             old = old if isinstance(old, dict) else {}
             if {k: v for k, v in old.items() if k not in _NOT_COMPARED} != compared:
                 changed = sorted(k for k in compared.keys() | old.keys() if old.get(k) != compared.get(k))

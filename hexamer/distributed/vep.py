@@ -9,29 +9,25 @@ the same writer (:func:`~hexamer.vep.output.write_vep_output`) with the same pro
 
 from __future__ import annotations
 
-import collections
 import os
 import shlex
 import sys
-from array import array
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hexamer import __version__
 from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, block_shards, failure_reason, pool_for
+from hexamer.distributed.driver import ShardFeed, block_shards, failed_rows_handler, note_once, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
 from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.io.contigs import read_rename_file
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, settings_from
-from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields, row_schema, write_vep_output
-from hexamer.vep.resume import VepRunResult
-from hexamer.vep.summary import reason_category
-from hexamer.vep.variants import FastaError, VcfInputError, VcfRecord, read_vcf
+from hexamer.vep.output import resolve_info_fields, row_schema
+from hexamer.vep.planner import result_row
+from hexamer.vep.resume import VepRunResult, check_job_paths, write_job_output
+from hexamer.vep.variants import VcfRecord, read_vcf
 
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
@@ -68,48 +64,7 @@ def single_process_command(argv: Sequence[str] | None = None) -> str:
 
 def _failed_rows(records: Sequence[VcfRecord], recipe: str, reason: str) -> list[Row]:
     """One ``failed`` row per variant of records that could not be scored (nothing is lost)."""
-    rows = []
-    for rec in records:
-        for v in rec.variants():
-            row: Row = dict.fromkeys(ROW_COLUMNS)
-            row.update(
-                record=v.record,
-                alt_index=v.alt_index,
-                id=v.id,
-                chrom=v.chrom,
-                pos=v.pos,
-                ref=v.ref,
-                alt=v.alt,
-                kind=v.kind,
-                recipe=recipe,
-                status="failed",
-                reason=reason,
-            )
-            rows.append(row)
-    return rows
-
-
-class _Tally:
-    """Counts rows as they stream into the output; keeps ``ok`` scores and kinds for plots."""
-
-    def __init__(self) -> None:
-        self.n_rows = 0
-        self.counts: Counter[str] = Counter()
-        self.reasons: Counter[tuple[str, str]] = Counter()
-        self.scores = array("d")
-        self.kinds: list[str] = []
-
-    def watch(self, rows: Iterator[Row]) -> Iterator[Row]:
-        for row in rows:
-            self.n_rows += 1
-            status = str(row["status"])
-            self.counts[status] += 1
-            if status != "ok":
-                self.reasons[(status, reason_category(row.get("reason")))] += 1
-            elif row["score"] is not None:
-                self.scores.append(float(row["score"]))
-                self.kinds.append(str(row["kind"]))
-            yield row
+    return [result_row(v, recipe, "failed", reason=reason) for rec in records for v in rec.variants()]
 
 
 def run_vep(
@@ -155,12 +110,7 @@ def run_vep(
     """
     note = on_note or (lambda _: None)
     out = Path(output)
-    kind = output_kind(out)
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
-    for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
-        if not os.path.isfile(path):
-            raise error(f"{os.fspath(path)}: no such {what} file")
+    kind = check_job_paths(vcf, fasta, out)
     if not 1 <= max_attempts <= 100:
         raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
     requested = settings_from(settings, fields)
@@ -225,66 +175,35 @@ def _run(
         meta["renames"] = dict(sorted(renames.items()))
     store = ShardStore(run_folder(out), meta, schema=row_schema(), resume=resume, on_note=note)
     progress = on_progress or (lambda _: None)
-    noted: set[str] = set()
+    tell = note_once(note)
 
     def submit(actor: Any, shard: Shard[VcfRecord]) -> Any:
         return actor.vep_shard.remote(shard.index, shard.records, fasta, renames, checked_dict, fault)
 
     def done(shard: Shard[VcfRecord], value: tuple[list[Row], list[str]]) -> None:
         rows, notes = value
-        for message in notes:
-            if message not in noted:
-                noted.add(message)
-                note(message)
+        tell(notes)
         store.commit(shard.index, shard.first, len(shard.records), rows)
         progress(len(rows))
 
-    def failed(shard: Shard[VcfRecord], reason: str, attempts: int) -> None:
-        why = failure_reason(shard, reason, attempts)
-        note(f"{why}; its rows are marked failed")
-        rows = _failed_rows(shard.records, checked.recipe, why)
-        store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
-        progress(len(rows))
-
+    failed = failed_rows_handler(
+        store, lambda shard, why: _failed_rows(shard.records, checked.recipe, why), note, progress
+    )
     feed = ShardFeed(shards_of(read_vcf(vcf), size), store, progress)
     run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
     store.check_complete(feed.n_records)
 
-    tally = _Tally()
-    provenance = {
-        "version": __version__,
-        "model": pool.fingerprint,
-        "settings": ",".join(f"{k}={v}" for k, v in checked.as_dict().items()),
-        "command": str(store.meta.get("command") or meta["command"]),
-    }
-    rows = tally.watch(store.rows(ROW_COLUMNS))
-    if calibration is not None:
-        rows = calibration.annotate(rows)
-    result = write_vep_output(
+    return write_job_output(
         out,
         vcf,
-        rows,
-        recipe=checked.recipe,
-        presorted=True,
+        store.rows(ROW_COLUMNS),
+        checked,
+        model=pool.fingerprint,
+        command=str(store.meta.get("command") or meta["command"]),
         contigs=store.contigs() if kind == "vcf" else None,
-        provenance=provenance,
         info=info,
-        calibrated=calibration is not None,
-    )
-    collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
-    store.remove()
-    if isinstance(result, VcfWriteResult) and result.rejects is not None:
-        note(
-            f"{result.n_rejected} input record(s) could not be written as VCF records (no CHROM/POS "
-            f"a VCF can hold); they are listed, with their reasons, in {result.rejects}"
-        )
-    return VepRunResult(
-        output=str(out),
-        n_rows=tally.n_rows,
-        status_counts=dict(tally.counts),
-        reason_counts=dict(tally.reasons),
+        calibration=calibration,
+        note=note,
         n_resumed=feed.n_resumed,
-        vcf=result if isinstance(result, VcfWriteResult) else None,
-        scores=tally.scores,
-        kinds=tally.kinds,
+        clean_up=store.remove,
     )

@@ -7,7 +7,7 @@ import random
 
 from hexamer.vep.variants import Reference
 
-__all__ = ["write_random_vcf"]
+__all__ = ["add_vcf_records", "write_random_vcf"]
 
 PathLike = str | os.PathLike[str]
 
@@ -49,3 +49,18 @@ def write_random_vcf(
     with atomic_path(path) as tmp, open(tmp, "w") as f:
         f.write("\n".join(lines) + "\n")
     return len(picks)
+
+
+def add_vcf_records(path: PathLike, other: PathLike) -> None:
+    """Append ``other``'s records to the VCF at ``path``, and its ``##contig`` lines but the first
+    to the header: random sites mixed with hand-written edge cases make one test job."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    with open(other) as f:
+        more = f.read().splitlines()
+    head = [line for line in lines if line.startswith("##")]
+    body = [line for line in lines if not line.startswith("##")]
+    contigs = [line for line in more if line.startswith("##") and "contig" in line]
+    records = [line for line in more if not line.startswith("#")]
+    with open(path, "w") as f:
+        f.write("\n".join([*head, *contigs[1:], *body, *records]) + "\n")

@@ -59,10 +59,13 @@ __all__ = [
     "CHUNK_FANIN",
     "ResumeError",
     "VepRunResult",
+    "check_job_paths",
     "file_sha256",
     "model_fingerprint",
+    "read_checkpoint_meta",
     "run_vep",
     "sidecar_dir",
+    "write_job_output",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -252,12 +255,7 @@ def run_vep(
     """
     note = on_note or (lambda _: None)
     out = Path(output)
-    kind = output_kind(out)  # an unsupported extension fails now, not after hours of scoring
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
-    for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
-        if not os.path.isfile(path):
-            raise error(f"{os.fspath(path)}: no such {what} file")
+    kind = check_job_paths(vcf, fasta, out)
     checked = settings_from(settings, fields).checked(carbon, on_note=on_note)
     if calibration is not None:
         calibration.check(carbon, checked)
@@ -278,12 +276,7 @@ def run_vep(
     chunks = ChunkStore(side, note)
     done = DoneKeys()
     if side.exists() and resume:
-        try:
-            old = json.loads((side / _META).read_text())
-        except (OSError, ValueError) as exc:
-            raise ResumeError(
-                f"{side}: unreadable checkpoint ({exc}); remove it or run without resume"
-            ) from exc
+        old = read_checkpoint_meta(side, "checkpoint")
         if isinstance(old, dict) and isinstance(old.get("settings"), dict):
             # a sidecar written before a setting existed ran with that setting's default
             defaults = VepSettings().as_dict()
@@ -339,15 +332,69 @@ def run_vep(
         chunks.add(pending)
     del done, pending
 
+    contigs = chunks.contigs() if kind == "vcf" else None
+    return write_job_output(
+        out,
+        vcf,
+        chunks.rows(),
+        checked,
+        model=str(meta["model"]),
+        command=command,
+        contigs=contigs,
+        info=info,
+        calibration=calibration,
+        note=note,
+        n_resumed=n_resumed,
+        clean_up=lambda: shutil.rmtree(side, ignore_errors=True),
+    )
+
+
+def read_checkpoint_meta(folder: Path, what: str) -> Any:
+    """The ``meta.json`` of a checkpoint ``folder`` (``what`` it is, for the error); one that
+    cannot be read or parsed raises :class:`ResumeError` saying how to go on."""
+    try:
+        return json.loads((folder / _META).read_text())
+    except (OSError, ValueError) as exc:
+        raise ResumeError(f"{folder}: unreadable {what} ({exc}); remove it or run without resume") from exc
+
+
+def check_job_paths(vcf: PathLike, fasta: PathLike, out: Path) -> str:
+    """The output's kind (``vcf`` or ``table``, by extension) once the output folder and both inputs
+    exist: a bad path fails now, not after hours of scoring."""
+    kind = output_kind(out)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"output folder {str(out.parent)!r} does not exist")
+    for path, what, error in ((vcf, "VCF/BCF", VcfInputError), (fasta, "FASTA", FastaError)):
+        if not os.path.isfile(path):
+            raise error(f"{os.fspath(path)}: no such {what} file")
+    return kind
+
+
+def write_job_output(
+    out: Path,
+    vcf: PathLike,
+    rows: Iterable[Row],
+    checked: VepSettings,
+    *,
+    model: str,
+    command: str,
+    contigs: Any,
+    info: Any,
+    calibration: Calibration | None,
+    note: Callable[[str], None],
+    n_resumed: int,
+    clean_up: Callable[[], None],
+) -> VepRunResult:
+    """Write a finished job's rows (in input order) as ``out`` with its provenance, calibrated when
+    asked, counting them as they go; ``clean_up`` then removes the job's checkpoint."""
     tally = _Tally()
     provenance = {
         "version": __version__,
-        "model": str(meta["model"]),
+        "model": model,
         "settings": ",".join(f"{k}={v}" for k, v in checked.as_dict().items()),
         "command": command,
     }
-    contigs = chunks.contigs() if kind == "vcf" else None
-    rows = tally.watch(chunks.rows())
+    rows = tally.watch(rows)
     if calibration is not None:
         rows = calibration.annotate(rows)
     result = write_vep_output(
@@ -362,7 +409,7 @@ def run_vep(
         calibrated=calibration is not None,
     )
     collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
-    shutil.rmtree(side, ignore_errors=True)
+    clean_up()
     if isinstance(result, VcfWriteResult) and result.rejects is not None:
         note(
             f"{result.n_rejected} input record(s) could not be written as VCF records (no CHROM/POS "

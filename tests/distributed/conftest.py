@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from hexamer.testing.vcf import write_random_vcf
+from hexamer.distributed import run_folder
 
 ray = pytest.importorskip("ray")
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
 FASTA = DATA / "chr20_slice.fa.gz"
-EDGE_VCF = DATA / "edge_cases.vcf"
 #: small engine blocks so a 30-record VCF makes several shards
 SETTINGS = {"recipe": "window", "window": 600, "batch_size": 4, "block_records": 4}
 
@@ -28,14 +29,22 @@ def local_ray() -> Iterator[None]:
         ray.shutdown()
 
 
-@pytest.fixture(scope="package")
-def job_vcf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """24 sites of 1-2 SNV ALTs plus the real edge cases (malformed, symbolic, unknown contig...)."""
-    path = tmp_path_factory.mktemp("vcf") / "job.vcf"
-    write_random_vcf(FASTA, path, n_sites=24, alts_per_site=2, region=("20", 300_000, 330_000), seed=5)
-    edge = [line for line in EDGE_VCF.read_text().splitlines() if not line.startswith("#")]
-    head = [line for line in path.read_text().splitlines() if line.startswith("##")]
-    body = [line for line in path.read_text().splitlines() if not line.startswith("##")]
-    extra = [line for line in EDGE_VCF.read_text().splitlines() if line.startswith("##") and "contig" in line]
-    path.write_text("\n".join([*head, *extra[1:], *body, *edge]) + "\n")
+def write_random_fasta(
+    path: Path, n: int, lengths: tuple[int, int], *, seed: int, prefix: str, special: Mapping[int, str]
+) -> Path:
+    """``n`` random A/C/G/T records named ``{prefix}{i}`` of ``lengths`` (inclusive) bases, but
+    record ``i`` of ``special`` is that sequence instead (a bad record, all-N, ...)."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        seq = "".join(rng.choice("ACGT") for _ in range(rng.randint(*lengths)))
+        lines += [f">{prefix}{i}", special.get(i, seq)]
+    path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def committed_rows(out: Path) -> int:
+    """The rows in the committed (Parquet) shards of ``out``'s run folder; fails when there are none."""
+    shards = sorted(run_folder(out).glob("shard-*"))
+    assert shards, f"no committed shard in {run_folder(out)}"
+    return sum(pq.read_metadata(p).num_rows for p in shards)

@@ -3,7 +3,6 @@ on embedding-group boundaries), with faults; every record appears."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,9 @@ from hexamer.distributed import FaultPlan, WorkerPool, embed, run_folder
 from hexamer.distributed.embed import group_shards
 from hexamer.embed.pooling import GROUP_PROMPTS
 from hexamer.testing.cli import run_json
+from hexamer.testing.interrupts import kill_after
+
+from .conftest import write_random_fasta
 
 BATCH = 8  # hexamer embed's default --batch-size, which the actors load the model with
 CHUNKED = ["--max-tokens", "64"]  # ~370 bp per chunk: long records take several prompts
@@ -29,14 +31,8 @@ def pool(local_ray: None, tiny_folder: Path) -> Iterator[WorkerPool]:
 @pytest.fixture(scope="module")
 def seqs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """160 sequences of 20-1,500 bp (1-5 prompts each), one of them not DNA."""
-    rng = random.Random(4)
-    lines = []
-    for i in range(160):
-        seq = "".join(rng.choice("ACGT") for _ in range(rng.randint(20, 1500)))
-        lines += [f">s{i}", "ACGT-XYZ" if i == 11 else seq]
     path = tmp_path_factory.mktemp("seqs") / "seqs.fa"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_random_fasta(path, 160, (20, 1500), seed=4, prefix="s", special={11: "ACGT-XYZ"})
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +68,9 @@ def test_file_is_byte_identical(pool, seqs, single, tmp_path, workers, shard_rec
 
 def test_killed_actor_then_killed_driver_then_resume(pool, seqs, single, tmp_path) -> None:
     out = tmp_path / "emb.parquet"
-    seen = [0]
-
-    def die(n: int) -> None:
-        seen[0] += n
-        if seen[0] >= 40:
-            raise KeyboardInterrupt
-
     once = FaultPlan(exit_in_shard=1, once_file=str(tmp_path / "exited"))
     with pytest.raises(KeyboardInterrupt):
-        _embed(pool, seqs, out, 2, 20, on_progress=die, fault=once)
+        _embed(pool, seqs, out, 2, 20, on_progress=kill_after(40, KeyboardInterrupt), fault=once)
     assert (tmp_path / "exited").exists()  # a worker really died in shard 1
     result = _embed(pool, seqs, out, 2, 20, resume=True)
     assert result.n_resumed >= 20

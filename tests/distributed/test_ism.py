@@ -21,9 +21,10 @@ from hexamer.ism import ism_settings, write_ism
 from hexamer.ism.mutagenesis import iter_mutagenesis, region_list, site_list
 from hexamer.ism.variants import ism_records
 from hexamer.testing.cli import error_message, run, run_json
+from hexamer.testing.interrupts import Killed, kill_after
 from hexamer.vep.variants import Reference
 
-from .conftest import FASTA
+from .conftest import FASTA, committed_rows
 
 BATCH = 4
 #: engine blocks of 4 records, so 50 bases make a dozen shards
@@ -31,10 +32,6 @@ SETTINGS = replace(ism_settings(window=240, batch_size=BATCH), block_records=4)
 REGIONS = ["a:581-610", "b:11-30"]
 EXTS = ("tsv", "csv", "jsonl", "parquet", "tsv.bgz")
 SITES_VCF = Path(__file__).resolve().parents[1] / "data" / "vep" / "chr20_slice.vcf"
-
-
-class Killed(Exception):
-    """Stands in for a killed driver: raised from on_progress."""
 
 
 @pytest.fixture(scope="module")
@@ -159,21 +156,12 @@ def test_a_killed_actor_is_restarted_and_the_file_is_identical(pool, fasta, sing
 
 def test_resume_after_a_killed_driver_skips_committed_shards(pool, fasta, single, tmp_path) -> None:
     out = tmp_path / "ism.parquet"
-    seen = [0]
-
-    def die_after_rows(n: int) -> None:
-        seen[0] += n
-        if seen[0] >= 40:
-            raise Killed
-
     with pytest.raises(Killed):
-        _ism(pool, fasta, out, 2, 4, on_progress=die_after_rows)
+        _ism(pool, fasta, out, 2, 4, on_progress=kill_after(40))
     assert not out.exists()
-    committed = sorted(run_folder(out).glob("shard-*"))
-    assert committed
-    committed_rows = sum(pq.read_metadata(p).num_rows for p in committed)
+    committed = committed_rows(out)
     result = _ism(pool, fasta, out, 3, 4, resume=True)
-    assert result.n_resumed == committed_rows > 0
+    assert result.n_resumed == committed > 0
     _same_file(out, single[False]["parquet"])
 
 

@@ -3,7 +3,6 @@ faults; every record appears."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,9 @@ import pytest
 
 from hexamer.distributed import FaultPlan, WorkerPool, run_folder, score
 from hexamer.testing.cli import run_json
+from hexamer.testing.interrupts import kill_after
+
+from .conftest import write_random_fasta
 
 BATCH = 16  # hexamer score's default --batch-size, which the actors load the model with
 
@@ -25,18 +27,9 @@ def pool(local_ray: None, tiny_folder: Path) -> Iterator[WorkerPool]:
 @pytest.fixture(scope="module")
 def reads(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """520 sequences of 12-60 bp (three chunks of 256), with an all-N and a non-DNA record."""
-    rng = random.Random(3)
-    lines = []
-    for i in range(520):
-        seq = "".join(rng.choice("ACGT") for _ in range(rng.randint(12, 60)))
-        if i == 7:
-            seq = "ACGTXYZ"
-        if i == 300:
-            seq = "NNNNNNNNNNNN"
-        lines += [f">r{i}", seq]
     path = tmp_path_factory.mktemp("reads") / "reads.fa"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    special = {7: "ACGTXYZ", 300: "NNNNNNNNNNNN"}
+    return write_random_fasta(path, 520, (12, 60), seed=3, prefix="r", special=special)
 
 
 @pytest.fixture(scope="module")
@@ -66,15 +59,9 @@ def test_table_is_byte_identical(pool, reads, single, tmp_path, workers, shard_r
 
 def test_killed_actor_and_killed_driver(pool, reads, single, tmp_path) -> None:
     out = tmp_path / "scores.parquet"
-    seen = [0]
-
-    def die(n: int) -> None:
-        seen[0] += n
-        if seen[0] >= 256:
-            raise KeyboardInterrupt  # the driver stops after its first shard
-
+    stop = kill_after(256, KeyboardInterrupt)  # the driver stops after its first shard
     with pytest.raises(KeyboardInterrupt):
-        score(None, reads, out, pool=pool, shard_records=256, per_base=True, on_progress=die)
+        score(None, reads, out, pool=pool, shard_records=256, per_base=True, on_progress=stop)
     result = score(
         None,
         reads,

@@ -11,16 +11,13 @@ import pytest
 
 from hexamer import Carbon
 from hexamer.distributed import FaultPlan, WorkerPool, run_folder, run_vep, single_process_command
+from hexamer.testing.interrupts import Killed, kill_after
 from hexamer.vep import run_vep as run_vep_single
 from hexamer.vep.resume import ResumeError
 
-from .conftest import FASTA, SETTINGS
+from .conftest import FASTA, SETTINGS, committed_rows
 
 EXTS = ("vcf", "vcf.gz", "bcf", "tsv", "csv", "jsonl", "parquet")
-
-
-class Killed(Exception):
-    """Stands in for a killed driver: raised from on_progress."""
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +85,12 @@ def test_a_killed_actor_is_restarted_and_the_output_is_identical(pool, job_vcf, 
 
 def test_resume_after_a_killed_driver_skips_committed_shards(pool, job_vcf, single, tmp_path) -> None:
     out = tmp_path / "out.parquet"
-    seen = [0]
-
-    def die_after_rows(n: int) -> None:
-        seen[0] += n
-        if seen[0] >= 20:
-            raise Killed
-
     with pytest.raises(Killed):
-        _run(pool, job_vcf, out, 2, 4, on_progress=die_after_rows)
+        _run(pool, job_vcf, out, 2, 4, on_progress=kill_after(20))
     assert not out.exists()
-    committed = sorted(run_folder(out).glob("shard-*"))
-    assert committed
-    committed_rows = sum(pq.read_metadata(p).num_rows for p in committed)
+    committed = committed_rows(out)
     result = _run(pool, job_vcf, out, 3, 4, resume=True)
-    assert result.n_resumed == committed_rows
+    assert result.n_resumed == committed
     assert out.read_bytes() == single["parquet"].read_bytes()
 
 

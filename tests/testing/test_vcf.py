@@ -7,8 +7,8 @@ from pathlib import Path
 import pysam
 import pytest
 
-from hexamer.testing.vcf import write_random_vcf
-from tests.vep.conftest import FASTA
+from hexamer.testing.vcf import add_vcf_records, write_random_vcf
+from tests.vep.conftest import EDGE_VCF, FASTA
 
 
 def test_write_random_vcf_is_valid_and_on_the_reference(tmp_path: Path) -> None:
@@ -33,3 +33,15 @@ def test_write_random_vcf_checks_its_numbers(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fewer than n_sites"):
         write_random_vcf(FASTA, tmp_path / "x.vcf", n_sites=50, region=("20", 300_000, 300_010))
     assert not (tmp_path / "x.vcf").exists()
+
+
+def test_add_vcf_records_appends_records_and_contigs(tmp_path: Path) -> None:
+    vcf = tmp_path / "job.vcf"
+    n = write_random_vcf(FASTA, vcf, n_sites=5, region=("20", 300_000, 310_000), seed=1)
+    add_vcf_records(vcf, EDGE_VCF)
+    edge = [line for line in EDGE_VCF.read_text().splitlines() if not line.startswith("#")]
+    lines = vcf.read_text().splitlines()
+    assert lines[-len(edge) :] == edge
+    assert sum(1 for line in lines if not line.startswith("#")) == n + len(edge)
+    contigs = [line for line in lines if line.startswith("##contig")]
+    assert len(contigs) == len(set(contigs))  # the edge file's first contig (20) is not repeated

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from hexamer import Carbon
-from hexamer.testing.vcf import write_random_vcf
+from hexamer.testing.interrupts import Killed
+from hexamer.testing.interrupts import kill_after as kill_after_rows
 from hexamer.vep import (
     ResumeError,
     run_vep,
@@ -28,22 +29,7 @@ from hexamer.vep import engine as engine_mod
 from hexamer.vep import resume as resume_mod
 from hexamer.vep import runner as runner_mod
 
-from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF
-
-
-class Killed(Exception):
-    """Stands in for SIGKILL: raised from on_progress after some rows."""
-
-
-def _killer(after: int) -> Callable[[int], None]:
-    seen = [0]
-
-    def on_progress(n: int) -> None:
-        seen[0] += n
-        if seen[0] >= after:
-            raise Killed
-
-    return on_progress
+from .conftest import FASTA, MALFORMED_VCF
 
 
 def _run_until_killed(
@@ -58,23 +44,10 @@ def _run_until_killed(
             out,
             resume=resume,
             checkpoint_rows=checkpoint_rows,
-            on_progress=_killer(kill_after),
+            on_progress=kill_after_rows(kill_after),
             on_note=lambda _: None,
             **SETTINGS,
         )
-
-
-@pytest.fixture(scope="module")
-def job_vcf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Real edge cases plus 24 SNV sites (1-3 ALTs) to make several work units."""
-    path = tmp_path_factory.mktemp("vcf") / "job.vcf"
-    write_random_vcf(FASTA, path, n_sites=24, alts_per_site=2, region=("20", 300_000, 330_000), seed=5)
-    edge = [line for line in EDGE_VCF.read_text().splitlines() if not line.startswith("#")]
-    head = [line for line in path.read_text().splitlines() if line.startswith("##")]
-    body = [line for line in path.read_text().splitlines() if not line.startswith("##")]
-    extra = [line for line in EDGE_VCF.read_text().splitlines() if line.startswith("##") and "contig" in line]
-    path.write_text("\n".join([*head, *extra[1:], *body, *edge]) + "\n")
-    return path
 
 
 @contextlib.contextmanager
