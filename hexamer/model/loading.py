@@ -25,7 +25,7 @@ from hexamer.model.config import SUPPORTED_DTYPES, ModelConfig
 from hexamer.model.llama import LlamaModel
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
-__all__ = ["load_model", "resolve_dtype"]
+__all__ = ["load_float_model", "read_folder_config", "resolve_dtype"]
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -187,30 +187,31 @@ def _assign(model: nn.Module, param_name: str, tensor: torch.Tensor) -> None:
     setattr(module, attr, nn.Parameter(tensor, requires_grad=False))
 
 
-def load_model(
-    path: str | Path,
-    dtype: torch.dtype | str | None = torch.float32,
-    device: torch.device | str = "cpu",
-) -> tuple[LlamaModel, ModelConfig]:
-    """Load ``path`` (a local checkpoint folder) as an eval-mode :class:`LlamaModel` in ``dtype``.
-
-    Errors name the folder, file and tensor: missing ``config.json``, missing/unexpected tensors,
-    wrong shapes, non-float storage.
-    """
+def read_folder_config(path: str | Path) -> tuple[Path, ModelConfig]:
+    """The checkpoint folder and its parsed ``config.json`` (checked read), or an error naming
+    what is missing."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}")
     config_path = folder / "config.json"
     if not config_path.exists():
         raise FileNotFoundError(f"config.json not found in {folder}")
-    config = ModelConfig.from_file(checked_file(config_path, folder))
-    # int8 weight-only quantisation lives in hexamer.model.quant: a quantized folder, or an
-    # "int8"/"int8-bf16" dtype, takes its loader
-    from hexamer.model import quant
+    return folder, ModelConfig.from_file(checked_file(config_path, folder))
 
-    qconfig = quant.folder_quantization(folder)
-    if qconfig is not None or quant.int8_activation_dtype(dtype) is not None:
-        return quant.load_int8(folder, config, qconfig, dtype, torch.device(device))
+
+def load_float_model(
+    path: str | Path,
+    dtype: torch.dtype | str | None = torch.float32,
+    device: torch.device | str = "cpu",
+) -> tuple[LlamaModel, ModelConfig]:
+    """Load ``path`` (a float checkpoint folder) as an eval-mode :class:`LlamaModel` in ``dtype``
+    (:func:`hexamer.model.load_model` picks this or the int8 loader).
+
+    Errors name the folder, file and tensor: missing ``config.json``, missing/unexpected tensors,
+    wrong shapes, non-float storage.
+    """
+    folder, config = read_folder_config(path)
+    config_path = folder / "config.json"
     target = resolve_dtype(dtype, config)
     device = torch.device(device)
     shards = _shards(folder)

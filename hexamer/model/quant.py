@@ -32,6 +32,13 @@ from torch import nn
 from hexamer.folder_files import checked_file
 from hexamer.model.config import ModelConfig, read_config_json
 from hexamer.model.llama import LlamaModel
+from hexamer.model.loading import (
+    check_config_matches_headers,
+    load_float_model,
+    read_folder_config,
+    read_safetensors_header,
+    resolve_dtype,
+)
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
 __all__ = [
@@ -229,8 +236,6 @@ def _activation_dtype_for(dtype: object) -> torch.dtype:
         return chosen
     if dtype is None or dtype == "auto":
         return torch.float32
-    from hexamer.model.loading import resolve_dtype  # the float aliases ("bf16", torch dtypes...)
-
     return resolve_dtype(dtype, _NO_CONFIG)  # type: ignore[arg-type]
 
 
@@ -248,9 +253,7 @@ def load_int8(
     folder quantized while loading (from float32, whatever the activation dtype)."""
     activations = _activation_dtype_for(dtype)
     if qconfig is None:
-        from hexamer.model.loading import load_model
-
-        model, config = load_model(folder, dtype=torch.float32, device="cpu")
+        model, config = load_float_model(folder, dtype=torch.float32, device="cpu")
         quantize_model(model, activations)
         return model.to(device).eval(), config
     return _load_quantized_folder(folder, config, activations, device), config
@@ -274,7 +277,6 @@ def _load_quantized_folder(
     """Read a quantized folder the way ``load_model`` reads a float one: the file's header is
     checked against its size, every name, shape and dtype against ``config.json``, and the
     weights' size against the free memory, all before the first tensor is read."""
-    from hexamer.model.loading import check_config_matches_headers, read_safetensors_header
 
     file = folder / QUANTIZED_FILE
     if not os.path.lexists(file):
@@ -381,8 +383,6 @@ def quantize_folder(source: str | Path, out: str | Path) -> Path:
 
     from safetensors.torch import save_file
 
-    from hexamer.model.loading import load_model
-
     source, out = Path(source), Path(out)
     if folder_quantization(source) is not None:
         raise ValueError(f"{source} is already quantized ({QUANT_METHOD}); quantize the float checkpoint")
@@ -390,7 +390,7 @@ def quantize_folder(source: str | Path, out: str | Path) -> Path:
         raise FileExistsError(f"{out} already exists and is not an empty folder; choose a new output folder")
     if out.resolve() == source.resolve():
         raise ValueError("the output folder must differ from the source folder")
-    model, config = load_model(source, dtype=torch.float32)  # validates every tensor first
+    model, config = load_float_model(source, dtype=torch.float32)  # validates every tensor first
     raw = read_config_json(source / "config.json")
     float_dtype = (
         getattr(torch, config.dtype) if config.dtype in ("float32", "bfloat16", "float16") else torch.float32
@@ -416,7 +416,10 @@ def quantize_folder(source: str | Path, out: str | Path) -> Path:
         save_file(
             tensors, str(staging / QUANTIZED_FILE), metadata={"format": "pt", "quant_method": QUANT_METHOD}
         )
-        check, _ = load_model(staging)  # what we wrote must load, code for code
+        _, staged = read_folder_config(staging)
+        check, _ = load_int8(  # what we wrote must load, code for code (as load_model reads it)
+            staging, staged, folder_quantization(staging), torch.float32, torch.device("cpu")
+        )
         for name, parent, attr in _decoder_linear_slots(check):
             if not torch.equal(getattr(parent, attr).weight, tensors[f"model.{name}.weight"]):
                 raise RuntimeError(f"{name}: the written int8 weight does not load back")
