@@ -3,8 +3,9 @@ table with one row per record (bad records too, with their ``status`` and ``erro
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -36,9 +37,15 @@ from hexamer.cli.sequence_jobs import (
     read_job_records,
     report_skipped,
 )
-
-if TYPE_CHECKING:
-    pass
+from hexamer.cli.server_options import (
+    ApiKeyOption,
+    ServedModelOption,
+    ServerOption,
+    TokenizerOption,
+    TopNOption,
+    check_server_choice,
+    connect_server,
+)
 
 
 @app.command()
@@ -73,13 +80,16 @@ def score(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
+    server: ServerOption = None,
+    served_model: ServedModelOption = None,
+    api_key: ApiKeyOption = None,
+    tokenizer: TokenizerOption = None,
+    top_n: TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
 
     Exits with status 1 (after writing the whole output) when no record is ok."""
-    from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
-
     check_choice("--level", level, ("bp", "token"))
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=None if ray else device)  # --ray: the workers' device
@@ -90,6 +100,7 @@ def score(
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
     check_resume(resume, ray)
+    check_server_choice(server, model, ray)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
 
@@ -112,7 +123,41 @@ def score(
             per_base=per_base,
             batch_size=batch_size,
         )
-    carbon = load_carbon(model, dtype, device, batch_size)
+    carbon = (
+        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+        if server is not None
+        else load_carbon(model, dtype, device, batch_size)
+    )
+    with carbon if server is not None else contextlib.nullcontext():  # closes the connection
+        _score_records(
+            carbon,
+            sequences,
+            input_file,
+            out,
+            as_json,
+            level,
+            method,
+            prefix,
+            per_base,
+            None if server is not None else batch_size,
+        )
+
+
+def _score_records(
+    carbon: Any,
+    sequences: list[str] | None,
+    input_file: Path | None,
+    out: Path | None,
+    as_json: bool,
+    level: str,
+    method: str,
+    prefix: str,
+    per_base: bool,
+    batch_size: int | None,
+) -> None:
+    """Score every record into ``out`` (or a TSV on stdout) and report, with ``carbon`` local or served."""
+    from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
+
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
     all_statuses: list[str] = []

@@ -1,0 +1,62 @@
+"""``--server`` on every command a served model can do: the same output as the local model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hexamer.testing.cli import error_message, run, run_json, usage_error
+
+SEQS = ["ACGTACGGTACCATGCAAGT", "TTGACCANGTACGTTAGGCATT", "GATTACA"]
+
+
+def _server(url: str, tiny_folder: Path) -> list[str]:
+    return ["--server", url, "--tokenizer", str(tiny_folder), "--top-n", "4608"]
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("level,method", [("bp", "fns"), ("bp", "exact"), ("token", "fns")])
+def test_score_on_a_server_equals_local(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path, level: str, method: str
+) -> None:
+    args = ["score", *SEQS, "--level", level, "--method", method, "--per-base"]
+    remote, local = tmp_path / "remote.jsonl", tmp_path / "local.jsonl"
+    summary = run_json([*args, "--out", str(remote), *_server(vllm_url, tiny_folder)])
+    run_json([*args, "--out", str(local), "--model", str(tiny_folder)])
+    assert summary["n_records"] == len(SEQS)
+    got, want = _rows(remote), _rows(local)
+    assert [(r["id"], r["status"], r["n_scored"]) for r in got] == [
+        (r["id"], r["status"], r["n_scored"]) for r in want
+    ]
+    for g, w in zip(got, want, strict=True):
+        assert g["mean_logprob"] == pytest.approx(w["mean_logprob"], abs=1e-4)
+        assert g["per_base_logprob"] == pytest.approx(w["per_base_logprob"], abs=1e-4, nan_ok=True)
+
+
+def test_server_with_model_or_ray_is_a_usage_error(vllm_url: str, tiny_folder: Path) -> None:
+    bad = usage_error(["score", "ACGT", "--server", vllm_url, "--model", str(tiny_folder)])
+    assert "not both" in bad.format_message()
+    bad = usage_error(["score", "ACGT", "--server", vllm_url, "--ray", "local"])
+    assert "--ray" in bad.format_message()
+
+
+def test_embed_refuses_a_server(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.fa"  # refused before the input is read
+    bad = usage_error(
+        ["embed", "--input", str(missing), "--out", str(tmp_path / "e.parquet"), "--server", "http://x"]
+    )
+    assert "hidden states" in bad.format_message()
+
+
+def test_a_bad_url_is_a_clean_error(tiny_folder: Path, tmp_path: Path) -> None:
+    result = run(
+        ["score", "ACGT", "--out", str(tmp_path / "s.tsv"), *_server("http://127.0.0.1:9", tiny_folder)]
+    )
+    assert result.exit_code == 2
+    assert "127.0.0.1:9" in error_message(result)
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
