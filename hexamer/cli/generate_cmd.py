@@ -41,6 +41,15 @@ from hexamer.cli.sequence_jobs import (
     read_job_records,
     report_skipped,
 )
+from hexamer.cli.server_options import (
+    ApiKeyOption,
+    ServedModelOption,
+    ServerOption,
+    TokenizerOption,
+    TopNOption,
+    check_server_choice,
+    connect_server,
+)
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -132,6 +141,11 @@ def generate(
     spec_k: Annotated[
         str, typer.Option("--spec-k", help="6-mers drafted per round: a number or auto.")
     ] = "auto",
+    server: ServerOption = None,
+    served_model: ServedModelOption = None,
+    api_key: ApiKeyOption = None,
+    tokenizer: TokenizerOption = None,
+    top_n: TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Continue DNA prompts with the model (exact base counts, bp or token level).
@@ -159,7 +173,14 @@ def generate(
         )
     if draft is not None and logprobs:
         raise typer.BadParameter("--draft takes no --logprobs")
-    carbon = load_carbon(model, dtype, device, batch_size)
+    check_server_choice(server, model)
+    if server is not None:
+        _check_served_options(draft, repetition_penalty)
+    carbon = (
+        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+        if server is not None
+        else load_carbon(model, dtype, device, batch_size)
+    )
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
     options.update(
@@ -246,6 +267,20 @@ def generate(
     elif output.path is not None:
         console.print(f"wrote {out} ({describe_counts(statuses)})")
     fail_if_none_ok(statuses, "generated", output.table is not None)
+
+
+def _check_served_options(draft: str | None, repetition_penalty: float) -> None:
+    """What ``RemoteCarbon.generate`` cannot do, refused by name before any request."""
+    if draft is not None:
+        raise typer.BadParameter(
+            "--draft decodes with two local models; --server takes no --draft", param_hint="'--draft'"
+        )
+    if repetition_penalty != 1:
+        raise typer.BadParameter(
+            "--server takes no --repetition-penalty: its rule depends on the sign of the raw logits, "
+            "which a server's log-probabilities do not give (generate with a local --model for it)",
+            param_hint="'--repetition-penalty'",
+        )
 
 
 def _speculative_options(

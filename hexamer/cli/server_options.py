@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
+import click
 import typer
 
 from hexamer.cli.app import fail
@@ -50,13 +51,17 @@ def connect_server(
     top_n: int | None,
     in_flight: int,
 ) -> RemoteCarbon:
-    """``--server``: the remote front end (close it when done), or a clean exit naming what failed."""
+    """``--server``: the remote front end (closed with the command), or a clean exit naming what failed."""
     from hexamer.carbon import Carbon
     from hexamer.remote import RemoteError
 
     try:
-        return Carbon.from_server(
+        remote = Carbon.from_server(
             url, model=model, api_key=api_key, tokenizer=tokenizer, top_n=top_n, max_in_flight=in_flight
         )
     except (RemoteError, ValueError, OSError) as exc:
         fail(exc)
+    command = click.get_current_context(silent=True)
+    if command is not None:  # closed when the command ends, however it ends (close is idempotent)
+        command.call_on_close(remote.close)
+    return remote

@@ -60,3 +60,33 @@ def test_a_bad_url_is_a_clean_error(tiny_folder: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "127.0.0.1:9" in error_message(result)
     assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("mode,extra", [("bp", []), ("token", ["--top-k", "20"]), ("token", [])])
+def test_generate_on_a_server_equals_local(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path, mode: str, extra: list[str]
+) -> None:
+    """Seeded sampling: the client sampler (bp mode, or token mode with --top-k) is the local
+    engine's, so the same seed gives the same sequences; the server's sampler (plain token mode)
+    gives its own, checked for lengths and statuses."""
+    prompts = ["ACGTACGGTACC", "TTGACCA", "ACGTXYZ"]  # the last is a bad record
+    args = ["generate", *prompts, "--mode", mode, "--max-bp", "18", "--seed", "7", "--n", "2", *extra]
+    remote, local = tmp_path / "remote.jsonl", tmp_path / "local.jsonl"
+    summary = run_json([*args, "--out", str(remote), *_server(vllm_url, tiny_folder)])
+    run_json([*args, "--out", str(local), "--model", str(tiny_folder)])
+    assert summary["status_counts"] == {"ok": 2, "skipped": 1}
+    got, want = _rows(remote), _rows(local)
+    assert [(r["id"], r["sample"], r["status"], r["n_bp"]) for r in got] == [
+        (r["id"], r["sample"], r["status"], r["n_bp"]) for r in want
+    ]
+    if mode == "bp" or extra:
+        assert [r["sequence"] for r in got] == [r["sequence"] for r in want]
+
+
+def test_generate_refuses_what_a_server_cannot_do(vllm_url: str, tiny_folder: Path) -> None:
+    base = ["generate", "ACGT", *_server(vllm_url, tiny_folder)]
+    bad = usage_error([*base, "--repetition-penalty", "1.3"])
+    assert "--repetition-penalty" in bad.format_message()
+    bad = usage_error([*base, "--draft", str(tiny_folder)])
+    assert "--draft" in bad.format_message()
+    assert "not both" in usage_error([*base, "--model", str(tiny_folder)]).format_message()
