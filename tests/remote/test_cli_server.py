@@ -90,3 +90,25 @@ def test_generate_refuses_what_a_server_cannot_do(vllm_url: str, tiny_folder: Pa
     bad = usage_error([*base, "--draft", str(tiny_folder)])
     assert "--draft" in bad.format_message()
     assert "not both" in usage_error([*base, "--model", str(tiny_folder)]).format_message()
+
+
+FASTA = Path(__file__).resolve().parents[1] / "data" / "vep" / "chr20_slice.fa.gz"
+
+
+@pytest.mark.parametrize(
+    "recipe", [["--window", "120", "--window-grid", "6"], ["--recipe", "next_base", "--context", "60"]]
+)
+def test_ism_on_a_server_equals_local(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path, recipe: list[str]
+) -> None:
+    """The remote backend has no KV sharing: ISM scores each window on its own, to the same rows."""
+    args = ["ism", "--fasta", str(FASTA), "-r", "20:60301-60304", *recipe]
+    remote, local = tmp_path / "remote.jsonl", tmp_path / "local.jsonl"
+    summary = run_json([*args, "-o", str(remote), *_server(vllm_url, tiny_folder)])
+    run_json([*args, "-o", str(local), "--model", str(tiny_folder)])
+    got, want = _rows(remote), _rows(local)
+    assert summary["n_rows"] == len(want) == 12 and summary["status_counts"] == {"ok": 12}
+    keys = [k for k in want[0] if k not in ("score", "phred", "raw")]
+    assert [[r[k] for k in keys] for r in got] == [[r[k] for k in keys] for r in want]
+    for g, w in zip(got, want, strict=True):
+        assert g["score"] == pytest.approx(w["score"], abs=1e-4)
