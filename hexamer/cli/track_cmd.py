@@ -21,6 +21,15 @@ from hexamer.cli.app import (
 )
 from hexamer.cli.checks import check_choice, check_runtime, not_stdio
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
+from hexamer.cli.server_options import (
+    ApiKeyOption,
+    ServedModelOption,
+    ServerOption,
+    TokenizerOption,
+    TopNOption,
+    check_server_choice,
+    connect_server,
+)
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
 MAX_BP = 10**9
@@ -91,6 +100,11 @@ def track(
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
+    server: ServerOption = None,
+    served_model: ServedModelOption = None,
+    api_key: ApiKeyOption = None,
+    tokenizer: TokenizerOption = None,
+    top_n: TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Per-base tracks along a region or a whole FASTA: log P(A/C/G/T | context), log P(ref),
@@ -101,6 +115,7 @@ def track(
 
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=device, threads=threads)
+    check_server_choice(server, model)
     try:
         kind_list = parse_kinds(kinds)
     except ValueError as exc:
@@ -140,8 +155,12 @@ def track(
     if hub and genome is not None and (problem := contig_name_problem(genome, [r.contig for r in chosen])):
         warnings.append(problem)
         err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
-    carbon = load_carbon(model, dtype, device, 1)
-    name = Path(carbon.tokenizer.name_or_path or "model").name
+    if server is not None:  # the server's per-base log-probabilities, window by window
+        carbon = connect_server(server, served_model, api_key, tokenizer, top_n, 1)
+        name = Path(carbon.served_model).name
+    else:
+        carbon = load_carbon(model, dtype, device, 1)
+        name = Path(carbon.tokenizer.name_or_path or "model").name
     try:
         with progress_bar() as progress:
             task = progress.add_task("scoring bases", total=None, rate="")

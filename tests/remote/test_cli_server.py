@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hexamer.testing.cli import error_message, run, run_json, usage_error
@@ -112,3 +113,29 @@ def test_ism_on_a_server_equals_local(
     assert [[r[k] for k in keys] for r in got] == [[r[k] for k in keys] for r in want]
     for g, w in zip(got, want, strict=True):
         assert g["score"] == pytest.approx(w["score"], abs=1e-4)
+
+
+def test_track_on_a_server_equals_local(vllm_url: str, tiny_folder: Path, tmp_path: Path) -> None:
+    """Tracks come from ``base_logprobs``, which a served model gives too: the same values."""
+    from tests.tracks.conftest import OOV_FA
+    from tests.tracks.helpers import bedgraph_values
+
+    args = ["track", "--fasta", str(OOV_FA), "-r", "t:1101-1400", "--format", "bedgraph"]
+    args += ["--kinds", "logprob,entropy,llr", "--window", "120", "--stride", "60"]
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    summary = run_json([*args, "-o", str(remote), *_server(vllm_url, tiny_folder)])
+    want = run_json([*args, "-o", str(local), "--model", str(tiny_folder)])
+    assert (summary["bases_scored"], summary["bases_absent"]) == (want["bases_scored"], want["bases_absent"])
+    assert summary["bases_scored"] > 0
+    for name in ("logprob_A", "logprob_ref", "entropy", "llr"):
+        got = bedgraph_values(remote / f"{name}.bedGraph", "t", 1100, 1400)
+        np.testing.assert_allclose(
+            got, bedgraph_values(local / f"{name}.bedGraph", "t", 1100, 1400), atol=1e-4
+        )
+
+
+def test_track_refuses_a_server_with_a_model(vllm_url: str, tiny_folder: Path, tmp_path: Path) -> None:
+    from tests.tracks.conftest import OOV_FA
+
+    args = ["track", "--fasta", str(OOV_FA), "-o", str(tmp_path / "t"), "--server", vllm_url]
+    assert "not both" in usage_error([*args, "--model", str(tiny_folder)]).format_message()
