@@ -10,6 +10,7 @@ import pytest
 
 from hexamer.testing.cli import error_message, run, run_json, usage_error
 
+FASTA = Path(__file__).resolve().parents[1] / "data" / "vep" / "chr20_slice.fa.gz"
 SEQS = ["ACGTACGGTACCATGCAAGT", "TTGACCANGTACGTTAGGCATT", "GATTACA"]
 
 
@@ -54,13 +55,32 @@ def test_embed_refuses_a_server(tmp_path: Path) -> None:
     assert "hidden states" in bad.format_message()
 
 
-def test_a_bad_url_is_a_clean_error(tiny_folder: Path, tmp_path: Path) -> None:
-    result = run(
-        ["score", "ACGT", "--out", str(tmp_path / "s.tsv"), *_server("http://127.0.0.1:9", tiny_folder)]
-    )
-    assert result.exit_code == 2
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["score", "ACGT"],
+        ["generate", "ACGT", "--max-bp", "6"],
+        ["ism", "--fasta", str(FASTA), "-r", "20:60301-60301", "--window", "60"],
+        ["track", "--fasta", str(FASTA), "-r", "20:60301-60360", "--format", "bedgraph"],
+    ],
+)
+def test_a_bad_served_model_is_a_clean_error(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path, command: list[str]
+) -> None:
+    out = tmp_path / ("t" if command[0] == "track" else "out.jsonl")
+    result = run([*command, "-o", str(out), *_server(vllm_url, tiny_folder), "--served-model", "nope"])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # no traceback
+    assert "not 'nope'" in error_message(result)
+    assert not out.exists()
+
+
+def test_an_unreachable_server_is_a_clean_error(tiny_folder: Path, tmp_path: Path) -> None:
+    """(Connection errors are retried with backoff first: this test takes some seconds.)"""
+    out = tmp_path / "out.tsv"
+    result = run(["score", "ACGT", "-o", str(out), *_server("http://127.0.0.1:9", tiny_folder)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
     assert "127.0.0.1:9" in error_message(result)
-    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("mode,extra", [("bp", []), ("token", ["--top-k", "20"]), ("token", [])])
@@ -91,9 +111,6 @@ def test_generate_refuses_what_a_server_cannot_do(vllm_url: str, tiny_folder: Pa
     bad = usage_error([*base, "--draft", str(tiny_folder)])
     assert "--draft" in bad.format_message()
     assert "not both" in usage_error([*base, "--model", str(tiny_folder)]).format_message()
-
-
-FASTA = Path(__file__).resolve().parents[1] / "data" / "vep" / "chr20_slice.fa.gz"
 
 
 @pytest.mark.parametrize(
