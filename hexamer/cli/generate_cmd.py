@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 @app.command()
 def generate(
+    command: typer.Context,
     sequences: Annotated[
         list[str] | None, typer.Argument(help="Prompts (DNA, or text ending in an open <dna>).")
     ] = None,
@@ -177,7 +178,7 @@ def generate(
     if server is not None:
         _check_served_options(draft, repetition_penalty)
     carbon = (
-        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
         if server is not None
         else load_carbon(model, dtype, device, batch_size)
     )

@@ -81,6 +81,7 @@ def _plot_path(option: str, path: Path | None) -> None:
 
 @app.command()
 def ism(
+    command: typer.Context,
     fasta: FastaOption,
     out: Annotated[
         Path,
@@ -189,7 +190,7 @@ def ism(
     carbon = (
         resolve_model(model)
         if on_ray is not None
-        else connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+        else connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
         if server is not None  # no KV sharing on a server: each window is scored on its own
         else load_carbon(model, dtype, device, batch_size)
     )

@@ -3,7 +3,6 @@ table with one row per record (bad records too, with their ``status`` and ``erro
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -50,6 +49,7 @@ from hexamer.cli.server_options import (
 
 @app.command()
 def score(
+    command: typer.Context,
     sequences: Annotated[list[str] | None, typer.Argument(help="DNA sequences to score.")] = None,
     input_file: Annotated[
         Path | None, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet.")
@@ -90,6 +90,8 @@ def score(
     """Log-likelihood of DNA sequences under the model (bp or token level).
 
     Exits with status 1 (after writing the whole output) when no record is ok."""
+    from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
+
     check_choice("--level", level, ("bp", "token"))
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=None if ray else device)  # --ray: the workers' device
@@ -124,40 +126,10 @@ def score(
             batch_size=batch_size,
         )
     carbon = (
-        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
         if server is not None
         else load_carbon(model, dtype, device, batch_size)
     )
-    with carbon if server is not None else contextlib.nullcontext():  # closes the connection
-        _score_records(
-            carbon,
-            sequences,
-            input_file,
-            out,
-            as_json,
-            level,
-            method,
-            prefix,
-            per_base,
-            None if server is not None else batch_size,
-        )
-
-
-def _score_records(
-    carbon: Any,
-    sequences: list[str] | None,
-    input_file: Path | None,
-    out: Path | None,
-    as_json: bool,
-    level: str,
-    method: str,
-    prefix: str,
-    per_base: bool,
-    batch_size: int | None,
-) -> None:
-    """Score every record into ``out`` (or a TSV on stdout) and report, with ``carbon`` local or served."""
-    from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
-
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
     all_statuses: list[str] = []
@@ -174,7 +146,7 @@ def _score_records(
                     method=method,
                     prefix=prefix,
                     per_base=per_base,
-                    batch_size=batch_size,
+                    batch_size=None if server is not None else batch_size,  # the server batches
                 )
                 rows = scored.rows
                 bad.extend(scored.problems)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-import click
 import typer
 
 from hexamer.cli.app import fail
@@ -50,8 +49,10 @@ def connect_server(
     tokenizer: str | None,
     top_n: int | None,
     in_flight: int,
+    command: typer.Context | None = None,
 ) -> RemoteCarbon:
-    """``--server``: the remote front end (closed with the command), or a clean exit naming what failed."""
+    """``--server``: the remote front end, or a clean exit naming what failed. Given the command's
+    context, the connection is closed when the command ends, however it ends; otherwise close it."""
     from hexamer.carbon import Carbon
     from hexamer.remote import RemoteError
 
@@ -61,7 +62,6 @@ def connect_server(
         )
     except (RemoteError, ValueError, OSError) as exc:
         fail(exc)
-    command = click.get_current_context(silent=True)
-    if command is not None:  # closed when the command ends, however it ends (close is idempotent)
+    if command is not None:
         command.call_on_close(remote.close)
     return remote

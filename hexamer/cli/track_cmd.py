@@ -49,6 +49,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 @app.command()
 def track(
+    command: typer.Context,
     fasta: Annotated[
         Path,
         typer.Option(
@@ -156,7 +157,7 @@ def track(
         warnings.append(problem)
         err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
     if server is not None:  # the server's per-base log-probabilities, window by window
-        carbon = connect_server(server, served_model, api_key, tokenizer, top_n, 1)
+        carbon = connect_server(server, served_model, api_key, tokenizer, top_n, 1, command)
         name = Path(carbon.served_model).name
     else:
         carbon = load_carbon(model, dtype, device, 1)

@@ -156,3 +156,32 @@ def test_track_refuses_a_server_with_a_model(vllm_url: str, tiny_folder: Path, t
 
     args = ["track", "--fasta", str(OOV_FA), "-o", str(tmp_path / "t"), "--server", vllm_url]
     assert "not both" in usage_error([*args, "--model", str(tiny_folder)]).format_message()
+
+
+@pytest.mark.parametrize(
+    "command,ok",
+    [
+        (["score", "ACGT", "GATTACA"], True),
+        (["score", "XXXX"], False),  # nothing scored: exit 1, the connection closed all the same
+        (["generate", "ACGT", "--max-bp", "6"], True),
+        (["ism", "--fasta", str(FASTA), "-r", "20:60301-60301", "--window", "60"], True),
+        (["track", "--fasta", str(FASTA), "-r", "20:60301-60360", "--format", "bedgraph"], True),
+    ],
+)
+def test_the_connection_is_closed_when_the_command_ends(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path, monkeypatch, command: list[str], ok: bool
+) -> None:
+    from hexamer.remote import RemoteCarbon
+
+    closed: list[RemoteCarbon] = []
+    close = RemoteCarbon.close
+
+    def counting_close(self: RemoteCarbon) -> None:
+        closed.append(self)
+        close(self)
+
+    monkeypatch.setattr(RemoteCarbon, "close", counting_close)
+    out = tmp_path / ("t" if command[0] == "track" else "out.jsonl")
+    result = run([*command, "-o", str(out), *_server(vllm_url, tiny_folder)])
+    assert result.exit_code == (0 if ok else 1), result.output
+    assert len(closed) >= 1 and len(set(map(id, closed))) == 1
