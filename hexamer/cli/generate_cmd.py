@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     DTypeOption,
     JsonFlag,
@@ -40,15 +41,6 @@ from hexamer.cli.sequence_jobs import (
     progress_bar,
     read_job_records,
     report_skipped,
-)
-from hexamer.cli.server_options import (
-    ApiKeyOption,
-    ServedModelOption,
-    ServerOption,
-    TokenizerOption,
-    TopNOption,
-    check_server_choice,
-    connect_server,
 )
 
 if TYPE_CHECKING:
@@ -142,11 +134,11 @@ def generate(
     spec_k: Annotated[
         str, typer.Option("--spec-k", help="6-mers drafted per round: a number or auto.")
     ] = "auto",
-    server: ServerOption = None,
-    served_model: ServedModelOption = None,
-    api_key: ApiKeyOption = None,
-    tokenizer: TokenizerOption = None,
-    top_n: TopNOption = None,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Continue DNA prompts with the model (exact base counts, bp or token level).
@@ -174,11 +166,11 @@ def generate(
         )
     if draft is not None and logprobs:
         raise typer.BadParameter("--draft takes no --logprobs")
-    check_server_choice(server, model)
+    served.check_server_choice(server, model)
     if server is not None:
         _check_served_options(draft, repetition_penalty)
     carbon = (
-        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
+        served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
         if server is not None
         else load_carbon(model, dtype, device, batch_size)
     )

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     DTypeOption,
     JsonFlag,
@@ -22,15 +23,6 @@ from hexamer.cli.checks import MAX_BATCH_SIZE, MAX_TOKEN_BUDGET, THREADS_MAX, ch
 from hexamer.cli.pipelines import set_threads
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
-from hexamer.cli.server_options import (
-    ApiKeyOption,
-    ServedModelOption,
-    ServerOption,
-    TokenizerOption,
-    TopNOption,
-    check_server_choice,
-    connect_server,
-)
 
 RecipeOption = Annotated[
     Literal["window", "next_base"],
@@ -134,11 +126,11 @@ def ism(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
-    server: ServerOption = None,
-    served_model: ServedModelOption = None,
-    api_key: ApiKeyOption = None,
-    tokenizer: TokenizerOption = None,
-    top_n: TopNOption = None,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
@@ -152,7 +144,7 @@ def ism(
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_resume(resume, ray)
-    check_server_choice(server, model, ray)
+    served.check_server_choice(server, model, ray)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
     if vcf is not None and not vcf.is_file():
@@ -190,7 +182,7 @@ def ism(
     carbon = (
         resolve_model(model)
         if on_ray is not None
-        else connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
+        else served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
         if server is not None  # no KV sharing on a server: each window is scored on its own
         else load_carbon(model, dtype, device, batch_size)
     )

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     CpuThreadsOption,
     DTypeOption,
@@ -34,16 +35,6 @@ from hexamer.cli.checks import (
 )
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import count_records, load_carbon, progress_bar
-from hexamer.cli.server_options import (
-    ApiKeyOption,
-    ServedModelOption,
-    ServerOption,
-    TokenizerOption,
-    TopNOption,
-    check_server_choice,
-    connect_server,
-    refuse_server,
-)
 from hexamer.io.stdio import copy_to_stdout
 
 
@@ -137,11 +128,11 @@ def vep(
             ),
         ),
     ] = None,
-    server: ServerOption = None,
-    served_model: ServedModelOption = None,
-    api_key: ApiKeyOption = None,
-    tokenizer: TokenizerOption = None,
-    top_n: TopNOption = None,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -199,7 +190,7 @@ def vep(
             fail(exc)
     if plot is not None:
         check_plot_path(plot)
-    check_server_choice(server, model, ray)
+    served.check_server_choice(server, model, ray)
     runner = run_vep
     if ray is not None:
         from hexamer.cli.scaleout import ray_vep_runner
@@ -244,7 +235,7 @@ def vep(
             )
         known = {r.message for r in survey.resolutions.values()}  # said above: not again per contig
         carbon = (
-            connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+            served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
             if server is not None
             else resolve_model(model)  # --ray: each actor loads it
             if ray is not None
@@ -377,7 +368,7 @@ def embed(
     from hexamer.embed import embed_sequences, write_embeddings
     from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
 
-    refuse_server(
+    served.refuse_server(
         server,
         "embeddings are the model's hidden states, which a vLLM / SGLang / hexamer server does not "
         "return (only log-probabilities); embed with a local --model",

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     DTypeOption,
     JsonFlag,
@@ -35,15 +36,6 @@ from hexamer.cli.sequence_jobs import (
     progress_bar,
     read_job_records,
     report_skipped,
-)
-from hexamer.cli.server_options import (
-    ApiKeyOption,
-    ServedModelOption,
-    ServerOption,
-    TokenizerOption,
-    TopNOption,
-    check_server_choice,
-    connect_server,
 )
 
 
@@ -80,11 +72,11 @@ def score(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
-    server: ServerOption = None,
-    served_model: ServedModelOption = None,
-    api_key: ApiKeyOption = None,
-    tokenizer: TokenizerOption = None,
-    top_n: TopNOption = None,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
@@ -102,7 +94,7 @@ def score(
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
     check_resume(resume, ray)
-    check_server_choice(server, model, ray)
+    served.check_server_choice(server, model, ray)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
 
@@ -126,7 +118,7 @@ def score(
             batch_size=batch_size,
         )
     carbon = (
-        connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
+        served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
         if server is not None
         else load_carbon(model, dtype, device, batch_size)
     )

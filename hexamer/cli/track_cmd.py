@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     CpuThreadsOption,
     DTypeOption,
@@ -21,15 +22,6 @@ from hexamer.cli.app import (
 )
 from hexamer.cli.checks import check_choice, check_runtime, not_stdio
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
-from hexamer.cli.server_options import (
-    ApiKeyOption,
-    ServedModelOption,
-    ServerOption,
-    TokenizerOption,
-    TopNOption,
-    check_server_choice,
-    connect_server,
-)
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
 MAX_BP = 10**9
@@ -101,11 +93,11 @@ def track(
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
-    server: ServerOption = None,
-    served_model: ServedModelOption = None,
-    api_key: ApiKeyOption = None,
-    tokenizer: TokenizerOption = None,
-    top_n: TopNOption = None,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Per-base tracks along a region or a whole FASTA: log P(A/C/G/T | context), log P(ref),
@@ -116,7 +108,7 @@ def track(
 
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=device, threads=threads)
-    check_server_choice(server, model)
+    served.check_server_choice(server, model)
     try:
         kind_list = parse_kinds(kinds)
     except ValueError as exc:
@@ -157,7 +149,7 @@ def track(
         warnings.append(problem)
         err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
     if server is not None:  # the server's per-base log-probabilities, window by window
-        carbon = connect_server(server, served_model, api_key, tokenizer, top_n, 1, command)
+        carbon = served.connect_server(server, served_model, api_key, tokenizer, top_n, 1, command)
         name = Path(carbon.served_model).name
     else:
         carbon = load_carbon(model, dtype, device, 1)
