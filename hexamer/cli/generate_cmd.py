@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     DTypeOption,
     JsonFlag,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 @app.command()
 def generate(
+    command: typer.Context,
     sequences: Annotated[
         list[str] | None, typer.Argument(help="Prompts (DNA, or text ending in an open <dna>).")
     ] = None,
@@ -132,6 +134,11 @@ def generate(
     spec_k: Annotated[
         str, typer.Option("--spec-k", help="6-mers drafted per round: a number or auto.")
     ] = "auto",
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Continue DNA prompts with the model (exact base counts, bp or token level).
@@ -159,7 +166,14 @@ def generate(
         )
     if draft is not None and logprobs:
         raise typer.BadParameter("--draft takes no --logprobs")
-    carbon = load_carbon(model, dtype, device, batch_size)
+    served.check_server_choice(server, model)
+    if server is not None:
+        _check_served_options(draft, repetition_penalty)
+    carbon = (
+        served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
+        if server is not None
+        else load_carbon(model, dtype, device, batch_size)
+    )
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
     options.update(
@@ -246,6 +260,20 @@ def generate(
     elif output.path is not None:
         console.print(f"wrote {out} ({describe_counts(statuses)})")
     fail_if_none_ok(statuses, "generated", output.table is not None)
+
+
+def _check_served_options(draft: str | None, repetition_penalty: float) -> None:
+    """What ``RemoteCarbon.generate`` cannot do, refused by name before any request."""
+    if draft is not None:
+        raise typer.BadParameter(
+            "--draft decodes with two local models; --server takes no --draft", param_hint="'--draft'"
+        )
+    if repetition_penalty != 1:
+        raise typer.BadParameter(
+            "--server takes no --repetition-penalty: its rule depends on the sign of the raw logits, "
+            "which a server's log-probabilities do not give (generate with a local --model for it)",
+            param_hint="'--repetition-penalty'",
+        )
 
 
 def _speculative_options(

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     DTypeOption,
     JsonFlag,
@@ -72,6 +73,7 @@ def _plot_path(option: str, path: Path | None) -> None:
 
 @app.command()
 def ism(
+    command: typer.Context,
     fasta: FastaOption,
     out: Annotated[
         Path,
@@ -124,6 +126,11 @@ def ism(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
@@ -137,6 +144,7 @@ def ism(
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_resume(resume, ray)
+    served.check_server_choice(server, model, ray)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
     if vcf is not None and not vcf.is_file():
@@ -171,7 +179,13 @@ def ism(
             cal = Calibration.load(calibration)
         except CalibrationError as exc:
             fail(exc)
-    carbon = resolve_model(model) if on_ray is not None else load_carbon(model, dtype, device, batch_size)
+    carbon = (
+        resolve_model(model)
+        if on_ray is not None
+        else served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
+        if server is not None  # no KV sharing on a server: each window is scored on its own
+        else load_carbon(model, dtype, device, batch_size)
+    )
     settings = {
         "recipe": recipe,
         "window": window,

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     CpuThreadsOption,
     DTypeOption,
@@ -26,7 +27,6 @@ from hexamer.cli.app import (
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     MAX_TOKEN_BUDGET,
-    MAX_TOP_N,
     check_choice,
     check_output,
     check_runtime,
@@ -52,21 +52,6 @@ def check_plot_path(path: Path) -> None:
         raise typer.BadParameter(f"--plot must end in .png, .svg or .pdf, got {path.name!r}")
     if not path.parent.is_dir():
         raise typer.BadParameter(f"--plot folder {str(path.parent)!r} does not exist")
-
-
-def connect_server(
-    url: str, model: str | None, api_key: str | None, tokenizer: str | None, top_n: int | None, in_flight: int
-):  # -> RemoteCarbon (imported lazily: the CLI must start fast)
-    """``--server``: a remote scorer, or a clean exit naming what failed."""
-    from hexamer.carbon import Carbon
-    from hexamer.remote import RemoteError
-
-    try:
-        return Carbon.from_server(
-            url, model=model, api_key=api_key, tokenizer=tokenizer, top_n=top_n, max_in_flight=in_flight
-        )
-    except (RemoteError, ValueError) as exc:
-        fail(exc)
 
 
 @app.command()
@@ -143,19 +128,11 @@ def vep(
             ),
         ),
     ] = None,
-    server: Annotated[
-        str | None, typer.Option(help="Score on a vLLM / SGLang / hexamer server at this URL instead.")
-    ] = None,
-    served_model: Annotated[
-        str | None, typer.Option(help="--server: model name (default: the first).")
-    ] = None,
-    api_key: Annotated[str | None, typer.Option(envvar="HEXAMER_API_KEY", help="--server: API key.")] = None,
-    tokenizer: Annotated[
-        str | None, typer.Option(help="--server: local Carbon folder or hub id to tokenise with.")
-    ] = None,
-    top_n: Annotated[
-        int | None, typer.Option(min=1, max=MAX_TOP_N, help="--server: log-probabilities per position.")
-    ] = None,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -213,12 +190,9 @@ def vep(
             fail(exc)
     if plot is not None:
         check_plot_path(plot)
-    if server is not None and model is not None:
-        raise typer.BadParameter("give --model (local) or --server (remote), not both")
+    served.check_server_choice(server, model, ray)
     runner = run_vep
     if ray is not None:
-        if server is not None:
-            raise typer.BadParameter("give --ray (actors load the model) or --server, not both")
         from hexamer.cli.scaleout import ray_vep_runner
 
         runner = ray_vep_runner(
@@ -261,7 +235,7 @@ def vep(
             )
         known = {r.message for r in survey.resolutions.values()}  # said above: not again per contig
         carbon = (
-            connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
+            served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
             if server is not None
             else resolve_model(model)  # --ray: each actor loads it
             if ray is not None
@@ -385,11 +359,20 @@ def embed(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
+    server: Annotated[
+        str | None, typer.Option(help="Not available: embeddings need the model's hidden states.")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
     from hexamer.embed import embed_sequences, write_embeddings
     from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
+
+    served.refuse_server(
+        server,
+        "embeddings are the model's hidden states, which a vLLM / SGLang / hexamer server does not "
+        "return (only log-probabilities); embed with a local --model",
+    )
 
     check_choice("--pool", pool, ("mean", "last", "sep"))
     # under --ray the device and threads are the workers', checked on their machines

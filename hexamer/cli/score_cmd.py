@@ -4,10 +4,11 @@ table with one row per record (bad records too, with their ``status`` and ``erro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     DTypeOption,
     JsonFlag,
@@ -37,12 +38,10 @@ from hexamer.cli.sequence_jobs import (
     report_skipped,
 )
 
-if TYPE_CHECKING:
-    pass
-
 
 @app.command()
 def score(
+    command: typer.Context,
     sequences: Annotated[list[str] | None, typer.Argument(help="DNA sequences to score.")] = None,
     input_file: Annotated[
         Path | None, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet.")
@@ -73,6 +72,11 @@ def score(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
@@ -90,6 +94,7 @@ def score(
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
     check_resume(resume, ray)
+    served.check_server_choice(server, model, ray)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
 
@@ -112,7 +117,11 @@ def score(
             per_base=per_base,
             batch_size=batch_size,
         )
-    carbon = load_carbon(model, dtype, device, batch_size)
+    carbon = (
+        served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
+        if server is not None
+        else load_carbon(model, dtype, device, batch_size)
+    )
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
     all_statuses: list[str] = []
@@ -129,7 +138,7 @@ def score(
                     method=method,
                     prefix=prefix,
                     per_base=per_base,
-                    batch_size=batch_size,
+                    batch_size=None if server is not None else batch_size,  # the server batches
                 )
                 rows = scored.rows
                 bad.extend(scored.problems)

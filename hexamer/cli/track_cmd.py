@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
+from hexamer.cli import server_options as served
 from hexamer.cli.app import (
     CpuThreadsOption,
     DTypeOption,
@@ -40,6 +41,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 @app.command()
 def track(
+    command: typer.Context,
     fasta: Annotated[
         Path,
         typer.Option(
@@ -91,6 +93,11 @@ def track(
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
+    server: served.ServerOption = None,
+    served_model: served.ServedModelOption = None,
+    api_key: served.ApiKeyOption = None,
+    tokenizer: served.TokenizerOption = None,
+    top_n: served.TopNOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Per-base tracks along a region or a whole FASTA: log P(A/C/G/T | context), log P(ref),
@@ -101,6 +108,7 @@ def track(
 
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=device, threads=threads)
+    served.check_server_choice(server, model)
     try:
         kind_list = parse_kinds(kinds)
     except ValueError as exc:
@@ -140,8 +148,12 @@ def track(
     if hub and genome is not None and (problem := contig_name_problem(genome, [r.contig for r in chosen])):
         warnings.append(problem)
         err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
-    carbon = load_carbon(model, dtype, device, 1)
-    name = Path(carbon.tokenizer.name_or_path or "model").name
+    if server is not None:  # the server's per-base log-probabilities, window by window
+        carbon = served.connect_server(server, served_model, api_key, tokenizer, top_n, 1, command)
+        name = Path(carbon.served_model).name
+    else:
+        carbon = load_carbon(model, dtype, device, 1)
+        name = Path(carbon.tokenizer.name_or_path or "model").name
     try:
         with progress_bar() as progress:
             task = progress.add_task("scoring bases", total=None, rate="")
