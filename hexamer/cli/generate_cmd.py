@@ -166,7 +166,7 @@ def generate(
         )
     if draft is not None and logprobs:
         raise typer.BadParameter("--draft takes no --logprobs")
-    served.check_server_choice(server, model)
+    served.check_server_choice(server, model, command=command)
     if server is not None:
         _check_served_options(draft, repetition_penalty)
     carbon = (

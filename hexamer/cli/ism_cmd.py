@@ -144,7 +144,7 @@ def ism(
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_resume(resume, ray)
-    served.check_server_choice(server, model, ray)
+    served.check_server_choice(server, model, ray, command)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
     if vcf is not None and not vcf.is_file():

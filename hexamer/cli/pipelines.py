@@ -56,6 +56,7 @@ def check_plot_path(path: Path) -> None:
 
 @app.command()
 def vep(
+    command: typer.Context,
     vcf: Annotated[
         Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain, gzip or bgzip; - reads standard input.")
     ],
@@ -171,6 +172,7 @@ def vep(
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_choice("--recipe", recipe, RECIPES)
+    served.check_server_choice(server, model, ray, command)  # before any file is looked at
     if is_stdio(out) and resume:
         raise typer.BadParameter("--resume needs an output file, not - (standard output)")
     if is_stdio(vcf) and resume:
@@ -190,7 +192,6 @@ def vep(
             fail(exc)
     if plot is not None:
         check_plot_path(plot)
-    served.check_server_choice(server, model, ray)
     runner = run_vep
     if ray is not None:
         from hexamer.cli.scaleout import ray_vep_runner

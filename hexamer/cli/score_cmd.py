@@ -94,7 +94,7 @@ def score(
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
     check_resume(resume, ray)
-    served.check_server_choice(server, model, ray)
+    served.check_server_choice(server, model, ray, command)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
 

@@ -26,14 +26,30 @@ TopNOption = Annotated[
 ]
 
 
-def check_server_choice(server: str | None, model: str | None, ray: str | None = None) -> None:
-    """``--server`` replaces the local model: refuse it with ``--model`` or ``--ray``."""
+#: options that set up a local model: with ``--server`` the server decides them
+LOCAL_MODEL_OPTIONS = ("dtype", "device", "threads")
+
+
+def check_server_choice(
+    server: str | None, model: str | None, ray: str | None = None, command: typer.Context | None = None
+) -> None:
+    """``--server`` replaces the local model: refuse it with ``--model`` or ``--ray``, and (given
+    the command's context) with a local-model option the user set, which would otherwise be
+    silently ignored."""
     if server is None:
         return
     if model is not None:
         raise typer.BadParameter("give --model (local) or --server (remote), not both")
     if ray is not None:
         raise typer.BadParameter("give --ray (actors load the model) or --server, not both")
+    for name in LOCAL_MODEL_OPTIONS if command is not None else ():
+        source = command.get_parameter_source(name) if name in command.params else None
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            flag = "--" + name.replace("_", "-")
+            raise typer.BadParameter(
+                f"{flag} sets up a local model; with --server the server runs the model (drop {flag})",
+                param_hint=f"'{flag}'",
+            )
 
 
 def refuse_server(server: str | None, why: str) -> None:

@@ -108,7 +108,7 @@ def track(
 
     check_choice("--method", method, ("fns", "exact"))
     check_runtime(dtype=dtype, device=device, threads=threads)
-    served.check_server_choice(server, model)
+    served.check_server_choice(server, model, command=command)
     try:
         kind_list = parse_kinds(kinds)
     except ValueError as exc:

@@ -47,6 +47,22 @@ def test_server_with_model_or_ray_is_a_usage_error(vllm_url: str, tiny_folder: P
     assert "--ray" in bad.format_message()
 
 
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["score", "ACGT"], ["--dtype", "bfloat16"]),
+        (["generate", "ACGT", "--max-bp", "6"], ["--device", "cpu"]),
+        (["ism", "--fasta", "ref.fa", "-r", "20:1-2", "-o", "x.tsv"], ["--threads", "1"]),
+        (["track", "--fasta", "ref.fa", "-o", "tracks"], ["--dtype", "float32"]),
+        (["vep", "--vcf", "v.vcf", "--fasta", "ref.fa", "-o", "x.tsv"], ["--threads", "2"]),
+    ],
+)
+def test_local_model_options_are_refused_with_a_server(command: list[str], option: list[str]) -> None:
+    """--dtype, --device and --threads set up a local model: with --server they would do nothing."""
+    bad = usage_error([*command, "--server", "http://127.0.0.1:9", *option])
+    assert option[0] in bad.format_message() and "--server" in bad.format_message()
+
+
 def test_embed_refuses_a_server(tmp_path: Path) -> None:
     missing = tmp_path / "absent.fa"  # refused before the input is read
     bad = usage_error(
