@@ -82,6 +82,17 @@ def check_output(option: str, path: Path, check: object) -> None:
         raise _bad(option, f"folder {str(path.parent)!r} does not exist")
 
 
+def check_plot_path(path: Path | None, option: str = "--plot") -> None:
+    """Fail before hours of scoring, not after, on a figure path that cannot be written (None: no
+    figure asked for)."""
+    if path is None:
+        return
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise typer.BadParameter(f"{option} must end in .png, .svg or .pdf, got {path.name!r}")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"{option} folder {str(path.parent)!r} does not exist")
+
+
 def is_stdio(path: Path | str | None) -> bool:
     """Whether a path option is ``-`` (standard input or output)."""
     return path is not None and str(path) == STDIO

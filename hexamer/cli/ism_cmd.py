@@ -19,7 +19,14 @@ from hexamer.cli.app import (
     fail,
     print_json,
 )
-from hexamer.cli.checks import MAX_BATCH_SIZE, MAX_TOKEN_BUDGET, THREADS_MAX, check_output, check_runtime
+from hexamer.cli.checks import (
+    MAX_BATCH_SIZE,
+    MAX_TOKEN_BUDGET,
+    THREADS_MAX,
+    check_output,
+    check_plot_path,
+    check_runtime,
+)
 from hexamer.cli.pipelines import set_threads
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
@@ -60,15 +67,6 @@ BudgetOption = Annotated[
 ]
 DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")]
 ThreadsOption = Annotated[int | None, typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch.")]
-
-
-def _plot_path(option: str, path: Path | None) -> None:
-    if path is None:
-        return
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise typer.BadParameter(f"{option} must end in .png, .svg or .pdf, got {path.name!r}")
-    if not path.parent.is_dir():
-        raise typer.BadParameter(f"{option} folder {str(path.parent)!r} does not exist")
 
 
 @app.command()
@@ -152,8 +150,8 @@ def ism(
     if not fasta.is_file():
         raise typer.BadParameter(f"{str(fasta)!r} is not a file", param_hint="'--fasta'")
     check_output("--out", out, output_format)
-    _plot_path("--plot", plot)
-    _plot_path("--logo", logo)
+    check_plot_path(plot)
+    check_plot_path(logo, "--logo")
     if indels and recipe == "next_base":
         err_console.print(
             "[yellow]--indels: the next_base recipe scores SNVs only; indel rows will be skipped[/yellow]"

@@ -29,6 +29,7 @@ from hexamer.cli.checks import (
     MAX_TOKEN_BUDGET,
     check_choice,
     check_output,
+    check_plot_path,
     check_runtime,
     is_stdio,
     not_stdio,
@@ -44,14 +45,6 @@ def set_threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
-
-
-def check_plot_path(path: Path) -> None:
-    """Fail before hours of scoring, not after, on a plot path that cannot be written."""
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise typer.BadParameter(f"--plot must end in .png, .svg or .pdf, got {path.name!r}")
-    if not path.parent.is_dir():
-        raise typer.BadParameter(f"--plot folder {str(path.parent)!r} does not exist")
 
 
 @app.command()
@@ -190,8 +183,7 @@ def vep(
             cal = Calibration.load(calibration)
         except ValueError as exc:
             fail(exc)
-    if plot is not None:
-        check_plot_path(plot)
+    check_plot_path(plot)
     runner = run_vep
     if ray is not None:
         from hexamer.cli.scaleout import ray_vep_runner
