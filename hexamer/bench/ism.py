@@ -81,7 +81,8 @@ def bench_ism(
     fields = {k: getattr(settings, k) for k in ("recipe", "window", "window_grid", "context", "context_grid")}
     fields["rc_average"] = settings.rc_average
     ism_best = pub_best = math.inf
-    rows: list[dict[str, Any]] = []
+    ok: list[dict[str, Any]] = []  # the ISM's scored SNVs (the same every round)
+    sample: list[dict[str, Any]] = []  # those the published recipe scores
     published: dict[tuple[int, int], float] = {}
     with tempfile.TemporaryDirectory(prefix="hexamer-bench-ism-") as tmp:
         vcf = Path(tmp) / "ism.vcf"
@@ -95,8 +96,6 @@ def bench_ism(
             t0 = time.perf_counter()
             published = scorer.scores(vcf, fasta, **fields)
             pub_best = min(pub_best, time.perf_counter() - t0)
-    ok = [r for r in rows if r["status"] == "ok"]
-    sample = _sample(ok, published_sample)
     missing = [i for i in range(len(sample)) if (i, 0) not in published]
     if missing:
         raise RuntimeError(f"the published recipe did not score {len(missing)} of the ISM's variants")
