@@ -27,7 +27,7 @@ from hexamer.backend.generation import (
     new_logprobs,
     sample_seeds,
 )
-from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt, sequence_problem
+from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt
 from hexamer.backend.local import LocalBackend
 from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning
 from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
@@ -45,13 +45,6 @@ __all__ = [
     "Generation",
     "ScoreResult",
     "UnscoredSequenceWarning",
-    "build_requests",
-    "check_n",
-    "check_stops",
-    "cut_at_stop",
-    "new_logprobs",
-    "sample_seeds",
-    "sequence_problem",
 ]
 
 

@@ -63,7 +63,7 @@ def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: i
 def read_job_records(inputs: list[str], input_file: Path | None) -> Iterator[SequenceRecord | BadRecord]:
     """Records from the command line or a file, checked by the same rule either way (a character
     that is not an IUPAC nucleotide code makes a record bad, as in :func:`hexamer.io.read_sequences`)."""
-    from hexamer.carbon import sequence_problem
+    from hexamer.backend.inputs import sequence_problem
     from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
 
     if input_file is not None and inputs:

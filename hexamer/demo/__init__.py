@@ -10,14 +10,12 @@ nothing about Carbon's quality. :func:`run_demo` (``hexamer demo``) is the guide
 from __future__ import annotations
 
 from hexamer.demo.paths import demo_data_files, demo_model_path
+from hexamer.lazy import lazy_getattr
 
 __all__ = ["DemoResult", "demo_data_files", "demo_model_path", "run_demo"]
 
 
-def __getattr__(name: str) -> object:
-    """``run_demo``/``DemoResult`` load torch and the model code: import them only when asked."""
-    if name in ("run_demo", "DemoResult"):
-        from hexamer.demo import story
-
-        return getattr(story, name)
-    raise AttributeError(f"module 'hexamer.demo' has no attribute {name!r}")
+# run_demo/DemoResult load torch and the model code: imported only when asked.
+__getattr__ = lazy_getattr(
+    "hexamer.demo", {"run_demo": "hexamer.demo.story", "DemoResult": "hexamer.demo.story"}
+)

@@ -6,22 +6,16 @@ Imports are lazy so that ``hexamer --help`` does not load FastAPI.
 
 from __future__ import annotations
 
-from typing import Any
+from hexamer.lazy import lazy_getattr
 
 __all__ = ["ServerSettings", "create_app", "run_server"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "create_app":
-        from hexamer.server.app import create_app
-
-        return create_app
-    if name == "run_server":
-        from hexamer.server.run import run_server
-
-        return run_server
-    if name == "ServerSettings":
-        from hexamer.server.settings import ServerSettings
-
-        return ServerSettings
-    raise AttributeError(name)
+__getattr__ = lazy_getattr(
+    "hexamer.server",
+    {
+        "create_app": "hexamer.server.app",
+        "run_server": "hexamer.server.run",
+        "ServerSettings": "hexamer.server.settings",
+    },
+)

@@ -14,8 +14,9 @@ Recipe and the differences from the public Carbon trainer: ``docs/training.md``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hexamer.lazy import lazy_getattr
 
 # Imported lazily: `hexamer.train.config` (all the CLI needs to build its options) stays torch-free.
 _LAZY = {
@@ -77,8 +78,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hexamer.train' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr("hexamer.train", _LAZY)

@@ -52,7 +52,6 @@ __all__ = [
     "SettingsFittedWarning",
     "VepSettings",
     "count_rows",
-    "iter_blocks",
     "iter_record_blocks",
     "score_variants",
     "score_window_pairs",
@@ -135,28 +134,6 @@ def _default_note(message: str) -> None:
     warn_at_caller(message, ContigRenameWarning)
 
 
-def iter_blocks(
-    carbon: Carbon,
-    vcf: PathLike,
-    reference: Reference,
-    settings: VepSettings,
-    *,
-    done: Mapping[Key, Row] | None = None,
-    naive: bool = False,
-    on_progress: Callable[[int], None] | None = None,
-    on_note: Callable[[str], None] | None = None,
-) -> Iterator[Iterator[list[Row]]]:
-    """Per block of input records, an iterator over the row lists of its units (the resume layer's
-    view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
-    ``settings`` are checked here unless they come from :meth:`VepSettings.checked` already.
-    The VCF header is read now, so a bad file raises here."""
-    settings = settings if settings.is_checked else settings.checked(carbon, on_note=on_note)
-    records = read_vcf(vcf)
-    return iter_record_blocks(
-        carbon, records, reference, settings, done=done, naive=naive, on_progress=on_progress, on_note=on_note
-    )
-
-
 def iter_record_blocks(
     carbon: Carbon,
     records: Iterable[VcfRecord],
@@ -168,10 +145,12 @@ def iter_record_blocks(
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> Iterator[Iterator[list[Row]]]:
-    """:func:`iter_blocks` over records already read (their ``index`` is their record number in
-    the whole input): a shard of a VCF scored elsewhere gets the blocks, work units and numbers
-    of a run over the whole file when it starts on a block boundary (a multiple of
-    ``settings.block_records`` records)."""
+    """Per block of ``records``, an iterator over the row lists of its units (the resume layer's
+    view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
+    ``settings`` are checked here unless they come from :meth:`VepSettings.checked` already.
+    A record's ``index`` is its record number in the whole input (:func:`read_vcf` numbers them),
+    so a shard of a VCF scored elsewhere gets the blocks, work units and numbers of a run over the
+    whole file when it starts on a block boundary (a multiple of ``settings.block_records``)."""
     if not settings.is_checked:
         settings = settings.checked(carbon, on_note=on_note)
     planner = Planner(carbon.backend, reference, settings, on_note or _default_note)
@@ -240,8 +219,8 @@ def score_variants(
     settings = settings_from(settings, fields).checked(carbon, on_note=on_note)
     reference = Reference(fasta, renames=renames)
     try:
-        blocks = iter_blocks(
-            carbon, vcf, reference, settings, naive=naive, on_progress=on_progress, on_note=on_note
+        blocks = iter_record_blocks(
+            carbon, read_vcf(vcf), reference, settings, naive=naive, on_progress=on_progress, on_note=on_note
         )
     except BaseException:
         reference.close()

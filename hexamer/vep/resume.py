@@ -44,12 +44,12 @@ from hexamer import __version__
 from hexamer.io import atomic_path
 from hexamer.io.contigs import read_rename_file
 from hexamer.vep.checkpoint import CHUNK_FANIN, ChunkStore, DoneKeys, file_sha256
-from hexamer.vep.engine import iter_blocks, settings_from
+from hexamer.vep.engine import iter_record_blocks, settings_from
 from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields, write_vep_output
 from hexamer.vep.planner import Row
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
-from hexamer.vep.variants import FastaError, Reference, VcfInputError
+from hexamer.vep.variants import FastaError, Reference, VcfInputError, read_vcf
 
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
@@ -304,9 +304,9 @@ def run_vep(
     last_flush = time.monotonic()
     try:
         with Reference(fasta, renames=renames) as reference:
-            for units in iter_blocks(
+            for units in iter_record_blocks(
                 carbon,
-                vcf,
+                read_vcf(vcf),
                 reference,
                 checked,
                 done=done if n_resumed else None,
