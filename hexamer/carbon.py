@@ -12,7 +12,6 @@ The CLI and the server are thin layers over this class.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -29,7 +28,8 @@ from hexamer.backend.generation import (
 )
 from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt
 from hexamer.backend.local import LocalBackend
-from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning
+from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning, warn_unscored
+from hexamer.backend.score_options import ScoreOptions
 from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_cpu_linears
@@ -407,6 +407,7 @@ class Carbon:
         multiple of 6) it is scored by strided sliding windows (:mod:`hexamer.tracks.windows`;
         sequences that fit are scored exactly as without it).
         """
+        options = ScoreOptions(level, method, prefix, token_budget)
         if stride is not None:
             from hexamer.tracks.windows import strided_score
 
@@ -419,25 +420,10 @@ class Carbon:
                 prefix=prefix,
                 token_budget=token_budget,
             )
-        if level not in ("bp", "token"):
-            raise ValueError(f"level must be 'bp' or 'token', got {level!r}")
-        if method not in ("fns", "exact"):
-            raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
         single = isinstance(sequences, str)
-        items = [sequences] if single else list(sequences)
-        final = self.backend.score(
-            items, level=level, method=method, prefix=prefix, token_budget=token_budget
-        )
-        unscored = [i for i, r in enumerate(final) if r.status != "ok"]
-        if unscored:
-            shown = ", ".join(map(str, unscored[:10])) + (" ..." if len(unscored) > 10 else "")
-            warnings.warn(
-                f"{len(unscored)} of {len(final)} sequences have no scorable base (every 6-mer holds a "
-                f"non-ACGT character; mean is NaN, status 'unscored'): sequence {shown}",
-                UnscoredSequenceWarning,
-                stacklevel=2,
-            )
-        return final[0] if single else final
+        results = self.backend.score([sequences] if single else list(sequences), options)
+        warn_unscored(results, stacklevel=2)
+        return results[0] if single else results
 
     def base_logprobs(
         self,

@@ -13,6 +13,7 @@ import torch
 
 from hexamer.backend.inputs import TokenizedInputs, next_base_ids
 from hexamer.backend.results import ScoreResult
+from hexamer.backend.score_options import ScoreOptions
 from hexamer.engine.batching import padded_chunks
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
@@ -146,17 +147,14 @@ class LocalBackend(TokenizedInputs):
     def score(
         self,
         sequences: Sequence[str],
+        options: ScoreOptions,
         *,
-        level: Literal["bp", "token"] = "bp",
-        method: Literal["fns", "exact"] = "fns",
-        prefix: str = "",
-        token_budget: int = 16384,
         on_progress: Callable[[int], None] | None = None,
     ) -> list[ScoreResult]:
-        inputs = [self.dna_inputs(s, prefix, i) for i, s in enumerate(sequences)]
+        inputs = [self.dna_inputs(s, options.prefix, i) for i, s in enumerate(sequences)]
         results: list[ScoreResult | None] = [None] * len(inputs)
-        k = self.layout.k
-        for group in length_batches([len(x.ids) for x in inputs], token_budget):
+        k, level, method = self.layout.k, options.level, options.method
+        for group in length_batches([len(x.ids) for x in inputs], options.token_budget):
             logits = self.kmer_logits([inputs[i].ids for i in group])
             for row, i in enumerate(group):
                 _, start, targets, n_real, content = inputs[i]

@@ -27,6 +27,7 @@ import torch
 
 from hexamer.backend.inputs import DnaInputs
 from hexamer.backend.results import ScoreResult
+from hexamer.backend.score_options import ScoreOptions
 from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 
 __all__ = ["Backend", "BackendKind", "EmbeddingBackend", "PrefixSharingBackend", "UnsupportedOperation"]
@@ -102,11 +103,8 @@ class Backend(Protocol):
     def score(
         self,
         sequences: Sequence[str],
+        options: ScoreOptions,
         *,
-        level: Literal["bp", "token"] = "bp",
-        method: Literal["fns", "exact"] = "fns",
-        prefix: str = "",
-        token_budget: int = 16384,
         on_progress: Callable[[int], None] | None = None,
     ) -> list[ScoreResult]:
         """``Carbon.score`` for a list (no warning: the front end warns)."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Generation", "ScoreResult", "UnscoredSequenceWarning"]
+__all__ = ["Generation", "ScoreResult", "UnscoredSequenceWarning", "warn_unscored"]
 
 
 class UnscoredSequenceWarning(UserWarning):
@@ -71,3 +73,19 @@ class ScoreResult:
         if values is not None:
             return float(np.nansum(np.asarray(values, dtype=np.float64)))
         return float(self.mean) * self.n_scored
+
+
+def warn_unscored(
+    results: Sequence[ScoreResult], *, stacklevel: int, category: type[Warning] = UnscoredSequenceWarning
+) -> None:
+    """Warn once, naming the first ten, when some ``results`` have no scorable base; ``stacklevel``
+    is what the caller would pass to ``warnings.warn`` itself."""
+    unscored = [i for i, r in enumerate(results) if r.status != "ok"]
+    if unscored:
+        shown = ", ".join(map(str, unscored[:10])) + (" ..." if len(unscored) > 10 else "")
+        warnings.warn(
+            f"{len(unscored)} of {len(results)} sequences have no scorable base (every 6-mer holds a "
+            f"non-ACGT character; mean is NaN, status 'unscored'): sequence {shown}",
+            category,
+            stacklevel=stacklevel + 1,
+        )

@@ -25,6 +25,7 @@ import torch
 from hexamer.backend.inputs import DnaInputs, TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import UnsupportedOperation
 from hexamer.backend.results import ScoreResult
+from hexamer.backend.score_options import ScoreOptions
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.model.config import read_config_json
@@ -242,18 +243,16 @@ class RemoteBackend(TokenizedInputs):
     def score(
         self,
         sequences: Sequence[str],
+        options: ScoreOptions,
         *,
-        level: Literal["bp", "token"] = "bp",
-        method: Literal["fns", "exact"] = "fns",
-        prefix: str = "",
-        token_budget: int = 16384,
         on_progress: Callable[[int], None] | None = None,
     ) -> list[ScoreResult]:
         """One prompt-logprobs request per sequence, concurrently (``token_budget`` is unused:
         the server batches). Token level is the block log-softmax of the true 6-mer, as locally."""
-        inputs = [self.dna_inputs(s, prefix, i) for i, s in enumerate(sequences)]
+        inputs = [self.dna_inputs(s, options.prefix, i) for i, s in enumerate(sequences)]
         done = None if on_progress is None else (lambda _i, _r: on_progress(1))
-        pairs = self.connection.run_all([self._score_one(x, level, method) for x in inputs], on_done=done)
+        jobs = [self._score_one(x, options.level, options.method) for x in inputs]
+        pairs = self.connection.run_all(jobs, on_done=done)
         cov = Coverage()
         for _, c in pairs:
             cov = cov.merge(c)

@@ -23,7 +23,6 @@ the k-mer distributions are rebuilt and marginalised here with :mod:`hexamer.fns
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
@@ -38,7 +37,8 @@ from hexamer.backend.generation import (
     sample_seeds,
 )
 from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt
-from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning
+from hexamer.backend.results import Generation, ScoreResult, warn_unscored
+from hexamer.backend.score_options import ScoreOptions
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.request import RequestState
 from hexamer.engine.sampler import END, sample_next
@@ -169,23 +169,11 @@ class RemoteCarbon:
         Sequences are scored concurrently (``max_in_flight`` at a time). ``on_progress(1)`` is
         called as each finishes. Token level is the block log-softmax of the true 6-mer, as locally.
         """
-        if level not in ("bp", "token"):
-            raise ValueError(f"level must be 'bp' or 'token', got {level!r}")
-        if method not in ("fns", "exact"):
-            raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
+        options = ScoreOptions(level, method, prefix)
         single = isinstance(sequences, str)
         items = [sequences] if single else list(sequences)
-        results = self.backend.score(
-            items, level=level, method=method, prefix=prefix, on_progress=on_progress
-        )  # type: ignore[arg-type]
-        unscored = [i for i, r in enumerate(results) if r.status != "ok"]
-        if unscored:
-            warnings.warn(
-                f"{len(unscored)} of {len(results)} sequences have no scorable base (mean is NaN, status "
-                f"'unscored'): sequence {', '.join(map(str, unscored[:10]))}",
-                UnscoredSequenceWarning,
-                stacklevel=2,
-            )
+        results = self.backend.score(items, options, on_progress=on_progress)
+        warn_unscored(results, stacklevel=2)
         return results[0] if single else results
 
     def base_logprobs(

@@ -29,6 +29,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from hexamer.backend.results import warn_unscored
+
 __all__ = [
     "Window",
     "check_stride",
@@ -220,15 +222,8 @@ def strided_score(
         _stitch(k, s.strip(), [p for p, (j, _) in zip(parts, owners, strict=True) if j == i], plans[i], level)
         for i, s in enumerate(items)
     ]
-    unscored = [i for i, r in enumerate(results) if r.status != "ok"]
-    if unscored and caught:
-        shown = ", ".join(map(str, unscored[:10])) + (" ..." if len(unscored) > 10 else "")
-        warnings.warn(
-            f"{len(unscored)} of {len(results)} sequences have no scorable base (every 6-mer holds a "
-            f"non-ACGT character; mean is NaN, status 'unscored'): sequence {shown}",
-            caught[0].category,
-            stacklevel=3,
-        )
+    if caught:  # the windows' own warning names windows: say it again by sequence
+        warn_unscored(results, stacklevel=3, category=caught[0].category)
     return results[0] if single else results
 
 
