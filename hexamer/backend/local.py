@@ -5,13 +5,14 @@ in this process (CPU or GPU), including the shared-prefix scorers only an in-pro
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 import torch
 
 from hexamer.backend.inputs import TokenizedInputs, next_base_ids
+from hexamer.backend.protocol import OnProgress
 from hexamer.backend.results import ScoreResult
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.engine.batching import padded_chunks
@@ -145,11 +146,7 @@ class LocalBackend(TokenizedInputs):
 
     # ---------------------------------------------------------------- Carbon.score / base_logprobs
     def score(
-        self,
-        sequences: Sequence[str],
-        options: ScoreOptions,
-        *,
-        on_progress: Callable[[int], None] | None = None,
+        self, sequences: Sequence[str], options: ScoreOptions, *, on_progress: OnProgress = None
     ) -> list[ScoreResult]:
         inputs = [self.dna_inputs(s, options.prefix, i) for i, s in enumerate(sequences)]
         results: list[ScoreResult | None] = [None] * len(inputs)

@@ -30,9 +30,18 @@ from hexamer.backend.results import ScoreResult
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 
-__all__ = ["Backend", "BackendKind", "EmbeddingBackend", "PrefixSharingBackend", "UnsupportedOperation"]
+__all__ = [
+    "Backend",
+    "BackendKind",
+    "EmbeddingBackend",
+    "OnProgress",
+    "PrefixSharingBackend",
+    "UnsupportedOperation",
+]
 
 BackendKind = Literal["local", "remote"]
+#: Called with how many items (sequences) have just finished; ``None``: nobody listens.
+OnProgress = Callable[[int], None] | None
 
 
 class UnsupportedOperation(NotImplementedError):
@@ -101,11 +110,7 @@ class Backend(Protocol):
         ...
 
     def score(
-        self,
-        sequences: Sequence[str],
-        options: ScoreOptions,
-        *,
-        on_progress: Callable[[int], None] | None = None,
+        self, sequences: Sequence[str], options: ScoreOptions, *, on_progress: OnProgress = None
     ) -> list[ScoreResult]:
         """``Carbon.score`` for a list (no warning: the front end warns)."""
         ...

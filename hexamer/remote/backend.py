@@ -15,7 +15,7 @@ import asyncio
 import hashlib
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from hexamer.backend.inputs import DnaInputs, TokenizedInputs, next_base_ids
-from hexamer.backend.protocol import UnsupportedOperation
+from hexamer.backend.protocol import OnProgress, UnsupportedOperation
 from hexamer.backend.results import ScoreResult
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
@@ -241,11 +241,7 @@ class RemoteBackend(TokenizedInputs):
         return result, cov
 
     def score(
-        self,
-        sequences: Sequence[str],
-        options: ScoreOptions,
-        *,
-        on_progress: Callable[[int], None] | None = None,
+        self, sequences: Sequence[str], options: ScoreOptions, *, on_progress: OnProgress = None
     ) -> list[ScoreResult]:
         """One prompt-logprobs request per sequence, concurrently (``token_budget`` is unused:
         the server batches). Token level is the block log-softmax of the true 6-mer, as locally."""
