@@ -7,8 +7,9 @@ from typing import Literal
 
 __all__ = ["MAX_TOKEN_BUDGET", "ScoreOptions"]
 
-#: The largest ``token_budget`` accepted: padded tokens of one scoring forward.
-MAX_TOKEN_BUDGET = 2**24
+#: The largest ``token_budget`` accepted (it caps the padded tokens of one scoring forward; the
+#: forward itself is never larger than the sequences need).
+MAX_TOKEN_BUDGET = 2**31 - 1
 
 
 @dataclass(frozen=True)
