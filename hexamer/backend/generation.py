@@ -11,6 +11,7 @@ import numpy as np
 from hexamer.backend.inputs import Prompt
 from hexamer.backend.results import Generation
 from hexamer.engine import Request, SamplingParams
+from hexamer.tokenizer import DnaLayout
 
 __all__ = [
     "RequestMaker",
@@ -18,6 +19,8 @@ __all__ = [
     "check_n",
     "check_stops",
     "cut_at_stop",
+    "expand_prompts",
+    "finished_generations",
     "new_logprobs",
     "sample_seeds",
 ]
@@ -62,6 +65,47 @@ def sample_seeds(seed: int | Sequence[int] | None, n_prompts: int, n: int) -> li
             raise ValueError(f"got {len(seed)} seeds for {n_prompts} prompts")
         return [int(s) + j for s in seed for j in range(n)]
     return [int(seed) + i for i in range(n_prompts * n)]
+
+
+def expand_prompts(
+    prompts: str | Sequence[str], n: int, seed: int | Sequence[int] | None
+) -> tuple[bool, list[str], list[int | None]]:
+    """``generate``'s prompts as one entry per (prompt, sample) with its seed (:func:`sample_seeds`),
+    and whether the caller gets one :class:`Generation` back (one prompt string, ``n == 1``)."""
+    items = [prompts] if isinstance(prompts, str) else list(prompts)
+    seeds = sample_seeds(seed, len(items), n)
+    return isinstance(prompts, str) and n == 1, [p for p in items for _ in range(n)], seeds
+
+
+def finished_generations(
+    items: Sequence[str],
+    requests: Sequence[Request],
+    parsed: Sequence[Prompt],
+    layout: DnaLayout,
+    *,
+    mode: str,
+    logprobs: bool,
+    stops: list[str],
+) -> list[Generation]:
+    """One :class:`Generation` per finished request (token ids in the tokenizer's numbering, the end
+    tag counted as a new token), cut at the first stop string where ``stops`` are given."""
+    out = [
+        Generation(
+            prompt=text,
+            sequence=req.bases(),
+            finish_reason=req.finish_reason or "length",
+            n_prompt_tokens=len(req.prompt_ids),
+            n_new_tokens=req.n_generated + (1 if req.ended_with_tag else 0),
+            n_prompt_oov_bases=p.n_oov_bases,
+            token_ids=[layout.kmer_start + i for i in req.output_kmers]
+            + ([layout.end_id] if req.ended_with_tag else []),
+            logprobs=new_logprobs(req, mode) if logprobs else None,
+        )
+        for text, req, p in zip(items, requests, parsed, strict=True)
+    ]
+    if stops:
+        out = [cut_at_stop(g, stops, mode, len(p.forced), layout.k) for g, p in zip(out, parsed, strict=True)]
+    return out
 
 
 def new_logprobs(req: Request, mode: str) -> np.ndarray:

@@ -32,9 +32,8 @@ from hexamer.backend.generation import (
     build_requests,
     check_n,
     check_stops,
-    cut_at_stop,
-    new_logprobs,
-    sample_seeds,
+    expand_prompts,
+    finished_generations,
 )
 from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt
 from hexamer.backend.results import Generation, ScoreResult, warn_unscored
@@ -300,10 +299,7 @@ class RemoteCarbon:
             )
             if value != off
         ]
-        single = isinstance(prompts, str) and n == 1
-        items = [prompts] if isinstance(prompts, str) else list(prompts)
-        seeds = sample_seeds(seed, len(items), n)
-        items = [p for p in items for _ in range(n)]
+        single, items, seeds = expand_prompts(prompts, n, seed)
         requests, parsed = build_requests(
             self,
             items,
@@ -341,23 +337,7 @@ class RemoteCarbon:
         run = self._server_generate if on_server else self._client_generate
         done = None if on_progress is None else (lambda _i, r: on_progress(len(r.bases())))
         self.connection.run_all([run(r) for r in requests], on_done=done)
-        out = [
-            Generation(
-                prompt=text,
-                sequence=req.bases(),
-                finish_reason=req.finish_reason or "length",
-                n_prompt_tokens=len(req.prompt_ids),
-                n_new_tokens=req.n_generated + (1 if req.ended_with_tag else 0),
-                n_prompt_oov_bases=p.n_oov_bases,
-                token_ids=[self.layout.kmer_start + i for i in req.output_kmers]
-                + ([self.layout.end_id] if req.ended_with_tag else []),
-                logprobs=new_logprobs(req, mode) if logprobs else None,
-            )
-            for text, req, p in zip(items, requests, parsed, strict=True)
-        ]
-        if stops:
-            out = [
-                cut_at_stop(g, stops, mode, len(p.forced), self.layout.k)
-                for g, p in zip(out, parsed, strict=True)
-            ]
+        out = finished_generations(
+            items, requests, parsed, self.layout, mode=mode, logprobs=logprobs, stops=stops
+        )
         return out[0] if single else out
