@@ -29,6 +29,7 @@ import torch
 from hexamer.evals.data import find_file, read_rows, variant_example
 from hexamer.evals.genome import REFERENCE_NAMES, ReferenceGenome, find_reference
 from hexamer.evals.metrics import auprc_trapezoid, auroc
+from hexamer.evals.published import published_reference
 from hexamer.evals.task import EvalContext, Example, Record, Task, roc_pr_plots
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
@@ -275,13 +276,9 @@ class ClinVarCoding(ClinVarTask):
         "clinvar-vep/coding/clinvar_coding.parquet",
         "clinvar/coding/clinvar_coding.parquet",
     )
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auroc": 0.9289},
-        "Carbon-8B": {"auroc": 0.9311},
-        "GENERator-v2-3B": {"auroc": 0.9155},
-        "Evo2-7B": {"auroc": 0.9333},
-        "Carbon-3B repo run": {"auroc": 0.9278, "auprc": 0.9481},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
+        "clinvar_coding", {"Carbon-3B repo run": {"auroc": 0.9278, "auprc": 0.9481}}
+    )
 
 
 class ClinVarNonCoding(ClinVarTask):
@@ -295,10 +292,6 @@ class ClinVarNonCoding(ClinVarTask):
         "clinvar-vep/non_coding/clinvar_non_coding.parquet",
         "clinvar/non_coding/clinvar_non_coding.parquet",
     )
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auroc": 0.9114},
-        "Carbon-8B": {"auroc": 0.9163},
-        "GENERator-v2-3B": {"auroc": 0.9013},
-        "Evo2-7B": {"auroc": 0.8979},
-        "Carbon-3B repo run": {"auroc": 0.9107, "auprc": 0.9256},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
+        "clinvar_noncoding", {"Carbon-3B repo run": {"auroc": 0.9107, "auprc": 0.9256}}
+    )

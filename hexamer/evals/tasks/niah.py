@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from hexamer.evals.data import ROW_INDEX, read_rows
+from hexamer.evals.published import published_reference
 from hexamer.evals.task import EvalContext, Example, Record, Task
 from hexamer.evals.tasks.niah_cells import (
     DIFFICULTIES,
@@ -129,63 +130,63 @@ class GenomeNiah(Task):
     #: (how Carbon is published) and, as ``gen_exact_match``, the report's headline: plain niah at
     #: 64k tokens (393 kbp), so compare it with a run restricted to that cell (``-O tasks=niah
     #: -O ctx=64k -O with_yarn=true``); "native" holds the runs without YaRN.
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {
-            "gen_exact_match": 0.79,
-            "niah_16k.gen_exact_match": 0.91,
-            "niah_32k.gen_exact_match": 0.90,
-            "niah_64k.gen_exact_match": 0.79,
-            "niah_128k.gen_exact_match": 0.27,
-            "niah_neardup_d4_32k.gen_exact_match": 0.78,
-            "niah_neardup_d4_64k.gen_exact_match": 0.64,
-            "niah_neardup_d4_128k.gen_exact_match": 0.23,
-            "niah_neardup_d2_32k.gen_exact_match": 0.34,
-            "niah_neardup_d2_64k.gen_exact_match": 0.26,
-            "niah_neardup_d2_128k.gen_exact_match": 0.09,
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
+        "niah",
+        {
+            "Carbon-3B": {
+                "niah_16k.gen_exact_match": 0.91,
+                "niah_32k.gen_exact_match": 0.90,
+                "niah_64k.gen_exact_match": 0.79,
+                "niah_128k.gen_exact_match": 0.27,
+                "niah_neardup_d4_32k.gen_exact_match": 0.78,
+                "niah_neardup_d4_64k.gen_exact_match": 0.64,
+                "niah_neardup_d4_128k.gen_exact_match": 0.23,
+                "niah_neardup_d2_32k.gen_exact_match": 0.34,
+                "niah_neardup_d2_64k.gen_exact_match": 0.26,
+                "niah_neardup_d2_128k.gen_exact_match": 0.09,
+            },
+            "Carbon-8B": {
+                "niah_16k.gen_exact_match": 0.89,
+                "niah_32k.gen_exact_match": 0.87,
+                "niah_64k.gen_exact_match": 0.86,
+                "niah_128k.gen_exact_match": 0.65,
+                "niah_neardup_d4_32k.gen_exact_match": 0.71,
+                "niah_neardup_d4_64k.gen_exact_match": 0.69,
+                "niah_neardup_d4_128k.gen_exact_match": 0.47,
+                "niah_neardup_d2_32k.gen_exact_match": 0.26,
+                "niah_neardup_d2_64k.gen_exact_match": 0.29,
+                "niah_neardup_d2_128k.gen_exact_match": 0.22,
+            },
+            "Evo2-7B": {
+                "niah_16k.gen_exact_match": 0.97,
+                "niah_32k.gen_exact_match": 0.95,
+                "niah_64k.gen_exact_match": 0.80,
+                "niah_128k.gen_exact_match": 0.53,
+            },
+            "Carbon-3B native": {
+                "niah_8k.gen_exact_match": 0.81,
+                "niah_16k.gen_exact_match": 0.73,
+                "niah_32k.gen_exact_match": 0.55,
+                "niah_neardup_d4_8k.gen_exact_match": 0.68,
+                "niah_neardup_d4_16k.gen_exact_match": 0.60,
+                "niah_neardup_d4_32k.gen_exact_match": 0.44,
+                "niah_neardup_d2_8k.gen_exact_match": 0.30,
+                "niah_neardup_d2_16k.gen_exact_match": 0.30,
+                "niah_neardup_d2_32k.gen_exact_match": 0.23,
+            },
+            "Carbon-8B native": {
+                "niah_8k.gen_exact_match": 0.82,
+                "niah_16k.gen_exact_match": 0.78,
+                "niah_32k.gen_exact_match": 0.69,
+                "niah_neardup_d4_8k.gen_exact_match": 0.69,
+                "niah_neardup_d4_16k.gen_exact_match": 0.67,
+                "niah_neardup_d4_32k.gen_exact_match": 0.57,
+                "niah_neardup_d2_8k.gen_exact_match": 0.27,
+                "niah_neardup_d2_16k.gen_exact_match": 0.28,
+                "niah_neardup_d2_32k.gen_exact_match": 0.29,
+            },
         },
-        "Carbon-8B": {
-            "gen_exact_match": 0.86,
-            "niah_16k.gen_exact_match": 0.89,
-            "niah_32k.gen_exact_match": 0.87,
-            "niah_64k.gen_exact_match": 0.86,
-            "niah_128k.gen_exact_match": 0.65,
-            "niah_neardup_d4_32k.gen_exact_match": 0.71,
-            "niah_neardup_d4_64k.gen_exact_match": 0.69,
-            "niah_neardup_d4_128k.gen_exact_match": 0.47,
-            "niah_neardup_d2_32k.gen_exact_match": 0.26,
-            "niah_neardup_d2_64k.gen_exact_match": 0.29,
-            "niah_neardup_d2_128k.gen_exact_match": 0.22,
-        },
-        "Evo2-7B": {
-            "gen_exact_match": 0.80,
-            "niah_16k.gen_exact_match": 0.97,
-            "niah_32k.gen_exact_match": 0.95,
-            "niah_64k.gen_exact_match": 0.80,
-            "niah_128k.gen_exact_match": 0.53,
-        },
-        "Carbon-3B native": {
-            "niah_8k.gen_exact_match": 0.81,
-            "niah_16k.gen_exact_match": 0.73,
-            "niah_32k.gen_exact_match": 0.55,
-            "niah_neardup_d4_8k.gen_exact_match": 0.68,
-            "niah_neardup_d4_16k.gen_exact_match": 0.60,
-            "niah_neardup_d4_32k.gen_exact_match": 0.44,
-            "niah_neardup_d2_8k.gen_exact_match": 0.30,
-            "niah_neardup_d2_16k.gen_exact_match": 0.30,
-            "niah_neardup_d2_32k.gen_exact_match": 0.23,
-        },
-        "Carbon-8B native": {
-            "niah_8k.gen_exact_match": 0.82,
-            "niah_16k.gen_exact_match": 0.78,
-            "niah_32k.gen_exact_match": 0.69,
-            "niah_neardup_d4_8k.gen_exact_match": 0.69,
-            "niah_neardup_d4_16k.gen_exact_match": 0.67,
-            "niah_neardup_d4_32k.gen_exact_match": 0.57,
-            "niah_neardup_d2_8k.gen_exact_match": 0.27,
-            "niah_neardup_d2_16k.gen_exact_match": 0.28,
-            "niah_neardup_d2_32k.gen_exact_match": 0.29,
-        },
-    }
+    )
 
     # ------------------------------------------------------------------ data
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hexamer.evals.data import ROW_INDEX, TABLE_SUFFIXES, read_rows, table_columns
+from hexamer.evals.published import published_reference
 from hexamer.evals.scoring import sequence_loglik
 from hexamer.evals.task import DatasetSchemaError, EvalContext, Example, Record, Task
 
@@ -270,14 +271,7 @@ class TripletExpansion(PerturbationTask):
     name = "triplet"
     title = "Triplet (CAG) expansion"
     subsets = ("motif_human",)
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"accuracy": 0.8520},
-        "Carbon-8B": {"accuracy": 0.8905},
-        "GENERator-v2-3B": {"accuracy": 0.8306},
-        "Evo2-7B": {"accuracy": 0.8843},
-        "Carbon-3B bp-level": {"accuracy": 0.872},
-        "Carbon-8B bp-level": {"accuracy": 0.908},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("triplet")
 
 
 class SynonymousCodon(PerturbationTask):
@@ -287,12 +281,6 @@ class SynonymousCodon(PerturbationTask):
     name = "codon"
     title = "Synonymous codon replacement"
     subsets = ("syn_human", "syn_mouse")
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"accuracy": 0.8889},
-        "Carbon-8B": {"accuracy": 0.9146},
-        "GENERator-v2-3B": {"accuracy": 0.8703},
-        "Evo2-7B": {"accuracy": 0.9159},
-        "Carbon-3B bp-level": {"accuracy": 0.902},
-        "Carbon-8B bp-level": {"accuracy": 0.928},
-        "Carbon repo run, older 5,000-pair set": {"accuracy": 0.8376},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
+        "codon", {"Carbon repo run, older 5,000-pair set": {"accuracy": 0.8376}}
+    )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hexamer.evals.data import ROW_INDEX, find_file, read_rows, row_hash
+from hexamer.evals.published import published_reference
 from hexamer.evals.task import EvalContext, Example, Record, Task
 
 __all__ = ["SequenceRecovery", "recovery_accuracy", "sr_context"]
@@ -61,23 +62,20 @@ class SequenceRecovery(Task):
         "type_accuracy": "type_accuracy",
         "n": "num_sequences",
     }
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"accuracy": 0.6154},
-        "Carbon-8B": {"accuracy": 0.6405},
-        "GENERator-v2-3B": {"accuracy": 0.5856},
-        "Evo2-7B": {"accuracy": 0.5986},
-        "Carbon-3B bp-level": {"accuracy": 0.624},
-        "Carbon-8B bp-level": {"accuracy": 0.649},
-        "Carbon-3B repo run": {
-            "accuracy": 0.61735,
-            "type_accuracy.fungi": 0.5333,
-            "type_accuracy.invertebrate": 0.5400,
-            "type_accuracy.plant": 0.6380,
-            "type_accuracy.protozoa": 0.4286,
-            "type_accuracy.vertebrate_mammalian": 0.8320,
-            "type_accuracy.vertebrate_other": 0.7323,
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
+        "sr",
+        {
+            "Carbon-3B repo run": {
+                "accuracy": 0.61735,
+                "type_accuracy.fungi": 0.5333,
+                "type_accuracy.invertebrate": 0.5400,
+                "type_accuracy.plant": 0.6380,
+                "type_accuracy.protozoa": 0.4286,
+                "type_accuracy.vertebrate_mammalian": 0.8320,
+                "type_accuracy.vertebrate_other": 0.7323,
+            },
         },
-    }
+    )
 
     def __init__(self) -> None:
         self.data_type = "eukaryote"

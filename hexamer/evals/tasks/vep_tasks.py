@@ -26,6 +26,7 @@ import numpy as np
 
 from hexamer.evals.data import find_file, read_rows, variant_example
 from hexamer.evals.metrics import auprc_trapezoid, auroc, by_group_weighted, spearman
+from hexamer.evals.published import published_reference
 from hexamer.evals.scoring import sequence_loglik
 from hexamer.evals.task import EvalContext, Example, Record, Task, roc_pr_plots
 from hexamer.io import reverse_complement
@@ -243,15 +244,9 @@ class Brca2(WindowVepTask):
     file_names = ("brca2_vep.parquet", "brca2-vep/brca2_vep.parquet")
     data_candidates = ("brca2-vep/brca2_vep.parquet", "brca2-vep", "brca2_vep.parquet")
     group_columns = ("region",)
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auroc": 0.8463},
-        "Carbon-8B": {"auroc": 0.8572},
-        "GENERator-v2-3B": {"auroc": 0.8193},
-        "Evo2-7B": {"auroc": 0.8352},
-        "Carbon-3B bp-level": {"auroc": 0.846},
-        "Carbon-8B bp-level": {"auroc": 0.858},
-        "Carbon-3B repo run": {"auroc": 0.8497, "auprc": 0.6120, "spearman_score_vs_delta": 0.3663},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
+        "brca2", {"Carbon-3B repo run": {"auroc": 0.8497, "auprc": 0.6120, "spearman_score_vs_delta": 0.3663}}
+    )
 
 
 class TraitGymMendelian(WindowVepTask):
@@ -265,12 +260,6 @@ class TraitGymMendelian(WindowVepTask):
     file_names = ("mendelian_traits_vep.parquet", "traitgym/mendelian_traits_vep.parquet")
     data_candidates = ("traitgym/mendelian_traits_vep.parquet", "traitgym", "mendelian_traits_vep.parquet")
     group_columns = ("consequence",)
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auprc_by_chrom_weighted": 0.3365},
-        "Carbon-8B": {"auprc_by_chrom_weighted": 0.3643},
-        "GENERator-v2-3B": {"auprc_by_chrom_weighted": 0.2791},
-        "Evo2-7B": {"auprc_by_chrom_weighted": 0.3778},
-        "Carbon-3B bp-level": {"auprc_by_chrom_weighted": 0.345},
-        "Carbon-8B bp-level": {"auprc_by_chrom_weighted": 0.338},
-        "Carbon-3B repo run": {"auroc": 0.6452, "auprc": 0.2994},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
+        "traitgym", {"Carbon-3B repo run": {"auroc": 0.6452, "auprc": 0.2994}}
+    )
