@@ -276,9 +276,7 @@ class ClinVarCoding(ClinVarTask):
         "clinvar-vep/coding/clinvar_coding.parquet",
         "clinvar/coding/clinvar_coding.parquet",
     )
-    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
-        "clinvar_coding", {"Carbon-3B repo run": {"auroc": 0.9278, "auprc": 0.9481}}
-    )
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("clinvar_coding")
 
 
 class ClinVarNonCoding(ClinVarTask):
@@ -292,6 +290,4 @@ class ClinVarNonCoding(ClinVarTask):
         "clinvar-vep/non_coding/clinvar_non_coding.parquet",
         "clinvar/non_coding/clinvar_non_coding.parquet",
     )
-    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
-        "clinvar_noncoding", {"Carbon-3B repo run": {"auroc": 0.9107, "auprc": 0.9256}}
-    )
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("clinvar_noncoding")

@@ -126,67 +126,8 @@ class GenomeNiah(Task):
         self._ctx = None if _is_all(ctx) else {parse_ctx(c) for c in _items(ctx)}
 
     data_candidates = ("genomic-niah", "genome-niah", "niah")
-    #: fractions, from the report's Table 5 and Figure 5. The plain model names hold the YaRN runs
-    #: (how Carbon is published) and, as ``gen_exact_match``, the report's headline: plain niah at
-    #: 64k tokens (393 kbp), so compare it with a run restricted to that cell (``-O tasks=niah
-    #: -O ctx=64k -O with_yarn=true``); "native" holds the runs without YaRN.
-    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
-        "niah",
-        {
-            "Carbon-3B": {
-                "niah_16k.gen_exact_match": 0.91,
-                "niah_32k.gen_exact_match": 0.90,
-                "niah_64k.gen_exact_match": 0.79,
-                "niah_128k.gen_exact_match": 0.27,
-                "niah_neardup_d4_32k.gen_exact_match": 0.78,
-                "niah_neardup_d4_64k.gen_exact_match": 0.64,
-                "niah_neardup_d4_128k.gen_exact_match": 0.23,
-                "niah_neardup_d2_32k.gen_exact_match": 0.34,
-                "niah_neardup_d2_64k.gen_exact_match": 0.26,
-                "niah_neardup_d2_128k.gen_exact_match": 0.09,
-            },
-            "Carbon-8B": {
-                "niah_16k.gen_exact_match": 0.89,
-                "niah_32k.gen_exact_match": 0.87,
-                "niah_64k.gen_exact_match": 0.86,
-                "niah_128k.gen_exact_match": 0.65,
-                "niah_neardup_d4_32k.gen_exact_match": 0.71,
-                "niah_neardup_d4_64k.gen_exact_match": 0.69,
-                "niah_neardup_d4_128k.gen_exact_match": 0.47,
-                "niah_neardup_d2_32k.gen_exact_match": 0.26,
-                "niah_neardup_d2_64k.gen_exact_match": 0.29,
-                "niah_neardup_d2_128k.gen_exact_match": 0.22,
-            },
-            "Evo2-7B": {
-                "niah_16k.gen_exact_match": 0.97,
-                "niah_32k.gen_exact_match": 0.95,
-                "niah_64k.gen_exact_match": 0.80,
-                "niah_128k.gen_exact_match": 0.53,
-            },
-            "Carbon-3B native": {
-                "niah_8k.gen_exact_match": 0.81,
-                "niah_16k.gen_exact_match": 0.73,
-                "niah_32k.gen_exact_match": 0.55,
-                "niah_neardup_d4_8k.gen_exact_match": 0.68,
-                "niah_neardup_d4_16k.gen_exact_match": 0.60,
-                "niah_neardup_d4_32k.gen_exact_match": 0.44,
-                "niah_neardup_d2_8k.gen_exact_match": 0.30,
-                "niah_neardup_d2_16k.gen_exact_match": 0.30,
-                "niah_neardup_d2_32k.gen_exact_match": 0.23,
-            },
-            "Carbon-8B native": {
-                "niah_8k.gen_exact_match": 0.82,
-                "niah_16k.gen_exact_match": 0.78,
-                "niah_32k.gen_exact_match": 0.69,
-                "niah_neardup_d4_8k.gen_exact_match": 0.69,
-                "niah_neardup_d4_16k.gen_exact_match": 0.67,
-                "niah_neardup_d4_32k.gen_exact_match": 0.57,
-                "niah_neardup_d2_8k.gen_exact_match": 0.27,
-                "niah_neardup_d2_16k.gen_exact_match": 0.28,
-                "niah_neardup_d2_32k.gen_exact_match": 0.29,
-            },
-        },
-    )
+    #: the report's Table 5 and Figure 5, per cell (see :data:`hexamer.evals.published.NIAH_CELLS`)
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("niah")
 
     # ------------------------------------------------------------------ data
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:

@@ -62,20 +62,7 @@ class SequenceRecovery(Task):
         "type_accuracy": "type_accuracy",
         "n": "num_sequences",
     }
-    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
-        "sr",
-        {
-            "Carbon-3B repo run": {
-                "accuracy": 0.61735,
-                "type_accuracy.fungi": 0.5333,
-                "type_accuracy.invertebrate": 0.5400,
-                "type_accuracy.plant": 0.6380,
-                "type_accuracy.protozoa": 0.4286,
-                "type_accuracy.vertebrate_mammalian": 0.8320,
-                "type_accuracy.vertebrate_other": 0.7323,
-            },
-        },
-    )
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("sr")
 
     def __init__(self) -> None:
         self.data_type = "eukaryote"

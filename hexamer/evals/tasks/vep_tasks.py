@@ -244,9 +244,7 @@ class Brca2(WindowVepTask):
     file_names = ("brca2_vep.parquet", "brca2-vep/brca2_vep.parquet")
     data_candidates = ("brca2-vep/brca2_vep.parquet", "brca2-vep", "brca2_vep.parquet")
     group_columns = ("region",)
-    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
-        "brca2", {"Carbon-3B repo run": {"auroc": 0.8497, "auprc": 0.6120, "spearman_score_vs_delta": 0.3663}}
-    )
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("brca2")
 
 
 class TraitGymMendelian(WindowVepTask):
@@ -260,6 +258,4 @@ class TraitGymMendelian(WindowVepTask):
     file_names = ("mendelian_traits_vep.parquet", "traitgym/mendelian_traits_vep.parquet")
     data_candidates = ("traitgym/mendelian_traits_vep.parquet", "traitgym", "mendelian_traits_vep.parquet")
     group_columns = ("consequence",)
-    reference: ClassVar[dict[str, dict[str, float]]] = published_reference(
-        "traitgym", {"Carbon-3B repo run": {"auroc": 0.6452, "auprc": 0.2994}}
-    )
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("traitgym")
