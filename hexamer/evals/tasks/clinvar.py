@@ -26,11 +26,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from hexamer.evals.data import find_file, read_rows, variant_example
+from hexamer.evals.data import variant_example
 from hexamer.evals.genome import REFERENCE_NAMES, ReferenceGenome, find_reference
 from hexamer.evals.metrics import auprc_trapezoid, auroc
 from hexamer.evals.published import published_reference
-from hexamer.evals.task import EvalContext, Example, Record, Task, roc_pr_plots
+from hexamer.evals.task import EvalContext, Example, Record, roc_pr_plots
+from hexamer.evals.tasks.variant_table import VariantTableTask
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
 from hexamer.model import pad_rows
@@ -65,12 +66,10 @@ def _label(value: Any) -> int | None:
     return int(f) if f in (0.0, 1.0) else None
 
 
-class ClinVarTask(Task):
+class ClinVarTask(VariantTableTask):
     """Shared loading, scoring and metrics of the two ClinVar files."""
 
-    file_names: ClassVar[tuple[str, ...]] = ()
     headline = "auroc"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         "chrom": "chromosome without 'chr' ('1'..'22', 'X')",
         "pos": "1-based hg38 position",
@@ -95,7 +94,7 @@ class ClinVarTask(Task):
         self.hg38 = Path(value) if value else None
 
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:
-        path = find_file(Path(data), self.file_names, self.title)
+        path = self.table_path(data)
         if self.hg38 is None:
             found = find_reference(path)
             if found is None:
@@ -106,25 +105,17 @@ class ClinVarTask(Task):
             self.hg38 = found
         elif not self.hg38.is_file():
             raise FileNotFoundError(f"hg38 reference {self.hg38} does not exist")
-        rows = read_rows(
-            path,
-            required=["chrom", "pos", "ref", "alt", "label"],
-            optional=list(BREAKDOWN_COLUMNS),
-            expected=self.expected_columns,
-            limit=limit,
-            seed=seed,
+        rows = self.read_variants(
+            path, required=["label"], optional=BREAKDOWN_COLUMNS, limit=limit, seed=seed
         )
-        out = []
-        for r in rows:
-            label = r["label"]
-            out.append(
-                {
-                    **variant_example(r, chrom=str(r["chrom"]).removeprefix("chr")),
-                    "y": _label(label),
-                    **{c: r[c] for c in BREAKDOWN_COLUMNS if c in r},
-                }
-            )
-        return out
+        return [
+            {
+                **variant_example(r, chrom=str(r["chrom"]).removeprefix("chr")),
+                "y": _label(r["label"]),
+                **{c: r[c] for c in BREAKDOWN_COLUMNS if c in r},
+            }
+            for r in rows
+        ]
 
     # ------------------------------------------------------------------ scoring
     def _context_bp(self, ctx: EvalContext) -> int:
@@ -228,7 +219,7 @@ class ClinVarTask(Task):
 
     @staticmethod
     def _record(e: Example, values: dict[str, Any]) -> Record:
-        rec: Record = {k: e[k] for k in ("id", "row", "chrom", "pos", "ref", "alt", "y")}
+        rec = ClinVarTask.variant_record(e, "y")
         rec.update({c: e[c] for c in BREAKDOWN_COLUMNS if c in e})
         rec.setdefault("score", None)
         rec.update(values)

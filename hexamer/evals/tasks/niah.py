@@ -88,7 +88,6 @@ class GenomeNiah(Task):
     name = "niah"
     title = "Genome-NIAH"
     headline = "gen_exact_match"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         "uid": "row id",
         "prompt": "haystack DNA followed by the KEY (bp)",

@@ -87,7 +87,6 @@ class PerturbationTask(Task):
 
     subsets: ClassVar[tuple[str, ...]] = ()
     headline = "accuracy"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         POSITIVE: "the real sequence (positive)",
         "sequence": "the perturbed sequence (negative); older files name it 'input'",

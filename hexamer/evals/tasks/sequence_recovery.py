@@ -49,7 +49,6 @@ class SequenceRecovery(Task):
     name = "sr"
     title = "Sequence recovery"
     headline = "accuracy"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         "sequence": "DNA context (str)",
         "label": "held-out continuation (str, >= 30 bp; 128 bp in the eukaryote split)",
