@@ -40,6 +40,8 @@ from hexamer.tokenizer.dna import encode_dna
 __all__ = ["ClinVarCoding", "ClinVarNonCoding", "ClinVarTask", "acgt_first_base_ids", "clinvar_context"]
 
 BREAKDOWN_COLUMNS = ("region", "variant_type", "region_subtype")
+#: the ClinVar dataset's folder names under ``--data-root``, the public one first
+DATASET_FOLDERS = ("clinvar-vep-final", "clinvar-vep", "clinvar")
 _ACGT = frozenset("ACGT")
 
 
@@ -56,6 +58,14 @@ def acgt_first_base_ids(vocab: Mapping[str, int]) -> dict[str, list[int]]:
         if token and set(token) <= _ACGT:
             out[token[0]].append(int(tid))
     return out
+
+
+def _public_files(subset: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``file_names`` and ``data_candidates`` of one ClinVar subset (``coding``, ``non_coding``): the
+    public file is ``SUBSET/clinvar_SUBSET.parquet`` in the dataset folder, which ``--data-root`` may
+    hold under any of :data:`DATASET_FOLDERS`."""
+    file = f"{subset}/clinvar_{subset}.parquet"
+    return (file, f"clinvar_{subset}.parquet"), tuple(f"{folder}/{file}" for folder in DATASET_FOLDERS)
 
 
 def _label(value: Any) -> int | None:
@@ -261,12 +271,7 @@ class ClinVarCoding(ClinVarTask):
 
     name = "clinvar_coding"
     title = "ClinVar coding"
-    file_names = ("coding/clinvar_coding.parquet", "clinvar_coding.parquet")
-    data_candidates = (
-        "clinvar-vep-final/coding/clinvar_coding.parquet",
-        "clinvar-vep/coding/clinvar_coding.parquet",
-        "clinvar/coding/clinvar_coding.parquet",
-    )
+    file_names, data_candidates = _public_files("coding")
     reference: ClassVar[dict[str, dict[str, float]]] = published_reference("clinvar_coding")
 
 
@@ -275,10 +280,5 @@ class ClinVarNonCoding(ClinVarTask):
 
     name = "clinvar_noncoding"
     title = "ClinVar non-coding"
-    file_names = ("non_coding/clinvar_non_coding.parquet", "clinvar_non_coding.parquet")
-    data_candidates = (
-        "clinvar-vep-final/non_coding/clinvar_non_coding.parquet",
-        "clinvar-vep/non_coding/clinvar_non_coding.parquet",
-        "clinvar/non_coding/clinvar_non_coding.parquet",
-    )
+    file_names, data_candidates = _public_files("non_coding")
     reference: ClassVar[dict[str, dict[str, float]]] = published_reference("clinvar_noncoding")

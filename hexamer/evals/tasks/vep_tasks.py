@@ -59,6 +59,12 @@ def crop_windows(ref_seq: str, var_seq: str, window: int) -> tuple[str, str]:
     return ref_seq[start : start + window], var_seq[start : start + window]
 
 
+def _public_files(folder: str, file: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``file_names`` and ``data_candidates`` of a dataset that is one ``file`` in a Hub ``folder``:
+    ``--data`` is that folder or the file; ``--data-root`` holds the folder, or the file itself."""
+    return (file, f"{folder}/{file}"), (f"{folder}/{file}", folder, file)
+
+
 def _key(seq: str) -> str:
     return hashlib.sha1(seq.encode()).hexdigest()
 
@@ -233,8 +239,7 @@ class Brca2(WindowVepTask):
     title = "BRCA2 VEP"
     headline = "auroc"
     default_options: ClassVar[dict[str, Any]] = {"rev_comp_avg": False, "window": None}
-    file_names = ("brca2_vep.parquet", "brca2-vep/brca2_vep.parquet")
-    data_candidates = ("brca2-vep/brca2_vep.parquet", "brca2-vep", "brca2_vep.parquet")
+    file_names, data_candidates = _public_files("brca2-vep", "brca2_vep.parquet")
     group_columns = ("region",)
     reference: ClassVar[dict[str, dict[str, float]]] = published_reference("brca2")
 
@@ -246,7 +251,6 @@ class TraitGymMendelian(WindowVepTask):
     title = "TraitGym Mendelian"
     headline = "auprc_by_chrom_weighted"
     default_options: ClassVar[dict[str, Any]] = {"rev_comp_avg": True, "window": None}
-    file_names = ("mendelian_traits_vep.parquet", "traitgym/mendelian_traits_vep.parquet")
-    data_candidates = ("traitgym/mendelian_traits_vep.parquet", "traitgym", "mendelian_traits_vep.parquet")
+    file_names, data_candidates = _public_files("traitgym", "mendelian_traits_vep.parquet")
     group_columns = ("consequence",)
     reference: ClassVar[dict[str, dict[str, float]]] = published_reference("traitgym")
