@@ -76,6 +76,11 @@ __all__ = [
 ]
 
 
+def _no_likelihood(note: str) -> Record:
+    """The likelihood fields of a row whose value could not be scored, and why."""
+    return {"ll_pos": None, "ll_neg": None, "ll_correct": None, "ll_margin": None, "ll_note": note}
+
+
 def _as_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
@@ -322,31 +327,13 @@ class GenomeNiah(Task):
         pos = e["pos_value"] if isinstance(e["pos_value"], str) and e["pos_value"] else e["value"]
         neg = e["neg_value"]
         if not isinstance(neg, str) or not neg:
-            return {
-                "ll_pos": None,
-                "ll_neg": None,
-                "ll_correct": None,
-                "ll_margin": None,
-                "ll_note": "negative_sequence does not start with the prompt",
-            }
+            return _no_likelihood("negative_sequence does not start with the prompt")
         try:
             lp, ln = value_logliks(carbon, prompt, [pos, neg], level=level, prefix=prefix)  # type: ignore[arg-type]
         except (ValueError, RuntimeError) as exc:
-            return {
-                "ll_pos": None,
-                "ll_neg": None,
-                "ll_correct": None,
-                "ll_margin": None,
-                "ll_note": str(exc),
-            }
+            return _no_likelihood(str(exc))
         if not (math.isfinite(lp) and math.isfinite(ln)):
-            return {
-                "ll_pos": None,
-                "ll_neg": None,
-                "ll_correct": None,
-                "ll_margin": None,
-                "ll_note": "value has no whole 6-mer to score",
-            }
+            return _no_likelihood("value has no whole 6-mer to score")
         return {"ll_pos": lp, "ll_neg": ln, "ll_correct": int(lp > ln), "ll_margin": lp - ln}
 
     # ------------------------------------------------------------------ metrics

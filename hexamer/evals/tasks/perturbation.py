@@ -32,10 +32,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hexamer.evals.data import ROW_INDEX, TABLE_SUFFIXES, read_rows, table_columns
+from hexamer.evals.data import ROW_INDEX, TABLE_SUFFIXES, read_rows, schema_error, table_columns
 from hexamer.evals.published import published_reference
 from hexamer.evals.scoring import sequence_loglik
-from hexamer.evals.task import DatasetSchemaError, EvalContext, Example, Record, Task
+from hexamer.evals.task import EvalContext, Example, Record, Task
 
 __all__ = ["PerturbationTask", "SynonymousCodon", "TripletExpansion", "find_subset_files", "seq_hash"]
 
@@ -160,10 +160,7 @@ class PerturbationTask(Task):
             missing = [c for c in (POSITIVE,) if c not in names] + (
                 [] if negative else ["sequence (or input)"]
             )
-            lines = [f"{path}: missing column(s) {', '.join(missing)}; expected columns:"]
-            lines += [f"  {k}: {v}" for k, v in self.expected_columns.items()]
-            lines.append(f"found: {', '.join(names) if names else '(none)'}")
-            raise DatasetSchemaError("\n".join(lines))
+            raise schema_error(path, missing, names, self.expected_columns)
         rows = read_rows(
             path, required=[POSITIVE, negative], expected=self.expected_columns, limit=limit, seed=seed
         )
