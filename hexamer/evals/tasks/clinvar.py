@@ -130,7 +130,7 @@ class ClinVarTask(VariantTableTask):
     # ------------------------------------------------------------------ scoring
     def _context_bp(self, ctx: EvalContext) -> int:
         asked = int(ctx.options.get("context_length", 24000))
-        fits = ctx.carbon.layout.k * (ctx.carbon.context_length - 1)
+        fits = ctx.dna_fits()
         if asked > fits:
             ctx.notes.append(
                 f"context clipped to {fits} bp to fit the model's {ctx.carbon.context_length} tokens (asked: {asked})"

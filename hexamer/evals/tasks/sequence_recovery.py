@@ -100,7 +100,7 @@ class SequenceRecovery(Task):
         k = carbon.layout.k
         gen_len = int(ctx.options.get("gen_len", 5))
         max_seq_len = int(ctx.options.get("max_seq_len", 6144))
-        fits = k * (carbon.context_length - 1 - gen_len)
+        fits = ctx.dna_fits(new_tokens=gen_len)
         if max_seq_len > fits:
             longest = max((len(e["sequence"]) for e in examples if isinstance(e["sequence"], str)), default=0)
             if longest > fits:

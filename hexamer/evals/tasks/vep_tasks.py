@@ -124,8 +124,7 @@ class WindowVepTask(VariantTableTask):
 
     def _window(self, ctx: EvalContext, examples: list[Example]) -> int | None:
         """The crop length: the ``window`` option, or what fits the model when the windows do not."""
-        k = ctx.carbon.layout.k
-        fits = k * (ctx.carbon.context_length - 1)
+        fits = ctx.dna_fits()
         asked = ctx.options.get("window")
         longest = max((len(e["ref_seq"]) for e in examples if isinstance(e["ref_seq"], str)), default=0)
         if asked is not None:
