@@ -30,6 +30,7 @@ __all__ = [
     "read_rows",
     "row_hash",
     "sample_indices",
+    "schema_error",
     "table_columns",
     "variant_example",
 ]
@@ -154,13 +155,30 @@ def table_columns(path: Path) -> list[str]:
     return list(_read_full(path).column_names)
 
 
-def _schema_error(
+def schema_error(
     path: Path, missing: Iterable[str], found: Sequence[str], expected: Mapping[str, str]
-) -> str:
+) -> DatasetSchemaError:
+    """The error for a table at ``path`` that lacks the ``missing`` columns: it names them, lists
+    every ``expected`` column with what it holds, and the columns ``found``."""
     lines = [f"{path}: missing column(s) {', '.join(sorted(missing))}; expected columns:"]
     lines += [f"  {name}: {desc}" for name, desc in expected.items()]
     lines.append(f"found: {', '.join(found) if found else '(none)'}")
-    return "\n".join(lines)
+    return DatasetSchemaError("\n".join(lines))
+
+
+def _columns_to_read(
+    path: Path,
+    names: Sequence[str],
+    required: Sequence[str],
+    optional: Sequence[str],
+    expected: Mapping[str, str],
+) -> list[str]:
+    """The ``required`` columns and the ``optional`` ones among ``names``; raises :func:`schema_error`
+    when a required one is not there."""
+    missing = set(required) - set(names)
+    if missing:
+        raise schema_error(path, missing, names, expected)
+    return [c for c in dict.fromkeys([*required, *optional]) if c in names]
 
 
 def variant_example(row: Mapping[str, Any], *, chrom: str) -> dict[str, Any]:
@@ -197,11 +215,7 @@ def read_rows(
         import pyarrow.parquet as pq
 
         pf = pq.ParquetFile(path)
-        names = list(pf.schema_arrow.names)
-        missing = set(required) - set(names)
-        if missing:
-            raise DatasetSchemaError(_schema_error(path, missing, names, expected))
-        columns = [c for c in dict.fromkeys([*required, *optional]) if c in names]
+        columns = _columns_to_read(path, list(pf.schema_arrow.names), required, optional, expected)
         n = pf.metadata.num_rows
         index = sample_indices(n, limit, seed)
         if len(index) == n:
@@ -216,11 +230,7 @@ def read_rows(
             rows_at = np.array([offset[g] + i - starts[g] for g, i in zip(group_of, index, strict=True)])
     else:
         table = _read_full(path)
-        names = list(table.column_names)
-        missing = set(required) - set(names)
-        if missing:
-            raise DatasetSchemaError(_schema_error(path, missing, names, expected))
-        columns = [c for c in dict.fromkeys([*required, *optional]) if c in names]
+        columns = _columns_to_read(path, list(table.column_names), required, optional, expected)
         table = table.select(columns)
         index = sample_indices(table.num_rows, limit, seed)
         rows_at = index

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hexamer.evals.published import REFERENCE_MODELS
 from hexamer.evals.runner import EvalResult, is_count_metric
 
 __all__ = ["REFERENCE_MODELS", "report_rows", "write_report"]
 
-REFERENCE_MODELS = ("Carbon-3B", "Carbon-8B", "GENERator-v2-3B", "Evo2-7B")
 _COLUMNS = ("Task", "Level", "n", "Metric", "Value [95% CI]", *REFERENCE_MODELS, "Status")
 
 

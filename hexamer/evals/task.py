@@ -57,6 +57,11 @@ class EvalContext:
         default_factory=list
     )  # tasks add remarks for the report (e.g. a clipped context)
 
+    def dna_fits(self, new_tokens: int = 0) -> int:
+        """Bases of DNA a prompt can hold: whole k-mers in the model's context after the ``<dna>``
+        token, leaving room for ``new_tokens`` generated ones."""
+        return self.carbon.layout.k * (self.carbon.context_length - 1 - new_tokens)
+
 
 class Task(ABC):
     """One published zero-shot task (see ``shared/spec/evals.md`` for each definition)."""

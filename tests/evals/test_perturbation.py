@@ -59,21 +59,17 @@ def _cds_rows(dna: str, n: int, length: int, seed: int, kind: str) -> list[dict]
 def bench(tmp_path_factory: pytest.TempPathFactory, human_dna: str, lambda_dna: str) -> Path:
     """``perturbation-bench`` in the Hub layout: CONFIG/test-00000-of-00001.parquet."""
     root = tmp_path_factory.mktemp("pb") / "perturbation-bench"
-    write_parquet(
-        root / "motif_human" / "test-00000-of-00001.parquet",
-        _cds_rows(human_dna, 7, 150, 1, "motif"),
-        row_group_size=3,
-    )
-    write_parquet(
-        root / "syn_human" / "test-00000-of-00001.parquet",
-        _cds_rows(human_dna, 6, 120, 2, "syn"),
-        row_group_size=3,
-    )
-    write_parquet(
-        root / "syn_mouse" / "test-00000-of-00001.parquet",
-        _cds_rows(lambda_dna, 4, 120, 3, "syn"),
-        row_group_size=3,
-    )
+    configs = {  # config -> (DNA, rows, length, seed, kind)
+        "motif_human": (human_dna, 7, 150, 1, "motif"),
+        "syn_human": (human_dna, 6, 120, 2, "syn"),
+        "syn_mouse": (lambda_dna, 4, 120, 3, "syn"),
+    }
+    for config, (dna, n, length, seed, kind) in configs.items():
+        write_parquet(
+            root / config / "test-00000-of-00001.parquet",
+            _cds_rows(dna, n, length, seed, kind),
+            row_group_size=3,
+        )
     return root
 
 

@@ -26,10 +26,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from hexamer.evals.data import find_file, read_rows, variant_example
+from hexamer.evals.data import variant_example
 from hexamer.evals.genome import REFERENCE_NAMES, ReferenceGenome, find_reference
 from hexamer.evals.metrics import auprc_trapezoid, auroc
-from hexamer.evals.task import EvalContext, Example, Record, Task, roc_pr_plots
+from hexamer.evals.published import published_reference
+from hexamer.evals.task import EvalContext, Example, Record, roc_pr_plots
+from hexamer.evals.tasks.variant_table import VariantTableTask
 from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import BASE_INDEX
 from hexamer.model import pad_rows
@@ -38,6 +40,8 @@ from hexamer.tokenizer.dna import encode_dna
 __all__ = ["ClinVarCoding", "ClinVarNonCoding", "ClinVarTask", "acgt_first_base_ids", "clinvar_context"]
 
 BREAKDOWN_COLUMNS = ("region", "variant_type", "region_subtype")
+#: the ClinVar dataset's folder names under ``--data-root``, the public one first
+DATASET_FOLDERS = ("clinvar-vep-final", "clinvar-vep", "clinvar")
 _ACGT = frozenset("ACGT")
 
 
@@ -56,6 +60,14 @@ def acgt_first_base_ids(vocab: Mapping[str, int]) -> dict[str, list[int]]:
     return out
 
 
+def _public_files(subset: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``file_names`` and ``data_candidates`` of one ClinVar subset (``coding``, ``non_coding``): the
+    public file is ``SUBSET/clinvar_SUBSET.parquet`` in the dataset folder, which ``--data-root`` may
+    hold under any of :data:`DATASET_FOLDERS`."""
+    file = f"{subset}/clinvar_{subset}.parquet"
+    return (file, f"clinvar_{subset}.parquet"), tuple(f"{folder}/{file}" for folder in DATASET_FOLDERS)
+
+
 def _label(value: Any) -> int | None:
     try:
         f = float(value)
@@ -64,12 +76,10 @@ def _label(value: Any) -> int | None:
     return int(f) if f in (0.0, 1.0) else None
 
 
-class ClinVarTask(Task):
+class ClinVarTask(VariantTableTask):
     """Shared loading, scoring and metrics of the two ClinVar files."""
 
-    file_names: ClassVar[tuple[str, ...]] = ()
     headline = "auroc"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         "chrom": "chromosome without 'chr' ('1'..'22', 'X')",
         "pos": "1-based hg38 position",
@@ -94,7 +104,7 @@ class ClinVarTask(Task):
         self.hg38 = Path(value) if value else None
 
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:
-        path = find_file(Path(data), self.file_names, self.title)
+        path = self.table_path(data)
         if self.hg38 is None:
             found = find_reference(path)
             if found is None:
@@ -105,30 +115,22 @@ class ClinVarTask(Task):
             self.hg38 = found
         elif not self.hg38.is_file():
             raise FileNotFoundError(f"hg38 reference {self.hg38} does not exist")
-        rows = read_rows(
-            path,
-            required=["chrom", "pos", "ref", "alt", "label"],
-            optional=list(BREAKDOWN_COLUMNS),
-            expected=self.expected_columns,
-            limit=limit,
-            seed=seed,
+        rows = self.read_variants(
+            path, required=["label"], optional=BREAKDOWN_COLUMNS, limit=limit, seed=seed
         )
-        out = []
-        for r in rows:
-            label = r["label"]
-            out.append(
-                {
-                    **variant_example(r, chrom=str(r["chrom"]).removeprefix("chr")),
-                    "y": _label(label),
-                    **{c: r[c] for c in BREAKDOWN_COLUMNS if c in r},
-                }
-            )
-        return out
+        return [
+            {
+                **variant_example(r, chrom=str(r["chrom"]).removeprefix("chr")),
+                "y": _label(r["label"]),
+                **{c: r[c] for c in BREAKDOWN_COLUMNS if c in r},
+            }
+            for r in rows
+        ]
 
     # ------------------------------------------------------------------ scoring
     def _context_bp(self, ctx: EvalContext) -> int:
         asked = int(ctx.options.get("context_length", 24000))
-        fits = ctx.carbon.layout.k * (ctx.carbon.context_length - 1)
+        fits = ctx.dna_fits()
         if asked > fits:
             ctx.notes.append(
                 f"context clipped to {fits} bp to fit the model's {ctx.carbon.context_length} tokens (asked: {asked})"
@@ -227,7 +229,7 @@ class ClinVarTask(Task):
 
     @staticmethod
     def _record(e: Example, values: dict[str, Any]) -> Record:
-        rec: Record = {k: e[k] for k in ("id", "row", "chrom", "pos", "ref", "alt", "y")}
+        rec = ClinVarTask.variant_record(e, "y")
         rec.update({c: e[c] for c in BREAKDOWN_COLUMNS if c in e})
         rec.setdefault("score", None)
         rec.update(values)
@@ -269,19 +271,8 @@ class ClinVarCoding(ClinVarTask):
 
     name = "clinvar_coding"
     title = "ClinVar coding"
-    file_names = ("coding/clinvar_coding.parquet", "clinvar_coding.parquet")
-    data_candidates = (
-        "clinvar-vep-final/coding/clinvar_coding.parquet",
-        "clinvar-vep/coding/clinvar_coding.parquet",
-        "clinvar/coding/clinvar_coding.parquet",
-    )
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auroc": 0.9289},
-        "Carbon-8B": {"auroc": 0.9311},
-        "GENERator-v2-3B": {"auroc": 0.9155},
-        "Evo2-7B": {"auroc": 0.9333},
-        "Carbon-3B repo run": {"auroc": 0.9278, "auprc": 0.9481},
-    }
+    file_names, data_candidates = _public_files("coding")
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("clinvar_coding")
 
 
 class ClinVarNonCoding(ClinVarTask):
@@ -289,16 +280,5 @@ class ClinVarNonCoding(ClinVarTask):
 
     name = "clinvar_noncoding"
     title = "ClinVar non-coding"
-    file_names = ("non_coding/clinvar_non_coding.parquet", "clinvar_non_coding.parquet")
-    data_candidates = (
-        "clinvar-vep-final/non_coding/clinvar_non_coding.parquet",
-        "clinvar-vep/non_coding/clinvar_non_coding.parquet",
-        "clinvar/non_coding/clinvar_non_coding.parquet",
-    )
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auroc": 0.9114},
-        "Carbon-8B": {"auroc": 0.9163},
-        "GENERator-v2-3B": {"auroc": 0.9013},
-        "Evo2-7B": {"auroc": 0.8979},
-        "Carbon-3B repo run": {"auroc": 0.9107, "auprc": 0.9256},
-    }
+    file_names, data_candidates = _public_files("non_coding")
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("clinvar_noncoding")

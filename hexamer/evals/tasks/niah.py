@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from hexamer.evals.data import ROW_INDEX, read_rows
+from hexamer.evals.published import published_reference
 from hexamer.evals.task import EvalContext, Example, Record, Task
 from hexamer.evals.tasks.niah_cells import (
     DIFFICULTIES,
@@ -75,6 +76,11 @@ __all__ = [
 ]
 
 
+def _no_likelihood(note: str) -> Record:
+    """The likelihood fields of a row whose value could not be scored, and why."""
+    return {"ll_pos": None, "ll_neg": None, "ll_correct": None, "ll_margin": None, "ll_note": note}
+
+
 def _as_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
@@ -87,7 +93,6 @@ class GenomeNiah(Task):
     name = "niah"
     title = "Genome-NIAH"
     headline = "gen_exact_match"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         "uid": "row id",
         "prompt": "haystack DNA followed by the KEY (bp)",
@@ -125,67 +130,8 @@ class GenomeNiah(Task):
         self._ctx = None if _is_all(ctx) else {parse_ctx(c) for c in _items(ctx)}
 
     data_candidates = ("genomic-niah", "genome-niah", "niah")
-    #: fractions, from the report's Table 5 and Figure 5. The plain model names hold the YaRN runs
-    #: (how Carbon is published) and, as ``gen_exact_match``, the report's headline: plain niah at
-    #: 64k tokens (393 kbp), so compare it with a run restricted to that cell (``-O tasks=niah
-    #: -O ctx=64k -O with_yarn=true``); "native" holds the runs without YaRN.
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {
-            "gen_exact_match": 0.79,
-            "niah_16k.gen_exact_match": 0.91,
-            "niah_32k.gen_exact_match": 0.90,
-            "niah_64k.gen_exact_match": 0.79,
-            "niah_128k.gen_exact_match": 0.27,
-            "niah_neardup_d4_32k.gen_exact_match": 0.78,
-            "niah_neardup_d4_64k.gen_exact_match": 0.64,
-            "niah_neardup_d4_128k.gen_exact_match": 0.23,
-            "niah_neardup_d2_32k.gen_exact_match": 0.34,
-            "niah_neardup_d2_64k.gen_exact_match": 0.26,
-            "niah_neardup_d2_128k.gen_exact_match": 0.09,
-        },
-        "Carbon-8B": {
-            "gen_exact_match": 0.86,
-            "niah_16k.gen_exact_match": 0.89,
-            "niah_32k.gen_exact_match": 0.87,
-            "niah_64k.gen_exact_match": 0.86,
-            "niah_128k.gen_exact_match": 0.65,
-            "niah_neardup_d4_32k.gen_exact_match": 0.71,
-            "niah_neardup_d4_64k.gen_exact_match": 0.69,
-            "niah_neardup_d4_128k.gen_exact_match": 0.47,
-            "niah_neardup_d2_32k.gen_exact_match": 0.26,
-            "niah_neardup_d2_64k.gen_exact_match": 0.29,
-            "niah_neardup_d2_128k.gen_exact_match": 0.22,
-        },
-        "Evo2-7B": {
-            "gen_exact_match": 0.80,
-            "niah_16k.gen_exact_match": 0.97,
-            "niah_32k.gen_exact_match": 0.95,
-            "niah_64k.gen_exact_match": 0.80,
-            "niah_128k.gen_exact_match": 0.53,
-        },
-        "Carbon-3B native": {
-            "niah_8k.gen_exact_match": 0.81,
-            "niah_16k.gen_exact_match": 0.73,
-            "niah_32k.gen_exact_match": 0.55,
-            "niah_neardup_d4_8k.gen_exact_match": 0.68,
-            "niah_neardup_d4_16k.gen_exact_match": 0.60,
-            "niah_neardup_d4_32k.gen_exact_match": 0.44,
-            "niah_neardup_d2_8k.gen_exact_match": 0.30,
-            "niah_neardup_d2_16k.gen_exact_match": 0.30,
-            "niah_neardup_d2_32k.gen_exact_match": 0.23,
-        },
-        "Carbon-8B native": {
-            "niah_8k.gen_exact_match": 0.82,
-            "niah_16k.gen_exact_match": 0.78,
-            "niah_32k.gen_exact_match": 0.69,
-            "niah_neardup_d4_8k.gen_exact_match": 0.69,
-            "niah_neardup_d4_16k.gen_exact_match": 0.67,
-            "niah_neardup_d4_32k.gen_exact_match": 0.57,
-            "niah_neardup_d2_8k.gen_exact_match": 0.27,
-            "niah_neardup_d2_16k.gen_exact_match": 0.28,
-            "niah_neardup_d2_32k.gen_exact_match": 0.29,
-        },
-    }
+    #: the report's Table 5 and Figure 5, per cell (see :data:`hexamer.evals.published.NIAH_CELLS`)
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("niah")
 
     # ------------------------------------------------------------------ data
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:
@@ -381,31 +327,13 @@ class GenomeNiah(Task):
         pos = e["pos_value"] if isinstance(e["pos_value"], str) and e["pos_value"] else e["value"]
         neg = e["neg_value"]
         if not isinstance(neg, str) or not neg:
-            return {
-                "ll_pos": None,
-                "ll_neg": None,
-                "ll_correct": None,
-                "ll_margin": None,
-                "ll_note": "negative_sequence does not start with the prompt",
-            }
+            return _no_likelihood("negative_sequence does not start with the prompt")
         try:
             lp, ln = value_logliks(carbon, prompt, [pos, neg], level=level, prefix=prefix)  # type: ignore[arg-type]
         except (ValueError, RuntimeError) as exc:
-            return {
-                "ll_pos": None,
-                "ll_neg": None,
-                "ll_correct": None,
-                "ll_margin": None,
-                "ll_note": str(exc),
-            }
+            return _no_likelihood(str(exc))
         if not (math.isfinite(lp) and math.isfinite(ln)):
-            return {
-                "ll_pos": None,
-                "ll_neg": None,
-                "ll_correct": None,
-                "ll_margin": None,
-                "ll_note": "value has no whole 6-mer to score",
-            }
+            return _no_likelihood("value has no whole 6-mer to score")
         return {"ll_pos": lp, "ll_neg": ln, "ll_correct": int(lp > ln), "ll_margin": lp - ln}
 
     # ------------------------------------------------------------------ metrics

@@ -32,9 +32,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hexamer.evals.data import ROW_INDEX, TABLE_SUFFIXES, read_rows, table_columns
+from hexamer.evals.data import ROW_INDEX, TABLE_SUFFIXES, read_rows, schema_error, table_columns
+from hexamer.evals.published import published_reference
 from hexamer.evals.scoring import sequence_loglik
-from hexamer.evals.task import DatasetSchemaError, EvalContext, Example, Record, Task
+from hexamer.evals.task import EvalContext, Example, Record, Task
 
 __all__ = ["PerturbationTask", "SynonymousCodon", "TripletExpansion", "find_subset_files", "seq_hash"]
 
@@ -86,7 +87,6 @@ class PerturbationTask(Task):
 
     subsets: ClassVar[tuple[str, ...]] = ()
     headline = "accuracy"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         POSITIVE: "the real sequence (positive)",
         "sequence": "the perturbed sequence (negative); older files name it 'input'",
@@ -160,10 +160,7 @@ class PerturbationTask(Task):
             missing = [c for c in (POSITIVE,) if c not in names] + (
                 [] if negative else ["sequence (or input)"]
             )
-            lines = [f"{path}: missing column(s) {', '.join(missing)}; expected columns:"]
-            lines += [f"  {k}: {v}" for k, v in self.expected_columns.items()]
-            lines.append(f"found: {', '.join(names) if names else '(none)'}")
-            raise DatasetSchemaError("\n".join(lines))
+            raise schema_error(path, missing, names, self.expected_columns)
         rows = read_rows(
             path, required=[POSITIVE, negative], expected=self.expected_columns, limit=limit, seed=seed
         )
@@ -270,14 +267,7 @@ class TripletExpansion(PerturbationTask):
     name = "triplet"
     title = "Triplet (CAG) expansion"
     subsets = ("motif_human",)
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"accuracy": 0.8520},
-        "Carbon-8B": {"accuracy": 0.8905},
-        "GENERator-v2-3B": {"accuracy": 0.8306},
-        "Evo2-7B": {"accuracy": 0.8843},
-        "Carbon-3B bp-level": {"accuracy": 0.872},
-        "Carbon-8B bp-level": {"accuracy": 0.908},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("triplet")
 
 
 class SynonymousCodon(PerturbationTask):
@@ -287,12 +277,4 @@ class SynonymousCodon(PerturbationTask):
     name = "codon"
     title = "Synonymous codon replacement"
     subsets = ("syn_human", "syn_mouse")
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"accuracy": 0.8889},
-        "Carbon-8B": {"accuracy": 0.9146},
-        "GENERator-v2-3B": {"accuracy": 0.8703},
-        "Evo2-7B": {"accuracy": 0.9159},
-        "Carbon-3B bp-level": {"accuracy": 0.902},
-        "Carbon-8B bp-level": {"accuracy": 0.928},
-        "Carbon repo run, older 5,000-pair set": {"accuracy": 0.8376},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("codon")

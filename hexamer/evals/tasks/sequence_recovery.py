@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hexamer.evals.data import ROW_INDEX, find_file, read_rows, row_hash
+from hexamer.evals.published import published_reference
 from hexamer.evals.task import EvalContext, Example, Record, Task
 
 __all__ = ["SequenceRecovery", "recovery_accuracy", "sr_context"]
@@ -48,7 +49,6 @@ class SequenceRecovery(Task):
     name = "sr"
     title = "Sequence recovery"
     headline = "accuracy"
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         "sequence": "DNA context (str)",
         "label": "held-out continuation (str, >= 30 bp; 128 bp in the eukaryote split)",
@@ -61,23 +61,7 @@ class SequenceRecovery(Task):
         "type_accuracy": "type_accuracy",
         "n": "num_sequences",
     }
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"accuracy": 0.6154},
-        "Carbon-8B": {"accuracy": 0.6405},
-        "GENERator-v2-3B": {"accuracy": 0.5856},
-        "Evo2-7B": {"accuracy": 0.5986},
-        "Carbon-3B bp-level": {"accuracy": 0.624},
-        "Carbon-8B bp-level": {"accuracy": 0.649},
-        "Carbon-3B repo run": {
-            "accuracy": 0.61735,
-            "type_accuracy.fungi": 0.5333,
-            "type_accuracy.invertebrate": 0.5400,
-            "type_accuracy.plant": 0.6380,
-            "type_accuracy.protozoa": 0.4286,
-            "type_accuracy.vertebrate_mammalian": 0.8320,
-            "type_accuracy.vertebrate_other": 0.7323,
-        },
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("sr")
 
     def __init__(self) -> None:
         self.data_type = "eukaryote"
@@ -116,7 +100,7 @@ class SequenceRecovery(Task):
         k = carbon.layout.k
         gen_len = int(ctx.options.get("gen_len", 5))
         max_seq_len = int(ctx.options.get("max_seq_len", 6144))
-        fits = k * (carbon.context_length - 1 - gen_len)
+        fits = ctx.dna_fits(new_tokens=gen_len)
         if max_seq_len > fits:
             longest = max((len(e["sequence"]) for e in examples if isinstance(e["sequence"], str)), default=0)
             if longest > fits:

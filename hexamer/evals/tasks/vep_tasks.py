@@ -24,10 +24,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hexamer.evals.data import find_file, read_rows, variant_example
+from hexamer.evals.data import variant_example
 from hexamer.evals.metrics import auprc_trapezoid, auroc, by_group_weighted, spearman
+from hexamer.evals.published import published_reference
 from hexamer.evals.scoring import sequence_loglik
-from hexamer.evals.task import EvalContext, Example, Record, Task, roc_pr_plots
+from hexamer.evals.task import EvalContext, Example, Record, roc_pr_plots
+from hexamer.evals.tasks.variant_table import VariantTableTask
 from hexamer.io import reverse_complement
 
 __all__ = ["Brca2", "TraitGymMendelian", "WindowVepTask", "crop_windows", "variant_index"]
@@ -57,6 +59,12 @@ def crop_windows(ref_seq: str, var_seq: str, window: int) -> tuple[str, str]:
     return ref_seq[start : start + window], var_seq[start : start + window]
 
 
+def _public_files(folder: str, file: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``file_names`` and ``data_candidates`` of a dataset that is one ``file`` in a Hub ``folder``:
+    ``--data`` is that folder or the file; ``--data-root`` holds the folder, or the file itself."""
+    return (file, f"{folder}/{file}"), (f"{folder}/{file}", folder, file)
+
+
 def _key(seq: str) -> str:
     return hashlib.sha1(seq.encode()).hexdigest()
 
@@ -69,13 +77,10 @@ def _float_or_none(value: Any) -> float | None:
     return f if np.isfinite(f) else None
 
 
-class WindowVepTask(Task):
+class WindowVepTask(VariantTableTask):
     """Shared loading, scoring and metrics of the two window-likelihood VEP tasks."""
 
-    rc_default: ClassVar[bool] = False
-    file_names: ClassVar[tuple[str, ...]] = ()
     group_columns: ClassVar[tuple[str, ...]] = ()
-    levels = ("token", "bp")
     expected_columns: ClassVar[dict[str, str]] = {
         "chrom": "chromosome (int or str, no 'chr')",
         "pos": "1-based position",
@@ -97,35 +102,29 @@ class WindowVepTask(Task):
     }
 
     def load(self, data: Path, *, limit: int | None = None, seed: int = 0) -> list[Example]:
-        path = find_file(Path(data), self.file_names, self.title)
-        rows = read_rows(
-            path,
-            required=["chrom", "pos", "ref", "alt", "class", "ref_seq", "var_seq"],
+        rows = self.read_variants(
+            self.table_path(data),
+            required=["class", "ref_seq", "var_seq"],
             optional=["score", *self.group_columns],
-            expected=self.expected_columns,
             limit=limit,
             seed=seed,
         )
-        out = []
-        for r in rows:
-            cls = r["class"]
-            out.append(
-                {
-                    **variant_example(r, chrom=str(r["chrom"])),
-                    "class": cls,
-                    "y": 1 if cls == POSITIVE else 0 if cls == NEGATIVE else None,
-                    "score": _float_or_none(r.get("score")),
-                    **{c: r.get(c) for c in self.group_columns},
-                    "ref_seq": r["ref_seq"],
-                    "var_seq": r["var_seq"],
-                }
-            )
-        return out
+        return [
+            {
+                **variant_example(r, chrom=str(r["chrom"])),
+                "class": r["class"],
+                "y": 1 if r["class"] == POSITIVE else 0 if r["class"] == NEGATIVE else None,
+                "score": _float_or_none(r.get("score")),
+                **{c: r.get(c) for c in self.group_columns},
+                "ref_seq": r["ref_seq"],
+                "var_seq": r["var_seq"],
+            }
+            for r in rows
+        ]
 
     def _window(self, ctx: EvalContext, examples: list[Example]) -> int | None:
         """The crop length: the ``window`` option, or what fits the model when the windows do not."""
-        k = ctx.carbon.layout.k
-        fits = k * (ctx.carbon.context_length - 1)
+        fits = ctx.dna_fits()
         asked = ctx.options.get("window")
         longest = max((len(e["ref_seq"]) for e in examples if isinstance(e["ref_seq"], str)), default=0)
         if asked is not None:
@@ -143,7 +142,7 @@ class WindowVepTask(Task):
         return None
 
     def score(self, examples: list[Example], ctx: EvalContext) -> Iterator[Record]:
-        rc = bool(ctx.options.get("rev_comp_avg", self.rc_default))
+        rc = bool(ctx.options.get("rev_comp_avg", self.default_options["rev_comp_avg"]))
         window = self._window(ctx, examples)
         ordered = sorted(examples, key=lambda e: _key(str(e["ref_seq"])))  # shared ref windows together
         memo: dict[str, float] = {}
@@ -185,7 +184,7 @@ class WindowVepTask(Task):
     def _record(
         self, e: Example, ref_seq: str | None, var_seq: str, memo: dict[str, float], rc: bool
     ) -> Record:
-        rec: Record = {k: e[k] for k in ("id", "row", "chrom", "pos", "ref", "alt", "class", "y", "score")}
+        rec = self.variant_record(e, "class", "y", "score")
         rec.update({c: e.get(c) for c in self.group_columns})
         if ref_seq is None:
             rec["error"] = var_seq
@@ -238,20 +237,10 @@ class Brca2(WindowVepTask):
     name = "brca2"
     title = "BRCA2 VEP"
     headline = "auroc"
-    rc_default = False
     default_options: ClassVar[dict[str, Any]] = {"rev_comp_avg": False, "window": None}
-    file_names = ("brca2_vep.parquet", "brca2-vep/brca2_vep.parquet")
-    data_candidates = ("brca2-vep/brca2_vep.parquet", "brca2-vep", "brca2_vep.parquet")
+    file_names, data_candidates = _public_files("brca2-vep", "brca2_vep.parquet")
     group_columns = ("region",)
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auroc": 0.8463},
-        "Carbon-8B": {"auroc": 0.8572},
-        "GENERator-v2-3B": {"auroc": 0.8193},
-        "Evo2-7B": {"auroc": 0.8352},
-        "Carbon-3B bp-level": {"auroc": 0.846},
-        "Carbon-8B bp-level": {"auroc": 0.858},
-        "Carbon-3B repo run": {"auroc": 0.8497, "auprc": 0.6120, "spearman_score_vs_delta": 0.3663},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("brca2")
 
 
 class TraitGymMendelian(WindowVepTask):
@@ -260,17 +249,7 @@ class TraitGymMendelian(WindowVepTask):
     name = "traitgym"
     title = "TraitGym Mendelian"
     headline = "auprc_by_chrom_weighted"
-    rc_default = True
     default_options: ClassVar[dict[str, Any]] = {"rev_comp_avg": True, "window": None}
-    file_names = ("mendelian_traits_vep.parquet", "traitgym/mendelian_traits_vep.parquet")
-    data_candidates = ("traitgym/mendelian_traits_vep.parquet", "traitgym", "mendelian_traits_vep.parquet")
+    file_names, data_candidates = _public_files("traitgym", "mendelian_traits_vep.parquet")
     group_columns = ("consequence",)
-    reference: ClassVar[dict[str, dict[str, float]]] = {
-        "Carbon-3B": {"auprc_by_chrom_weighted": 0.3365},
-        "Carbon-8B": {"auprc_by_chrom_weighted": 0.3643},
-        "GENERator-v2-3B": {"auprc_by_chrom_weighted": 0.2791},
-        "Evo2-7B": {"auprc_by_chrom_weighted": 0.3778},
-        "Carbon-3B bp-level": {"auprc_by_chrom_weighted": 0.345},
-        "Carbon-8B bp-level": {"auprc_by_chrom_weighted": 0.338},
-        "Carbon-3B repo run": {"auroc": 0.6452, "auprc": 0.2994},
-    }
+    reference: ClassVar[dict[str, dict[str, float]]] = published_reference("traitgym")
