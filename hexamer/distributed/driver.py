@@ -1,5 +1,6 @@
 """What every scale-out driver shares: a pool for the job, the checks before any work, the feed
-of shards still to compute (committed ones counted, not sent) and the reason a shard failed."""
+of shards still to compute (committed ones counted, not sent), the loop that computes them and
+checks the store is whole, and what a shard that kept failing becomes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import ShardStore, file_identity, run_folder
 
@@ -20,7 +22,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ShardFeed",
     "block_shards",
+    "check_attempts",
     "check_job",
+    "drive",
+    "engine_row_handlers",
     "failed_rows_handler",
     "failure_reason",
     "note_once",
@@ -28,19 +33,24 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Row = dict[str, Any]
 
 
 @contextlib.contextmanager
 def pool_for(
-    pool: WorkerPool | None, model: str | os.PathLike[str] | None, **options: Any
+    pool: WorkerPool | PoolSpec | None, model: str | os.PathLike[str] | None, batch_size: int
 ) -> Iterator[WorkerPool]:
-    """``pool`` as given, or a :class:`WorkerPool` of ``model`` started for this job and stopped after."""
-    if pool is not None:
+    """``pool`` when it is a running :class:`WorkerPool`; else a pool of ``model`` started as the
+    :class:`PoolSpec` says (None: ``PoolSpec()``), its actors loading the model with the job's
+    ``batch_size``, for this job only (stopped after)."""
+    if isinstance(pool, WorkerPool):
         yield pool
         return
+    if pool is not None and not isinstance(pool, PoolSpec):
+        raise TypeError(f"pool must be a WorkerPool or a PoolSpec, got {type(pool).__name__}")
     if model is None:
         raise ValueError("give a model folder (or a running WorkerPool)")
-    with WorkerPool(model, **options) as own:
+    with WorkerPool(model, pool, batch_size=batch_size) as own:
         yield own
 
 
@@ -77,6 +87,11 @@ def check_job(
     for what, path in inputs.items():
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{os.fspath(path)}: no such {what} file")
+    check_attempts(max_attempts)
+
+
+def check_attempts(max_attempts: int) -> None:
+    """Refuse a number of tries per shard outside 1 to 100."""
     if not 1 <= max_attempts <= 100:
         raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
 
@@ -131,6 +146,28 @@ def note_once(note: Callable[[str], None]) -> Callable[[Iterable[str]], None]:
     return tell
 
 
+def engine_row_handlers(
+    store: ShardStore,
+    rows_of: Callable[[Shard[T], list[Row]], list[Row]],
+    failed_rows_of: Callable[[Shard[T], str], list[Row]],
+    note: Callable[[str], None],
+    progress: Callable[[int], None],
+) -> tuple[Callable[[Shard[T], tuple[list[Row], list[str]]], None], Callable[[Shard[T], str, int], None]]:
+    """The ``on_result`` and ``on_failure`` of a job whose actors return the VEP engine's rows and
+    notes (``vep``, ``ism``): a shard's ``rows_of(shard, engine_rows)`` are committed (each note
+    said once); a shard that kept failing commits ``failed_rows_of(shard, why)`` instead."""
+    tell = note_once(note)
+
+    def done(shard: Shard[T], value: tuple[list[Row], list[str]]) -> None:
+        engine_rows, notes = value
+        tell(notes)
+        rows = rows_of(shard, engine_rows)
+        store.commit(shard.index, shard.first, len(shard.records), rows)
+        progress(len(rows))
+
+    return done, failed_rows_handler(store, failed_rows_of, note, progress)
+
+
 def failed_rows_handler(
     store: ShardStore,
     rows_for: Callable[[Shard[T], str], list[dict[str, Any]]],
@@ -173,3 +210,23 @@ class ShardFeed(Generic[T]):
                 self._progress(entry.n_rows)
                 continue
             yield shard
+
+
+def drive(
+    pool: WorkerPool,
+    store: ShardStore,
+    shards: Iterable[Shard[T]],
+    submit: Callable[[Any, Shard[T]], Any],
+    on_result: Callable[[Shard[T], Any], None],
+    on_failure: Callable[[Shard[T], str, int], None],
+    *,
+    max_attempts: int,
+    progress: Callable[[int], None],
+) -> ShardFeed[T]:
+    """Compute on the pool's actors every shard the store does not hold yet
+    (:func:`~hexamer.distributed.scheduler.run_shards`), then check that the store covers every
+    record of the input; the feed tells how many records there were and how many rows resumed."""
+    feed = ShardFeed(shards, store, progress)
+    run_shards(pool.actors, feed, submit, on_result, on_failure, max_attempts=max_attempts)
+    store.check_complete(feed.n_records)
+    return feed

@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for, sequence_store
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import check_job, drive, failure_reason, pool_for, sequence_store
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
 from hexamer.embed import EMBEDDING_FORMATS, write_embeddings
 from hexamer.embed.pooling import GROUP_PROMPTS, POOLS, prompt_count
@@ -93,14 +92,7 @@ def embed(
     input_file: PathLike,
     output: PathLike,
     *,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     pooling: str = "mean",
     layer: int = -1,
     max_tokens: int | None = None,
@@ -152,16 +144,13 @@ def embed(
             else:
                 yield rec
 
-    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
-    with pool_for(pool, model, **spec) as workers_pool:
+    with pool_for(pool, model, batch_size) as workers_pool:
         import ray
 
         layout, capacity, overlap = ray.get(workers_pool.actors[0].embed_geometry.remote(options))
         store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
         progress = on_progress or (lambda _: None)
         count = lambda rec: prompt_count(rec, layout, capacity, overlap)  # noqa: E731
-        feed = ShardFeed(group_shards(records(), size, count), store, progress)
 
         def commit(
             shard: Shard[SequenceRecord], items: list[tuple[str, Any]], errors: dict[str, str], failed: bool
@@ -177,15 +166,16 @@ def embed(
             note(f"{why}; its records have no vector")
             commit(shard, [(r.id, None) for r in shard.records], {r.id: why for r in shard.records}, True)
 
-        run_shards(
-            workers_pool.actors,
-            feed,
+        feed = drive(
+            workers_pool,
+            store,
+            group_shards(records(), size, count),
             lambda actor, shard: actor.embed_shard.remote(shard.index, shard.records, options, fault),
             lambda shard, value: commit(shard, value[0], value[1], False),
             failed,
             max_attempts=max_attempts,
+            progress=progress,
         )
-    store.check_complete(feed.n_records)
     errors = dict(reader_errors)
 
     def items() -> Iterator[tuple[str, np.ndarray | None]]:

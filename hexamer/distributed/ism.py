@@ -24,17 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import (
-    ShardFeed,
-    block_shards,
-    check_job,
-    failed_rows_handler,
-    note_once,
-    pool_for,
-)
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import block_shards, check_job, drive, engine_row_handlers, pool_for
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_rows, ism_settings, region_list, site_list
@@ -112,14 +104,7 @@ def ism(
     vcf: PathLike | None = None,
     flank: int = 50,
     indels: bool = False,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     shard_records: int | None = None,
     max_attempts: int = 3,
     resume: bool = False,
@@ -135,9 +120,8 @@ def ism(
 
     ``settings`` is a :class:`~hexamer.vep.VepSettings` (default: :func:`hexamer.ism.ism_settings`
     of the keyword ``fields``: ``recipe``, ``window``, ``window_grid``, ...). ``model`` is a model
-    folder every node can read; ``pool`` reuses running actors instead (then ``model``,
-    ``workers``, ``address``, ``threads``, ``num_cpus``, ``num_gpus``, ``dtype`` and ``device``
-    are unused). ``shard_records`` (default ``block_records``, 50,000) scored records go to an
+    folder every node can read; ``pool`` is as for :func:`hexamer.distributed.run_vep` (a
+    :class:`~hexamer.distributed.PoolSpec`, or a running pool). ``shard_records (default ``block_records``, 50,000) scored records go to an
     actor at a time, a multiple of ``block_records``. Finished shards are committed as they
     come; ``resume`` skips those whose checksum verifies. A shard that fails ``max_attempts``
     times becomes ``failed`` rows with the reason. ``calibration`` fills ``phred`` on the driver
@@ -164,9 +148,7 @@ def ism(
         else:
             assert region is not None
             regions = region_list(region, reference)
-        spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-        spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=requested.batch_size)
-        with pool_for(pool, model, **spec) as workers_pool:
+        with pool_for(pool, model, requested.batch_size) as workers_pool:
             store, n_resumed = _score(
                 workers_pool,
                 reference,
@@ -222,28 +204,21 @@ def _score(
     }
     store = ShardStore(run_folder(out), meta, schema=ism_schema(), resume=resume, on_note=note)
     progress = on_progress or (lambda _: None)
-    tell = note_once(note)
 
     def submit(actor: Any, shard: Shard[IsmRecord]) -> Any:
         records = [it.record for it in shard.records if it.skip is None]
         return actor.vep_shard.remote(shard.index, records, fasta, None, checked_dict, fault)
 
-    def done(shard: Shard[IsmRecord], value: tuple[list[Row], list[str]]) -> None:
-        engine_rows, notes = value
-        tell(notes)
+    def shard_rows(shard: Shard[IsmRecord], engine_rows: list[Row]) -> list[Row]:
+        """The shard's ISM rows: its engine rows by record, with its skipped bases in place."""
         scored: dict[int, list[Row]] = {}
         for r in engine_rows:
             scored.setdefault(r["record"], []).append(r)
-        rows = [row for batch in ism_rows(shard.records, scored, checked.recipe) for row in batch]
-        store.commit(shard.index, shard.first, len(shard.records), rows)
-        progress(len(rows))
+        return [row for batch in ism_rows(shard.records, scored, checked.recipe) for row in batch]
 
-    failed = failed_rows_handler(
-        store, lambda shard, why: _failed_rows(shard, checked.recipe, why), note, progress
+    done, failed = engine_row_handlers(
+        store, shard_rows, lambda shard, why: _failed_rows(shard, checked.recipe, why), note, progress
     )
-
-    items = ism_records(reference, regions, indels=indels)
-    feed = ShardFeed(ism_shards(items, size), store, progress)
-    run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
-    store.check_complete(feed.n_records)
+    shards = ism_shards(ism_records(reference, regions, indels=indels), size)
+    feed = drive(pool, store, shards, submit, done, failed, max_attempts=max_attempts, progress=progress)
     return store, feed.n_resumed

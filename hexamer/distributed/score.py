@@ -19,10 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for, sequence_store
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import check_job, drive, failure_reason, pool_for, sequence_store
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
 from hexamer.io import TableWriter, read_sequences, table_format
 from hexamer.sequence_scores import SCORE_CHUNK, blank_row
@@ -91,14 +90,7 @@ def score(
     input_file: PathLike,
     output: PathLike,
     *,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     level: str = "bp",
     method: str = "fns",
     prefix: str = "",
@@ -135,12 +127,9 @@ def score(
         "per_base": per_base,
         "batch_size": batch_size,
     }
-    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
-    with pool_for(pool, model, **spec) as workers_pool:
+    with pool_for(pool, model, batch_size) as workers_pool:
         store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
         progress = on_progress or (lambda _: None)
-        feed = ShardFeed(shards_of(read_sequences(os.fspath(input_file)), size), store, progress)
 
         def commit(shard: Shard[Any], chunks: list[tuple[list[Row], list[str], int]], failed: bool) -> None:
             def write(path: Path) -> None:
@@ -156,15 +145,16 @@ def score(
             note(f"{why}; its rows are marked failed")
             commit(shard, _failed_chunks(shard.records, why, per_base), True)
 
-        run_shards(
-            workers_pool.actors,
-            feed,
+        feed = drive(
+            workers_pool,
+            store,
+            shards_of(read_sequences(os.fspath(input_file)), size),
             lambda actor, shard: actor.score_shard.remote(shard.index, shard.records, options, fault),
             lambda shard, chunks: commit(shard, chunks, False),
             failed,
             max_attempts=max_attempts,
+            progress=progress,
         )
-    store.check_complete(feed.n_records)
     statuses: Counter[str] = Counter()
     problems: list[str] = []
     scored_bp = 0

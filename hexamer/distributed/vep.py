@@ -16,10 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, block_shards, failed_rows_handler, note_once, pool_for
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import block_shards, check_attempts, drive, engine_row_handlers, pool_for
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard, shards_of
 from hexamer.distributed.store import ShardStore, file_identity, run_folder
 from hexamer.io.contigs import read_rename_file
@@ -73,14 +72,7 @@ def run_vep(
     fasta: PathLike,
     output: PathLike,
     *,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     shard_records: int | None = None,
     max_attempts: int = 3,
     resume: bool = False,
@@ -96,9 +88,10 @@ def run_vep(
 ) -> VepRunResult:
     """Score a VCF into ``output`` on Ray actors; the output equals :func:`hexamer.vep.run_vep`'s.
 
-    ``model`` is a model folder every node can read (or a hub id); ``pool`` reuses running
-    actors instead (:class:`~hexamer.distributed.WorkerPool`, then ``model``, ``workers``,
-    ``address``, ``threads``, ``num_cpus``, ``num_gpus``, ``dtype`` and ``device`` are unused).
+    ``model`` is a model folder every node can read (or a hub id), loaded by a pool of actors
+    started for this job as ``pool`` says (a :class:`~hexamer.distributed.PoolSpec`: workers,
+    cluster address, threads, CPUs, GPUs, dtype, device; None: ``PoolSpec()``); ``pool`` may
+    instead be a running :class:`~hexamer.distributed.WorkerPool`, reused (``model`` unused).
     ``shard_records`` (default: ``block_records``, 50,000) records go to an actor at a time; it
     must be a multiple of ``block_records`` so shards plan the blocks a single process plans.
     Finished shards are committed as they come (:mod:`~hexamer.distributed.store`); ``resume``
@@ -111,16 +104,13 @@ def run_vep(
     note = on_note or (lambda _: None)
     out = Path(output)
     kind = check_job_paths(vcf, fasta, out)
-    if not 1 <= max_attempts <= 100:
-        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
+    check_attempts(max_attempts)
     requested = settings_from(settings, fields)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     fasta_path = str(Path(fasta).resolve())
     read_vcf(vcf).close()  # a bad header fails now, before any actor starts
-    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=requested.batch_size)
-    with pool_for(pool, model, **spec) as workers_pool:
+    with pool_for(pool, model, requested.batch_size) as workers_pool:
         return _run(
             workers_pool,
             vcf,
@@ -175,23 +165,19 @@ def _run(
         meta["renames"] = dict(sorted(renames.items()))
     store = ShardStore(run_folder(out), meta, schema=row_schema(), resume=resume, on_note=note)
     progress = on_progress or (lambda _: None)
-    tell = note_once(note)
 
     def submit(actor: Any, shard: Shard[VcfRecord]) -> Any:
         return actor.vep_shard.remote(shard.index, shard.records, fasta, renames, checked_dict, fault)
 
-    def done(shard: Shard[VcfRecord], value: tuple[list[Row], list[str]]) -> None:
-        rows, notes = value
-        tell(notes)
-        store.commit(shard.index, shard.first, len(shard.records), rows)
-        progress(len(rows))
-
-    failed = failed_rows_handler(
-        store, lambda shard, why: _failed_rows(shard.records, checked.recipe, why), note, progress
+    done, failed = engine_row_handlers(
+        store,
+        lambda shard, rows: rows,
+        lambda shard, why: _failed_rows(shard.records, checked.recipe, why),
+        note,
+        progress,
     )
-    feed = ShardFeed(shards_of(read_vcf(vcf), size), store, progress)
-    run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
-    store.check_complete(feed.n_records)
+    shards = shards_of(read_vcf(vcf), size)
+    feed = drive(pool, store, shards, submit, done, failed, max_attempts=max_attempts, progress=progress)
 
     return write_job_output(
         out,
