@@ -6,6 +6,8 @@ single-process output byte for byte.
 * :mod:`~hexamer.distributed.sharding`: records cut into shards that keep their global index;
 * :mod:`~hexamer.distributed.scheduler`: shards streamed to actors, retried, bounded in flight;
 * :mod:`~hexamer.distributed.store`: shards committed atomically with checksums (``resume``);
+* :mod:`~hexamer.distributed.driver`: what every driver shares (checks, run folder, shard loop);
+* :mod:`~hexamer.distributed.blocks`: jobs scored by the VEP engine in whole blocks (vep, ism);
 * :mod:`~hexamer.distributed.vep`: the VEP driver, :func:`run_vep`;
 * :mod:`~hexamer.distributed.score`: ``hexamer score``'s driver, :func:`score`;
 * :mod:`~hexamer.distributed.embed`: ``hexamer embed``'s driver, :func:`embed`;

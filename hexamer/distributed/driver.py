@@ -1,39 +1,66 @@
-"""What every scale-out driver shares: a pool for the job, the checks before any work, the feed
-of shards still to compute (committed ones counted, not sent), the loop that computes them and
-checks the store is whole, and what a shard that kept failing becomes."""
+"""What every scale-out driver shares: how a job runs its shards (:class:`ShardRun`), a pool for
+the job, the checks before any work, the run folder, the feed of shards still to compute
+(committed ones counted, not sent) and the loop that computes them and checks the store is whole."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
 from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.distributed.store import ShardStore, run_folder
 
 if TYPE_CHECKING:
-    from hexamer.calibration import Calibration
-    from hexamer.vep.engine import VepSettings
+    from hexamer.distributed.faults import FaultPlan
 
 __all__ = [
     "ShardFeed",
-    "block_shards",
-    "check_attempts",
+    "ShardRun",
     "check_job",
     "drive",
-    "engine_row_handlers",
-    "failed_rows_handler",
     "failure_reason",
+    "job_store",
     "note_once",
     "pool_for",
 ]
 
 T = TypeVar("T")
-Row = dict[str, Any]
+#: most tries of one shard (a typo must not retry a poisoned shard for hours)
+MAX_ATTEMPTS = 100
+
+
+@dataclass(frozen=True)
+class ShardRun:
+    """How a job runs its shards, whatever it computes: the output (its run folder lies next to
+    it), the shard size asked for (None: the pipeline's default), the tries per shard before its
+    rows are marked failed, whether to continue a killed run, the faults to inject (drills and
+    tests), and where notes and progress (rows done) go."""
+
+    out: Path
+    shard_records: int | None = None
+    max_attempts: int = 3
+    resume: bool = False
+    fault: FaultPlan | None = None
+    on_note: Callable[[str], None] | None = None
+    on_progress: Callable[[int], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_attempts <= MAX_ATTEMPTS:
+            raise ValueError(f"max_attempts must be between 1 and {MAX_ATTEMPTS}, got {self.max_attempts}")
+
+    def note(self, message: str) -> None:
+        if self.on_note is not None:
+            self.on_note(message)
+
+    def progress(self, n: int) -> None:
+        if self.on_progress is not None:
+            self.on_progress(n)
 
 
 @contextlib.contextmanager
@@ -54,32 +81,7 @@ def pool_for(
         yield own
 
 
-def sequence_store(
-    fmt: str,
-    out: os.PathLike[str],
-    input_file: str | os.PathLike[str],
-    options: dict[str, Any],
-    pool: WorkerPool,
-    size: int,
-    resume: bool,
-    note: Callable[[str], None],
-) -> ShardStore:
-    """The run folder of a job with one output row per input sequence (score, embed): the job is
-    its format, options, input file, model, output name and shard size."""
-    meta = {
-        "format": fmt,
-        "settings": options,
-        "input": file_identity(input_file),
-        "model": pool.fingerprint,
-        "output": Path(out).name,
-        "shard_records": size,
-    }
-    return ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
-
-
-def check_job(
-    output: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]], max_attempts: int
-) -> None:
+def check_job(output: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]]) -> None:
     """Fail before any actor starts: an output folder that does not exist, a missing input."""
     folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
@@ -87,43 +89,16 @@ def check_job(
     for what, path in inputs.items():
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{os.fspath(path)}: no such {what} file")
-    check_attempts(max_attempts)
 
 
-def check_attempts(max_attempts: int) -> None:
-    """Refuse a number of tries per shard outside 1 to 100."""
-    if not 1 <= max_attempts <= 100:
-        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
-
-
-def block_shards(
-    pool: WorkerPool,
-    requested: VepSettings,
-    shard_records: int | None,
-    note: Callable[[str], None],
-    calibration: Calibration | None = None,
-) -> tuple[VepSettings, int]:
-    """The VEP settings as the actors' model fits them (what was cut goes to ``note``), checked
-    against ``calibration`` before any shard is scored, and the shard size: ``shard_records``
-    (default ``block_records``), a positive multiple of ``block_records`` so each shard plans the
-    engine blocks a single-process run plans."""
-    from hexamer.distributed.cluster import require_ray
-    from hexamer.vep.engine import VepSettings
-
-    ray = require_ray()
-    checked_dict, fitted = ray.get(pool.actors[0].vep_settings.remote(requested.as_dict()))
-    for message in fitted:
-        note(message)
-    checked = VepSettings(**checked_dict)
-    if calibration is not None:
-        calibration.check(pool.fingerprint, checked)
-    size = checked.block_records if shard_records is None else shard_records
-    if size < 1 or size % checked.block_records:
-        raise ValueError(
-            f"shard_records must be a positive multiple of block_records ({checked.block_records}) so "
-            f"each shard plans the engine blocks a single-process run plans, got {size}"
-        )
-    return checked, size
+def job_store(
+    run: ShardRun, job: dict[str, Any], pool: WorkerPool, size: int, schema: Any = None
+) -> ShardStore:
+    """The run folder of ``run.out``: ``job`` (its format, settings and inputs by content) with
+    the model's fingerprint, the output's name and the shard size, so a resumed run continues the
+    same job only; ``schema`` is the Parquet schema of stores that hold rows (vep, ism)."""
+    meta = {**job, "model": pool.fingerprint, "output": run.out.name, "shard_records": size}
+    return ShardStore(run_folder(run.out), meta, schema=schema, resume=run.resume, on_note=run.note)
 
 
 def failure_reason(shard: Shard[Any], reason: str, attempts: int, verb: str = "scoring") -> str:
@@ -144,47 +119,6 @@ def note_once(note: Callable[[str], None]) -> Callable[[Iterable[str]], None]:
                 note(message)
 
     return tell
-
-
-def engine_row_handlers(
-    store: ShardStore,
-    rows_of: Callable[[Shard[T], list[Row]], list[Row]],
-    failed_rows_of: Callable[[Shard[T], str], list[Row]],
-    note: Callable[[str], None],
-    progress: Callable[[int], None],
-) -> tuple[Callable[[Shard[T], tuple[list[Row], list[str]]], None], Callable[[Shard[T], str, int], None]]:
-    """The ``on_result`` and ``on_failure`` of a job whose actors return the VEP engine's rows and
-    notes (``vep``, ``ism``): a shard's ``rows_of(shard, engine_rows)`` are committed (each note
-    said once); a shard that kept failing commits ``failed_rows_of(shard, why)`` instead."""
-    tell = note_once(note)
-
-    def done(shard: Shard[T], value: tuple[list[Row], list[str]]) -> None:
-        engine_rows, notes = value
-        tell(notes)
-        rows = rows_of(shard, engine_rows)
-        store.commit(shard.index, shard.first, len(shard.records), rows)
-        progress(len(rows))
-
-    return done, failed_rows_handler(store, failed_rows_of, note, progress)
-
-
-def failed_rows_handler(
-    store: ShardStore,
-    rows_for: Callable[[Shard[T], str], list[dict[str, Any]]],
-    note: Callable[[str], None],
-    progress: Callable[[int], None],
-) -> Callable[[Shard[T], str, int], None]:
-    """The ``on_failed`` of a job whose store holds rows: the shard's ``rows_for(shard, why)``
-    (``failed`` rows with the reason) are committed in its place, so every record still appears."""
-
-    def failed(shard: Shard[T], reason: str, attempts: int) -> None:
-        why = failure_reason(shard, reason, attempts)
-        note(f"{why}; its rows are marked failed")
-        rows = rows_for(shard, why)
-        store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
-        progress(len(rows))
-
-    return failed
 
 
 class ShardFeed(Generic[T]):
@@ -214,19 +148,18 @@ class ShardFeed(Generic[T]):
 
 def drive(
     pool: WorkerPool,
+    run: ShardRun,
     store: ShardStore,
     shards: Iterable[Shard[T]],
     submit: Callable[[Any, Shard[T]], Any],
     on_result: Callable[[Shard[T], Any], None],
     on_failure: Callable[[Shard[T], str, int], None],
-    *,
-    max_attempts: int,
-    progress: Callable[[int], None],
 ) -> ShardFeed[T]:
     """Compute on the pool's actors every shard the store does not hold yet
-    (:func:`~hexamer.distributed.scheduler.run_shards`), then check that the store covers every
-    record of the input; the feed tells how many records there were and how many rows resumed."""
-    feed = ShardFeed(shards, store, progress)
-    run_shards(pool.actors, feed, submit, on_result, on_failure, max_attempts=max_attempts)
+    (:func:`~hexamer.distributed.scheduler.run_shards`, ``run.max_attempts`` tries each), then
+    check that the store covers every record of the input; the feed tells how many records there
+    were and how many rows resumed."""
+    feed = ShardFeed(shards, store, run.progress)
+    run_shards(pool.actors, feed, submit, on_result, on_failure, max_attempts=run.max_attempts)
     store.check_complete(feed.n_records)
     return feed

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
-from hexamer.distributed.driver import check_job, drive, failure_reason, pool_for, sequence_store
+from hexamer.distributed.driver import ShardRun, check_job, drive, failure_reason, job_store, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import Shard
+from hexamer.distributed.store import file_identity
 from hexamer.embed import EMBEDDING_FORMATS, write_embeddings
 from hexamer.embed.pooling import GROUP_PROMPTS, POOLS, prompt_count
 from hexamer.io import BadRecord, SequenceRecord, read_sequences
@@ -113,14 +114,14 @@ def embed(
     number of records per shard (a shard ends where an embedding group ends). A record the reader
     rejects is kept as a row without a vector (``on_bad_record`` hears of it). ``pool``,
     ``resume``, ``max_attempts`` and ``fault`` are as for :func:`hexamer.distributed.run_vep`."""
-    note = on_note or (lambda _: None)
-    out = Path(output)
+    run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
+    out, note, progress = run.out, run.note, run.progress
     if not out.name.lower().endswith(EMBEDDING_FORMATS):
         raise ValueError(f"embeddings are written as {' or '.join(EMBEDDING_FORMATS)}, got {out.name!r}")
     if pooling not in POOLS:
         raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pooling!r}")
-    check_job(out, {"sequence": input_file}, max_attempts)
-    size = DEFAULT_SHARD_RECORDS if shard_records is None else shard_records
+    check_job(out, {"sequence": input_file})
+    size = DEFAULT_SHARD_RECORDS if run.shard_records is None else run.shard_records
     if not 1 <= size <= 10_000_000:
         raise ValueError(f"shard_records must be between 1 and 10,000,000, got {size}")
     options = {
@@ -148,8 +149,8 @@ def embed(
         import ray
 
         layout, capacity, overlap = ray.get(workers_pool.actors[0].embed_geometry.remote(options))
-        store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
-        progress = on_progress or (lambda _: None)
+        job = {"format": _FORMAT, "settings": options, "input": file_identity(input_file)}
+        store = job_store(run, job, workers_pool, size)
         count = lambda rec: prompt_count(rec, layout, capacity, overlap)  # noqa: E731
 
         def commit(
@@ -168,13 +169,12 @@ def embed(
 
         feed = drive(
             workers_pool,
+            run,
             store,
             group_shards(records(), size, count),
             lambda actor, shard: actor.embed_shard.remote(shard.index, shard.records, options, fault),
             lambda shard, value: commit(shard, value[0], value[1], False),
             failed,
-            max_attempts=max_attempts,
-            progress=progress,
         )
     errors = dict(reader_errors)
 

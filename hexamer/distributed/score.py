@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
-from hexamer.distributed.driver import check_job, drive, failure_reason, pool_for, sequence_store
+from hexamer.distributed.driver import ShardRun, check_job, drive, failure_reason, job_store, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import Shard, shards_of
+from hexamer.distributed.store import file_identity
 from hexamer.io import TableWriter, read_sequences, table_format
 from hexamer.sequence_scores import SCORE_CHUNK, blank_row
 
@@ -108,13 +109,13 @@ def score(
     ``shard_records`` (default 4,096) must be a multiple of 256 (the command's chunk). ``pool``,
     ``resume``, ``max_attempts`` and ``fault`` are as for :func:`hexamer.distributed.run_vep`;
     ``level``, ``method``, ``prefix``, ``per_base`` and ``batch_size`` as for ``hexamer score``."""
-    note = on_note or (lambda _: None)
-    out = Path(output)
+    run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
+    out, note, progress = run.out, run.note, run.progress
     table_format(out)  # an unsupported extension fails now
     if out.name.lower().endswith((".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")):
         raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
-    check_job(out, {"sequence": input_file}, max_attempts)
-    size = DEFAULT_SHARD_RECORDS if shard_records is None else shard_records
+    check_job(out, {"sequence": input_file})
+    size = DEFAULT_SHARD_RECORDS if run.shard_records is None else run.shard_records
     if size < 1 or size % SCORE_CHUNK:
         raise ValueError(
             f"shard_records must be a positive multiple of {SCORE_CHUNK} (the records of one engine "
@@ -128,8 +129,8 @@ def score(
         "batch_size": batch_size,
     }
     with pool_for(pool, model, batch_size) as workers_pool:
-        store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
-        progress = on_progress or (lambda _: None)
+        job = {"format": _FORMAT, "settings": options, "input": file_identity(input_file)}
+        store = job_store(run, job, workers_pool, size)
 
         def commit(shard: Shard[Any], chunks: list[tuple[list[Row], list[str], int]], failed: bool) -> None:
             def write(path: Path) -> None:
@@ -147,13 +148,12 @@ def score(
 
         feed = drive(
             workers_pool,
+            run,
             store,
             shards_of(read_sequences(os.fspath(input_file)), size),
             lambda actor, shard: actor.score_shard.remote(shard.index, shard.records, options, fault),
             lambda shard, chunks: commit(shard, chunks, False),
             failed,
-            max_attempts=max_attempts,
-            progress=progress,
         )
     statuses: Counter[str] = Counter()
     problems: list[str] = []

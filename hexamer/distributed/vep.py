@@ -16,17 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hexamer.distributed.blocks import score_blocks
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
-from hexamer.distributed.driver import block_shards, check_attempts, drive, engine_row_handlers, pool_for
+from hexamer.distributed.driver import ShardRun, pool_for
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.sharding import Shard, shards_of
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.distributed.sharding import shards_of
+from hexamer.distributed.store import file_identity
 from hexamer.io.contigs import read_rename_file
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, settings_from
 from hexamer.vep.output import resolve_info_fields, row_schema
-from hexamer.vep.planner import result_row
 from hexamer.vep.resume import VepRunResult, check_job_paths, write_job_output
-from hexamer.vep.variants import VcfRecord, read_vcf
+from hexamer.vep.variants import read_vcf
 
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["SCALE_OUT_OPTIONS", "run_vep", "single_process_command"]
 
 PathLike = str | os.PathLike[str]
-Row = dict[str, Any]
 #: the layout of the run folder; another value is another job
 _FORMAT = "hexamer-ray-vep/1"
 #: CLI options that say where a job runs, not what it computes: left out of ``##hexamer_command``
@@ -59,11 +58,6 @@ def single_process_command(argv: Sequence[str] | None = None) -> str:
             continue
         kept.append(arg)
     return shlex.join(kept)
-
-
-def _failed_rows(records: Sequence[VcfRecord], recipe: str, reason: str) -> list[Row]:
-    """One ``failed`` row per variant of records that could not be scored (nothing is lost)."""
-    return [result_row(v, recipe, "failed", reason=reason) for rec in records for v in rec.variants()]
 
 
 def run_vep(
@@ -101,95 +95,40 @@ def run_vep(
     its fields as keywords), ``calibration``, ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
     :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests).
     """
-    note = on_note or (lambda _: None)
-    out = Path(output)
-    kind = check_job_paths(vcf, fasta, out)
-    check_attempts(max_attempts)
+    run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
+    kind = check_job_paths(vcf, fasta, run.out)
     requested = settings_from(settings, fields)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     fasta_path = str(Path(fasta).resolve())
     read_vcf(vcf).close()  # a bad header fails now, before any actor starts
-    with pool_for(pool, model, requested.batch_size) as workers_pool:
-        return _run(
-            workers_pool,
-            vcf,
-            fasta_path,
-            out,
-            kind,
-            requested,
-            shard_records,
-            max_attempts,
-            resume,
-            on_progress,
-            note,
-            renames,
-            info,
-            command,
-            fault,
-            calibration,
-        )
-
-
-def _run(
-    pool: WorkerPool,
-    vcf: PathLike,
-    fasta: str,
-    out: Path,
-    kind: str,
-    requested: VepSettings,
-    shard_records: int | None,
-    max_attempts: int,
-    resume: bool,
-    on_progress: Callable[[int], None] | None,
-    note: Callable[[str], None],
-    renames: Mapping[str, str] | None,
-    info: Any,
-    command: str | None,
-    fault: FaultPlan | None,
-    calibration: Calibration | None,
-) -> VepRunResult:
-    checked, size = block_shards(pool, requested, shard_records, note, calibration)
-    checked_dict = checked.as_dict()
-    meta: dict[str, Any] = {
-        "format": _FORMAT,
-        "settings": checked.as_dict(),
-        "vcf": file_identity(vcf),
-        "fasta": file_identity(fasta),
-        "model": pool.fingerprint,
-        "output": out.name,
-        "shard_records": size,
-        "command": command or single_process_command(),
-    }
+    job: dict[str, Any] = {"format": _FORMAT, "vcf": file_identity(vcf), "fasta": file_identity(fasta_path)}
+    job["command"] = command or single_process_command()
     if renames:
-        meta["renames"] = dict(sorted(renames.items()))
-    store = ShardStore(run_folder(out), meta, schema=row_schema(), resume=resume, on_note=note)
-    progress = on_progress or (lambda _: None)
-
-    def submit(actor: Any, shard: Shard[VcfRecord]) -> Any:
-        return actor.vep_shard.remote(shard.index, shard.records, fasta, renames, checked_dict, fault)
-
-    done, failed = engine_row_handlers(
-        store,
-        lambda shard, rows: rows,
-        lambda shard, why: _failed_rows(shard.records, checked.recipe, why),
-        note,
-        progress,
-    )
-    shards = shards_of(read_vcf(vcf), size)
-    feed = drive(pool, store, shards, submit, done, failed, max_attempts=max_attempts, progress=progress)
-
+        job["renames"] = dict(sorted(renames.items()))
+    with pool_for(pool, model, requested.batch_size) as workers_pool:
+        checked, store, feed = score_blocks(
+            workers_pool,
+            run,
+            requested,
+            calibration,
+            job,
+            row_schema(),
+            lambda size: shards_of(read_vcf(vcf), size),
+            fasta_path,
+            renames,
+        )
     return write_job_output(
-        out,
+        run.out,
         vcf,
         store.rows(ROW_COLUMNS),
         checked,
-        model=pool.fingerprint,
-        command=str(store.meta.get("command") or meta["command"]),
+        model=workers_pool.fingerprint,
+        command=str(store.meta.get("command") or job["command"]),
         contigs=store.contigs() if kind == "vcf" else None,
         info=info,
         calibration=calibration,
-        note=note,
+        note=run.note,
         n_resumed=feed.n_resumed,
         clean_up=store.remove,
     )

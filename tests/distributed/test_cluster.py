@@ -6,7 +6,6 @@ import pytest
 
 from hexamer.distributed import PoolSpec
 from hexamer.distributed.cluster import DEFAULT_CPUS_PER_THREAD, MAX_WORKERS
-from hexamer.distributed.driver import pool_for
 
 
 @pytest.mark.parametrize(
@@ -29,8 +28,3 @@ def test_a_spec_out_of_range_is_refused(field: str, value: float, message: str) 
 def test_actors_reserve_half_a_cpu_per_thread_unless_told() -> None:
     assert PoolSpec(threads=4).cpus_per_worker == 4 * DEFAULT_CPUS_PER_THREAD
     assert PoolSpec(threads=4, num_cpus=3.0).cpus_per_worker == 3.0
-
-
-def test_pool_must_be_a_pool_or_a_spec() -> None:
-    with pytest.raises(TypeError, match="WorkerPool or a PoolSpec"), pool_for({"workers": 2}, "model", 8):  # type: ignore[arg-type]
-        pass
