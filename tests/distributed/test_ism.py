@@ -100,7 +100,7 @@ def _ism(pool: WorkerPool, fasta: Path, out: Path, workers: int = 2, shard_recor
         pool=pool.limited(workers),
         shard_records=shard_records,
         settings=SETTINGS,
-        on_note=lambda _: None,
+        on_note=kw.pop("on_note", lambda _: None),
         **kw,
     )
 
@@ -168,17 +168,8 @@ def test_resume_refuses_another_job(pool, fasta, tmp_path) -> None:
 def test_a_poisoned_shard_becomes_failed_rows(pool, fasta, single, tmp_path) -> None:
     out = tmp_path / "ism.parquet"
     notes: list[str] = []
-    result = ism(
-        None,
-        fasta,
-        out,
-        region=REGIONS,
-        pool=pool.limited(2),
-        shard_records=4,
-        settings=SETTINGS,
-        fault=FaultPlan(raise_in_shard=2),  # bases 589-593 of contig a: 4 scored, the R skipped
-        on_note=notes.append,
-    )
+    poison = FaultPlan(raise_in_shard=2)  # bases 589-593 of contig a: 4 scored, the R skipped
+    result = _ism(pool, fasta, out, 2, 4, fault=poison, on_note=notes.append)
     got = pq.read_table(out).to_pylist()
     want = pq.read_table(single[False]["parquet"]).to_pylist()
     key = [(r["chrom"], r["pos"], r["alt"]) for r in want]

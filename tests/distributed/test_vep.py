@@ -42,7 +42,7 @@ def _run(pool, job_vcf: Path, out: Path, workers: int, shard_records: int, **kw)
         out,
         pool=pool.limited(workers),
         shard_records=shard_records,
-        on_note=lambda _: None,
+        on_note=kw.pop("on_note", lambda _: None),
         **kw,
         **SETTINGS,
     )
@@ -91,9 +91,7 @@ def test_resume_verifies_checksums(pool, job_vcf, single, tmp_path) -> None:
     shard = sorted(run_folder(out).glob("shard-*"))[0]
     shard.write_bytes(shard.read_bytes()[:-8] + b"corrupt!")
     notes: list[str] = []
-    result = run_vep(
-        None, job_vcf, FASTA, out, pool=pool, shard_records=4, resume=True, on_note=notes.append, **SETTINGS
-    )
+    result = _run(pool, job_vcf, out, 3, 4, resume=True, on_note=notes.append)
     assert result.n_resumed == 0
     assert any("corrupt" in n for n in notes)
     assert out.read_bytes() == single["tsv"].read_bytes()
@@ -109,17 +107,7 @@ def test_resume_refuses_another_job(pool, job_vcf, tmp_path) -> None:
 def test_a_poisoned_shard_becomes_failed_rows(pool, job_vcf, single, tmp_path) -> None:
     out = tmp_path / "out.parquet"
     notes: list[str] = []
-    result = run_vep(
-        None,
-        job_vcf,
-        FASTA,
-        out,
-        pool=pool.limited(2),
-        shard_records=4,
-        fault=FaultPlan(raise_in_shard=1),
-        on_note=notes.append,
-        **SETTINGS,
-    )
+    result = _run(pool, job_vcf, out, 2, 4, fault=FaultPlan(raise_in_shard=1), on_note=notes.append)
     got = pq.read_table(out).to_pylist()
     want = pq.read_table(single["parquet"]).to_pylist()
     assert [(r["record"], r["alt_index"]) for r in got] == [(r["record"], r["alt_index"]) for r in want]
