@@ -25,12 +25,14 @@ __all__ = [
     "check_job",
     "drive",
     "failure_reason",
+    "file_handlers",
     "job_store",
     "note_once",
     "pool_for",
 ]
 
 T = TypeVar("T")
+V = TypeVar("V")
 #: most tries of one shard (a typo must not retry a poisoned shard for hours)
 MAX_ATTEMPTS = 100
 
@@ -55,10 +57,12 @@ class ShardRun:
             raise ValueError(f"max_attempts must be between 1 and {MAX_ATTEMPTS}, got {self.max_attempts}")
 
     def note(self, message: str) -> None:
+        """Pass ``message`` to ``on_note`` (nowhere without one)."""
         if self.on_note is not None:
             self.on_note(message)
 
     def progress(self, n: int) -> None:
+        """Report ``n`` more rows done to ``on_progress`` (nowhere without one)."""
         if self.on_progress is not None:
             self.on_progress(n)
 
@@ -105,6 +109,35 @@ def failure_reason(shard: Shard[Any], reason: str, attempts: int, verb: str = "s
     """What a row of a shard that kept failing says (its records, the attempts, the last error)."""
     last = shard.first + len(shard.records) - 1
     return f"{verb} failed: shard of records {shard.first}-{last} failed {attempts} times ({reason})"
+
+
+def file_handlers(
+    store: ShardStore,
+    run: ShardRun,
+    write: Callable[[Path, V], None],
+    n_rows: Callable[[V], int],
+    failed_value: Callable[[Shard[T], str], V],
+    consequence: str,
+    verb: str = "scoring",
+) -> tuple[Callable[[Shard[T], V], None], Callable[[Shard[T], str, int], None]]:
+    """The ``on_result`` and ``on_failure`` of a job that commits each shard's value as one file
+    (``score``, ``embed``): ``write(path, value)`` writes it, ``n_rows(value)`` rows are reported
+    done. A shard that kept failing commits ``failed_value(shard, why)`` instead, and the note
+    says why and ``consequence`` (so every record still appears, with the reason)."""
+
+    def commit(shard: Shard[T], value: V, failed: bool) -> None:
+        n = n_rows(value)
+        store.commit_file(
+            shard.index, shard.first, len(shard.records), n, lambda path: write(path, value), failed=failed
+        )
+        run.progress(n)
+
+    def failed(shard: Shard[T], reason: str, attempts: int) -> None:
+        why = failure_reason(shard, reason, attempts, verb)
+        run.note(f"{why}; {consequence}")
+        commit(shard, failed_value(shard, why), True)
+
+    return (lambda shard, value: commit(shard, value, False)), failed
 
 
 def note_once(note: Callable[[str], None]) -> Callable[[Iterable[str]], None]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
-from hexamer.distributed.driver import ShardRun, check_job, drive, failure_reason, job_store, pool_for
+from hexamer.distributed.driver import ShardRun, check_job, drive, file_handlers, job_store, pool_for
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import file_identity
@@ -63,10 +63,12 @@ def group_shards(
         yield Shard(index, first, batch)
 
 
-def _write_shard(path: Path, items: list[tuple[str, Any]], errors: dict[str, str]) -> None:
+def _write_shard(path: Path, value: tuple[list[tuple[str, Any]], dict[str, str]]) -> None:
+    """A shard's ``(id, vector or None)`` items and why each vector is missing, as Parquet."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    items, errors = value
     vectors = [None if v is None else np.asarray(v, np.float32).reshape(-1) for _, v in items]
     table = pa.table(
         {
@@ -115,7 +117,7 @@ def embed(
     rejects is kept as a row without a vector (``on_bad_record`` hears of it). ``pool``,
     ``resume``, ``max_attempts`` and ``fault`` are as for :func:`hexamer.distributed.run_vep`."""
     run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
-    out, note, progress = run.out, run.note, run.progress
+    out = run.out
     if not out.name.lower().endswith(EMBEDDING_FORMATS):
         raise ValueError(f"embeddings are written as {' or '.join(EMBEDDING_FORMATS)}, got {out.name!r}")
     if pooling not in POOLS:
@@ -153,27 +155,22 @@ def embed(
         store = job_store(run, job, workers_pool, size)
         count = lambda rec: prompt_count(rec, layout, capacity, overlap)  # noqa: E731
 
-        def commit(
-            shard: Shard[SequenceRecord], items: list[tuple[str, Any]], errors: dict[str, str], failed: bool
-        ) -> None:
-            def write(path: Path) -> None:
-                _write_shard(path, items, errors)
-
-            store.commit_file(shard.index, shard.first, len(shard.records), len(items), write, failed=failed)
-            progress(len(items))
-
-        def failed(shard: Shard[SequenceRecord], reason: str, attempts: int) -> None:
-            why = failure_reason(shard, reason, attempts, "embedding")
-            note(f"{why}; its records have no vector")
-            commit(shard, [(r.id, None) for r in shard.records], {r.id: why for r in shard.records}, True)
-
+        done, failed = file_handlers(
+            store,
+            run,
+            _write_shard,
+            lambda value: len(value[0]),
+            lambda shard, why: ([(r.id, None) for r in shard.records], {r.id: why for r in shard.records}),
+            "its records have no vector",
+            "embedding",
+        )
         feed = drive(
             workers_pool,
             run,
             store,
             group_shards(records(), size, count),
             lambda actor, shard: actor.embed_shard.remote(shard.index, shard.records, options, fault),
-            lambda shard, value: commit(shard, value[0], value[1], False),
+            done,
             failed,
         )
     errors = dict(reader_errors)

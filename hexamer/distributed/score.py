@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
-from hexamer.distributed.driver import ShardRun, check_job, drive, failure_reason, job_store, pool_for
+from hexamer.distributed.driver import ShardRun, check_job, drive, file_handlers, job_store, pool_for
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.sharding import Shard, shards_of
+from hexamer.distributed.sharding import shards_of
 from hexamer.distributed.store import file_identity
 from hexamer.io import TableWriter, read_sequences, table_format
 from hexamer.sequence_scores import SCORE_CHUNK, blank_row
@@ -65,6 +65,12 @@ def _decode(value: Any) -> Any:
 def _chunk_line(rows: list[Row], problems: list[str], scored_bp: int) -> str:
     encoded = [{k: _encode(v) for k, v in row.items()} for row in rows]
     return json.dumps({"rows": encoded, "problems": problems, "scored_bp": scored_bp}) + "\n"
+
+
+def _write_chunks(path: Path, chunks: list[tuple[list[Row], list[str], int]]) -> None:
+    """A shard's chunks, one JSON line each."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(_chunk_line(*chunk) for chunk in chunks)
 
 
 def _read_chunks(path: Path) -> Iterator[tuple[list[Row], list[str], int]]:
@@ -110,7 +116,7 @@ def score(
     ``resume``, ``max_attempts`` and ``fault`` are as for :func:`hexamer.distributed.run_vep`;
     ``level``, ``method``, ``prefix``, ``per_base`` and ``batch_size`` as for ``hexamer score``."""
     run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
-    out, note, progress = run.out, run.note, run.progress
+    out = run.out
     table_format(out)  # an unsupported extension fails now
     if out.name.lower().endswith((".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")):
         raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
@@ -132,27 +138,21 @@ def score(
         job = {"format": _FORMAT, "settings": options, "input": file_identity(input_file)}
         store = job_store(run, job, workers_pool, size)
 
-        def commit(shard: Shard[Any], chunks: list[tuple[list[Row], list[str], int]], failed: bool) -> None:
-            def write(path: Path) -> None:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.writelines(_chunk_line(*chunk) for chunk in chunks)
-
-            n = sum(len(rows) for rows, _, _ in chunks)
-            store.commit_file(shard.index, shard.first, len(shard.records), n, write, failed=failed)
-            progress(n)
-
-        def failed(shard: Shard[Any], reason: str, attempts: int) -> None:
-            why = failure_reason(shard, reason, attempts)
-            note(f"{why}; its rows are marked failed")
-            commit(shard, _failed_chunks(shard.records, why, per_base), True)
-
+        done, failed = file_handlers(
+            store,
+            run,
+            _write_chunks,
+            lambda chunks: sum(len(rows) for rows, _, _ in chunks),
+            lambda shard, why: _failed_chunks(shard.records, why, per_base),
+            "its rows are marked failed",
+        )
         feed = drive(
             workers_pool,
             run,
             store,
             shards_of(read_sequences(os.fspath(input_file)), size),
             lambda actor, shard: actor.score_shard.remote(shard.index, shard.records, options, fault),
-            lambda shard, chunks: commit(shard, chunks, False),
+            done,
             failed,
         )
     statuses: Counter[str] = Counter()
