@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -29,6 +29,7 @@ __all__ = [
     "job_store",
     "note_once",
     "pool_for",
+    "refuse_pool_keywords",
 ]
 
 T = TypeVar("T")
@@ -83,6 +84,15 @@ def pool_for(
         raise ValueError("give a model folder (or a running WorkerPool)")
     with WorkerPool(model, pool, batch_size=batch_size) as own:
         yield own
+
+
+def refuse_pool_keywords(keywords: Mapping[str, Any]) -> None:
+    """A pool option among a driver's settings keywords (``workers=8``, the older way to call)
+    is refused with where it goes now, not reported as an unknown setting."""
+    moved = sorted(set(keywords) & {f.name for f in fields(PoolSpec)})
+    if moved:
+        given = ", ".join(f"{name}={keywords[name]!r}" for name in moved)
+        raise TypeError(f"the pool is described by pool=PoolSpec(...): give pool=PoolSpec({given})")
 
 
 def check_job(output: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]]) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from hexamer.distributed.blocks import score_blocks
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
-from hexamer.distributed.driver import ShardRun, check_job, pool_for
+from hexamer.distributed.driver import ShardRun, check_job, pool_for, refuse_pool_keywords
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import file_identity
@@ -133,6 +133,7 @@ def ism(
     failures (drills and tests). A bad region raises :class:`~hexamer.ism.RegionError` before
     any actor starts.
     """
+    refuse_pool_keywords(fields)
     run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
     output_format(run.out)  # an unknown extension fails now
     check_job(run.out, {"FASTA": fasta, **({"VCF": vcf} if vcf is not None else {})})

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from hexamer.distributed.blocks import score_blocks
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
-from hexamer.distributed.driver import ShardRun, pool_for
+from hexamer.distributed.driver import ShardRun, pool_for, refuse_pool_keywords
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import shards_of
 from hexamer.distributed.store import file_identity
@@ -95,6 +95,7 @@ def run_vep(
     its fields as keywords), ``calibration``, ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
     :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests).
     """
+    refuse_pool_keywords(fields)
     run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
     kind = check_job_paths(vcf, fasta, run.out)
     requested = settings_from(settings, fields)

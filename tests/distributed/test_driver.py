@@ -35,3 +35,13 @@ def test_a_missing_output_folder_or_input_fails_first(tmp_path: Path) -> None:
 def test_pool_must_be_a_pool_or_a_spec() -> None:
     with pytest.raises(TypeError, match="WorkerPool or a PoolSpec"), pool_for({"workers": 2}, "model", 8):  # type: ignore[arg-type]
         pass
+
+
+@pytest.mark.parametrize(("entry", "inputs"), [("run_vep", ("in.vcf", "ref.fa")), ("ism", ("ref.fa",))])
+def test_pool_options_as_keywords_say_where_they_go(
+    entry: str, inputs: tuple[str, ...], tmp_path: Path
+) -> None:
+    import hexamer.distributed as distributed
+
+    with pytest.raises(TypeError, match=r"pool=PoolSpec\(threads=4, workers=8\)"):
+        getattr(distributed, entry)("model", *inputs, tmp_path / "out.tsv", workers=8, threads=4)
