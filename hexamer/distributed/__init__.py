@@ -14,7 +14,8 @@ single-process output byte for byte.
 * :mod:`~hexamer.distributed.ism`: ``hexamer ism``'s driver, :func:`ism`.
 
     from hexamer.distributed import PoolSpec, run_vep
-    run_vep("path/to/model", "cohort.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", pool=PoolSpec(workers=8), resume=True)
+    run_vep("path/to/model", "cohort.vcf.gz", "hg38.fa.gz", "scored.vcf.gz",
+            pool=PoolSpec(workers=8), resume=True)
 
 Ray is the optional extra ``hexamer[ray]``; this package imports without it and says so on use.
 Design and cluster recipes: docs/distributed.md.
