@@ -69,7 +69,7 @@ def bench_scaleout(
     import torch
 
     from hexamer.carbon import Carbon
-    from hexamer.distributed import WorkerPool, connect
+    from hexamer.distributed import PoolSpec, WorkerPool, connect
     from hexamer.distributed import run_vep as run_on_ray
     from hexamer.testing.vcf import write_random_vcf
     from hexamer.vep import run_vep
@@ -81,7 +81,9 @@ def bench_scaleout(
     carbon = Carbon.from_pretrained(model, max_batch_size=settings["batch_size"])
     connect(address)
     started = time.perf_counter()
-    pool = WorkerPool(model, workers=2, address=address, threads=1, batch_size=settings["batch_size"])
+    pool = WorkerPool(
+        model, PoolSpec(workers=2, address=address, threads=1), batch_size=settings["batch_size"]
+    )
     startup = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="hexamer-scaleout-") as tmp, pool:
         vcf = Path(tmp) / "sites.vcf"

@@ -158,17 +158,12 @@ def ism(
         )
     on_ray = None
     if ray is not None:
-        from hexamer.cli.scaleout import ray_ism_runner
+        from hexamer.cli.scaleout import ray_ism_runner, ray_pool
 
-        on_ray = ray_ism_runner(
-            ray,
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
-            threads=threads,
-            dtype=dtype,
-            device=device,
+        spec = ray_pool(
+            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=threads, dtype=dtype, device=device
         )
+        on_ray = ray_ism_runner(spec, shard_records)
     else:
         set_threads(threads)
     cal = None

@@ -186,17 +186,12 @@ def vep(
     check_plot_path(plot)
     runner = run_vep
     if ray is not None:
-        from hexamer.cli.scaleout import ray_vep_runner
+        from hexamer.cli.scaleout import ray_pool, ray_vep_runner
 
-        runner = ray_vep_runner(
-            ray,
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
-            threads=threads,
-            dtype=dtype,
-            device=device,
+        spec = ray_pool(
+            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=threads, dtype=dtype, device=device
         )
+        runner = ray_vep_runner(spec, shard_records)
     settings = VepSettings(
         recipe=recipe,
         window=window,
@@ -383,19 +378,17 @@ def embed(
         check_output("--out", out, _check_embedding_output)
     check_resume(resume, ray)
     if ray is not None:
-        from hexamer.cli.scaleout import embed_on_ray
+        from hexamer.cli.scaleout import embed_on_ray, ray_pool
 
+        spec = ray_pool(
+            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=threads, dtype=dtype, device=device
+        )
         return embed_on_ray(
-            ray,
+            spec,
             input_file=input_file,
             out=out,
             model=resolve_model(model),
-            workers=workers,
             shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
-            threads=threads or 1,
-            dtype=dtype,
-            device=device,
             as_json=as_json,
             resume=resume,
             pooling=pool,

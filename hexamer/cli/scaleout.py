@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from hexamer.cli.app import console, describe_counts, fail, print_json
 from hexamer.cli.sequence_jobs import count_records, fail_if_none_ok, progress_bar, report_skipped
+
+if TYPE_CHECKING:
+    from hexamer.distributed import PoolSpec
 
 RayOption = Annotated[
     str | None,
@@ -33,20 +36,36 @@ GpusPerWorkerOption = Annotated[
 BLOCK_RECORDS = 50_000
 
 
-def _block_runner(
-    entry: Callable[..., Any],
+def ray_pool(
     address: str,
     *,
     workers: int,
-    shard_records: int | None,
     num_gpus: float,
     threads: int | None,
     dtype: str,
     device: str | None,
-) -> Callable[..., Any]:
-    """``entry(model, *files, **options)`` on Ray actors with the scale-out options bound; fails
-    now, before any work, when Ray is missing or the shard size is not whole engine blocks."""
+) -> PoolSpec:
+    """The actors the scale-out options ask for (``--ray``, ``--workers``, ``--num-gpus-per-worker``,
+    ``--threads``, ``--dtype``, ``--device``); fails now, before any work, when Ray is missing."""
+    from hexamer.distributed import PoolSpec
+
     _require_ray()
+    try:
+        return PoolSpec(
+            workers=workers,
+            address=address,
+            threads=threads or 1,
+            num_gpus=num_gpus,
+            dtype=dtype,
+            device=device,
+        )
+    except ValueError as exc:
+        fail(exc)
+
+
+def _block_runner(entry: Callable[..., Any], spec: PoolSpec, shard_records: int | None) -> Callable[..., Any]:
+    """``entry(model, *files, **options)`` on a pool of actors as ``spec`` says, in shards of
+    ``shard_records``; fails now, before any work, when the shard size is not whole engine blocks."""
     if shard_records is not None and shard_records % BLOCK_RECORDS:
         raise typer.BadParameter(
             f"must be a multiple of {BLOCK_RECORDS:,} (the engine's block of records), got {shard_records}",
@@ -54,37 +73,24 @@ def _block_runner(
         )
 
     def run(model: str, *files: Any, **options: Any) -> Any:
-        return entry(
-            model,
-            *files,
-            address=address,
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus,
-            threads=threads or 1,
-            dtype=dtype,
-            device=device,
-            **options,
-        )
+        return entry(model, *files, pool=spec, shard_records=shard_records, **options)
 
     return run
 
 
-def ray_vep_runner(address: str, **scale_out: Any) -> Callable[..., Any]:
-    """A ``run_vep(model, vcf, fasta, out, **options)`` that scores on Ray actors (the options of
-    :func:`_block_runner`: ``workers``, ``shard_records``, ``num_gpus``, ``threads``, ``dtype``,
-    ``device``)."""
+def ray_vep_runner(spec: PoolSpec, shard_records: int | None) -> Callable[..., Any]:
+    """A ``run_vep(model, vcf, fasta, out, **options)`` that scores on Ray actors
+    (:func:`hexamer.distributed.run_vep`)."""
     from hexamer.distributed import run_vep
 
-    return _block_runner(run_vep, address, **scale_out)
+    return _block_runner(run_vep, spec, shard_records)
 
 
-def ray_ism_runner(address: str, **scale_out: Any) -> Callable[..., Any]:
-    """An ``ism(model, fasta, out, **options)`` (:func:`hexamer.distributed.ism`) on Ray actors,
-    the scale-out options as for :func:`ray_vep_runner`."""
+def ray_ism_runner(spec: PoolSpec, shard_records: int | None) -> Callable[..., Any]:
+    """An ``ism(model, fasta, out, **options)`` (:func:`hexamer.distributed.ism`) on Ray actors."""
     from hexamer.distributed import ism
 
-    return _block_runner(ism, address, **scale_out)
+    return _block_runner(ism, spec, shard_records)
 
 
 def check_resume(resume: bool, ray: str | None) -> None:
@@ -116,24 +122,20 @@ def _with_progress(what: str, input_file: Path, run: Callable[[Callable[[int], N
 
 
 def score_on_ray(
-    address: str,
+    spec: PoolSpec,
     *,
     sequences: list[str] | None,
     input_file: Path | None,
     out: Path | None,
     model: str,
-    workers: int,
     shard_records: int | None,
-    num_gpus: float,
-    dtype: str,
-    device: str | None,
     as_json: bool,
     **options: Any,
 ) -> None:
-    """``hexamer score --ray``: the command's table, scored by Ray actors; the same summary."""
+    """``hexamer score --ray``: the command's table, scored by Ray actors as ``spec`` says; the
+    same summary."""
     from hexamer.distributed import score
 
-    _require_ray()
     if input_file is None or sequences:
         raise typer.BadParameter("--ray reads the sequences from a file: give --input", param_hint="'--ray'")
     if out is None:
@@ -147,17 +149,7 @@ def score_on_ray(
         "scoring",
         input_file,
         lambda progress: score(
-            model,
-            input_file,
-            out,
-            address=address,
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus,
-            dtype=dtype,
-            device=device,
-            on_progress=progress,
-            **options,
+            model, input_file, out, pool=spec, shard_records=shard_records, on_progress=progress, **options
         ),
     )
     statuses = result.status_counts
@@ -170,25 +162,20 @@ def score_on_ray(
 
 
 def embed_on_ray(
-    address: str,
+    spec: PoolSpec,
     *,
     input_file: Path,
     out: Path,
     model: str,
-    workers: int,
     shard_records: int | None,
-    num_gpus: float,
-    threads: int,
-    dtype: str,
-    device: str | None,
     as_json: bool,
     **options: Any,
 ) -> None:
-    """``hexamer embed --ray``: the command's file, embedded by Ray actors; the same summary."""
+    """``hexamer embed --ray``: the command's file, embedded by Ray actors as ``spec`` says; the
+    same summary."""
     from hexamer.cli.app import err_console
     from hexamer.distributed import embed
 
-    _require_ray()
     if str(input_file) == "-":
         raise typer.BadParameter(
             "--ray reads the sequences from a file, not standard input", param_hint="'--ray'"
@@ -200,13 +187,8 @@ def embed_on_ray(
             model,
             input_file,
             out,
-            address=address,
-            workers=workers,
+            pool=spec,
             shard_records=shard_records,
-            num_gpus=num_gpus,
-            threads=threads,
-            dtype=dtype,
-            device=device,
             on_progress=progress,
             on_bad_record=lambda rec: err_console.print(f"[yellow]skipped[/yellow] {rec}"),
             **options,

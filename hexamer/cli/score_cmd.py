@@ -96,19 +96,18 @@ def score(
     check_resume(resume, ray)
     served.check_server_choice(server, model, ray, command)
     if ray is not None:
-        from hexamer.cli.scaleout import score_on_ray
+        from hexamer.cli.scaleout import ray_pool, score_on_ray
 
+        spec = ray_pool(
+            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=None, dtype=dtype, device=device
+        )
         return score_on_ray(
-            ray,
+            spec,
             sequences=sequences,
             input_file=input_file,
             out=out,
             model=resolve_model(model),
-            workers=workers,
             shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
-            dtype=dtype,
-            device=device,
             as_json=as_json,
             resume=resume,
             level=level,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from hexamer.distributed.worker import ShardWorker
 
 __all__ = [
     "DEFAULT_CPUS_PER_THREAD",
+    "PoolSpec",
     "RayUnavailableError",
     "WorkerPool",
     "connect",
@@ -120,53 +122,74 @@ def _absolute(model: str) -> str:
     return str(path.resolve()) if path.exists() else model
 
 
-class WorkerPool:
-    """``workers`` Ray actors, each holding one copy of the model for the whole job (or several).
+@dataclass(frozen=True)
+class PoolSpec:
+    """Where a :class:`WorkerPool` runs and what each of its actors holds, checked when built.
 
-    ``threads`` PyTorch threads per actor; ``num_cpus`` Ray CPUs each reserves (default
-    :data:`DEFAULT_CPUS_PER_THREAD` per thread); ``num_gpus`` GPUs each reserves (1 for one GPU
-    per actor; fractions share one). A killed actor is restarted and its tasks re-run. Every
-    actor must load the same model (compared by fingerprint): a model folder that differs between
-    nodes is refused, not mixed into one output. Use as a context manager, or call :meth:`close`.
+    workers: model-holding actors (1 to :data:`MAX_WORKERS`).
+    address: the Ray cluster, as for :func:`connect` (``"auto"``, ``"local"``, ``ray://head:10001``).
+    threads: PyTorch threads per actor (1 to 1,024).
+    num_cpus: Ray CPUs each actor reserves (None: :data:`DEFAULT_CPUS_PER_THREAD` per thread).
+    num_gpus: GPUs each actor reserves (1 for one GPU per actor; fractions share one; 0 to 64).
+    dtype, device: how each actor loads the model (as ``Carbon.from_pretrained``; None: its default).
+    """
+
+    workers: int = 2
+    address: str | None = "auto"
+    threads: int = 1
+    num_cpus: float | None = None
+    num_gpus: float = 0.0
+    dtype: str = "auto"
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
+        if not 1 <= self.threads <= 1024:
+            raise ValueError(f"threads must be between 1 and 1024, got {self.threads}")
+        if self.num_cpus is not None and not 0 < self.num_cpus <= 1024:
+            raise ValueError(f"num_cpus must be above 0 and at most 1024, got {self.num_cpus}")
+        if not 0 <= self.num_gpus <= 64:
+            raise ValueError(f"num_gpus must be between 0 and 64, got {self.num_gpus}")
+
+    @property
+    def cpus_per_worker(self) -> float:
+        """The Ray CPUs each actor reserves."""
+        return self.num_cpus if self.num_cpus is not None else DEFAULT_CPUS_PER_THREAD * self.threads
+
+
+class WorkerPool:
+    """``spec.workers`` Ray actors (:class:`PoolSpec`, default ``PoolSpec()``), each holding one
+    copy of the model for the whole job (or several), loaded with ``max_batch_size=batch_size``.
+
+    A killed actor is restarted and its tasks re-run. Every actor must load the same model
+    (compared by fingerprint): a model folder that differs between nodes is refused, not mixed
+    into one output. Use as a context manager, or call :meth:`close`.
     """
 
     def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        workers: int = 2,
-        address: str | None = "auto",
-        threads: int = 1,
-        num_cpus: float | None = None,
-        num_gpus: float = 0.0,
-        dtype: str = "auto",
-        device: str | None = None,
-        batch_size: int = 8,
+        self, model: str | os.PathLike[str], spec: PoolSpec | None = None, *, batch_size: int = 8
     ) -> None:
-        if not 1 <= workers <= MAX_WORKERS:
-            raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, got {workers}")
-        if not 1 <= threads <= 1024:
-            raise ValueError(f"threads must be between 1 and 1024, got {threads}")
-        if num_cpus is not None and not 0 < num_cpus <= 1024:
-            raise ValueError(f"num_cpus must be above 0 and at most 1024, got {num_cpus}")
-        if not 0 <= num_gpus <= 64:
-            raise ValueError(f"num_gpus must be between 0 and 64, got {num_gpus}")
+        spec = spec or PoolSpec()
         ray = require_ray()
-        connect(address)
+        connect(spec.address)
         self.model = _absolute(os.fspath(model))
+        self.spec = spec
         self.batch_size = batch_size
-        cpus = num_cpus if num_cpus is not None else DEFAULT_CPUS_PER_THREAD * threads
-        _check_fits(ray.cluster_resources(), workers, cpus, num_gpus)
-        _wait_for_room(ray, workers, cpus, num_gpus)
+        cpus, gpus = spec.cpus_per_worker, spec.num_gpus
+        _check_fits(ray.cluster_resources(), spec.workers, cpus, gpus)
+        _wait_for_room(ray, spec.workers, cpus, gpus)
         actor = ray.remote(ShardWorker).options(
             num_cpus=cpus,
-            num_gpus=num_gpus,
+            num_gpus=gpus,
             max_restarts=MAX_RESTARTS,
             max_task_retries=MAX_TASK_RETRIES,
         )
         self.actors: list[Any] = [
-            actor.remote(self.model, dtype=dtype, device=device, threads=threads, batch_size=batch_size)
-            for _ in range(workers)
+            actor.remote(
+                self.model, dtype=spec.dtype, device=spec.device, threads=spec.threads, batch_size=batch_size
+            )
+            for _ in range(spec.workers)
         ]
         self._owner = True
         try:
@@ -198,6 +221,7 @@ class WorkerPool:
             raise ValueError(f"workers must be between 1 and {len(self.actors)}, got {workers}")
         view = object.__new__(WorkerPool)
         view.__dict__.update(self.__dict__)
+        view.spec = replace(self.spec, workers=workers)
         view.actors = self.actors[:workers]
         view.infos = self.infos[:workers]
         view._owner = False

@@ -1,75 +1,101 @@
-"""What every scale-out driver shares: a pool for the job, the checks before any work, the feed
-of shards still to compute (committed ones counted, not sent) and the reason a shard failed."""
+"""What every scale-out driver shares: how a job runs its shards (:class:`ShardRun`), a pool for
+the job, the checks before any work, the run folder, the feed of shards still to compute
+(committed ones counted, not sent) and the loop that computes them and checks the store is whole."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from hexamer.distributed.cluster import WorkerPool
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.distributed.store import ShardStore, run_folder
 
 if TYPE_CHECKING:
-    from hexamer.calibration import Calibration
-    from hexamer.vep.engine import VepSettings
+    from hexamer.distributed.faults import FaultPlan
 
 __all__ = [
     "ShardFeed",
-    "block_shards",
+    "ShardRun",
     "check_job",
-    "failed_rows_handler",
+    "drive",
     "failure_reason",
+    "file_handlers",
+    "job_store",
     "note_once",
     "pool_for",
+    "refuse_pool_keywords",
 ]
 
 T = TypeVar("T")
+V = TypeVar("V")
+#: most tries of one shard (a typo must not retry a poisoned shard for hours)
+MAX_ATTEMPTS = 100
+
+
+@dataclass(frozen=True)
+class ShardRun:
+    """How a job runs its shards, whatever it computes: the output (its run folder lies next to
+    it), the shard size asked for (None: the pipeline's default), the tries per shard before its
+    rows are marked failed, whether to continue a killed run, the faults to inject (drills and
+    tests), and where notes and progress (rows done) go."""
+
+    out: Path
+    shard_records: int | None = None
+    max_attempts: int = 3
+    resume: bool = False
+    fault: FaultPlan | None = None
+    on_note: Callable[[str], None] | None = None
+    on_progress: Callable[[int], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_attempts <= MAX_ATTEMPTS:
+            raise ValueError(f"max_attempts must be between 1 and {MAX_ATTEMPTS}, got {self.max_attempts}")
+
+    def note(self, message: str) -> None:
+        """Pass ``message`` to ``on_note`` (nowhere without one)."""
+        if self.on_note is not None:
+            self.on_note(message)
+
+    def progress(self, n: int) -> None:
+        """Report ``n`` more rows done to ``on_progress`` (nowhere without one)."""
+        if self.on_progress is not None:
+            self.on_progress(n)
 
 
 @contextlib.contextmanager
 def pool_for(
-    pool: WorkerPool | None, model: str | os.PathLike[str] | None, **options: Any
+    pool: WorkerPool | PoolSpec | None, model: str | os.PathLike[str] | None, batch_size: int
 ) -> Iterator[WorkerPool]:
-    """``pool`` as given, or a :class:`WorkerPool` of ``model`` started for this job and stopped after."""
-    if pool is not None:
+    """``pool`` when it is a running :class:`WorkerPool`; else a pool of ``model`` started as the
+    :class:`PoolSpec` says (None: ``PoolSpec()``), its actors loading the model with the job's
+    ``batch_size``, for this job only (stopped after)."""
+    if isinstance(pool, WorkerPool):
         yield pool
         return
+    if pool is not None and not isinstance(pool, PoolSpec):
+        raise TypeError(f"pool must be a WorkerPool or a PoolSpec, got {type(pool).__name__}")
     if model is None:
         raise ValueError("give a model folder (or a running WorkerPool)")
-    with WorkerPool(model, **options) as own:
+    with WorkerPool(model, pool, batch_size=batch_size) as own:
         yield own
 
 
-def sequence_store(
-    fmt: str,
-    out: os.PathLike[str],
-    input_file: str | os.PathLike[str],
-    options: dict[str, Any],
-    pool: WorkerPool,
-    size: int,
-    resume: bool,
-    note: Callable[[str], None],
-) -> ShardStore:
-    """The run folder of a job with one output row per input sequence (score, embed): the job is
-    its format, options, input file, model, output name and shard size."""
-    meta = {
-        "format": fmt,
-        "settings": options,
-        "input": file_identity(input_file),
-        "model": pool.fingerprint,
-        "output": Path(out).name,
-        "shard_records": size,
-    }
-    return ShardStore(run_folder(out), meta, schema=None, resume=resume, on_note=note)
+def refuse_pool_keywords(keywords: Mapping[str, Any]) -> None:
+    """A pool option among a driver's settings keywords (``workers=8``, the older way to call)
+    is refused with where it goes now, not reported as an unknown setting."""
+    moved = sorted(set(keywords) & {f.name for f in fields(PoolSpec)})
+    if moved:
+        given = ", ".join(f"{name}={keywords[name]!r}" for name in moved)
+        raise TypeError(f"the pool is described by pool=PoolSpec(...): give pool=PoolSpec({given})")
 
 
-def check_job(
-    output: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]], max_attempts: int
-) -> None:
+def check_job(output: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]]) -> None:
     """Fail before any actor starts: an output folder that does not exist, a missing input."""
     folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
@@ -77,44 +103,51 @@ def check_job(
     for what, path in inputs.items():
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{os.fspath(path)}: no such {what} file")
-    if not 1 <= max_attempts <= 100:
-        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
 
 
-def block_shards(
-    pool: WorkerPool,
-    requested: VepSettings,
-    shard_records: int | None,
-    note: Callable[[str], None],
-    calibration: Calibration | None = None,
-) -> tuple[VepSettings, int]:
-    """The VEP settings as the actors' model fits them (what was cut goes to ``note``), checked
-    against ``calibration`` before any shard is scored, and the shard size: ``shard_records``
-    (default ``block_records``), a positive multiple of ``block_records`` so each shard plans the
-    engine blocks a single-process run plans."""
-    from hexamer.distributed.cluster import require_ray
-    from hexamer.vep.engine import VepSettings
-
-    ray = require_ray()
-    checked_dict, fitted = ray.get(pool.actors[0].vep_settings.remote(requested.as_dict()))
-    for message in fitted:
-        note(message)
-    checked = VepSettings(**checked_dict)
-    if calibration is not None:
-        calibration.check(pool.fingerprint, checked)
-    size = checked.block_records if shard_records is None else shard_records
-    if size < 1 or size % checked.block_records:
-        raise ValueError(
-            f"shard_records must be a positive multiple of block_records ({checked.block_records}) so "
-            f"each shard plans the engine blocks a single-process run plans, got {size}"
-        )
-    return checked, size
+def job_store(
+    run: ShardRun, job: dict[str, Any], pool: WorkerPool, size: int, schema: Any = None
+) -> ShardStore:
+    """The run folder of ``run.out``: ``job`` (its format, settings and inputs by content) with
+    the model's fingerprint, the output's name and the shard size, so a resumed run continues the
+    same job only; ``schema`` is the Parquet schema of stores that hold rows (vep, ism)."""
+    meta = {**job, "model": pool.fingerprint, "output": run.out.name, "shard_records": size}
+    return ShardStore(run_folder(run.out), meta, schema=schema, resume=run.resume, on_note=run.note)
 
 
 def failure_reason(shard: Shard[Any], reason: str, attempts: int, verb: str = "scoring") -> str:
     """What a row of a shard that kept failing says (its records, the attempts, the last error)."""
     last = shard.first + len(shard.records) - 1
     return f"{verb} failed: shard of records {shard.first}-{last} failed {attempts} times ({reason})"
+
+
+def file_handlers(
+    store: ShardStore,
+    run: ShardRun,
+    write: Callable[[Path, V], None],
+    n_rows: Callable[[V], int],
+    failed_value: Callable[[Shard[T], str], V],
+    consequence: str,
+    verb: str = "scoring",
+) -> tuple[Callable[[Shard[T], V], None], Callable[[Shard[T], str, int], None]]:
+    """The ``on_result`` and ``on_failure`` of a job that commits each shard's value as one file
+    (``score``, ``embed``): ``write(path, value)`` writes it, ``n_rows(value)`` rows are reported
+    done. A shard that kept failing commits ``failed_value(shard, why)`` instead, and the note
+    says why and ``consequence`` (so every record still appears, with the reason)."""
+
+    def commit(shard: Shard[T], value: V, failed: bool) -> None:
+        n = n_rows(value)
+        store.commit_file(
+            shard.index, shard.first, len(shard.records), n, lambda path: write(path, value), failed=failed
+        )
+        run.progress(n)
+
+    def failed(shard: Shard[T], reason: str, attempts: int) -> None:
+        why = failure_reason(shard, reason, attempts, verb)
+        run.note(f"{why}; {consequence}")
+        commit(shard, failed_value(shard, why), True)
+
+    return (lambda shard, value: commit(shard, value, False)), failed
 
 
 def note_once(note: Callable[[str], None]) -> Callable[[Iterable[str]], None]:
@@ -129,25 +162,6 @@ def note_once(note: Callable[[str], None]) -> Callable[[Iterable[str]], None]:
                 note(message)
 
     return tell
-
-
-def failed_rows_handler(
-    store: ShardStore,
-    rows_for: Callable[[Shard[T], str], list[dict[str, Any]]],
-    note: Callable[[str], None],
-    progress: Callable[[int], None],
-) -> Callable[[Shard[T], str, int], None]:
-    """The ``on_failed`` of a job whose store holds rows: the shard's ``rows_for(shard, why)``
-    (``failed`` rows with the reason) are committed in its place, so every record still appears."""
-
-    def failed(shard: Shard[T], reason: str, attempts: int) -> None:
-        why = failure_reason(shard, reason, attempts)
-        note(f"{why}; its rows are marked failed")
-        rows = rows_for(shard, why)
-        store.commit(shard.index, shard.first, len(shard.records), rows, failed=True)
-        progress(len(rows))
-
-    return failed
 
 
 class ShardFeed(Generic[T]):
@@ -173,3 +187,22 @@ class ShardFeed(Generic[T]):
                 self._progress(entry.n_rows)
                 continue
             yield shard
+
+
+def drive(
+    pool: WorkerPool,
+    run: ShardRun,
+    store: ShardStore,
+    shards: Iterable[Shard[T]],
+    submit: Callable[[Any, Shard[T]], Any],
+    on_result: Callable[[Shard[T], Any], None],
+    on_failure: Callable[[Shard[T], str, int], None],
+) -> ShardFeed[T]:
+    """Compute on the pool's actors every shard the store does not hold yet
+    (:func:`~hexamer.distributed.scheduler.run_shards`, ``run.max_attempts`` tries each), then
+    check that the store covers every record of the input; the feed tells how many records there
+    were and how many rows resumed."""
+    feed = ShardFeed(shards, store, run.progress)
+    run_shards(pool.actors, feed, submit, on_result, on_failure, max_attempts=run.max_attempts)
+    store.check_complete(feed.n_records)
+    return feed

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for, sequence_store
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import ShardRun, check_job, drive, file_handlers, job_store, pool_for
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
+from hexamer.distributed.store import file_identity
 from hexamer.embed import EMBEDDING_FORMATS, write_embeddings
 from hexamer.embed.pooling import GROUP_PROMPTS, POOLS, prompt_count
 from hexamer.io import BadRecord, SequenceRecord, read_sequences
@@ -63,10 +63,12 @@ def group_shards(
         yield Shard(index, first, batch)
 
 
-def _write_shard(path: Path, items: list[tuple[str, Any]], errors: dict[str, str]) -> None:
+def _write_shard(path: Path, value: tuple[list[tuple[str, Any]], dict[str, str]]) -> None:
+    """A shard's ``(id, vector or None)`` items and why each vector is missing, as Parquet."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    items, errors = value
     vectors = [None if v is None else np.asarray(v, np.float32).reshape(-1) for _, v in items]
     table = pa.table(
         {
@@ -93,14 +95,7 @@ def embed(
     input_file: PathLike,
     output: PathLike,
     *,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     pooling: str = "mean",
     layer: int = -1,
     max_tokens: int | None = None,
@@ -121,14 +116,14 @@ def embed(
     number of records per shard (a shard ends where an embedding group ends). A record the reader
     rejects is kept as a row without a vector (``on_bad_record`` hears of it). ``pool``,
     ``resume``, ``max_attempts`` and ``fault`` are as for :func:`hexamer.distributed.run_vep`."""
-    note = on_note or (lambda _: None)
-    out = Path(output)
+    run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
+    out = run.out
     if not out.name.lower().endswith(EMBEDDING_FORMATS):
         raise ValueError(f"embeddings are written as {' or '.join(EMBEDDING_FORMATS)}, got {out.name!r}")
     if pooling not in POOLS:
         raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pooling!r}")
-    check_job(out, {"sequence": input_file}, max_attempts)
-    size = DEFAULT_SHARD_RECORDS if shard_records is None else shard_records
+    check_job(out, {"sequence": input_file})
+    size = DEFAULT_SHARD_RECORDS if run.shard_records is None else run.shard_records
     if not 1 <= size <= 10_000_000:
         raise ValueError(f"shard_records must be between 1 and 10,000,000, got {size}")
     options = {
@@ -152,40 +147,32 @@ def embed(
             else:
                 yield rec
 
-    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
-    with pool_for(pool, model, **spec) as workers_pool:
+    with pool_for(pool, model, batch_size) as workers_pool:
         import ray
 
         layout, capacity, overlap = ray.get(workers_pool.actors[0].embed_geometry.remote(options))
-        store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
-        progress = on_progress or (lambda _: None)
+        job = {"format": _FORMAT, "settings": options, "input": file_identity(input_file)}
+        store = job_store(run, job, workers_pool, size)
         count = lambda rec: prompt_count(rec, layout, capacity, overlap)  # noqa: E731
-        feed = ShardFeed(group_shards(records(), size, count), store, progress)
 
-        def commit(
-            shard: Shard[SequenceRecord], items: list[tuple[str, Any]], errors: dict[str, str], failed: bool
-        ) -> None:
-            def write(path: Path) -> None:
-                _write_shard(path, items, errors)
-
-            store.commit_file(shard.index, shard.first, len(shard.records), len(items), write, failed=failed)
-            progress(len(items))
-
-        def failed(shard: Shard[SequenceRecord], reason: str, attempts: int) -> None:
-            why = failure_reason(shard, reason, attempts, "embedding")
-            note(f"{why}; its records have no vector")
-            commit(shard, [(r.id, None) for r in shard.records], {r.id: why for r in shard.records}, True)
-
-        run_shards(
-            workers_pool.actors,
-            feed,
-            lambda actor, shard: actor.embed_shard.remote(shard.index, shard.records, options, fault),
-            lambda shard, value: commit(shard, value[0], value[1], False),
-            failed,
-            max_attempts=max_attempts,
+        done, failed = file_handlers(
+            store,
+            run,
+            _write_shard,
+            lambda value: len(value[0]),
+            lambda shard, why: ([(r.id, None) for r in shard.records], {r.id: why for r in shard.records}),
+            "its records have no vector",
+            "embedding",
         )
-    store.check_complete(feed.n_records)
+        feed = drive(
+            workers_pool,
+            run,
+            store,
+            group_shards(records(), size, count),
+            lambda actor, shard: actor.embed_shard.remote(shard.index, shard.records, options, fault),
+            done,
+            failed,
+        )
     errors = dict(reader_errors)
 
     def items() -> Iterator[tuple[str, np.ndarray | None]]:

@@ -24,26 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import (
-    ShardFeed,
-    block_shards,
-    check_job,
-    failed_rows_handler,
-    note_once,
-    pool_for,
-)
+from hexamer.distributed.blocks import score_blocks
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import ShardRun, check_job, pool_for, refuse_pool_keywords
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
 from hexamer.distributed.sharding import Shard
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.distributed.store import file_identity
 from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_rows, ism_settings, region_list, site_list
 from hexamer.ism.regions import Region
 from hexamer.ism.tables import ism_schema, output_format, write_ism
 from hexamer.ism.variants import IsmRecord, ism_records
 from hexamer.vep.engine import VepSettings
-from hexamer.vep.planner import result_row
-from hexamer.vep.variants import Reference
+from hexamer.vep.variants import Reference, VcfRecord
 
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
@@ -93,13 +85,16 @@ def ism_shards(items: Iterable[IsmRecord], size: int) -> Iterator[Shard[IsmRecor
         yield Shard(index, first, batch)
 
 
-def _failed_rows(shard: Shard[IsmRecord], recipe: str, reason: str) -> list[Row]:
-    """The rows of a shard that kept failing: ``failed`` with the reason (skipped bases as ever)."""
+def _scored_records(shard: Shard[IsmRecord]) -> list[VcfRecord]:
+    """The records of a shard the engine scores (its skipped bases are not sent)."""
+    return [item.record for item in shard.records if item.skip is None]
+
+
+def _shard_rows(shard: Shard[IsmRecord], engine_rows: list[Row], recipe: str) -> list[Row]:
+    """A shard's ISM rows: its engine rows by record, with its skipped bases in place."""
     scored: dict[int, list[Row]] = {}
-    for item in shard.records:
-        if item.skip is None:
-            rows = [result_row(v, recipe, "failed", reason=reason) for v in item.record.variants()]
-            scored[item.record.index] = rows
+    for r in engine_rows:
+        scored.setdefault(r["record"], []).append(r)
     return [row for batch in ism_rows(shard.records, scored, recipe) for row in batch]
 
 
@@ -112,14 +107,7 @@ def ism(
     vcf: PathLike | None = None,
     flank: int = 50,
     indels: bool = False,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     shard_records: int | None = None,
     max_attempts: int = 3,
     resume: bool = False,
@@ -135,20 +123,20 @@ def ism(
 
     ``settings`` is a :class:`~hexamer.vep.VepSettings` (default: :func:`hexamer.ism.ism_settings`
     of the keyword ``fields``: ``recipe``, ``window``, ``window_grid``, ...). ``model`` is a model
-    folder every node can read; ``pool`` reuses running actors instead (then ``model``,
-    ``workers``, ``address``, ``threads``, ``num_cpus``, ``num_gpus``, ``dtype`` and ``device``
-    are unused). ``shard_records`` (default ``block_records``, 50,000) scored records go to an
-    actor at a time, a multiple of ``block_records``. Finished shards are committed as they
+    folder every node can read; ``pool`` is as for :func:`hexamer.distributed.run_vep` (a
+    :class:`~hexamer.distributed.PoolSpec`, or a running pool). ``shard_records`` (default
+    ``block_records``, 50,000) scored records go to an actor at a time, a multiple of
+    ``block_records``. Finished shards are committed as they
     come; ``resume`` skips those whose checksum verifies. A shard that fails ``max_attempts``
     times becomes ``failed`` rows with the reason. ``calibration`` fills ``phred`` on the driver
     (checked against the actors' model and the settings before any scoring); ``fault`` injects
     failures (drills and tests). A bad region raises :class:`~hexamer.ism.RegionError` before
     any actor starts.
     """
-    note = on_note or (lambda _: None)
-    out = Path(output)
-    output_format(out)  # an unknown extension fails now
-    check_job(out, {"FASTA": fasta, **({"VCF": vcf} if vcf is not None else {})}, max_attempts)
+    refuse_pool_keywords(fields)
+    run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
+    output_format(run.out)  # an unknown extension fails now
+    check_job(run.out, {"FASTA": fasta, **({"VCF": vcf} if vcf is not None else {})})
     if (region is None) == (vcf is None):
         raise ValueError("give region (one or more) or vcf with flank, not both")
     if settings is not None and fields:
@@ -160,90 +148,28 @@ def ism(
     with Reference(fasta_path) as reference:
         unplaced: list[tuple[int, str, int, str]] = []
         if vcf is not None:
-            regions, unplaced = site_list(vcf, reference, flank, on_note=note)
+            regions, unplaced = site_list(vcf, reference, flank, on_note=run.note)
         else:
             assert region is not None
             regions = region_list(region, reference)
-        spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-        spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=requested.batch_size)
-        with pool_for(pool, model, **spec) as workers_pool:
-            store, n_resumed = _score(
+        job: dict[str, Any] = {"format": _FORMAT, "fasta": file_identity(fasta_path), "indels": indels}
+        job["regions"] = [[r.chrom, r.contig, r.start, r.end] for r in regions]
+        with pool_for(pool, model, requested.batch_size) as workers_pool:
+            _, store, feed = score_blocks(
                 workers_pool,
-                reference,
-                fasta_path,
-                out,
-                regions,
-                indels,
+                run,
                 requested,
-                shard_records,
-                max_attempts,
-                resume,
                 calibration,
-                on_progress,
-                note,
-                fault,
+                job,
+                ism_schema(),
+                lambda size: ism_shards(ism_records(reference, regions, indels=indels), size),
+                fasta_path,
+                records_of=_scored_records,
+                rows_of=_shard_rows,
             )
     rows = list(store.rows(ISM_COLUMNS))
     if calibration is not None:
         rows = list(calibration.annotate(rows))
-    n_written = write_ism(out, rows)
+    n_written = write_ism(run.out, rows)
     store.remove()
-    return IsmRunResult(str(out), rows, n_written, regions, unplaced, n_resumed)
-
-
-def _score(
-    pool: WorkerPool,
-    reference: Reference,
-    fasta: str,
-    out: Path,
-    regions: list[Region],
-    indels: bool,
-    requested: VepSettings,
-    shard_records: int | None,
-    max_attempts: int,
-    resume: bool,
-    calibration: Calibration | None,
-    on_progress: Callable[[int], None] | None,
-    note: Callable[[str], None],
-    fault: FaultPlan | None,
-) -> tuple[ShardStore, int]:
-    """Score every shard not committed yet; the store then holds every record's rows."""
-    checked, size = block_shards(pool, requested, shard_records, note, calibration)
-    checked_dict = checked.as_dict()
-    meta: dict[str, Any] = {
-        "format": _FORMAT,
-        "settings": checked.as_dict(),
-        "fasta": file_identity(fasta),
-        "regions": [[r.chrom, r.contig, r.start, r.end] for r in regions],
-        "indels": indels,
-        "model": pool.fingerprint,
-        "output": out.name,
-        "shard_records": size,
-    }
-    store = ShardStore(run_folder(out), meta, schema=ism_schema(), resume=resume, on_note=note)
-    progress = on_progress or (lambda _: None)
-    tell = note_once(note)
-
-    def submit(actor: Any, shard: Shard[IsmRecord]) -> Any:
-        records = [it.record for it in shard.records if it.skip is None]
-        return actor.vep_shard.remote(shard.index, records, fasta, None, checked_dict, fault)
-
-    def done(shard: Shard[IsmRecord], value: tuple[list[Row], list[str]]) -> None:
-        engine_rows, notes = value
-        tell(notes)
-        scored: dict[int, list[Row]] = {}
-        for r in engine_rows:
-            scored.setdefault(r["record"], []).append(r)
-        rows = [row for batch in ism_rows(shard.records, scored, checked.recipe) for row in batch]
-        store.commit(shard.index, shard.first, len(shard.records), rows)
-        progress(len(rows))
-
-    failed = failed_rows_handler(
-        store, lambda shard, why: _failed_rows(shard, checked.recipe, why), note, progress
-    )
-
-    items = ism_records(reference, regions, indels=indels)
-    feed = ShardFeed(ism_shards(items, size), store, progress)
-    run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
-    store.check_complete(feed.n_records)
-    return store, feed.n_resumed
+    return IsmRunResult(str(run.out), rows, n_written, regions, unplaced, feed.n_resumed)

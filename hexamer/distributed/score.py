@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, check_job, failure_reason, pool_for, sequence_store
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import ShardRun, check_job, drive, file_handlers, job_store, pool_for
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
-from hexamer.distributed.sharding import Shard, shards_of
+from hexamer.distributed.sharding import shards_of
+from hexamer.distributed.store import file_identity
 from hexamer.io import TableWriter, read_sequences, table_format
 from hexamer.sequence_scores import SCORE_CHUNK, blank_row
 
@@ -67,6 +67,12 @@ def _chunk_line(rows: list[Row], problems: list[str], scored_bp: int) -> str:
     return json.dumps({"rows": encoded, "problems": problems, "scored_bp": scored_bp}) + "\n"
 
 
+def _write_chunks(path: Path, chunks: list[tuple[list[Row], list[str], int]]) -> None:
+    """A shard's chunks, one JSON line each."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(_chunk_line(*chunk) for chunk in chunks)
+
+
 def _read_chunks(path: Path) -> Iterator[tuple[list[Row], list[str], int]]:
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -91,14 +97,7 @@ def score(
     input_file: PathLike,
     output: PathLike,
     *,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     level: str = "bp",
     method: str = "fns",
     prefix: str = "",
@@ -116,13 +115,13 @@ def score(
     ``shard_records`` (default 4,096) must be a multiple of 256 (the command's chunk). ``pool``,
     ``resume``, ``max_attempts`` and ``fault`` are as for :func:`hexamer.distributed.run_vep`;
     ``level``, ``method``, ``prefix``, ``per_base`` and ``batch_size`` as for ``hexamer score``."""
-    note = on_note or (lambda _: None)
-    out = Path(output)
+    run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
+    out = run.out
     table_format(out)  # an unsupported extension fails now
     if out.name.lower().endswith((".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")):
         raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
-    check_job(out, {"sequence": input_file}, max_attempts)
-    size = DEFAULT_SHARD_RECORDS if shard_records is None else shard_records
+    check_job(out, {"sequence": input_file})
+    size = DEFAULT_SHARD_RECORDS if run.shard_records is None else run.shard_records
     if size < 1 or size % SCORE_CHUNK:
         raise ValueError(
             f"shard_records must be a positive multiple of {SCORE_CHUNK} (the records of one engine "
@@ -135,36 +134,27 @@ def score(
         "per_base": per_base,
         "batch_size": batch_size,
     }
-    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=batch_size)
-    with pool_for(pool, model, **spec) as workers_pool:
-        store = sequence_store(_FORMAT, out, input_file, options, workers_pool, size, resume, note)
-        progress = on_progress or (lambda _: None)
-        feed = ShardFeed(shards_of(read_sequences(os.fspath(input_file)), size), store, progress)
+    with pool_for(pool, model, batch_size) as workers_pool:
+        job = {"format": _FORMAT, "settings": options, "input": file_identity(input_file)}
+        store = job_store(run, job, workers_pool, size)
 
-        def commit(shard: Shard[Any], chunks: list[tuple[list[Row], list[str], int]], failed: bool) -> None:
-            def write(path: Path) -> None:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.writelines(_chunk_line(*chunk) for chunk in chunks)
-
-            n = sum(len(rows) for rows, _, _ in chunks)
-            store.commit_file(shard.index, shard.first, len(shard.records), n, write, failed=failed)
-            progress(n)
-
-        def failed(shard: Shard[Any], reason: str, attempts: int) -> None:
-            why = failure_reason(shard, reason, attempts)
-            note(f"{why}; its rows are marked failed")
-            commit(shard, _failed_chunks(shard.records, why, per_base), True)
-
-        run_shards(
-            workers_pool.actors,
-            feed,
-            lambda actor, shard: actor.score_shard.remote(shard.index, shard.records, options, fault),
-            lambda shard, chunks: commit(shard, chunks, False),
-            failed,
-            max_attempts=max_attempts,
+        done, failed = file_handlers(
+            store,
+            run,
+            _write_chunks,
+            lambda chunks: sum(len(rows) for rows, _, _ in chunks),
+            lambda shard, why: _failed_chunks(shard.records, why, per_base),
+            "its rows are marked failed",
         )
-    store.check_complete(feed.n_records)
+        feed = drive(
+            workers_pool,
+            run,
+            store,
+            shards_of(read_sequences(os.fspath(input_file)), size),
+            lambda actor, shard: actor.score_shard.remote(shard.index, shard.records, options, fault),
+            done,
+            failed,
+        )
     statuses: Counter[str] = Counter()
     problems: list[str] = []
     scored_bp = 0

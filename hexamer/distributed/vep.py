@@ -16,18 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hexamer.distributed.cluster import WorkerPool
-from hexamer.distributed.driver import ShardFeed, block_shards, failed_rows_handler, note_once, pool_for
+from hexamer.distributed.blocks import score_blocks
+from hexamer.distributed.cluster import PoolSpec, WorkerPool
+from hexamer.distributed.driver import ShardRun, pool_for, refuse_pool_keywords
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.scheduler import run_shards
-from hexamer.distributed.sharding import Shard, shards_of
-from hexamer.distributed.store import ShardStore, file_identity, run_folder
+from hexamer.distributed.sharding import shards_of
+from hexamer.distributed.store import file_identity
 from hexamer.io.contigs import read_rename_file
 from hexamer.vep.engine import ROW_COLUMNS, VepSettings, settings_from
 from hexamer.vep.output import resolve_info_fields, row_schema
-from hexamer.vep.planner import result_row
 from hexamer.vep.resume import VepRunResult, check_job_paths, write_job_output
-from hexamer.vep.variants import VcfRecord, read_vcf
+from hexamer.vep.variants import read_vcf
 
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["SCALE_OUT_OPTIONS", "run_vep", "single_process_command"]
 
 PathLike = str | os.PathLike[str]
-Row = dict[str, Any]
 #: the layout of the run folder; another value is another job
 _FORMAT = "hexamer-ray-vep/1"
 #: CLI options that say where a job runs, not what it computes: left out of ``##hexamer_command``
@@ -62,25 +60,13 @@ def single_process_command(argv: Sequence[str] | None = None) -> str:
     return shlex.join(kept)
 
 
-def _failed_rows(records: Sequence[VcfRecord], recipe: str, reason: str) -> list[Row]:
-    """One ``failed`` row per variant of records that could not be scored (nothing is lost)."""
-    return [result_row(v, recipe, "failed", reason=reason) for rec in records for v in rec.variants()]
-
-
 def run_vep(
     model: PathLike | None,
     vcf: PathLike,
     fasta: PathLike,
     output: PathLike,
     *,
-    pool: WorkerPool | None = None,
-    workers: int = 2,
-    address: str | None = "auto",
-    threads: int = 1,
-    num_cpus: float | None = None,
-    num_gpus: float = 0.0,
-    dtype: str = "auto",
-    device: str | None = None,
+    pool: WorkerPool | PoolSpec | None = None,
     shard_records: int | None = None,
     max_attempts: int = 3,
     resume: bool = False,
@@ -96,9 +82,10 @@ def run_vep(
 ) -> VepRunResult:
     """Score a VCF into ``output`` on Ray actors; the output equals :func:`hexamer.vep.run_vep`'s.
 
-    ``model`` is a model folder every node can read (or a hub id); ``pool`` reuses running
-    actors instead (:class:`~hexamer.distributed.WorkerPool`, then ``model``, ``workers``,
-    ``address``, ``threads``, ``num_cpus``, ``num_gpus``, ``dtype`` and ``device`` are unused).
+    ``model`` is a model folder every node can read (or a hub id), loaded by a pool of actors
+    started for this job as ``pool`` says (a :class:`~hexamer.distributed.PoolSpec`: workers,
+    cluster address, threads, CPUs, GPUs, dtype, device; None: ``PoolSpec()``); ``pool`` may
+    instead be a running :class:`~hexamer.distributed.WorkerPool`, reused (``model`` unused).
     ``shard_records`` (default: ``block_records``, 50,000) records go to an actor at a time; it
     must be a multiple of ``block_records`` so shards plan the blocks a single process plans.
     Finished shards are committed as they come (:mod:`~hexamer.distributed.store`); ``resume``
@@ -108,102 +95,41 @@ def run_vep(
     its fields as keywords), ``calibration``, ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
     :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests).
     """
-    note = on_note or (lambda _: None)
-    out = Path(output)
-    kind = check_job_paths(vcf, fasta, out)
-    if not 1 <= max_attempts <= 100:
-        raise ValueError(f"max_attempts must be between 1 and 100, got {max_attempts}")
+    refuse_pool_keywords(fields)
+    run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
+    kind = check_job_paths(vcf, fasta, run.out)
     requested = settings_from(settings, fields)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     fasta_path = str(Path(fasta).resolve())
     read_vcf(vcf).close()  # a bad header fails now, before any actor starts
-    spec = {"workers": workers, "address": address, "threads": threads, "num_cpus": num_cpus}
-    spec.update(num_gpus=num_gpus, dtype=dtype, device=device, batch_size=requested.batch_size)
-    with pool_for(pool, model, **spec) as workers_pool:
-        return _run(
-            workers_pool,
-            vcf,
-            fasta_path,
-            out,
-            kind,
-            requested,
-            shard_records,
-            max_attempts,
-            resume,
-            on_progress,
-            note,
-            renames,
-            info,
-            command,
-            fault,
-            calibration,
-        )
-
-
-def _run(
-    pool: WorkerPool,
-    vcf: PathLike,
-    fasta: str,
-    out: Path,
-    kind: str,
-    requested: VepSettings,
-    shard_records: int | None,
-    max_attempts: int,
-    resume: bool,
-    on_progress: Callable[[int], None] | None,
-    note: Callable[[str], None],
-    renames: Mapping[str, str] | None,
-    info: Any,
-    command: str | None,
-    fault: FaultPlan | None,
-    calibration: Calibration | None,
-) -> VepRunResult:
-    checked, size = block_shards(pool, requested, shard_records, note, calibration)
-    checked_dict = checked.as_dict()
-    meta: dict[str, Any] = {
-        "format": _FORMAT,
-        "settings": checked.as_dict(),
-        "vcf": file_identity(vcf),
-        "fasta": file_identity(fasta),
-        "model": pool.fingerprint,
-        "output": out.name,
-        "shard_records": size,
-        "command": command or single_process_command(),
-    }
+    job: dict[str, Any] = {"format": _FORMAT, "vcf": file_identity(vcf), "fasta": file_identity(fasta_path)}
+    job["command"] = command or single_process_command()
     if renames:
-        meta["renames"] = dict(sorted(renames.items()))
-    store = ShardStore(run_folder(out), meta, schema=row_schema(), resume=resume, on_note=note)
-    progress = on_progress or (lambda _: None)
-    tell = note_once(note)
-
-    def submit(actor: Any, shard: Shard[VcfRecord]) -> Any:
-        return actor.vep_shard.remote(shard.index, shard.records, fasta, renames, checked_dict, fault)
-
-    def done(shard: Shard[VcfRecord], value: tuple[list[Row], list[str]]) -> None:
-        rows, notes = value
-        tell(notes)
-        store.commit(shard.index, shard.first, len(shard.records), rows)
-        progress(len(rows))
-
-    failed = failed_rows_handler(
-        store, lambda shard, why: _failed_rows(shard.records, checked.recipe, why), note, progress
-    )
-    feed = ShardFeed(shards_of(read_vcf(vcf), size), store, progress)
-    run_shards(pool.actors, feed, submit, done, failed, max_attempts=max_attempts)
-    store.check_complete(feed.n_records)
-
+        job["renames"] = dict(sorted(renames.items()))
+    with pool_for(pool, model, requested.batch_size) as workers_pool:
+        checked, store, feed = score_blocks(
+            workers_pool,
+            run,
+            requested,
+            calibration,
+            job,
+            row_schema(),
+            lambda size: shards_of(read_vcf(vcf), size),
+            fasta_path,
+            renames,
+        )
     return write_job_output(
-        out,
+        run.out,
         vcf,
         store.rows(ROW_COLUMNS),
         checked,
-        model=pool.fingerprint,
-        command=str(store.meta.get("command") or meta["command"]),
+        model=workers_pool.fingerprint,
+        command=str(store.meta.get("command") or job["command"]),
         contigs=store.contigs() if kind == "vcf" else None,
         info=info,
         calibration=calibration,
-        note=note,
+        note=run.note,
         n_resumed=feed.n_resumed,
         clean_up=store.remove,
     )

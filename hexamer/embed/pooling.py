@@ -55,6 +55,21 @@ class _Job:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class _EmbedPlan:
+    """How :func:`embed_sequences` cuts and pools records, checked once: the pooling, the hidden
+    layer's index, the prefix's token ids, DNA tokens per chunk and their overlap, and the limits
+    of one forward (prompts and padded tokens)."""
+
+    pool: Pool
+    layer: int
+    prefix_ids: list[int]
+    capacity: int
+    overlap: int
+    batch_size: int
+    token_budget: int
+
+
 def _as_record(item: RecordLike, index: int) -> SequenceRecord | BadRecord:
     if isinstance(item, (SequenceRecord, BadRecord)):
         return item
@@ -118,19 +133,8 @@ def embed_sequences(
     )
     if batch_size < 1 or token_budget < 1:
         raise ValueError("batch_size and token_budget must be >= 1")
-    return _embed(
-        carbon,
-        records,
-        pool,
-        layer_i,
-        n_layers,
-        prefix_ids,
-        capacity,
-        overlap,
-        batch_size,
-        token_budget,
-        on_error,
-    )
+    plan = _EmbedPlan(pool, layer_i, prefix_ids, capacity, overlap, batch_size, token_budget)
+    return _embed(carbon, records, plan, on_error)
 
 
 def chunk_geometry(
@@ -173,29 +177,20 @@ GROUP_PROMPTS = 64
 def _embed(
     carbon: Carbon,
     records: Iterable[RecordLike],
-    pool: Pool,
-    layer: int,
-    n_layers: int,
-    prefix_ids: list[int],
-    capacity: int,
-    overlap: int,
-    batch_size: int,
-    token_budget: int,
+    plan: _EmbedPlan,
     on_error: Callable[[str, str], None] | None,
 ) -> Iterator[tuple[str, np.ndarray | None]]:
     jobs: list[_Job] = []
     for i, item in enumerate(records):
-        jobs.append(_prepare(carbon, _as_record(item, i), prefix_ids, capacity, overlap))
+        jobs.append(_prepare(carbon, _as_record(item, i), plan))
         if sum(len(j.prompts) for j in jobs) >= GROUP_PROMPTS:
-            yield from _finish(carbon, jobs, pool, layer, n_layers, batch_size, token_budget, on_error)
+            yield from _finish(carbon, jobs, plan, on_error)
             jobs = []
     if jobs:
-        yield from _finish(carbon, jobs, pool, layer, n_layers, batch_size, token_budget, on_error)
+        yield from _finish(carbon, jobs, plan, on_error)
 
 
-def _prepare(
-    carbon: Carbon, rec: SequenceRecord | BadRecord, prefix_ids: list[int], capacity: int, overlap: int
-) -> _Job:
+def _prepare(carbon: Carbon, rec: SequenceRecord | BadRecord, plan: _EmbedPlan) -> _Job:
     if isinstance(rec, BadRecord):
         return _Job(rec.id, [], [], 0, error=rec.reason)
     if not isinstance(rec.sequence, str):
@@ -205,49 +200,40 @@ def _prepare(
         return _Job(rec.id, [], [], 0, error="empty sequence")
     lay = carbon.layout
     ids = encode_dna(seq, lay).ids.tolist()
-    chunks = chunk_plan(len(ids), capacity, overlap)
-    head = [*prefix_ids, lay.begin_id]
+    chunks = chunk_plan(len(ids), plan.capacity, plan.overlap)
+    head = [*plan.prefix_ids, lay.begin_id]
     prompts = [[*head, *ids[c.start : c.end], lay.end_id] for c in chunks]
     return _Job(rec.id, prompts, chunks, len(head))
 
 
 @torch.inference_mode()
 def _finish(
-    carbon: Carbon,
-    jobs: list[_Job],
-    pool: Pool,
-    layer: int,
-    n_layers: int,
-    batch_size: int,
-    token_budget: int,
-    on_error: Callable[[str, str], None] | None,
+    carbon: Carbon, jobs: list[_Job], plan: _EmbedPlan, on_error: Callable[[str, str], None] | None
 ) -> Iterator[tuple[str, np.ndarray | None]]:
     work = [(j, c) for j, job in enumerate(jobs) for c in range(len(job.prompts))]
     work.sort(key=lambda jc: len(jobs[jc[0]].prompts[jc[1]]))
     batch: list[tuple[int, int]] = []
     for item in work:
         width = len(jobs[item[0]].prompts[item[1]])
-        if batch and (len(batch) + 1 > batch_size or (len(batch) + 1) * width > token_budget):
-            _run(carbon, jobs, batch, pool, layer, n_layers)
+        if batch and (len(batch) + 1 > plan.batch_size or (len(batch) + 1) * width > plan.token_budget):
+            _run(carbon, jobs, batch, plan.pool, plan.layer)
             batch = []
         batch.append(item)
     if batch:
-        _run(carbon, jobs, batch, pool, layer, n_layers)
+        _run(carbon, jobs, batch, plan.pool, plan.layer)
     for job in jobs:
         if job.error is not None or job.total is None:
             reason = job.error or "nothing to embed"
             if on_error is not None:
                 on_error(job.id, reason)
             yield job.id, None
-        elif pool == "mean":
+        elif plan.pool == "mean":
             yield job.id, (job.total / job.count).astype(np.float32)
         else:
             yield job.id, job.total.astype(np.float32)
 
 
-def _run(
-    carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int, n_layers: int
-) -> None:
+def _run(carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int) -> None:
     prompts = [jobs[j].prompts[c] for j, c in batch]
     hidden = embedding_backend(carbon).hidden_states(prompts, layer)
     for r, (j, c) in enumerate(batch):

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from hexamer.distributed import run_folder
+from hexamer.distributed import PoolSpec, WorkerPool, run_folder
+from hexamer.testing.interrupts import Killed, kill_after
 
 ray = pytest.importorskip("ray")
 
@@ -27,6 +29,33 @@ def local_ray() -> Iterator[None]:
     yield
     if started:
         ray.shutdown()
+
+
+def pool_fixture(workers: int, batch_size: int) -> Any:
+    """A module's ``pool`` fixture: ``workers`` tiny-model actors loading the model with the job's
+    ``batch_size`` (as the command loads it, so the outputs can be equal), stopped after the module."""
+
+    @pytest.fixture(scope="module")
+    def pool(local_ray: None, tiny_folder: Path) -> Iterator[WorkerPool]:
+        with WorkerPool(tiny_folder, PoolSpec(workers=workers), batch_size=batch_size) as started:
+            yield started
+
+    return pool
+
+
+def stopped(job: Callable[..., Any], workers: int, rows: int) -> None:
+    """Run ``job(workers, on_progress=...)`` until ``rows`` rows are done, then stop it as a kill would."""
+    with pytest.raises(Killed):
+        job(workers, on_progress=kill_after(rows))
+
+
+def resumed_after_kill(job: Callable[..., Any], out: Path, rows: int) -> tuple[Any, int]:
+    """``job(workers, **options)`` on 2 workers killed after ``rows`` rows (no output written),
+    then resumed on 3: the resumed run's result and the rows the killed run had committed."""
+    stopped(job, 2, rows)
+    assert not out.exists()
+    committed = committed_rows(out)
+    return job(3, resume=True), committed
 
 
 def write_random_fasta(

@@ -60,19 +60,22 @@ def test_without_ray_the_error_says_how_to_install_it(job_vcf, tiny_folder, tmp_
 
 
 def test_a_pool_larger_than_the_cluster_is_refused(local_ray, tiny_folder) -> None:
-    from hexamer.distributed import WorkerPool
+    from hexamer.distributed import PoolSpec, WorkerPool
 
     with pytest.raises(ValueError, match="the Ray cluster has 2"):
-        WorkerPool(tiny_folder, workers=5, threads=1)  # 5 x 0.5 CPU > 2
+        WorkerPool(tiny_folder, PoolSpec(workers=5, threads=1))  # 5 x 0.5 CPU > 2
 
 
 def test_a_pool_that_fits_but_finds_the_cpus_taken_is_refused(local_ray, tiny_folder, monkeypatch) -> None:
-    from hexamer.distributed import WorkerPool, cluster
+    from hexamer.distributed import PoolSpec, WorkerPool, cluster
 
     monkeypatch.setattr(cluster, "ROOM_WAIT_SECONDS", 1.0)
     # 4 x 0.5 CPU hold all of the cluster's 2; the second pool would otherwise wait forever
-    with WorkerPool(tiny_folder, workers=4, threads=1), pytest.raises(ValueError, match="only 0 are free"):
-        WorkerPool(tiny_folder, workers=1, threads=1)
+    with (
+        WorkerPool(tiny_folder, PoolSpec(workers=4)),
+        pytest.raises(ValueError, match="only 0 are free"),
+    ):
+        WorkerPool(tiny_folder, PoolSpec(workers=1))
 
 
 @pytest.mark.parametrize("command", ["score", "embed"])

@@ -3,29 +3,25 @@ on embedding-group boundaries), with faults; every record appears."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from hexamer.distributed import FaultPlan, WorkerPool, embed, run_folder
+from hexamer.distributed import FaultPlan, embed, run_folder
 from hexamer.distributed.embed import group_shards
 from hexamer.embed.pooling import GROUP_PROMPTS
 from hexamer.testing.cli import run_json
 from hexamer.testing.interrupts import kill_after
 
-from .conftest import write_random_fasta
+from .conftest import pool_fixture, write_random_fasta
 
 BATCH = 8  # hexamer embed's default --batch-size, which the actors load the model with
 CHUNKED = ["--max-tokens", "64"]  # ~370 bp per chunk: long records take several prompts
 
 
-@pytest.fixture(scope="module")
-def pool(local_ray: None, tiny_folder: Path) -> Iterator[WorkerPool]:
-    with WorkerPool(tiny_folder, workers=2, batch_size=BATCH) as workers:
-        yield workers
+pool = pool_fixture(2, BATCH)
 
 
 @pytest.fixture(scope="module")

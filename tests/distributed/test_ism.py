@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -21,10 +21,9 @@ from hexamer.ism import ism_settings, write_ism
 from hexamer.ism.mutagenesis import iter_mutagenesis, region_list, site_list
 from hexamer.ism.variants import ism_records
 from hexamer.testing.cli import error_message, run, run_json
-from hexamer.testing.interrupts import Killed, kill_after
 from hexamer.vep.variants import Reference
 
-from .conftest import FASTA, committed_rows
+from .conftest import FASTA, pool_fixture, resumed_after_kill, stopped
 
 BATCH = 4
 #: engine blocks of 4 records, so 50 bases make a dozen shards
@@ -47,11 +46,7 @@ def fasta(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def pool(local_ray: None, tiny_folder: Path) -> Iterator[WorkerPool]:
-    """Three tiny-model actors (1.5 of the 2 CPUs), for this module only."""
-    with WorkerPool(tiny_folder, workers=3, batch_size=BATCH) as workers:
-        yield workers
+pool = pool_fixture(3, BATCH)  # 1.5 of the 2 CPUs
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +100,7 @@ def _ism(pool: WorkerPool, fasta: Path, out: Path, workers: int = 2, shard_recor
         pool=pool.limited(workers),
         shard_records=shard_records,
         settings=SETTINGS,
-        on_note=lambda _: None,
+        on_note=kw.pop("on_note", lambda _: None),
         **kw,
     )
 
@@ -156,11 +151,7 @@ def test_a_killed_actor_is_restarted_and_the_file_is_identical(pool, fasta, sing
 
 def test_resume_after_a_killed_driver_skips_committed_shards(pool, fasta, single, tmp_path) -> None:
     out = tmp_path / "ism.parquet"
-    with pytest.raises(Killed):
-        _ism(pool, fasta, out, 2, 4, on_progress=kill_after(40))
-    assert not out.exists()
-    committed = committed_rows(out)
-    result = _ism(pool, fasta, out, 3, 4, resume=True)
+    result, committed = resumed_after_kill(partial(_ism, pool, fasta, out, shard_records=4), out, 40)
     assert result.n_resumed == committed > 0
     _same_file(out, single[False]["parquet"])
 
@@ -169,8 +160,7 @@ def test_resume_refuses_another_job(pool, fasta, tmp_path) -> None:
     from hexamer.vep.resume import ResumeError
 
     out = tmp_path / "ism.tsv"
-    with pytest.raises(Killed):
-        _ism(pool, fasta, out, 1, 4, on_progress=lambda n: (_ for _ in ()).throw(Killed()))
+    stopped(partial(_ism, pool, fasta, out, shard_records=4), 1, 1)
     with pytest.raises(ResumeError, match="indels"):
         _ism(pool, fasta, out, 1, 4, indels=True, resume=True)
 
@@ -178,17 +168,8 @@ def test_resume_refuses_another_job(pool, fasta, tmp_path) -> None:
 def test_a_poisoned_shard_becomes_failed_rows(pool, fasta, single, tmp_path) -> None:
     out = tmp_path / "ism.parquet"
     notes: list[str] = []
-    result = ism(
-        None,
-        fasta,
-        out,
-        region=REGIONS,
-        pool=pool.limited(2),
-        shard_records=4,
-        settings=SETTINGS,
-        fault=FaultPlan(raise_in_shard=2),  # bases 589-593 of contig a: 4 scored, the R skipped
-        on_note=notes.append,
-    )
+    poison = FaultPlan(raise_in_shard=2)  # bases 589-593 of contig a: 4 scored, the R skipped
+    result = _ism(pool, fasta, out, 2, 4, fault=poison, on_note=notes.append)
     got = pq.read_table(out).to_pylist()
     want = pq.read_table(single[False]["parquet"]).to_pylist()
     key = [(r["chrom"], r["pos"], r["alt"]) for r in want]

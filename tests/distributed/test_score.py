@@ -3,25 +3,21 @@ faults; every record appears."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from hexamer.distributed import FaultPlan, WorkerPool, run_folder, score
+from hexamer.distributed import FaultPlan, run_folder, score
 from hexamer.testing.cli import run_json
 from hexamer.testing.interrupts import kill_after
 
-from .conftest import write_random_fasta
+from .conftest import pool_fixture, write_random_fasta
 
 BATCH = 16  # hexamer score's default --batch-size, which the actors load the model with
 
 
-@pytest.fixture(scope="module")
-def pool(local_ray: None, tiny_folder: Path) -> Iterator[WorkerPool]:
-    with WorkerPool(tiny_folder, workers=2, batch_size=BATCH) as workers:
-        yield workers
+pool = pool_fixture(2, BATCH)
 
 
 @pytest.fixture(scope="module")

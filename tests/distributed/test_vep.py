@@ -3,28 +3,23 @@ shard size or faults; resume after a killed driver; a poisoned shard becomes fai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from hexamer import Carbon
-from hexamer.distributed import FaultPlan, WorkerPool, run_folder, run_vep, single_process_command
-from hexamer.testing.interrupts import Killed, kill_after
+from hexamer.distributed import FaultPlan, run_folder, run_vep, single_process_command
 from hexamer.vep import run_vep as run_vep_single
 from hexamer.vep.resume import ResumeError
 
-from .conftest import FASTA, SETTINGS, committed_rows
+from .conftest import FASTA, SETTINGS, pool_fixture, resumed_after_kill, stopped
 
 EXTS = ("vcf", "vcf.gz", "bcf", "tsv", "csv", "jsonl", "parquet")
 
 
-@pytest.fixture(scope="module")
-def pool(local_ray: None, tiny_folder: Path) -> Iterator[object]:
-    """Three tiny-model actors (1.5 of the 2 CPUs), for this module only."""
-    with WorkerPool(tiny_folder, workers=3, batch_size=SETTINGS["batch_size"]) as workers:
-        yield workers
+pool = pool_fixture(3, SETTINGS["batch_size"])  # 1.5 of the 2 CPUs
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +42,7 @@ def _run(pool, job_vcf: Path, out: Path, workers: int, shard_records: int, **kw)
         out,
         pool=pool.limited(workers),
         shard_records=shard_records,
-        on_note=lambda _: None,
+        on_note=kw.pop("on_note", lambda _: None),
         **kw,
         **SETTINGS,
     )
@@ -85,25 +80,18 @@ def test_a_killed_actor_is_restarted_and_the_output_is_identical(pool, job_vcf, 
 
 def test_resume_after_a_killed_driver_skips_committed_shards(pool, job_vcf, single, tmp_path) -> None:
     out = tmp_path / "out.parquet"
-    with pytest.raises(Killed):
-        _run(pool, job_vcf, out, 2, 4, on_progress=kill_after(20))
-    assert not out.exists()
-    committed = committed_rows(out)
-    result = _run(pool, job_vcf, out, 3, 4, resume=True)
+    result, committed = resumed_after_kill(partial(_run, pool, job_vcf, out, shard_records=4), out, 20)
     assert result.n_resumed == committed
     assert out.read_bytes() == single["parquet"].read_bytes()
 
 
 def test_resume_verifies_checksums(pool, job_vcf, single, tmp_path) -> None:
     out = tmp_path / "out.tsv"
-    with pytest.raises(Killed):
-        _run(pool, job_vcf, out, 1, 4, on_progress=lambda n: (_ for _ in ()).throw(Killed()))
+    stopped(partial(_run, pool, job_vcf, out, shard_records=4), 1, 1)
     shard = sorted(run_folder(out).glob("shard-*"))[0]
     shard.write_bytes(shard.read_bytes()[:-8] + b"corrupt!")
     notes: list[str] = []
-    result = run_vep(
-        None, job_vcf, FASTA, out, pool=pool, shard_records=4, resume=True, on_note=notes.append, **SETTINGS
-    )
+    result = _run(pool, job_vcf, out, 3, 4, resume=True, on_note=notes.append)
     assert result.n_resumed == 0
     assert any("corrupt" in n for n in notes)
     assert out.read_bytes() == single["tsv"].read_bytes()
@@ -111,8 +99,7 @@ def test_resume_verifies_checksums(pool, job_vcf, single, tmp_path) -> None:
 
 def test_resume_refuses_another_job(pool, job_vcf, tmp_path) -> None:
     out = tmp_path / "out.tsv"
-    with pytest.raises(Killed):
-        _run(pool, job_vcf, out, 1, 4, on_progress=lambda n: (_ for _ in ()).throw(Killed()))
+    stopped(partial(_run, pool, job_vcf, out, shard_records=4), 1, 1)
     with pytest.raises(ResumeError, match="shard_records"):
         _run(pool, job_vcf, out, 1, 8, resume=True)
 
@@ -120,17 +107,7 @@ def test_resume_refuses_another_job(pool, job_vcf, tmp_path) -> None:
 def test_a_poisoned_shard_becomes_failed_rows(pool, job_vcf, single, tmp_path) -> None:
     out = tmp_path / "out.parquet"
     notes: list[str] = []
-    result = run_vep(
-        None,
-        job_vcf,
-        FASTA,
-        out,
-        pool=pool.limited(2),
-        shard_records=4,
-        fault=FaultPlan(raise_in_shard=1),
-        on_note=notes.append,
-        **SETTINGS,
-    )
+    result = _run(pool, job_vcf, out, 2, 4, fault=FaultPlan(raise_in_shard=1), on_note=notes.append)
     got = pq.read_table(out).to_pylist()
     want = pq.read_table(single["parquet"]).to_pylist()
     assert [(r["record"], r["alt_index"]) for r in got] == [(r["record"], r["alt_index"]) for r in want]
