@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -18,14 +18,11 @@ from hexamer.cli.app import (
     bench_app,
     cache_dir,
     console,
-    err_console,
     load_tokenizer,
     out_folder_option,
 )
+from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, JsonOption, PriceOption, bench_output, emit
 from hexamer.cli.checks import not_stdio
-
-if TYPE_CHECKING:
-    from hexamer.bench.report import BenchReport
 
 Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.testing.SHAPES
 ShapeOption = Annotated[Shape, typer.Option(help="Random-weight shape when no --model.")]
@@ -35,28 +32,6 @@ DtypeOption = Annotated[
 BenchModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
 ]
-JsonOption = Annotated[
-    Path | None, typer.Option("--out", "-o", help="Also write the table as JSON here (- for stdout).")
-]
-LegacyJsonOption = Annotated[Path | None, typer.Option("--json", hidden=True, help="Old name of --out.")]
-PriceOption = Annotated[
-    float | None,
-    typer.Option(
-        "--price-per-hour",
-        min=0,
-        help="Machine price in $ per hour: adds bp/hour and $ per Gbp columns (e.g. 2.5).",
-    ),
-]
-#: why ``--plot -`` is refused
-PLOT_WHY = "an image is written to a file (standard output carries the table or the JSON)"
-
-
-def plot_option(help_text: str) -> Any:
-    """A ``--plot PATH`` option (PNG; ``-`` refused) with the command's own help."""
-    return typer.Option("--plot", help=help_text, callback=not_stdio(PLOT_WHY))
-
-
-PlotOption = Annotated[Path | None, plot_option("Also write a PNG bar chart here.")]
 FastaOption = Annotated[
     Path | None,
     typer.Option(
@@ -130,46 +105,13 @@ def _log(msg: str) -> None:
     console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)
 
 
-def emit(
-    report: BenchReport,
-    json_out: Path | None,
-    plot_out: Path | None,
-    *,
-    price_per_hour: float | None = None,
-    **plot: Any,
-) -> None:
-    """Print the table (on stderr when ``json_out`` is ``-``: stdout then carries the JSON); add
-    the throughput economics with a price; write JSON and the plot where asked."""
-    import json
-
-    from hexamer.bench.report import add_economics, print_report
-
-    if price_per_hour is not None:
-        add_economics(report, price_per_hour)
-    to_stdout = json_out is not None and str(json_out) == "-"
-    screen = err_console if to_stdout else console
-    print_report(report, screen)
-    if to_stdout:
-        print(json.dumps(report.as_dict(), default=str))
-    elif json_out is not None:
-        report.write_json(json_out)
-        screen.print(f"wrote {json_out}")
-    if plot_out is not None:
-        from hexamer.bench.run_all import PLOTS
-
-        report.plot(plot_out, **(plot or PLOTS[report.name]))
-        screen.print(f"wrote {plot_out}")
-
-
 @bench_app.command("tokenizer")
+@bench_output()
 def bench_tokenizer(
     model: ModelOption = None,
     sizes: Annotated[str, typer.Option(help="Comma-separated sequence lengths in bp.")] = "1000000,100000000",
     repeats: Annotated[int, typer.Option(min=1, help="Runs per case; the best is reported.")] = 3,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """DNA encode/decode throughput (Mbp/s), with the official per-chunk algorithm as the peer."""
     from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
@@ -179,10 +121,11 @@ def bench_tokenizer(
         raise typer.BadParameter("--sizes needs at least one positive length")
     tok = load_tokenizer(model)
     rows = run_tokenizer_bench(tok, size_list, repeats=repeats)
-    emit(tokenizer_report(rows, repeats), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(tokenizer_report(rows, repeats))
 
 
 @bench_app.command("generate")
+@bench_output()
 def bench_generate(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
@@ -197,10 +140,7 @@ def bench_generate(
     repeats: Annotated[
         int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
     ] = 3,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
     from hexamer.bench.generate import generate_report, run_generate_bench
@@ -221,10 +161,11 @@ def bench_generate(
         log=_log,
     )
     report = generate_report(rows, prompt_bp=prompt_bp, new_bp=new_bp, dtype=dtype, repeats=repeats)
-    emit(report, json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(report)
 
 
 @bench_app.command("throughput")
+@bench_output()
 def bench_throughput(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
@@ -242,10 +183,7 @@ def bench_throughput(
         int, typer.Option(min=1, help="Rounds; each backend keeps its best time per case.")
     ] = 1,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """The Trainium2 article's DNA suite (7 prompt cases): kbp/s, latency p50/p99, valid DNA % per backend."""
     from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
@@ -268,7 +206,7 @@ def bench_throughput(
         f"{prompt_bp} bp in / {new_bp} bp out, end to end, best of {repeats}",
         log=_log,
     )
-    emit(report, json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(report)
 
 
 def _bench_carbon(
@@ -290,6 +228,7 @@ def _bench_carbon(
 
 
 @bench_app.command("fns")
+@bench_output()
 def bench_fns(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
@@ -302,10 +241,7 @@ def bench_fns(
         int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
     ] = 3,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Cost of base-pair-level (FNS) generation and scoring over token level, same model and run."""
     from hexamer.bench.fns_cost import run_fns_bench
@@ -321,7 +257,7 @@ def bench_fns(
         repeats=repeats,
         log=_log,
     )
-    emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(add_plot_labels(report))
 
 
 @bench_app.command("scaleout")
@@ -362,6 +298,7 @@ def bench_scaleout_cmd(
 
 
 @bench_app.command("roofline")
+@bench_output()
 def bench_roofline(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
@@ -371,10 +308,7 @@ def bench_roofline(
     repeats: Annotated[int, typer.Option(min=1)] = 3,
     quick: Annotated[bool, typer.Option(help="Smaller bandwidth/matmul probes.")] = False,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Measure memory bandwidth and matmul FLOP/s, then decode/prefill as a fraction of those limits."""
     from hexamer.bench.roofline import run_roofline_bench
@@ -384,10 +318,11 @@ def bench_roofline(
     report = run_roofline_bench(
         carbon, batch_sizes=sizes, new_bp=new_bp, repeats=repeats, quick=quick, log=_log
     )
-    emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(add_plot_labels(report))
 
 
 @bench_app.command("track")
+@bench_output(plot=None, legacy_json=False)
 def bench_track(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
@@ -402,8 +337,7 @@ def bench_track(
     ] = None,
     repeats: Annotated[int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3).")] = 3,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """bp/s of `hexamer track` and the fraction of the machine's matmul peak it reaches."""
     from hexamer.bench.track import run_track_bench
@@ -415,7 +349,7 @@ def bench_track(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    emit(report, json_out, None, price_per_hour=price_per_hour)
+    output.emit(report)
 
 
 @bench_app.command("all")

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
-from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
+from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 from hexamer.cli.checks import not_stdio
 
 
@@ -62,6 +62,7 @@ def quantize(
 
 
 @bench_app.command("quant")
+@bench_output(plot=None)
 def bench_quant(
     model: Annotated[
         str | None,
@@ -106,9 +107,7 @@ def bench_quant(
     ] = 64,
     window_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Fidelity: window length.")] = 600,
     threads: Annotated[int, typer.Option(min=0, max=4096, help="torch threads (0: torch's default).")] = 0,
-    json_out: JsonOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """int8 vs float32 vs bfloat16: decode/prefill speed (same run, alternating rounds) or fidelity."""
     import torch
@@ -123,7 +122,7 @@ def bench_quant(
         run_quant_fidelity,
         run_quant_speed,
     )
-    from hexamer.cli.bench_cmd import _log, bench_folder, emit, parse_ints
+    from hexamer.cli.bench_cmd import _log, bench_folder, parse_ints
 
     try:
         chosen = check_variants([v.strip() for v in variants.split(",") if v.strip()])
@@ -156,4 +155,4 @@ def bench_quant(
             carbons, batch_sizes=sizes, prompt_bp=prompt_bp, new_bp=new_bp, rounds=rounds, gguf=gguf,
             gguf_type=gguf_quantize, folder=folder, log=_log,
         )  # fmt: skip
-    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
+    output.emit(report)
