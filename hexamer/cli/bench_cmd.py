@@ -40,6 +40,10 @@ FastaOption = Annotated[
     ),
 ]
 ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
+BatchSizesOption = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
+MedianRepeatsOption = Annotated[
+    int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
+]
 
 
 def _split_numbers(text: str, option: str, convert: Callable[[str], Any], kind: str) -> tuple[Any, ...]:
@@ -99,6 +103,16 @@ def bench_folder(model: str | None, shape: str, dtype: str) -> str:
     return str(bench_model_folder(shape, cache_dir(), dtype))
 
 
+def _bench_setup(
+    model: str | None, shape: str, dtype: str, batch_sizes: str, threads: int = 0
+) -> tuple[str, tuple[int, ...]]:
+    """The bench folder and the checked ``--batch-sizes``, with torch's threads set (0: left alone)."""
+    _check_dtype(dtype)
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
+    _threads(threads)
+    return bench_folder(model, shape, dtype), sizes
+
+
 def _log(msg: str) -> None:
     from rich.markup import escape
 
@@ -129,7 +143,7 @@ def bench_tokenizer(
 def bench_generate(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "16,1",
+    batch_sizes: BatchSizesOption = "16,1",
     prompt_bp: Annotated[int, typer.Option(min=6)] = 1080,
     new_bp: Annotated[int, typer.Option(min=1)] = 1080,
     dtype: DtypeOption = "float32",
@@ -137,18 +151,14 @@ def bench_generate(
         str, typer.Option(help="Comma-separated: hexamer-token, hexamer-bp, transformers.")
     ] = "hexamer-token,hexamer-bp,transformers",
     hf_static_cache: Annotated[bool, typer.Option(help="Run transformers with its static cache.")] = False,
-    repeats: Annotated[
-        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
-    ] = 3,
+    repeats: MedianRepeatsOption = 3,
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
     from hexamer.bench.generate import generate_report, run_generate_bench
 
     chosen = parse_names(backends, "--backends", sorted({"hexamer-token", "hexamer-bp", "transformers"}))
-    _check_dtype(dtype)
-    sizes = parse_ints(batch_sizes, "--batch-sizes")
-    folder = bench_folder(model, shape, dtype)
+    folder, sizes = _bench_setup(model, shape, dtype, batch_sizes)
     rows = run_generate_bench(
         folder,
         batch_sizes=sizes,
@@ -170,7 +180,7 @@ def bench_throughput(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
     dtype: DtypeOption = "float32",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "16,1",
+    batch_sizes: BatchSizesOption = "16,1",
     prompt_bp: Annotated[int, typer.Option(min=6, help="Prompt length (a multiple of 6).")] = 1080,
     new_bp: Annotated[int, typer.Option(min=1, help="Bases to generate per prompt.")] = 1080,
     backends: Annotated[
@@ -191,10 +201,7 @@ def bench_throughput(
     chosen = parse_names(backends, "--backends", BACKENDS)
     if prompt_bp % 6:
         raise typer.BadParameter(f"--prompt-bp must be a multiple of 6, got {prompt_bp}")
-    _check_dtype(dtype)
-    sizes = parse_ints(batch_sizes, "--batch-sizes")
-    _threads(threads)
-    folder = bench_folder(model, shape, dtype)
+    folder, sizes = _bench_setup(model, shape, dtype, batch_sizes, threads)
     objs = make_backends(folder, chosen, dtype=dtype, max_batch=max(sizes), log=_log)
     report = run_throughput_bench(
         objs,
@@ -211,16 +218,13 @@ def bench_throughput(
 
 def _bench_carbon(
     model: str | None, shape: str, dtype: str, batch_sizes: str, threads: int
-) -> tuple[Any, list[int]]:
+) -> tuple[Any, tuple[int, ...]]:
     """The checked batch sizes and a CPU ``Carbon`` on the bench folder (the fns/roofline set-up)."""
     import torch
 
     from hexamer import Carbon
 
-    _check_dtype(dtype)
-    sizes = parse_ints(batch_sizes, "--batch-sizes")
-    _threads(threads)
-    folder = bench_folder(model, shape, dtype)
+    folder, sizes = _bench_setup(model, shape, dtype, batch_sizes, threads)
     carbon = Carbon.from_pretrained(
         folder, dtype=getattr(torch, dtype), device="cpu", max_batch_size=max(sizes)
     )
@@ -233,13 +237,11 @@ def bench_fns(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
     dtype: DtypeOption = "float32",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated generation batch sizes.")] = "16,1",
+    batch_sizes: BatchSizesOption = "16,1",
     new_bp: Annotated[int, typer.Option(min=1, help="Bases generated per prompt.")] = 360,
     score_sequences: Annotated[int, typer.Option(min=1, help="Sequences scored.")] = 16,
     score_bp: Annotated[int, typer.Option(min=6, help="Length of each scored sequence.")] = 1080,
-    repeats: Annotated[
-        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
-    ] = 3,
+    repeats: MedianRepeatsOption = 3,
     threads: ThreadsOption = 0,
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
@@ -303,7 +305,7 @@ def bench_roofline(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
     dtype: DtypeOption = "float32",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,16",
+    batch_sizes: BatchSizesOption = "1,16",
     new_bp: Annotated[int, typer.Option(min=6, help="Bases generated per run (decode steps × 6).")] = 360,
     repeats: Annotated[int, typer.Option(min=1)] = 3,
     quick: Annotated[bool, typer.Option(help="Smaller bandwidth/matmul probes.")] = False,
