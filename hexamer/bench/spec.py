@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from hexamer.bench.report import BenchReport
-from hexamer.bench.timing import MIN_ROUNDS, Timing, run_rounds, spread_warning
+from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first, run_rounds
 from hexamer.bench.tokenizer import random_dna
 
 __all__ = ["FULL_PAIR", "QUICK_PAIR", "PairShape", "build_spec_pair", "run_spec_bench"]
@@ -268,9 +268,7 @@ def run_spec_bench(
                     f"{label} {mode} {decoding}: target {row['target bp/s']:.1f} bp/s, spec {row['spec bp/s']:.1f} bp/s "
                     f"({row['speed-up']:.2f}×), {stats.summary()}"
                 )
-    warning = spread_warning(all_timings)
-    if warning:
-        report.notes.insert(0, warning)
+    put_spread_warning_first(report.notes, all_timings)
     report.notes.append(
         "speed-up = median target-alone time / median speculative time (range: fastest over slowest "
         "round and back), same prompts and options, end to end (prefill included); "
