@@ -22,7 +22,7 @@ from hexamer.cli.app import (
     out_folder_option,
 )
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, JsonOption, PriceOption, bench_output, emit
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.checks import path_option
 
 Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.testing.SHAPES
 ShapeOption = Annotated[Shape, typer.Option(help="Random-weight shape when no --model.")]
@@ -34,9 +34,9 @@ BenchModelOption = Annotated[
 ]
 FastaOption = Annotated[
     Path | None,
-    typer.Option(
-        help="Reference FASTA (default: the shipped human chr20 slice).",
-        callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
+    path_option(
+        "Reference FASTA (default: the shipped human chr20 slice).",
+        "the reference is read by position (indexed), which a pipe cannot do",
     ),
 ]
 ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]

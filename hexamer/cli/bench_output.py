@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hexamer.cli.app import console, err_console
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.checks import path_option
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
@@ -43,7 +43,7 @@ PLOT_HELP = "Also write a PNG bar chart here."
 
 def plot_option(help_text: str) -> Any:
     """A ``--plot PATH`` option (PNG; ``-`` refused) with the command's own help."""
-    return typer.Option("--plot", help=help_text, callback=not_stdio(PLOT_WHY))
+    return path_option(help_text, PLOT_WHY, "--plot")
 
 
 PlotOption = Annotated[Path | None, plot_option(PLOT_HELP)]

@@ -12,7 +12,7 @@ import typer
 from hexamer.cli.app import bench_app
 from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, FastaOption
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.checks import path_option
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
@@ -49,9 +49,9 @@ def bench_vep_cmd(
     ] = 1,
     vcf: Annotated[
         Path | None,
-        typer.Option(
-            help="Score this VCF instead of random sites (with --fasta).",
-            callback=not_stdio("the VCF is read again in every timed round"),
+        path_option(
+            "Score this VCF instead of random sites (with --fasta).",
+            "the VCF is read again in every timed round",
         ),
     ] = None,
     context: Annotated[int, typer.Option(help="Next-base recipe: left context in bp.")] = 6144,

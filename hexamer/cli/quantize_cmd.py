@@ -11,7 +11,7 @@ import typer
 
 from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.checks import not_stdio, path_option
 
 
 @app.command("quantize")
@@ -88,9 +88,9 @@ def bench_quant(
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")] = 3,
     gguf: Annotated[
         Path | None,
-        typer.Option(
-            help="A llama.cpp Q8_0 GGUF of the same model: timed, or scored with --fidelity.",
-            callback=not_stdio("llama.cpp loads a GGUF from a file by name"),
+        path_option(
+            "A llama.cpp Q8_0 GGUF of the same model: timed, or scored with --fidelity.",
+            "llama.cpp loads a GGUF from a file by name",
         ),
     ] = None,
     gguf_quantize: Annotated[
