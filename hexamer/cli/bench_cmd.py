@@ -39,7 +39,7 @@ FastaOption = Annotated[
         "the reference is read by position (indexed), which a pipe cannot do",
     ),
 ]
-ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
+ThreadsOption = Annotated[int, typer.Option(min=0, max=4096, help="torch threads (0: torch's default).")]
 BatchSizesOption = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
 MedianRepeatsOption = Annotated[
     int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
@@ -83,7 +83,8 @@ def _check_dtype(dtype: str) -> None:
         raise typer.BadParameter("--dtype must be float32 or bfloat16")
 
 
-def _threads(threads: int) -> None:
+def set_threads(threads: int) -> None:
+    """``--threads``: torch's intra-op threads (0: left as torch chose)."""
     if threads:
         import torch
 
@@ -109,7 +110,7 @@ def _bench_setup(
     """The bench folder and the checked ``--batch-sizes``, with torch's threads set (0: left alone)."""
     _check_dtype(dtype)
     sizes = parse_ints(batch_sizes, "--batch-sizes")
-    _threads(threads)
+    set_threads(threads)
     return bench_folder(model, shape, dtype), sizes
 
 
@@ -386,7 +387,7 @@ def bench_all(
     _check_dtype(dtype)
     names = sorted(set(PLOTS) | set(EXTERNAL))
     chosen = None if only is None else set(parse_names(only, "--only", names))
-    _threads(threads)
+    set_threads(threads)
     folder = bench_folder(model, shape or ("tiny" if quick else "500m"), dtype)
     outcomes = run_all(
         out,

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
+from hexamer.cli.bench_cmd import ThreadsOption, _log, bench_folder, parse_ints, set_threads
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 from hexamer.cli.checks import not_stdio, path_option
 
@@ -106,12 +107,10 @@ def bench_quant(
         int, typer.Option(min=2, max=100_000, help="Fidelity: real (and as many corrupted) windows.")
     ] = 64,
     window_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Fidelity: window length.")] = 600,
-    threads: Annotated[int, typer.Option(min=0, max=4096, help="torch threads (0: torch's default).")] = 0,
+    threads: ThreadsOption = 0,
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """int8 vs float32 vs bfloat16: decode/prefill speed (same run, alternating rounds) or fidelity."""
-    import torch
-
     from hexamer.bench.quant import (
         check_peer_gguf,
         check_variants,
@@ -122,7 +121,6 @@ def bench_quant(
         run_quant_fidelity,
         run_quant_speed,
     )
-    from hexamer.cli.bench_cmd import _log, bench_folder, parse_ints
 
     try:
         chosen = check_variants([v.strip() for v in variants.split(",") if v.strip()])
@@ -130,8 +128,7 @@ def bench_quant(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     sizes = parse_ints(batch_sizes, "--batch-sizes")
-    if threads:
-        torch.set_num_threads(threads)
+    set_threads(threads)
     if model is None and shape is None and fidelity:
         folder = resolve_model(None)
     else:
