@@ -18,6 +18,7 @@ from hexamer.cli.app import (
     bench_app,
     cache_dir,
     console,
+    err_console,
     load_tokenizer,
     out_folder_option,
 )
@@ -100,7 +101,7 @@ def bench_folder(model: str | None, shape: str, dtype: str) -> str:
 
     if shape not in SHAPES:
         raise typer.BadParameter(f"--shape must be one of {sorted(SHAPES)}")
-    console.print(f"[dim]building/using a random-weight {shape} model with the real Carbon vocabulary[/dim]")
+    _log(f"building/using a random-weight {shape} model with the real Carbon vocabulary")
     return str(bench_model_folder(shape, cache_dir(), dtype))
 
 
@@ -115,9 +116,10 @@ def _bench_setup(
 
 
 def _log(msg: str) -> None:
+    """A progress line, on stderr: stdout carries only the table, or only the JSON with ``--out -``."""
     from rich.markup import escape
 
-    console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)
+    err_console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)
 
 
 @bench_app.command("tokenizer")

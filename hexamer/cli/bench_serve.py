@@ -8,8 +8,10 @@ from typing import Annotated, Literal
 
 import typer
 
-from hexamer.cli.app import bench_app, console, fail
+from hexamer.cli.app import bench_app, console, err_console, fail
+from hexamer.cli.bench_cmd import _log
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
+from hexamer.cli.checks import is_stdio
 
 
 @bench_app.command("serve")
@@ -70,8 +72,6 @@ def bench_serve_cmd(
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """The published serving workload (random DNA prompts, fixed lengths, ignore_eos), vLLM-style summary."""
-    from rich.markup import escape
-
     from hexamer.bench.serve import latency_plot, run_serve_bench
     from hexamer.remote import RemoteError
 
@@ -95,12 +95,12 @@ def bench_serve_cmd(
             endpoint=endpoint,
             rounds=rounds,
             compare_offline=compare_offline,
-            log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
+            log=_log,
         )
     except (RemoteError, ValueError, RuntimeError) as exc:
         fail(exc)
     if output.plot_out is not None:  # drawn from the latency rows, before any price rows are added
         latency_plot(report, output.plot_out)
     replace(output, plot_out=None).emit(report)
-    if output.plot_out is not None:
-        console.print(f"wrote {output.plot_out}")
+    if output.plot_out is not None:  # on stderr when stdout carries the JSON
+        (err_console if is_stdio(output.json_out) else console).print(f"wrote {output.plot_out}")

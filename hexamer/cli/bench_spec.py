@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from hexamer.cli.app import bench_app, console
-from hexamer.cli.bench_cmd import parse_floats, parse_ints, parse_names
+from hexamer.cli.app import bench_app
+from hexamer.cli.bench_cmd import _log, parse_floats, parse_ints, parse_names
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 
 
@@ -45,8 +45,6 @@ def bench_spec_cmd(
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
-    from rich.markup import escape
-
     from hexamer.bench.run_all import EXTERNAL_PLOTS
     from hexamer.bench.spec import run_spec_bench
     from hexamer.engine.speculative import SpecConfig
@@ -65,7 +63,7 @@ def bench_spec_cmd(
     for batch in sizes:
         part = run_spec_bench(
             quick=quick,
-            log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
+            log=_log,
             target=target,
             draft=draft,
             noises=noise_t,
