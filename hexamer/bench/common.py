@@ -1,12 +1,12 @@
 """Helpers every benchmark shares: the random-weight model folder of a shape, a timed region
-without the cyclic garbage collector, and the logits processor that keeps a transformers peer on
-the 6-mer block. A leaf: it imports no other ``hexamer.bench`` module, so any
+without the cyclic garbage collector, the settings each VEP recipe reads, and the logits processor
+that keeps a transformers peer on the 6-mer block. A leaf: it imports no other ``hexamer.bench`` module, so any
 benchmark can use it without import cycles."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,19 @@ def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> 
         dtype=dtype,
         shards=1 if shape in ("tiny", "500m") else 4,
     )
+
+
+#: the :class:`~hexamer.vep.settings.VepSettings` fields each recipe reads (a window setting does
+#: not change a next-base score, and the other way round)
+RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
+    "window": ("window", "window_grid", "rc_average"),
+    "next_base": ("context", "context_grid"),
+}
+
+
+def recipe_options(recipe: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``options`` that ``recipe`` reads (:data:`RECIPE_FIELDS`), in their order."""
+    return {k: v for k, v in options.items() if k in RECIPE_FIELDS[recipe]}
 
 
 @contextmanager

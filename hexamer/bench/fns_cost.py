@@ -17,7 +17,7 @@ import torch
 
 from hexamer.bench.report import BenchReport
 from hexamer.bench.suite import suite_prompts
-from hexamer.bench.timing import Timing, run_rounds, spread_warning
+from hexamer.bench.timing import Timing, put_spread_warning_first, run_rounds
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -152,9 +152,7 @@ def run_fns_bench(
                 f"{task}: worst bp-level overhead {worst[task]:+.1f}% — {verdict} the ≤ {TARGET_OVERHEAD_PCT:.0f}% "
                 "target (published vLLM implementation: ~35%)"
             )
-    warning = spread_warning(all_timings)
-    if warning:
-        report.notes.insert(0, warning)
+    put_spread_warning_first(report.notes, all_timings)
     report.notes.append(
         "end-to-end rows include the model forward (identical at both levels), so their differences "
         "within a few % are run-to-run noise; the 'only' rows isolate the FNS arithmetic."

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hexamer.bench.common import recipe_options
 from hexamer.ism.mutagenesis import ism_settings, saturation_mutagenesis
 
 if TYPE_CHECKING:
@@ -153,11 +154,7 @@ def run_ism_bench(
         },
     )
     for recipe in recipes:
-        opts = (
-            {k: v for k, v in options.items() if k in ("window", "window_grid", "rc_average")}
-            if recipe == "window"
-            else {k: v for k, v in options.items() if k in ("context", "context_grid")}
-        )
+        opts = recipe_options(recipe, options)
         b = bench_ism(
             carbon,
             scorer,

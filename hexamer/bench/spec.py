@@ -12,38 +12,49 @@ a trained model's rather than nearly uniform, which is what random weights give.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from hexamer.bench.report import BenchReport
-from hexamer.bench.timing import MIN_ROUNDS, Timing, run_rounds, spread_warning
+from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first, run_rounds
 from hexamer.bench.tokenizer import random_dna
+from hexamer.testing import ModelShape
 
-__all__ = ["FULL_PAIR", "QUICK_PAIR", "PairShape", "build_spec_pair", "run_spec_bench"]
+__all__ = ["FULL_PAIR", "QUICK_PAIR", "TINY_PAIR", "PairShape", "build_spec_pair", "run_spec_bench"]
 
 
 @dataclass(frozen=True)
 class PairShape:
-    """Shapes of a synthetic draft/target pair (the target adds ``extra_layers`` to the draft)."""
+    """A synthetic draft/target pair: the draft's shape, the layers the target adds on top of it, and
+    the final-norm scale that peaks both models' next-token distributions."""
 
-    hidden_size: int = 512
-    intermediate_size: int = 1536
-    num_attention_heads: int = 8
-    num_key_value_heads: int = 4
-    draft_layers: int = 2
-    extra_layers: int = 22
+    draft: ModelShape
+    extra_layers: int
     sharpness: float = 6.0
 
     @property
+    def target(self) -> ModelShape:
+        """The draft's shape with ``extra_layers`` more layers."""
+        return replace(self.draft, num_hidden_layers=self.draft.num_hidden_layers + self.extra_layers)
+
+    @property
     def tag(self) -> str:
-        return f"h{self.hidden_size}-d{self.draft_layers}-t{self.draft_layers + self.extra_layers}-s{self.sharpness:g}"
+        draft, target = self.draft.num_hidden_layers, self.target.num_hidden_layers
+        return f"h{self.draft.hidden_size}-d{draft}-t{target}-s{self.sharpness:g}"
 
 
-QUICK_PAIR = PairShape(256, 512, 4, 2, 1, 7, 6.0)
-FULL_PAIR = PairShape()
+QUICK_PAIR = PairShape(
+    ModelShape(hidden_size=256, intermediate_size=512, num_hidden_layers=1), extra_layers=7
+)
+FULL_PAIR = PairShape(
+    ModelShape(hidden_size=512, intermediate_size=1536, num_attention_heads=8, num_key_value_heads=4),
+    extra_layers=22,
+)
+#: seconds to build and run: the tiny test shape, one draft layer, two extra target layers
+TINY_PAIR = PairShape(ModelShape(num_hidden_layers=1), extra_layers=2)
 
 
 def _load_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -56,42 +67,32 @@ def build_spec_pair(
     root: str | Path, shape: PairShape = FULL_PAIR, noise: float = 0.0, seed: int = 0
 ) -> tuple[Path, Path]:
     """``(draft_dir, target_dir)`` under ``root``, each built once (atomically) and reused."""
-    from hexamer.testing import ModelShape, build_carbon_folder_once
+    from hexamer.testing import build_carbon_folder_once
 
     root = Path(root)
-    model_shape = ModelShape(
-        hidden_size=shape.hidden_size,
-        intermediate_size=shape.intermediate_size,
-        num_hidden_layers=shape.draft_layers,
-        num_attention_heads=shape.num_attention_heads,
-        num_key_value_heads=shape.num_key_value_heads,
-    )
-    base = build_carbon_folder_once(root / f"spec-base-{shape.tag}-{seed}", shape=model_shape, seed=seed)
+    base = build_carbon_folder_once(root / f"spec-base-{shape.tag}-{seed}", shape=shape.draft, seed=seed)
     draft = root / f"spec-draft-{shape.tag}-{seed}"
     if not (draft / "config.json").is_file():
         weights = _load_weights(base)
         weights["model.norm.weight"] = weights["model.norm.weight"] * shape.sharpness
-        _write_folder(draft, model_shape, weights)
+        _write_folder(draft, shape.draft, weights)
     target = root / f"spec-target-{shape.tag}-{seed}-noise{noise:g}"
     if not (target / "config.json").is_file():
-        import dataclasses
-
         from hexamer.testing import llama_config, random_llama_weights
 
         weights = _load_weights(draft)
-        big = dataclasses.replace(model_shape, num_hidden_layers=shape.draft_layers + shape.extra_layers)
         gen = torch.Generator().manual_seed(seed + 1)
-        cfg = llama_config(_layout_of(base), big, eos_id=0)
+        cfg = llama_config(_layout_of(base), shape.target, eos_id=0)
         extra = random_llama_weights({**cfg, "num_hidden_layers": shape.extra_layers}, seed=seed + 1)
         for i in range(shape.extra_layers):
-            src, dst = f"model.layers.{i}.", f"model.layers.{shape.draft_layers + i}."
+            src, dst = f"model.layers.{i}.", f"model.layers.{shape.draft.num_hidden_layers + i}."
             for name, value in extra.items():
                 if name.startswith(src):
                     suffix = name[len(src) :]
                     if suffix in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
                         value = torch.randn(value.shape, generator=gen) * noise
                     weights[dst + suffix] = value.contiguous()
-        _write_folder(target, big, weights)
+        _write_folder(target, shape.target, weights)
     return draft, target
 
 
@@ -268,9 +269,7 @@ def run_spec_bench(
                     f"{label} {mode} {decoding}: target {row['target bp/s']:.1f} bp/s, spec {row['spec bp/s']:.1f} bp/s "
                     f"({row['speed-up']:.2f}×), {stats.summary()}"
                 )
-    warning = spread_warning(all_timings)
-    if warning:
-        report.notes.insert(0, warning)
+    put_spread_warning_first(report.notes, all_timings)
     report.notes.append(
         "speed-up = median target-alone time / median speculative time (range: fastest over slowest "
         "round and back), same prompts and options, end to end (prefill included); "

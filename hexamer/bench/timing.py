@@ -19,7 +19,14 @@ from typing import Any
 
 from hexamer.bench.common import gc_paused
 
-__all__ = ["MAX_TRUSTED_SPREAD", "MIN_ROUNDS", "Timing", "run_rounds", "spread_warning"]
+__all__ = [
+    "MAX_TRUSTED_SPREAD",
+    "MIN_ROUNDS",
+    "Timing",
+    "put_spread_warning_first",
+    "run_rounds",
+    "spread_warning",
+]
 
 #: fewest timed rounds per case: a median and a spread need three
 MIN_ROUNDS = 3
@@ -110,3 +117,10 @@ def spread_warning(timings: Mapping[str, Timing], limit: float = MAX_TRUSTED_SPR
         f"more than {limit:.0%}): the machine is busy or the runs are too short. Re-run with more "
         "--repeats, a larger workload (no --quick) or on an idle machine before quoting these ratios."
     )
+
+
+def put_spread_warning_first(notes: list[str], timings: Mapping[str, Timing]) -> None:
+    """Insert :func:`spread_warning` at the top of a report's ``notes`` when the rounds disagree,
+    so it is read before any ratio."""
+    if (warning := spread_warning(timings)) is not None:
+        notes.insert(0, warning)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hexamer.bench.common import BenchOptionError, bench_model_folder
+from hexamer.bench.common import BenchOptionError, bench_model_folder, recipe_options
 from hexamer.bench.report import BenchReport
 from hexamer.cache import cache_root
 from hexamer.vep.engine import score_variants
@@ -196,12 +196,15 @@ def run_vep_bench(
                 alts_per_site=alts_per_site,
                 region=(contig, 0, min(span, length)),
             )
+        given = {
+            "window": window,
+            "window_grid": window_grid,
+            "rc_average": rc_average,
+            "context": context,
+            "context_grid": context_grid,
+        }
         for recipe in recipes:
-            options = (
-                {"window": window, "window_grid": window_grid, "rc_average": rc_average}
-                if recipe == "window"
-                else {"context": context, "context_grid": context_grid}
-            )
+            options = recipe_options(recipe, given)
             b = bench_vep(carbon, vcf, reference, recipe=recipe, repeats=repeats, **options)
             common = {"recipe": recipe, "variants": b.n_variants}
             report.rows.append(

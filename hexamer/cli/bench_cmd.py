@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -22,10 +22,8 @@ from hexamer.cli.app import (
     load_tokenizer,
     out_folder_option,
 )
-from hexamer.cli.checks import not_stdio
-
-if TYPE_CHECKING:
-    from hexamer.bench.report import BenchReport
+from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, JsonOption, PriceOption, bench_output, emit
+from hexamer.cli.checks import path_option
 
 Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.testing.SHAPES
 ShapeOption = Annotated[Shape, typer.Option(help="Random-weight shape when no --model.")]
@@ -35,36 +33,18 @@ DtypeOption = Annotated[
 BenchModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
 ]
-JsonOption = Annotated[
-    Path | None, typer.Option("--out", "-o", help="Also write the table as JSON here (- for stdout).")
-]
-LegacyJsonOption = Annotated[Path | None, typer.Option("--json", hidden=True, help="Old name of --out.")]
-PriceOption = Annotated[
-    float | None,
-    typer.Option(
-        "--price-per-hour",
-        min=0,
-        help="Machine price in $ per hour: adds bp/hour and $ per Gbp columns (e.g. 2.5).",
-    ),
-]
-#: why ``--plot -`` is refused
-PLOT_WHY = "an image is written to a file (standard output carries the table or the JSON)"
-
-
-def plot_option(help_text: str) -> Any:
-    """A ``--plot PATH`` option (PNG; ``-`` refused) with the command's own help."""
-    return typer.Option("--plot", help=help_text, callback=not_stdio(PLOT_WHY))
-
-
-PlotOption = Annotated[Path | None, plot_option("Also write a PNG bar chart here.")]
 FastaOption = Annotated[
     Path | None,
-    typer.Option(
-        help="Reference FASTA (default: the shipped human chr20 slice).",
-        callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
+    path_option(
+        "Reference FASTA (default: the shipped human chr20 slice).",
+        "the reference is read by position (indexed), which a pipe cannot do",
     ),
 ]
-ThreadsOption = Annotated[int, typer.Option(min=0, help="torch threads (0: torch's default).")]
+ThreadsOption = Annotated[int, typer.Option(min=0, max=4096, help="torch threads (0: torch's default).")]
+BatchSizesOption = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
+MedianRepeatsOption = Annotated[
+    int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
+]
 
 
 def _split_numbers(text: str, option: str, convert: Callable[[str], Any], kind: str) -> tuple[Any, ...]:
@@ -104,7 +84,8 @@ def _check_dtype(dtype: str) -> None:
         raise typer.BadParameter("--dtype must be float32 or bfloat16")
 
 
-def _threads(threads: int) -> None:
+def set_threads(threads: int) -> None:
+    """``--threads``: torch's intra-op threads (0: left as torch chose)."""
     if threads:
         import torch
 
@@ -120,56 +101,34 @@ def bench_folder(model: str | None, shape: str, dtype: str) -> str:
 
     if shape not in SHAPES:
         raise typer.BadParameter(f"--shape must be one of {sorted(SHAPES)}")
-    console.print(f"[dim]building/using a random-weight {shape} model with the real Carbon vocabulary[/dim]")
+    _log(f"building/using a random-weight {shape} model with the real Carbon vocabulary")
     return str(bench_model_folder(shape, cache_dir(), dtype))
 
 
+def _bench_setup(
+    model: str | None, shape: str, dtype: str, batch_sizes: str, threads: int = 0
+) -> tuple[str, tuple[int, ...]]:
+    """The bench folder and the checked ``--batch-sizes``, with torch's threads set (0: left alone)."""
+    _check_dtype(dtype)
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
+    set_threads(threads)
+    return bench_folder(model, shape, dtype), sizes
+
+
 def _log(msg: str) -> None:
+    """A progress line, on stderr: stdout carries only the table, or only the JSON with ``--out -``."""
     from rich.markup import escape
 
-    console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)
-
-
-def emit(
-    report: BenchReport,
-    json_out: Path | None,
-    plot_out: Path | None,
-    *,
-    price_per_hour: float | None = None,
-    **plot: Any,
-) -> None:
-    """Print the table (on stderr when ``json_out`` is ``-``: stdout then carries the JSON); add
-    the throughput economics with a price; write JSON and the plot where asked."""
-    import json
-
-    from hexamer.bench.report import add_economics, print_report
-
-    if price_per_hour is not None:
-        add_economics(report, price_per_hour)
-    to_stdout = json_out is not None and str(json_out) == "-"
-    screen = err_console if to_stdout else console
-    print_report(report, screen)
-    if to_stdout:
-        print(json.dumps(report.as_dict(), default=str))
-    elif json_out is not None:
-        report.write_json(json_out)
-        screen.print(f"wrote {json_out}")
-    if plot_out is not None:
-        from hexamer.bench.run_all import PLOTS
-
-        report.plot(plot_out, **(plot or PLOTS[report.name]))
-        screen.print(f"wrote {plot_out}")
+    err_console.print(f"[dim]{escape(msg)}[/dim]", highlight=False)
 
 
 @bench_app.command("tokenizer")
+@bench_output()
 def bench_tokenizer(
     model: ModelOption = None,
     sizes: Annotated[str, typer.Option(help="Comma-separated sequence lengths in bp.")] = "1000000,100000000",
     repeats: Annotated[int, typer.Option(min=1, help="Runs per case; the best is reported.")] = 3,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """DNA encode/decode throughput (Mbp/s), with the official per-chunk algorithm as the peer."""
     from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
@@ -179,14 +138,15 @@ def bench_tokenizer(
         raise typer.BadParameter("--sizes needs at least one positive length")
     tok = load_tokenizer(model)
     rows = run_tokenizer_bench(tok, size_list, repeats=repeats)
-    emit(tokenizer_report(rows, repeats), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(tokenizer_report(rows, repeats))
 
 
 @bench_app.command("generate")
+@bench_output()
 def bench_generate(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "16,1",
+    batch_sizes: BatchSizesOption = "16,1",
     prompt_bp: Annotated[int, typer.Option(min=6)] = 1080,
     new_bp: Annotated[int, typer.Option(min=1)] = 1080,
     dtype: DtypeOption = "float32",
@@ -194,21 +154,14 @@ def bench_generate(
         str, typer.Option(help="Comma-separated: hexamer-token, hexamer-bp, transformers.")
     ] = "hexamer-token,hexamer-bp,transformers",
     hf_static_cache: Annotated[bool, typer.Option(help="Run transformers with its static cache.")] = False,
-    repeats: Annotated[
-        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
-    ] = 3,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    repeats: MedianRepeatsOption = 3,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Generation bp/s: hexamer token level, hexamer bp level and transformers.generate, same run."""
     from hexamer.bench.generate import generate_report, run_generate_bench
 
     chosen = parse_names(backends, "--backends", sorted({"hexamer-token", "hexamer-bp", "transformers"}))
-    _check_dtype(dtype)
-    sizes = parse_ints(batch_sizes, "--batch-sizes")
-    folder = bench_folder(model, shape, dtype)
+    folder, sizes = _bench_setup(model, shape, dtype, batch_sizes)
     rows = run_generate_bench(
         folder,
         batch_sizes=sizes,
@@ -221,15 +174,16 @@ def bench_generate(
         log=_log,
     )
     report = generate_report(rows, prompt_bp=prompt_bp, new_bp=new_bp, dtype=dtype, repeats=repeats)
-    emit(report, json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(report)
 
 
 @bench_app.command("throughput")
+@bench_output()
 def bench_throughput(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
     dtype: DtypeOption = "float32",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "16,1",
+    batch_sizes: BatchSizesOption = "16,1",
     prompt_bp: Annotated[int, typer.Option(min=6, help="Prompt length (a multiple of 6).")] = 1080,
     new_bp: Annotated[int, typer.Option(min=1, help="Bases to generate per prompt.")] = 1080,
     backends: Annotated[
@@ -242,10 +196,7 @@ def bench_throughput(
         int, typer.Option(min=1, help="Rounds; each backend keeps its best time per case.")
     ] = 1,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """The Trainium2 article's DNA suite (7 prompt cases): kbp/s, latency p50/p99, valid DNA % per backend."""
     from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
@@ -253,10 +204,7 @@ def bench_throughput(
     chosen = parse_names(backends, "--backends", BACKENDS)
     if prompt_bp % 6:
         raise typer.BadParameter(f"--prompt-bp must be a multiple of 6, got {prompt_bp}")
-    _check_dtype(dtype)
-    sizes = parse_ints(batch_sizes, "--batch-sizes")
-    _threads(threads)
-    folder = bench_folder(model, shape, dtype)
+    folder, sizes = _bench_setup(model, shape, dtype, batch_sizes, threads)
     objs = make_backends(folder, chosen, dtype=dtype, max_batch=max(sizes), log=_log)
     report = run_throughput_bench(
         objs,
@@ -268,21 +216,18 @@ def bench_throughput(
         f"{prompt_bp} bp in / {new_bp} bp out, end to end, best of {repeats}",
         log=_log,
     )
-    emit(report, json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(report)
 
 
 def _bench_carbon(
     model: str | None, shape: str, dtype: str, batch_sizes: str, threads: int
-) -> tuple[Any, list[int]]:
+) -> tuple[Any, tuple[int, ...]]:
     """The checked batch sizes and a CPU ``Carbon`` on the bench folder (the fns/roofline set-up)."""
     import torch
 
     from hexamer import Carbon
 
-    _check_dtype(dtype)
-    sizes = parse_ints(batch_sizes, "--batch-sizes")
-    _threads(threads)
-    folder = bench_folder(model, shape, dtype)
+    folder, sizes = _bench_setup(model, shape, dtype, batch_sizes, threads)
     carbon = Carbon.from_pretrained(
         folder, dtype=getattr(torch, dtype), device="cpu", max_batch_size=max(sizes)
     )
@@ -290,22 +235,18 @@ def _bench_carbon(
 
 
 @bench_app.command("fns")
+@bench_output()
 def bench_fns(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
     dtype: DtypeOption = "float32",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated generation batch sizes.")] = "16,1",
+    batch_sizes: BatchSizesOption = "16,1",
     new_bp: Annotated[int, typer.Option(min=1, help="Bases generated per prompt.")] = 360,
     score_sequences: Annotated[int, typer.Option(min=1, help="Sequences scored.")] = 16,
     score_bp: Annotated[int, typer.Option(min=6, help="Length of each scored sequence.")] = 1080,
-    repeats: Annotated[
-        int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3; medians reported).")
-    ] = 3,
+    repeats: MedianRepeatsOption = 3,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Cost of base-pair-level (FNS) generation and scoring over token level, same model and run."""
     from hexamer.bench.fns_cost import run_fns_bench
@@ -321,7 +262,7 @@ def bench_fns(
         repeats=repeats,
         log=_log,
     )
-    emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(add_plot_labels(report))
 
 
 @bench_app.command("scaleout")
@@ -362,19 +303,17 @@ def bench_scaleout_cmd(
 
 
 @bench_app.command("roofline")
+@bench_output()
 def bench_roofline(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
     dtype: DtypeOption = "float32",
-    batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,16",
+    batch_sizes: BatchSizesOption = "1,16",
     new_bp: Annotated[int, typer.Option(min=6, help="Bases generated per run (decode steps × 6).")] = 360,
     repeats: Annotated[int, typer.Option(min=1)] = 3,
     quick: Annotated[bool, typer.Option(help="Smaller bandwidth/matmul probes.")] = False,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    plot_out: PlotOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Measure memory bandwidth and matmul FLOP/s, then decode/prefill as a fraction of those limits."""
     from hexamer.bench.roofline import run_roofline_bench
@@ -384,10 +323,11 @@ def bench_roofline(
     report = run_roofline_bench(
         carbon, batch_sizes=sizes, new_bp=new_bp, repeats=repeats, quick=quick, log=_log
     )
-    emit(add_plot_labels(report), json_out or legacy_json, plot_out, price_per_hour=price_per_hour)
+    output.emit(add_plot_labels(report))
 
 
 @bench_app.command("track")
+@bench_output(plot=None, legacy_json=False)
 def bench_track(
     model: BenchModelOption = None,
     shape: ShapeOption = "500m",
@@ -402,8 +342,7 @@ def bench_track(
     ] = None,
     repeats: Annotated[int, typer.Option(min=1, help="Timed rounds after a warm-up (at least 3).")] = 3,
     threads: ThreadsOption = 0,
-    json_out: JsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """bp/s of `hexamer track` and the fraction of the machine's matmul peak it reaches."""
     from hexamer.bench.track import run_track_bench
@@ -415,7 +354,7 @@ def bench_track(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    emit(report, json_out, None, price_per_hour=price_per_hour)
+    output.emit(report)
 
 
 @bench_app.command("all")
@@ -450,7 +389,7 @@ def bench_all(
     _check_dtype(dtype)
     names = sorted(set(PLOTS) | set(EXTERNAL))
     chosen = None if only is None else set(parse_names(only, "--only", names))
-    _threads(threads)
+    set_threads(threads)
     folder = bench_folder(model, shape or ("tiny" if quick else "500m"), dtype)
     outcomes = run_all(
         out,

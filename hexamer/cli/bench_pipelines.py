@@ -10,16 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hexamer.cli.app import bench_app
-from hexamer.cli.bench_cmd import (
-    BenchModelOption,
-    DtypeOption,
-    FastaOption,
-    JsonOption,
-    LegacyJsonOption,
-    PriceOption,
-    plot_option,
-)
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, FastaOption
+from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
+from hexamer.cli.checks import path_option
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
@@ -39,6 +32,7 @@ def _run(bench: Callable[..., BenchReport], **options: Any) -> BenchReport:
 
 
 @bench_app.command("vep")
+@bench_output("Also draw variants/s per recipe (PNG).")
 def bench_vep_cmd(
     model: BenchModelOption = None,
     shape: ShapeName = "tiny",
@@ -55,9 +49,9 @@ def bench_vep_cmd(
     ] = 1,
     vcf: Annotated[
         Path | None,
-        typer.Option(
-            help="Score this VCF instead of random sites (with --fasta).",
-            callback=not_stdio("the VCF is read again in every timed round"),
+        path_option(
+            "Score this VCF instead of random sites (with --fasta).",
+            "the VCF is read again in every timed round",
         ),
     ] = None,
     context: Annotated[int, typer.Option(help="Next-base recipe: left context in bp.")] = 6144,
@@ -68,10 +62,7 @@ def bench_vep_cmd(
     ] = False,
     dtype: DtypeOption = "float32",
     repeats: Annotated[int, typer.Option(min=1, help="Rounds; each side keeps its best time.")] = 1,
-    json_out: JsonOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
-    plot: Annotated[Path | None, plot_option("Also draw variants/s per recipe (PNG).")] = None,
+    output: BenchOutput = SCREEN_ONLY,
     quick: Annotated[
         bool, typer.Option("--quick/--no-quick", help="A seconds-long run (small windows, 6 sites).")
     ] = False,
@@ -108,20 +99,11 @@ def bench_vep_cmd(
         quick=quick,
         published=published,
     )
-    from hexamer.cli.bench_cmd import emit
-
-    emit(
-        report,
-        json_out or legacy_json,
-        plot,
-        price_per_hour=price_per_hour,
-        x="recipe",
-        y="variants/s",
-        group="method",
-    )
+    output.emit(report, x="recipe", y="variants/s", group="method")
 
 
 @bench_app.command("embed")
+@bench_output(plot=None)
 def bench_embed_cmd(
     model: BenchModelOption = None,
     shape: ShapeName = "tiny",
@@ -130,13 +112,10 @@ def bench_embed_cmd(
     batch_size: Annotated[int, typer.Option(min=1)] = 8,
     dtype: DtypeOption = "float32",
     repeats: Annotated[int, typer.Option(min=1, help="Rounds; each backend keeps its best time.")] = 1,
-    json_out: JsonOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Sequences/s of ``hexamer.embed`` (mean pooling, last layer) vs transformers on the same weights."""
     from hexamer.bench.embed import run_embed_bench
-    from hexamer.cli.bench_cmd import emit
 
     report = _run(
         run_embed_bench,
@@ -148,4 +127,4 @@ def bench_embed_cmd(
         dtype=dtype,
         repeats=repeats,
     )
-    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
+    output.emit(report)

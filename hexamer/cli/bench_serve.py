@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from dataclasses import replace
 from typing import Annotated, Literal
 
 import typer
 
-from hexamer.cli.app import bench_app, console, fail
-from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption, plot_option
+from hexamer.cli.app import bench_app, console, err_console, fail
+from hexamer.cli.bench_cmd import _log
+from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
+from hexamer.cli.checks import is_stdio
 
 
 @bench_app.command("serve")
+@bench_output("Also draw the latencies (PNG).")
 def bench_serve_cmd(
     url: Annotated[
         str | None, typer.Option(help="A running vLLM / SGLang / hexamer server (default: start hexamer's).")
@@ -66,16 +69,10 @@ def bench_serve_cmd(
             "--quick/--no-quick", help="8 prompts, 60 bp in / out, 4 in flight (tiny model by default)."
         ),
     ] = False,
-    json_out: JsonOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
-    plot: Annotated[Path | None, plot_option("Also draw the latencies (PNG).")] = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """The published serving workload (random DNA prompts, fixed lengths, ignore_eos), vLLM-style summary."""
-    from rich.markup import escape
-
     from hexamer.bench.serve import latency_plot, run_serve_bench
-    from hexamer.cli.bench_cmd import emit
     from hexamer.remote import RemoteError
 
     try:
@@ -98,12 +95,12 @@ def bench_serve_cmd(
             endpoint=endpoint,
             rounds=rounds,
             compare_offline=compare_offline,
-            log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
+            log=_log,
         )
     except (RemoteError, ValueError, RuntimeError) as exc:
         fail(exc)
-    if plot is not None:  # drawn from the latency rows, before any price rows are added
-        latency_plot(report, plot)
-    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
-    if plot is not None:
-        console.print(f"wrote {plot}")
+    if output.plot_out is not None:  # drawn from the latency rows, before any price rows are added
+        latency_plot(report, output.plot_out)
+    replace(output, plot_out=None).emit(report)
+    if output.plot_out is not None:  # on stderr when stdout carries the JSON
+        (err_console if is_stdio(output.json_out) else console).print(f"wrote {output.plot_out}")

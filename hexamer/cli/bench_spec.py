@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from hexamer.cli.app import bench_app, console
-from hexamer.cli.bench_cmd import (
-    JsonOption,
-    LegacyJsonOption,
-    PriceOption,
-    parse_floats,
-    parse_ints,
-    parse_names,
-    plot_option,
-)
+from hexamer.cli.app import bench_app
+from hexamer.cli.bench_cmd import _log, parse_floats, parse_ints, parse_names
+from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 
 
 @bench_app.command("spec")
+@bench_output("Also draw the speed-ups (PNG).")
 def bench_spec_cmd(
     target: Annotated[
         str | None, typer.Option("--target", help="Target model folder (default: synthetic pairs).")
@@ -49,17 +42,11 @@ def bench_spec_cmd(
     quick: Annotated[
         bool, typer.Option("--quick/--no-quick", help="A seconds-long run on small models.")
     ] = False,
-    json_out: JsonOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
-    plot: Annotated[Path | None, plot_option("Also draw the speed-ups (PNG).")] = None,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
-    from rich.markup import escape
-
     from hexamer.bench.run_all import EXTERNAL_PLOTS
     from hexamer.bench.spec import run_spec_bench
-    from hexamer.cli.bench_cmd import emit
     from hexamer.engine.speculative import SpecConfig
 
     if (target is None) != (draft is None):
@@ -76,7 +63,7 @@ def bench_spec_cmd(
     for batch in sizes:
         part = run_spec_bench(
             quick=quick,
-            log=lambda msg: console.print(f"[dim]{escape(msg)}[/dim]"),
+            log=_log,
             target=target,
             draft=draft,
             noises=noise_t,
@@ -100,4 +87,4 @@ def bench_spec_cmd(
     assert report is not None
     if len(sizes) > 1:
         report.title = report.title.replace(f"batch {sizes[0]},", f"batch {', '.join(map(str, sizes))},")
-    emit(report, json_out or legacy_json, plot, price_per_hour=price_per_hour, **EXTERNAL_PLOTS["spec"])
+    output.emit(report, **EXTERNAL_PLOTS["spec"])

@@ -109,3 +109,9 @@ def not_stdio(why: str) -> Callable[[Any], Any]:
         return value
 
     return check
+
+
+def path_option(help_text: str, why: str, *names: str) -> Any:
+    """A typer option naming a file or folder that ``-`` cannot stand for (``why``, as in
+    :func:`not_stdio`); ``names``: its flags when not the parameter's own (e.g. ``"--data", "-d"``)."""
+    return typer.Option(*names, help=help_text, callback=not_stdio(why))

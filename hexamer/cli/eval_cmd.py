@@ -22,7 +22,7 @@ from hexamer.cli.app import (
     out_folder_option,
     resolve_model,
 )
-from hexamer.cli.checks import is_stdio, not_stdio
+from hexamer.cli.checks import is_stdio, path_option
 from hexamer.io.stdio import copy_to_stdout
 from hexamer.progress import progress_bar
 
@@ -73,18 +73,18 @@ def eval_cmd(
     ] = None,
     data: Annotated[
         str | None,
-        typer.Option(
+        path_option(
+            "The task's file or folder (local, or hf://datasets/ORG/NAME/FILE).",
+            "a task finds its data files by name and format (e.g. test.parquet)",
             "--data",
             "-d",
-            help="The task's file or folder (local, or hf://datasets/ORG/NAME/FILE).",
-            callback=not_stdio("a task finds its data files by name and format (e.g. test.parquet)"),
         ),
     ] = None,
     data_root: Annotated[
         Path | None,
-        typer.Option(
-            help="Folder holding the datasets in their public layout (see docs/evals.md).",
-            callback=not_stdio("it is a folder of datasets"),
+        path_option(
+            "Folder holding the datasets in their public layout (see docs/evals.md).",
+            "it is a folder of datasets",
         ),
     ] = None,
     level: Annotated[str, typer.Option(help="token (the published headline), bp (FNS), or both.")] = "both",
@@ -95,10 +95,10 @@ def eval_cmd(
     batch_size: Annotated[int, typer.Option(min=1, help="Sequences per forward pass.")] = 16,
     cache: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
+            "Per-example record cache (default: the hexamer cache).",
+            "it is a folder of cached records",
             "--cache-dir",
-            help="Per-example record cache (default: the hexamer cache).",
-            callback=not_stdio("it is a folder of cached records"),
         ),
     ] = None,
     use_cache: Annotated[
@@ -127,11 +127,9 @@ def eval_cmd(
     ] = None,
     hg38: Annotated[
         Path | None,
-        typer.Option(
-            help="ClinVar: hg38.parquet (ID, Sequence) or a FASTA.",
-            callback=not_stdio(
-                "the genome is looked up by chromosome: Parquet and FASTA indexes need a file"
-            ),
+        path_option(
+            "ClinVar: hg38.parquet (ID, Sequence) or a FASTA.",
+            "the genome is looked up by chromosome: Parquet and FASTA indexes need a file",
         ),
     ] = None,
     context_length: Annotated[

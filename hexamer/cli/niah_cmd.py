@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from hexamer.cli.app import app, console, fail, out_folder_option
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.checks import path_option
 
 
 @app.command("build-niah")
@@ -23,11 +23,10 @@ def build_niah_cmd(
     ],
     fasta: Annotated[
         list[Path] | None,
-        typer.Option(
-            "--fasta",
-            help="Genome FASTA (.fa/.fa.gz); repeat for several (rows cycle through them). "
+        path_option(
+            "Genome FASTA (.fa/.fa.gz); repeat for several (rows cycle through them). "
             "Default: the shipped 100 kbp human chr20 slice (enough for contexts up to 16k tokens).",
-            callback=not_stdio("each genome is recorded by its file name in the datasets it builds"),
+            "each genome is recorded by its file name in the datasets it builds",
         ),
     ] = None,
     ctx: Annotated[

@@ -10,8 +10,9 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
-from hexamer.cli.bench_cmd import JsonOption, LegacyJsonOption, PriceOption
-from hexamer.cli.checks import not_stdio
+from hexamer.cli.bench_cmd import ThreadsOption, _log, bench_folder, parse_ints, set_threads
+from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
+from hexamer.cli.checks import not_stdio, path_option
 
 
 @app.command("quantize")
@@ -62,6 +63,7 @@ def quantize(
 
 
 @bench_app.command("quant")
+@bench_output(plot=None)
 def bench_quant(
     model: Annotated[
         str | None,
@@ -87,9 +89,9 @@ def bench_quant(
     rounds: Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")] = 3,
     gguf: Annotated[
         Path | None,
-        typer.Option(
-            help="A llama.cpp Q8_0 GGUF of the same model: timed, or scored with --fidelity.",
-            callback=not_stdio("llama.cpp loads a GGUF from a file by name"),
+        path_option(
+            "A llama.cpp Q8_0 GGUF of the same model: timed, or scored with --fidelity.",
+            "llama.cpp loads a GGUF from a file by name",
         ),
     ] = None,
     gguf_quantize: Annotated[
@@ -105,14 +107,10 @@ def bench_quant(
         int, typer.Option(min=2, max=100_000, help="Fidelity: real (and as many corrupted) windows.")
     ] = 64,
     window_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Fidelity: window length.")] = 600,
-    threads: Annotated[int, typer.Option(min=0, max=4096, help="torch threads (0: torch's default).")] = 0,
-    json_out: JsonOption = None,
-    legacy_json: LegacyJsonOption = None,
-    price_per_hour: PriceOption = None,
+    threads: ThreadsOption = 0,
+    output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """int8 vs float32 vs bfloat16: decode/prefill speed (same run, alternating rounds) or fidelity."""
-    import torch
-
     from hexamer.bench.quant import (
         check_peer_gguf,
         check_variants,
@@ -123,7 +121,6 @@ def bench_quant(
         run_quant_fidelity,
         run_quant_speed,
     )
-    from hexamer.cli.bench_cmd import _log, bench_folder, emit, parse_ints
 
     try:
         chosen = check_variants([v.strip() for v in variants.split(",") if v.strip()])
@@ -131,8 +128,7 @@ def bench_quant(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     sizes = parse_ints(batch_sizes, "--batch-sizes")
-    if threads:
-        torch.set_num_threads(threads)
+    set_threads(threads)
     if model is None and shape is None and fidelity:
         folder = resolve_model(None)
     else:
@@ -156,4 +152,4 @@ def bench_quant(
             carbons, batch_sizes=sizes, prompt_bp=prompt_bp, new_bp=new_bp, rounds=rounds, gguf=gguf,
             gguf_type=gguf_quantize, folder=folder, log=_log,
         )  # fmt: skip
-    emit(report, json_out or legacy_json, None, price_per_hour=price_per_hour)
+    output.emit(report)

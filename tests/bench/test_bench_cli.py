@@ -21,6 +21,15 @@ def test_tokenizer_json_and_plot(tiny_folder: Path, tmp_path: Path) -> None:
     assert any("per-chunk" in r["implementation"] for r in rows)
 
 
+def test_out_dash_puts_only_the_json_on_stdout(tiny_folder: Path) -> None:
+    result = run_ok(  # progress lines go to stderr, so stdout parses as one JSON document
+        ["bench", "generate", "--model", str(tiny_folder), "--batch-sizes", "1", "--prompt-bp", "12",
+         "--new-bp", "12", "--backends", "hexamer-token", "--repeats", "1", "-o", "-"]
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert report["name"] == "generate" and [r["backend"] for r in report["rows"]] == ["hexamer-token"]
+
+
 def test_throughput_fns_roofline(tiny_folder: Path, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     common = ["--model", str(tiny_folder), "--threads", "1"]

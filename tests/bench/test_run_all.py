@@ -12,7 +12,7 @@ import pytest
 from hexamer.bench import run_all as run_all_module
 from hexamer.bench.report import BenchReport
 from hexamer.bench.run_all import EXTERNAL_PLOTS, run_all, run_external
-from hexamer.bench.spec import PairShape, run_spec_bench
+from hexamer.bench.spec import TINY_PAIR, run_spec_bench
 
 pytest.importorskip("transformers")
 
@@ -33,7 +33,7 @@ def small_spec_bench(*, quick: bool, log: Callable[[str], None]) -> BenchReport:
     return run_spec_bench(
         quick=quick,
         log=log,
-        shape=PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0),
+        shape=TINY_PAIR,
         noises=(0.0, 0.05),
         modes=("token",),
         prompt_bp=12,

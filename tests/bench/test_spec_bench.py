@@ -9,21 +9,19 @@ import pytest
 
 from hexamer import Carbon
 from hexamer.bench.report import BenchReport
-from hexamer.bench.spec import PairShape, build_spec_pair, run_spec_bench
+from hexamer.bench.spec import TINY_PAIR, build_spec_pair, run_spec_bench
 from hexamer.testing.cli import run, run_ok
-
-SMALL = PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0)
 
 
 def test_noise_zero_target_computes_what_the_draft_computes(tmp_path: Path) -> None:
-    draft_dir, target_dir = build_spec_pair(tmp_path, SMALL, noise=0.0)
+    draft_dir, target_dir = build_spec_pair(tmp_path, TINY_PAIR, noise=0.0)
     draft, target = Carbon.from_pretrained(draft_dir), Carbon.from_pretrained(target_dir)
     assert target.model.config.num_hidden_layers == 3 and draft.model.config.num_hidden_layers == 1
     a, b = target.score("ACGTACGGATTACA"), draft.score("ACGTACGGATTACA")
     assert a.mean == pytest.approx(b.mean, abs=1e-5)
-    again = build_spec_pair(tmp_path, SMALL, noise=0.0)  # reused, not rebuilt
+    again = build_spec_pair(tmp_path, TINY_PAIR, noise=0.0)  # reused, not rebuilt
     assert again == (draft_dir, target_dir)
-    _, noisy = build_spec_pair(tmp_path, SMALL, noise=0.05)
+    _, noisy = build_spec_pair(tmp_path, TINY_PAIR, noise=0.05)
     assert Carbon.from_pretrained(noisy).score("ACGTACGGATTACA").mean != pytest.approx(a.mean, abs=1e-4)
 
 
@@ -32,7 +30,7 @@ def test_report_rows(tmp_path: Path) -> None:
         quick=True,
         log=lambda _: None,
         cache_root=tmp_path,
-        shape=SMALL,
+        shape=TINY_PAIR,
         noises=(0.0,),
         new_bp=30,
         prompt_bp=20,
@@ -53,7 +51,7 @@ def test_report_rows(tmp_path: Path) -> None:
 
 def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
-    draft_dir, target_dir = build_spec_pair(tmp_path, SMALL, noise=0.01)
+    draft_dir, target_dir = build_spec_pair(tmp_path, TINY_PAIR, noise=0.01)
     out = tmp_path / "spec.json"
     args = ["bench", "spec", "--target", str(target_dir), "--draft", str(draft_dir), "--new-bp", "18"]
     extra = ["--prompt-bp", "12", "--spec-k", "3", "--decodings", "greedy", "-o", str(out)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hexamer.bench import timing
-from hexamer.bench.timing import MIN_ROUNDS, Timing, run_rounds, spread_warning
+from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first, run_rounds, spread_warning
 
 
 def test_rounds_warm_up_alternate_and_never_fall_below_three() -> None:
@@ -32,6 +32,12 @@ def test_spread_warning_names_the_unsteady_cases() -> None:
     message = spread_warning({"a": steady, "spec": wild})
     assert message is not None and message.startswith("WARNING") and "spec" in message
     assert "a " not in message.split("by", 1)[1].split("of their")[0]
+
+    notes = ["first"]
+    put_spread_warning_first(notes, {"a": steady})
+    assert notes == ["first"]
+    put_spread_warning_first(notes, {"a": steady, "spec": wild})
+    assert notes == [message, "first"]
 
 
 def test_fake_clock_gives_exact_medians(monkeypatch: pytest.MonkeyPatch) -> None:

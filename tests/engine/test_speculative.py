@@ -12,7 +12,7 @@ import torch
 from scipy.stats import chisquare
 
 from hexamer import Carbon
-from hexamer.bench.spec import PairShape, build_spec_pair
+from hexamer.bench.spec import TINY_PAIR, build_spec_pair
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.draft import DraftRunner
 from hexamer.engine.speculative import (
@@ -27,7 +27,6 @@ from hexamer.testing import build_carbon_folder
 from hexamer.testing.cli import run, run_ok
 from hexamer.tokenizer import DnaLayout
 
-TINY_PAIR = PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0)
 PROMPTS = ["ACGTACGTAC", "TTGACATTGACATTGACA", "<dna>", "GGCAT", "<mammalian_species><dna>ACGTTGCAAC"]
 
 

@@ -13,12 +13,11 @@ import httpx
 import pytest
 
 from hexamer import Carbon
-from hexamer.bench.spec import PairShape, build_spec_pair
+from hexamer.bench.spec import TINY_PAIR, build_spec_pair
 from hexamer.server.app import create_app
 from hexamer.server.testing import serve_in_thread
 from hexamer.testing.cli import run, run_ok
 
-TINY_PAIR = PairShape(64, 128, 4, 2, draft_layers=1, extra_layers=2, sharpness=6.0)
 PROMPTS = ["ACGTACGTAC", "TTGACATTGACATTGACA", "GGCAT"]
 
 

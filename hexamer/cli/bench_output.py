@@ -1,0 +1,146 @@
+"""Where a ``hexamer bench`` table goes besides the screen: ``--out`` (JSON, ``-`` for stdout), the
+hidden old name ``--json``, ``--plot`` (PNG) and ``--price-per-hour`` (economics columns).
+
+Those options are declared once here; :func:`bench_output` adds them to a command, which then
+takes one :class:`BenchOutput` and ends with ``output.emit(report)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hexamer.cli.app import console, err_console
+from hexamer.cli.checks import path_option
+
+if TYPE_CHECKING:
+    from hexamer.bench.report import BenchReport
+
+JsonOption = Annotated[
+    Path | None, typer.Option("--out", "-o", help="Also write the table as JSON here (- for stdout).")
+]
+LegacyJsonOption = Annotated[Path | None, typer.Option("--json", hidden=True, help="Old name of --out.")]
+PriceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--price-per-hour",
+        min=0,
+        help="Machine price in $ per hour: adds bp/hour and $ per Gbp columns (e.g. 2.5).",
+    ),
+]
+#: why ``--plot -`` is refused
+PLOT_WHY = "an image is written to a file (standard output carries the table or the JSON)"
+#: the ``--plot`` help of the commands that draw the default bar chart
+PLOT_HELP = "Also write a PNG bar chart here."
+
+
+def plot_option(help_text: str) -> Any:
+    """A ``--plot PATH`` option (PNG; ``-`` refused) with the command's own help."""
+    return path_option(help_text, PLOT_WHY, "--plot")
+
+
+PlotOption = Annotated[Path | None, plot_option(PLOT_HELP)]
+
+
+def emit(
+    report: BenchReport,
+    json_out: Path | None,
+    plot_out: Path | None,
+    *,
+    price_per_hour: float | None = None,
+    **plot: Any,
+) -> None:
+    """Print the table (on stderr when ``json_out`` is ``-``: stdout then carries the JSON); add
+    the throughput economics with a price; write JSON and the plot where asked."""
+    import json
+
+    from hexamer.bench.report import add_economics, print_report
+
+    if price_per_hour is not None:
+        add_economics(report, price_per_hour)
+    to_stdout = json_out is not None and str(json_out) == "-"
+    screen = err_console if to_stdout else console
+    print_report(report, screen)
+    if to_stdout:
+        print(json.dumps(report.as_dict(), default=str))
+    elif json_out is not None:
+        report.write_json(json_out)
+        screen.print(f"wrote {json_out}")
+    if plot_out is not None:
+        from hexamer.bench.run_all import PLOTS
+
+        report.plot(plot_out, **(plot or PLOTS[report.name]))
+        screen.print(f"wrote {plot_out}")
+
+
+@dataclass(frozen=True)
+class BenchOutput:
+    """The output options of one bench command, as given."""
+
+    json_out: Path | None = None
+    plot_out: Path | None = None
+    price_per_hour: float | None = None
+
+    def emit(self, report: BenchReport, **plot: Any) -> None:
+        """:func:`emit` with these options (``plot``: the chart's axes when not the table's default)."""
+        emit(report, self.json_out, self.plot_out, price_per_hour=self.price_per_hour, **plot)
+
+
+#: no ``--out`` nor ``--plot``: the table on the screen (the default ``output`` of a command)
+SCREEN_ONLY = BenchOutput()
+
+
+def _option(name: str, annotation: Any) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=annotation
+    )
+
+
+def bench_output(
+    plot: str | None = PLOT_HELP, *, legacy_json: bool = True
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a bench command ``--out``, ``--price-per-hour``, ``--plot`` (with this help; ``None``: no
+    plot) and the hidden ``--json`` where its parameter ``output: BenchOutput`` stands."""
+    options = [_option("json_out", JsonOption)]
+    if plot is not None:
+        options.append(_option("plot_out", Annotated[Path | None, plot_option(plot)]))
+    if legacy_json:
+        options.append(_option("legacy_json", LegacyJsonOption))
+    options.append(_option("price_per_hour", PriceOption))
+
+    def add_options(command: Callable[..., None]) -> Callable[..., None]:
+        hints = typing.get_type_hints(command, include_extras=True)
+        given = inspect.signature(command).parameters
+        if "output" not in given:
+            raise TypeError(f"{command.__name__} has no parameter 'output'")
+        params: list[inspect.Parameter] = []
+        for param in given.values():
+            if param.name == "output":
+                params.extend(options)
+            else:
+                params.append(param.replace(annotation=hints[param.name]))
+
+        @functools.wraps(command)
+        def run(
+            *args: Any,
+            json_out: Path | None = None,
+            plot_out: Path | None = None,
+            legacy_json: Path | None = None,
+            price_per_hour: float | None = None,
+            **values: Any,
+        ) -> None:
+            output = BenchOutput(json_out or legacy_json, plot_out, price_per_hour)
+            command(*args, output=output, **values)
+
+        run.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return add_options
