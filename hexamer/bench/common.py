@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hexamer.vep.settings import RECIPE_FIELDS
+
 
 def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
     """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
@@ -27,12 +29,6 @@ def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> 
 
 #: the :class:`~hexamer.vep.settings.VepSettings` fields each recipe reads (a window setting does
 #: not change a next-base score, and the other way round)
-RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
-    "window": ("window", "window_grid", "rc_average"),
-    "next_base": ("context", "context_grid"),
-}
-
-
 def recipe_options(recipe: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``options`` that ``recipe`` reads (:data:`RECIPE_FIELDS`), in their order."""
     return {k: v for k, v in options.items() if k in RECIPE_FIELDS[recipe]}

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hexamer.io import atomic_path
+from hexamer.vep.settings import RECIPE_FIELDS
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -66,16 +67,7 @@ def score_settings(settings: VepSettings | Mapping[str, Any]) -> dict[str, Any]:
     """The fields of :data:`SCORE_SETTINGS` that apply to the recipe (a window setting does not
     change a next-base score, and the other way round)."""
     values = settings.as_dict() if hasattr(settings, "as_dict") else dict(settings)  # type: ignore[union-attr]
-    keep = (
-        ("recipe", "window", "window_grid", "rc_average")
-        if values["recipe"] == "window"
-        else (
-            "recipe",
-            "context",
-            "context_grid",
-        )
-    )
-    return {k: values[k] for k in keep}
+    return {k: values[k] for k in ("recipe", *RECIPE_FIELDS[values["recipe"]])}
 
 
 @dataclass

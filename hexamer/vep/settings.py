@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
 __all__ = [
+    "RECIPE_FIELDS",
     "ROW_COLUMNS",
     "STATUSES",
     "TOKEN_BUDGET_CPU",
@@ -32,6 +33,13 @@ __all__ = [
     "default_token_budget",
     "warn_at_caller",
 ]
+
+#: The :class:`VepSettings` fields each recipe reads: a window setting never changes a next-base
+#: score, nor the other way round (calibration tables and benchmarks keep only these).
+RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
+    "window": ("window", "window_grid", "rc_average"),
+    "next_base": ("context", "context_grid"),
+}
 
 #: Columns of a result row, in output order.
 ROW_COLUMNS = (

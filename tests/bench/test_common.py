@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hexamer.bench.common import RECIPE_FIELDS, recipe_options
-from hexamer.vep.settings import VepSettings
+from hexamer.bench.common import recipe_options
+from hexamer.vep.settings import RECIPE_FIELDS, VepSettings
 
 
 def test_recipe_options_keep_what_the_recipe_reads() -> None:
