@@ -29,7 +29,7 @@ from hexamer.cli.checks import (
 )
 from hexamer.cli.pipelines import set_threads
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
-from hexamer.cli.sequence_jobs import load_carbon, progress_bar
+from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar
 
 RecipeOption = Annotated[
     Literal["window", "next_base"],
@@ -70,6 +70,7 @@ ThreadsOption = Annotated[int | None, typer.Option(min=1, max=THREADS_MAX, help=
 
 
 @app.command()
+@served.server_options
 def ism(
     command: typer.Context,
     fasta: FastaOption,
@@ -124,15 +125,11 @@ def ism(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server option group
     as_json: JsonFlag = False,
 ) -> None:
     """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
-    from hexamer.calibration import Calibration, CalibrationError
+    from hexamer.calibration import CalibrationError
     from hexamer.cli.app import resolve_model
     from hexamer.ism import RegionError, output_format, plot_heatmap, plot_logo, write_ism
     from hexamer.ism.mutagenesis import saturation_mutagenesis, site_mutagenesis
@@ -171,19 +168,12 @@ def ism(
         )
     else:
         set_threads(threads)
-    cal = None
-    if calibration is not None:
-        try:
-            cal = Calibration.load(calibration)
-        except CalibrationError as exc:
-            fail(exc)
+    cal = load_calibration(calibration)
     carbon = (
-        resolve_model(model)
+        resolve_model(model)  # --ray: each actor loads it
         if on_ray is not None
-        else served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
-        if server is not None  # no KV sharing on a server: each window is scored on its own
-        else load_carbon(model, dtype, device, batch_size)
-    )
+        else served.open_model(server, model, dtype, device, batch_size, command)
+    )  # no KV sharing on a server: each window is scored on its own
     settings = {
         "recipe": recipe,
         "window": window,

@@ -35,7 +35,7 @@ from hexamer.cli.checks import (
     not_stdio,
 )
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
-from hexamer.cli.sequence_jobs import count_records, load_carbon, progress_bar
+from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carbon, progress_bar
 from hexamer.io.stdio import copy_to_stdout
 
 
@@ -48,6 +48,7 @@ def set_threads(threads: int | None) -> None:
 
 
 @app.command()
+@served.server_options
 def vep(
     command: typer.Context,
     vcf: Annotated[
@@ -122,11 +123,7 @@ def vep(
             ),
         ),
     ] = None,
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server option group
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -175,14 +172,7 @@ def vep(
     if not is_stdio(vcf) and not vcf.is_file():
         raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
     set_threads(threads)
-    cal = None
-    if calibration is not None:
-        from hexamer.calibration import Calibration
-
-        try:
-            cal = Calibration.load(calibration)
-        except ValueError as exc:
-            fail(exc)
+    cal = load_calibration(calibration)
     check_plot_path(plot)
     runner = run_vep
     if ray is not None:
@@ -228,11 +218,9 @@ def vep(
             )
         known = {r.message for r in survey.resolutions.values()}  # said above: not again per contig
         carbon = (
-            served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
-            if server is not None
-            else resolve_model(model)  # --ray: each actor loads it
+            resolve_model(model)  # --ray: each actor loads it
             if ray is not None
-            else load_carbon(model, dtype, device, batch_size)
+            else served.open_model(server, model, dtype, device, batch_size, command)
         )
         try:
             total = count_rows(vcf)  # a real total and ETA for the bar; seconds for millions of lines
@@ -266,9 +254,6 @@ def vep(
                 )
         except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
             fail(exc)
-        finally:
-            if server is not None:
-                carbon.close()
         if is_stdio(out):
             copy_to_stdout(target)
     from collections import Counter

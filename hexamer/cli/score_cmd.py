@@ -32,7 +32,6 @@ from hexamer.cli.sequence_jobs import (
     chunks,
     count_records,
     fail_if_none_ok,
-    load_carbon,
     progress_bar,
     read_job_records,
     report_skipped,
@@ -40,6 +39,7 @@ from hexamer.cli.sequence_jobs import (
 
 
 @app.command()
+@served.server_options
 def score(
     command: typer.Context,
     sequences: Annotated[list[str] | None, typer.Argument(help="DNA sequences to score.")] = None,
@@ -72,11 +72,7 @@ def score(
     ] = None,
     num_gpus_per_worker: GpusPerWorkerOption = 0.0,
     resume: ResumeOption = False,
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server option group
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
@@ -117,11 +113,7 @@ def score(
             per_base=per_base,
             batch_size=batch_size,
         )
-    carbon = (
-        served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
-        if server is not None
-        else load_carbon(model, dtype, device, batch_size)
-    )
+    carbon = served.open_model(server, model, dtype, device, batch_size, command)
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
     all_statuses: list[str] = []
