@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -27,9 +28,13 @@ from hexamer.cli.checks import (
     check_plot_path,
     check_runtime,
 )
+from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.pipelines import set_threads
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
 from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar
+
+if TYPE_CHECKING:
+    from hexamer.vep import VepSettings
 
 RecipeOption = Annotated[
     Literal["window", "next_base"],
@@ -69,8 +74,31 @@ DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda, ... (default:
 ThreadsOption = Annotated[int | None, typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch.")]
 
 
+def _recipe_settings(**options: Any) -> VepSettings:
+    from hexamer.ism import ism_settings
+
+    return ism_settings(**options)
+
+
+#: The recipe options of ``ism`` and ``calibrate``, handed to the command as one ``settings``
+#: (:func:`hexamer.ism.ism_settings`; ``--batch-size`` and ``--token-budget`` are set on it after).
+recipe_options = option_group(
+    "settings",
+    (
+        ("recipe", RecipeOption, "window"),
+        ("window", WindowOption, 8192),
+        ("window_grid", WindowGridOption, None),
+        ("rc_average", RcOption, False),
+        ("context", ContextOption, 24576),
+        ("context_grid", ContextGridOption, 6144),
+    ),
+    _recipe_settings,
+)
+
+
 @app.command()
 @served.server_options
+@recipe_options
 def ism(
     command: typer.Context,
     fasta: FastaOption,
@@ -89,12 +117,7 @@ def ism(
     ] = None,
     flank: Annotated[int, typer.Option(min=0, max=100_000, help="--vcf: bases on each side of a site.")] = 50,
     model: ModelOpt = None,
-    recipe: RecipeOption = "window",
-    window: WindowOption = 8192,
-    window_grid: WindowGridOption = None,
-    rc_average: RcOption = False,
-    context: ContextOption = 24576,
-    context_grid: ContextGridOption = 6144,
+    settings: VepSettings = FILLED,  # the recipe options
     indels: Annotated[
         bool,
         typer.Option("--indels/--no-indels", help="Also every 1-bp deletion and insertion (window recipe)."),
@@ -132,7 +155,7 @@ def ism(
     from hexamer.calibration import CalibrationError
     from hexamer.cli.app import resolve_model
     from hexamer.ism import RegionError, output_format, plot_heatmap, plot_logo, write_ism
-    from hexamer.ism.mutagenesis import saturation_mutagenesis, site_mutagenesis
+    from hexamer.ism.mutagenesis import scan_mutagenesis
     from hexamer.vep import FastaError, VcfInputError
     from hexamer.vep.summary import status_summary
 
@@ -149,7 +172,7 @@ def ism(
     check_output("--out", out, output_format)
     check_plot_path(plot)
     check_plot_path(logo, "--logo")
-    if indels and recipe == "next_base":
+    if indels and settings.recipe == "next_base":
         err_console.print(
             "[yellow]--indels: the next_base recipe scores SNVs only; indel rows will be skipped[/yellow]"
         )
@@ -174,16 +197,7 @@ def ism(
         if on_ray is not None
         else served.open_model(server, model, dtype, device, batch_size, command)
     )  # no KV sharing on a server: each window is scored on its own
-    settings = {
-        "recipe": recipe,
-        "window": window,
-        "window_grid": window_grid,
-        "context": context,
-        "context_grid": context_grid,
-        "rc_average": rc_average,
-        "batch_size": batch_size,
-        "token_budget": token_budget,
-    }
+    settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
 
     def note(message: str) -> None:
         err_console.print(f"[yellow]{message}[/yellow]")
@@ -198,21 +212,15 @@ def ism(
                 rate = done / (progress.tasks[task].elapsed or 1e-9)
                 progress.update(task, advance=n, rate=f"{rate:,.1f} variants/s")
 
-            common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick, **settings}
+            where = {"vcf": vcf, "flank": flank} if vcf is not None else {"region": region}
+            common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick}
             if on_ray is not None:  # the actors score, the driver writes the file
-                where = {"vcf": vcf, "flank": flank} if vcf is not None else {"region": region}
-                done = on_ray(carbon, fasta, out, resume=resume, **where, **common)
-                rows, n_written, unplaced = done.rows, done.n_written, done.unplaced
-                regions = [str(r) for r in done.regions] if vcf is not None else list(region or [])
-            elif vcf is not None:
-                scan = site_mutagenesis(carbon, fasta, vcf, flank=flank, **common)
-                rows, regions, unplaced = scan.rows, [str(r) for r in scan.regions], scan.unplaced
+                scan = on_ray(carbon, fasta, out, resume=resume, settings=settings, **where, **common)
             else:
-                assert region is not None
-                rows = saturation_mutagenesis(carbon, fasta, region=region, **common)
-                regions = list(region)
-        if on_ray is None:
-            n_written = write_ism(out, rows)
+                scan = scan_mutagenesis(carbon, fasta, settings, **where, **common)
+        rows, unplaced = scan.rows, scan.unplaced
+        regions = [str(r) for r in scan.regions] if vcf is not None else list(region or [])
+        n_written = scan.n_written if on_ray is not None else write_ism(out, rows)
     except (RegionError, CalibrationError, FastaError, VcfInputError, FileNotFoundError, ValueError) as exc:
         fail(exc)
     counts = dict(Counter(r["status"] for r in rows))
@@ -249,16 +257,12 @@ def ism(
 
 
 @app.command()
+@recipe_options
 def calibrate(
     fasta: FastaOption,
     out: Annotated[Path, typer.Option("--out", "-o", help="Calibration file to write (.json).")],
     model: ModelOpt = None,
-    recipe: RecipeOption = "window",
-    window: WindowOption = 8192,
-    window_grid: WindowGridOption = None,
-    rc_average: RcOption = False,
-    context: ContextOption = 24576,
-    context_grid: ContextGridOption = 6144,
+    settings: VepSettings = FILLED,  # the recipe options
     regions: Annotated[
         int, typer.Option("--regions", min=1, max=10_000, help="Background regions to sample.")
     ] = 20,
@@ -274,7 +278,6 @@ def calibrate(
     """Calibrate raw scores to PHRED (higher = more deleterious) against all SNVs of sampled regions."""
     from hexamer.calibration import CalibrationError
     from hexamer.calibration import calibrate as run_calibration
-    from hexamer.ism import ism_settings
     from hexamer.vep import FastaError
 
     check_runtime(dtype=dtype, device=device, threads=threads)
@@ -286,16 +289,7 @@ def calibrate(
         raise typer.BadParameter(f"--out folder {str(out.parent)!r} does not exist")
     set_threads(threads)
     carbon = load_carbon(model, dtype, device, batch_size)
-    settings = ism_settings(
-        recipe=recipe,
-        window=window,
-        window_grid=window_grid,
-        context=context,
-        context_grid=context_grid,
-        rc_average=rc_average,
-        batch_size=batch_size,
-        token_budget=token_budget,
-    )
+    settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
     try:
         cal = run_calibration(
             carbon,

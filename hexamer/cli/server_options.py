@@ -2,22 +2,20 @@
 SGLang / hexamer server instead of a local model, as ``Carbon.from_server`` does in Python.
 
 The group is declared once here: a command takes one parameter ``server: Server | None`` and
-:func:`server_options` puts the five options in its place (``--server``, ``--served-model``,
+:data:`server_options` puts the five options in its place (``--server``, ``--served-model``,
 ``--api-key``, ``--tokenizer``, ``--top-n``); :func:`open_model` then gives the served front end or
 the local model."""
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hexamer.cli.app import fail
 from hexamer.cli.checks import MAX_TOP_N
+from hexamer.cli.option_groups import option_group
 from hexamer.cli.sequence_jobs import load_carbon
 
 if TYPE_CHECKING:
@@ -44,15 +42,6 @@ TokenizerOption = Annotated[
 TopNOption = Annotated[
     int | None, typer.Option(min=1, max=MAX_TOP_N, help="--server: log-probabilities per position.")
 ]
-
-#: the group's options, in --help order: (parameter name, its option)
-_OPTIONS = (
-    ("server", ServerOption),
-    ("served_model", ServedModelOption),
-    ("api_key", ApiKeyOption),
-    ("tokenizer", TokenizerOption),
-    ("top_n", TopNOption),
-)
 
 #: options that set up a local model: with ``--server`` the server decides them
 LOCAL_MODEL_OPTIONS = ("dtype", "device", "threads")
@@ -91,34 +80,29 @@ class Server:
         return remote
 
 
-Command = TypeVar("Command", bound=Callable[..., Any])
+def _server(
+    server: str | None,
+    served_model: str | None,
+    api_key: str | None,
+    tokenizer: str | None,
+    top_n: int | None,
+) -> Server | None:
+    return None if server is None else Server(server, served_model, api_key, tokenizer, top_n)
 
 
-def server_options(command: Command) -> Command:
-    """Put the ``--server`` group in place of the command's ``server`` parameter (same position,
-    so ``--help`` lists the five options there) and hand the command one :class:`Server`, or
-    None without ``--server``. Apply below ``@app.command()``."""
-    signature = inspect.signature(command, eval_str=True)
-    if "server" not in signature.parameters:
-        raise TypeError(f"{command.__name__} has no 'server' parameter for the --server options")
-    parameters: list[inspect.Parameter] = []
-    for parameter in signature.parameters.values():
-        if parameter.name != "server":
-            parameters.append(parameter)
-            continue
-        parameters.extend(
-            inspect.Parameter(name, parameter.kind, annotation=option, default=None)
-            for name, option in _OPTIONS
-        )
-
-    @functools.wraps(command)
-    def with_server(**values: Any) -> Any:
-        url, *rest = (values.pop(name) for name, _ in _OPTIONS)
-        return command(**values, server=None if url is None else Server(url, *rest))
-
-    with_server.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    with_server.__annotations__ = {p.name: p.annotation for p in parameters}
-    return with_server  # type: ignore[return-value]
+#: Put the ``--server`` group in place of the command's ``server`` parameter and hand the command
+#: one :class:`Server`, or None without ``--server``. Apply below ``@app.command()``.
+server_options = option_group(
+    "server",
+    (
+        ("server", ServerOption, None),
+        ("served_model", ServedModelOption, None),
+        ("api_key", ApiKeyOption, None),
+        ("tokenizer", TokenizerOption, None),
+        ("top_n", TopNOption, None),
+    ),
+    _server,
+)
 
 
 def open_model(
