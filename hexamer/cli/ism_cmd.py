@@ -29,9 +29,8 @@ from hexamer.cli.checks import (
     check_runtime,
 )
 from hexamer.cli.option_groups import FILLED, option_group
-from hexamer.cli.pipelines import set_threads
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
-from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar
+from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar, set_threads
 
 if TYPE_CHECKING:
     from hexamer.vep import VepSettings

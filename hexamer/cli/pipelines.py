@@ -7,7 +7,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -34,21 +34,89 @@ from hexamer.cli.checks import (
     is_stdio,
     not_stdio,
 )
+from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
-from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carbon, progress_bar
+from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carbon, progress_bar, set_threads
 from hexamer.io.stdio import copy_to_stdout
 
+if TYPE_CHECKING:
+    from hexamer.vep import VepSettings
 
-def set_threads(threads: int | None) -> None:
-    """``--threads``: PyTorch intra-op threads (None keeps PyTorch's default, one per core)."""
-    if threads is not None:
-        import torch
 
-        torch.set_num_threads(threads)
+def _vep_settings(**options: Any) -> VepSettings:
+    from hexamer.vep import VepSettings
+
+    return VepSettings(**options)
+
+
+#: The options of ``vep`` that make its :class:`~hexamer.vep.VepSettings`, handed to the command
+#: as one ``settings``: every number that decides the scores, in one place.
+vep_settings_options = option_group(
+    "settings",
+    (
+        (
+            "recipe",
+            Annotated[
+                Literal["window", "next_base"],
+                typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt)."),
+            ],
+            "window",
+        ),
+        (
+            "window",
+            Annotated[int, typer.Option(min=1, help="Window recipe: bp centred on the variant.")],
+            8192,
+        ),
+        (
+            "window_grid",
+            Annotated[
+                int,
+                typer.Option(
+                    min=1,
+                    help="Window recipe: centre windows on tiles of this many bp so the variants of a tile "
+                    "share one reference forward (1 = centred on each variant, the published recipe).",
+                ),
+            ],
+            1,
+        ),
+        (
+            "rc_average",
+            Annotated[
+                bool,
+                typer.Option("--rc-average/--no-rc-average", help="Average with the reverse complement."),
+            ],
+            False,
+        ),
+        ("context", Annotated[int, typer.Option(min=1, help="Next-base recipe: left context in bp.")], 24576),
+        (
+            "context_grid",
+            Annotated[
+                int, typer.Option(min=1, help="Next-base: contexts start on this grid (6 = fixed length).")
+            ],
+            6144,
+        ),
+        ("batch_size", Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)], 8),
+        (
+            "token_budget",
+            Annotated[
+                int | None,
+                typer.Option(
+                    min=1,
+                    max=MAX_TOKEN_BUDGET,
+                    help="Most padded tokens per forward (default: 4096 on CPU, 16384 on GPU). Part of a "
+                    "job's settings: --resume needs the value the run started with.",
+                ),
+            ],
+            None,
+        ),
+    ),
+    _vep_settings,
+)
 
 
 @app.command()
 @served.server_options
+@vep_settings_options
 def vep(
     command: typer.Context,
     vcf: Annotated[
@@ -69,36 +137,7 @@ def vep(
         ),
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
-    recipe: Annotated[
-        Literal["window", "next_base"],
-        typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt)."),
-    ] = "window",
-    window: Annotated[int, typer.Option(min=1, help="Window recipe: bp centred on the variant.")] = 8192,
-    window_grid: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Window recipe: centre windows on tiles of this many bp so the variants of a tile share "
-            "one reference forward (1 = centred on each variant, the published recipe).",
-        ),
-    ] = 1,
-    rc_average: Annotated[
-        bool, typer.Option("--rc-average/--no-rc-average", help="Average with the reverse complement.")
-    ] = False,
-    context: Annotated[int, typer.Option(min=1, help="Next-base recipe: left context in bp.")] = 24576,
-    context_grid: Annotated[
-        int, typer.Option(min=1, help="Next-base: contexts start on this grid (6 = fixed length).")
-    ] = 6144,
-    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
-    token_budget: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=MAX_TOKEN_BUDGET,
-            help="Most padded tokens per forward (default: 4096 on CPU, 16384 on GPU). Part of a job's "
-            "settings: --resume needs the value the run started with.",
-        ),
-    ] = None,
+    settings: VepSettings = FILLED,  # vep_settings_options
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Continue a killed run from its checkpoint.")
     ] = False,
@@ -152,7 +191,7 @@ def vep(
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
     from hexamer.io.stdio import spool_stdin
-    from hexamer.vep import FastaError, VcfInputError, VepSettings, status_summary
+    from hexamer.vep import FastaError, VcfInputError, status_summary
     from hexamer.vep.engine import count_rows
     from hexamer.vep.output import output_kind
     from hexamer.vep.recipes import RECIPES
@@ -161,7 +200,7 @@ def vep(
 
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    check_choice("--recipe", recipe, RECIPES)
+    check_choice("--recipe", settings.recipe, RECIPES)
     served.check_server_choice(server, model, ray, command)  # before any file is looked at
     if is_stdio(out) and resume:
         raise typer.BadParameter("--resume needs an output file, not - (standard output)")
@@ -187,16 +226,6 @@ def vep(
             dtype=dtype,
             device=device,
         )
-    settings = VepSettings(
-        recipe=recipe,
-        window=window,
-        window_grid=window_grid,
-        rc_average=rc_average,
-        context=context,
-        context_grid=context_grid,
-        batch_size=batch_size,
-        token_budget=token_budget,
-    )
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
@@ -220,7 +249,7 @@ def vep(
         carbon = (
             resolve_model(model)  # --ray: each actor loads it
             if ray is not None
-            else served.open_model(server, model, dtype, device, batch_size, command)
+            else served.open_model(server, model, dtype, device, settings.batch_size, command)
         )
         try:
             total = count_rows(vcf)  # a real total and ETA for the bar; seconds for millions of lines
@@ -287,8 +316,8 @@ def vep(
                 plot,
                 result.scores,
                 result.kinds,
-                title=f"{recipe} recipe: scores per variant kind",
-                xlabel=plots.score_axis_label(recipe),
+                title=f"{settings.recipe} recipe: scores per variant kind",
+                xlabel=plots.score_axis_label(settings.recipe),
             )
             summary["plot"] = str(plot)
             if not as_json:

@@ -1,5 +1,5 @@
 """What ``hexamer generate``, ``hexamer score`` and the pipeline commands share: loading the model
-(and a ``--calibration`` file), reading records, chunks, the progress bar, the output.
+(its threads, a ``--calibration`` file), reading records, chunks, the progress bar, the output.
 
 A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
 outputs) and every other record is processed. Outputs are written atomically.
@@ -44,6 +44,7 @@ __all__ = [
     "progress_bar",
     "read_job_records",
     "report_skipped",
+    "set_threads",
 ]
 
 CHUNK = 256  # sequences per engine call (records x samples): bounds memory on huge inputs
@@ -60,6 +61,14 @@ def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: i
         return Carbon.from_pretrained(resolve_model(model), dtype=dtype, device=device, engine=engine)
     except (FileNotFoundError, ValueError) as exc:  # ModelFolderError is a ValueError
         fail(exc)
+
+
+def set_threads(threads: int | None) -> None:
+    """``--threads``: PyTorch intra-op threads (None keeps PyTorch's default, one per core)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def load_calibration(path: Path | None) -> Calibration | None:

@@ -21,7 +21,7 @@ from hexamer.cli.app import (
     print_json,
 )
 from hexamer.cli.checks import check_choice, check_runtime, not_stdio
-from hexamer.cli.sequence_jobs import progress_bar
+from hexamer.cli.sequence_jobs import progress_bar, set_threads
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
 MAX_BP = 10**9
@@ -126,10 +126,7 @@ def track(
         raise typer.BadParameter(f"{fasta} does not exist", param_hint="'--fasta'")
     if not out.parent.is_dir():
         raise typer.BadParameter(f"folder {str(out.parent)!r} does not exist", param_hint="'--out'")
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
+    set_threads(threads)
     if "bigwig" in format_list:
         from hexamer.tracks.writers import import_pybigwig
 
