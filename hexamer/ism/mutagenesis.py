@@ -23,6 +23,7 @@ from hexamer.ism.regions import MAX_REGION_BP, Region, RegionError, merge_region
 from hexamer.ism.variants import IsmRecord, ism_records
 from hexamer.vep.engine import VepSettings, iter_record_blocks
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW
+from hexamer.vep.settings import ROW_COLUMNS
 from hexamer.vep.variants import Reference, read_vcf
 
 if TYPE_CHECKING:
@@ -49,20 +50,14 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 Row = dict[str, Any]
 
-#: Columns of an ISM row, in output order (``phred`` is set when a calibration is given).
-ISM_COLUMNS = (
-    "chrom",
-    "pos",
-    "ref",
-    "alt",
-    "kind",
-    "recipe",
-    "score",
-    "phred",
-    "status",
-    "reason",
-    "n_scored_bp",
-    "n_oov_bp",
+#: Columns of an ISM row, in output order: those of the VEP engine's row it is made from
+#: (:data:`hexamer.vep.ROW_COLUMNS`) but the input record's keys, with ``phred`` after ``score``
+#: (set when a calibration is given).
+ISM_COLUMNS = tuple(
+    column
+    for name in ROW_COLUMNS
+    if name not in ("record", "alt_index", "id")
+    for column in ((name, "phred") if name == "score" else (name,))
 )
 #: Window recipe default for ISM: windows centred on 128-bp tiles (a base sits at most 64 bp off
 #: centre of an 8,192-bp window), so the 384 SNVs of a tile share one reference window.
