@@ -79,20 +79,21 @@ def _recipe_settings(**options: Any) -> VepSettings:
     return ism_settings(**options)
 
 
+#: The window and context options of ``ism``, ``calibrate`` and ``bench ism``.
+_WINDOW_OPTIONS = (
+    ("window", WindowOption, 8192),
+    ("window_grid", WindowGridOption, None),
+    ("rc_average", RcOption, False),
+    ("context", ContextOption, 24576),
+    ("context_grid", ContextGridOption, 6144),
+)
 #: The recipe options of ``ism`` and ``calibrate``, handed to the command as one ``settings``
 #: (:func:`hexamer.ism.ism_settings`; ``--batch-size`` and ``--token-budget`` are set on it after).
 recipe_options = option_group(
-    "settings",
-    (
-        ("recipe", RecipeOption, "window"),
-        ("window", WindowOption, 8192),
-        ("window_grid", WindowGridOption, None),
-        ("rc_average", RcOption, False),
-        ("context", ContextOption, 24576),
-        ("context_grid", ContextGridOption, 6144),
-    ),
-    _recipe_settings,
+    "settings", (("recipe", RecipeOption, "window"), *_WINDOW_OPTIONS), _recipe_settings
 )
+#: ``bench ism`` times both recipes: its window and context options, handed to it as one dict
+window_options = option_group("options", _WINDOW_OPTIONS, dict)
 
 
 @app.command()
@@ -319,6 +320,7 @@ def calibrate(
 
 
 @bench_app.command("ism")
+@window_options
 def bench_ism_cmd(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
@@ -334,11 +336,7 @@ def bench_ism_cmd(
         typer.Option("--region", "-r", help="Region (default: 200 bp of the shipped chr20 slice)."),
     ] = None,
     recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
-    window: WindowOption = 8192,
-    window_grid: WindowGridOption = None,
-    rc_average: RcOption = False,
-    context: ContextOption = 24576,
-    context_grid: ContextGridOption = 6144,
+    options: dict[str, Any] = FILLED,  # window_options
     dtype: Annotated[Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype.")] = "float32",
     repeats: Annotated[int, typer.Option(min=1, max=100, help="Rounds; each side keeps its best time.")] = 1,
     out: Annotated[
@@ -379,7 +377,7 @@ def bench_ism_cmd(
     elif region is None:
         raise typer.BadParameter("--fasta needs --region")
     if quick:
-        window, context, context_grid = min(window, 1200), min(context, 1200), min(context_grid, 1200)
+        options.update({name: min(options[name], 1200) for name in ("window", "context", "context_grid")})
     folder = bench_folder(model, shape, dtype)
     report = run_ism_bench(
         folder=folder,
@@ -388,11 +386,7 @@ def bench_ism_cmd(
         recipes=chosen,
         dtype=dtype,
         repeats=repeats,
-        window=window,
-        window_grid=window_grid,
-        rc_average=rc_average,
-        context=context,
-        context_grid=context_grid,
         published_sample=published_sample,
+        **options,
     )
     emit(report, out, None)
