@@ -29,7 +29,8 @@ from hexamer.cli.checks import (
     check_runtime,
 )
 from hexamer.cli.option_groups import FILLED, option_group
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
+from hexamer.cli.ray_options import RayRun, ray_options
+from hexamer.cli.scaleout import ResumeOption, check_resume
 from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar, set_threads
 
 if TYPE_CHECKING:
@@ -99,6 +100,16 @@ window_options = option_group("options", _WINDOW_OPTIONS, dict)
 @app.command()
 @served.server_options
 @recipe_options
+@ray_options(
+    Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=10_000_000,
+            help="--ray: scored records per shard, a multiple of 50,000 (default 50,000).",
+        ),
+    ]
+)
 def ism(
     command: typer.Context,
     fasta: FastaOption,
@@ -136,17 +147,7 @@ def ism(
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
     threads: ThreadsOption = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=10_000_000,
-            help="--ray: scored records per shard, a multiple of 50,000 (default 50,000).",
-        ),
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # ray_options
     resume: ResumeOption = False,
     server: served.Server | None = None,  # the --server option group
     as_json: JsonFlag = False,
@@ -161,7 +162,7 @@ def ism(
 
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    check_resume(resume, ray)
+    check_resume(resume, ray and ray.address)
     served.check_server_choice(server, model, ray, command)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
@@ -180,15 +181,7 @@ def ism(
     if ray is not None:
         from hexamer.cli.scaleout import ray_ism_runner
 
-        on_ray = ray_ism_runner(
-            ray,
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
-            threads=threads,
-            dtype=dtype,
-            device=device,
-        )
+        on_ray = ray_ism_runner(ray.address, threads=threads, dtype=dtype, device=device, **ray.scale_out())
     else:
         set_threads(threads)
     cal = load_calibration(calibration)

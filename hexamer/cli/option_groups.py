@@ -58,8 +58,13 @@ def option_group(
 
 def _evaluated(parameter: inspect.Parameter, command: Callable[..., Any]) -> inspect.Parameter:
     """``parameter`` with its annotation evaluated in the command's module, as typer reads it
-    (``from __future__ import annotations`` keeps them as text). The group's own parameter is not
-    evaluated: its type may be imported for type checking only."""
+    (``from __future__ import annotations`` keeps them as text). A group's own parameter may name
+    a type imported for type checking only: that one stays text until its group replaces it
+    (were it an option, typer would fail on it when the app is built)."""
     if not isinstance(parameter.annotation, str):
         return parameter
-    return parameter.replace(annotation=eval(parameter.annotation, command.__globals__))
+    try:
+        annotation = eval(parameter.annotation, command.__globals__)
+    except NameError:
+        return parameter
+    return parameter.replace(annotation=annotation)

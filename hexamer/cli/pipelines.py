@@ -35,7 +35,8 @@ from hexamer.cli.checks import (
     not_stdio,
 )
 from hexamer.cli.option_groups import FILLED, option_group
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
+from hexamer.cli.ray_options import RayRun, ray_options
+from hexamer.cli.scaleout import ResumeOption, check_resume
 from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carbon, progress_bar, set_threads
 from hexamer.io.stdio import copy_to_stdout
 
@@ -117,6 +118,12 @@ vep_settings_options = option_group(
 @app.command()
 @served.server_options
 @vep_settings_options
+@ray_options(
+    Annotated[
+        int | None,
+        typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
+    ]
+)
 def vep(
     command: typer.Context,
     vcf: Annotated[
@@ -177,13 +184,7 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None,
-        typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # ray_options
     as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
@@ -217,15 +218,7 @@ def vep(
     if ray is not None:
         from hexamer.cli.scaleout import ray_vep_runner
 
-        runner = ray_vep_runner(
-            ray,
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
-            threads=threads,
-            dtype=dtype,
-            device=device,
-        )
+        runner = ray_vep_runner(ray.address, threads=threads, dtype=dtype, device=device, **ray.scale_out())
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
@@ -334,6 +327,12 @@ def vep(
 
 
 @app.command()
+@ray_options(
+    Annotated[
+        int | None,
+        typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
+    ]
+)
 def embed(
     input_file: Annotated[
         Path, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet; - reads FASTA from stdin.")
@@ -358,13 +357,7 @@ def embed(
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None,
-        typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # ray_options
     resume: ResumeOption = False,
     server: Annotated[
         str | None, typer.Option(help="Not available: embeddings need the model's hidden states.")
@@ -395,18 +388,15 @@ def embed(
         )
     if not is_stdio(out):
         check_output("--out", out, _check_embedding_output)
-    check_resume(resume, ray)
+    check_resume(resume, ray and ray.address)
     if ray is not None:
         from hexamer.cli.scaleout import embed_on_ray
 
         return embed_on_ray(
-            ray,
+            ray.address,
             input_file=input_file,
             out=out,
             model=resolve_model(model),
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
             threads=threads or 1,
             dtype=dtype,
             device=device,
@@ -418,6 +408,7 @@ def embed(
             chunk_overlap=chunk_overlap,
             prefix=prefix,
             batch_size=batch_size,
+            **ray.scale_out(),
         )
     set_threads(threads)
     carbon = load_carbon(model, dtype, device, batch_size)

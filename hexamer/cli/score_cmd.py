@@ -25,7 +25,8 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
+from hexamer.cli.ray_options import RayRun, ray_options
+from hexamer.cli.scaleout import ResumeOption, check_resume
 from hexamer.cli.sequence_jobs import (
     JobOutput,
     check_score_output,
@@ -40,6 +41,11 @@ from hexamer.cli.sequence_jobs import (
 
 @app.command()
 @served.server_options
+@ray_options(
+    Annotated[
+        int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
+    ]
+)
 def score(
     command: typer.Context,
     sequences: Annotated[list[str] | None, typer.Argument(help="DNA sequences to score.")] = None,
@@ -65,12 +71,7 @@ def score(
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # ray_options
     resume: ResumeOption = False,
     server: served.Server | None = None,  # the --server option group
     as_json: JsonFlag = False,
@@ -89,20 +90,17 @@ def score(
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
-    check_resume(resume, ray)
+    check_resume(resume, ray and ray.address)
     served.check_server_choice(server, model, ray, command)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
 
         return score_on_ray(
-            ray,
+            ray.address,
             sequences=sequences,
             input_file=input_file,
             out=out,
             model=resolve_model(model),
-            workers=workers,
-            shard_records=shard_records,
-            num_gpus=num_gpus_per_worker,
             dtype=dtype,
             device=device,
             as_json=as_json,
@@ -112,6 +110,7 @@ def score(
             prefix=prefix,
             per_base=per_base,
             batch_size=batch_size,
+            **ray.scale_out(),
         )
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
     output = JobOutput(out) if out is not None else None

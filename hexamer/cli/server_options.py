@@ -20,6 +20,7 @@ from hexamer.cli.sequence_jobs import load_carbon
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
+    from hexamer.cli.ray_options import RayRun
     from hexamer.remote import RemoteCarbon
 
 __all__ = [
@@ -121,7 +122,7 @@ def open_model(
 
 
 def check_server_choice(
-    server: Server | None, model: str | None, ray: str | None = None, command: typer.Context | None = None
+    server: Server | None, model: str | None, ray: RayRun | None = None, command: typer.Context | None = None
 ) -> None:
     """``--server`` replaces the local model: refuse it with ``--model`` or ``--ray``, and (given
     the command's context) with a local-model option the user set, which would otherwise be
