@@ -128,7 +128,7 @@ def ism(
     ] = None,
     flank: Annotated[int, typer.Option(min=0, max=100_000, help="--vcf: bases on each side of a site.")] = 50,
     model: ModelOpt = None,
-    settings: VepSettings = FILLED,  # the recipe options
+    settings: VepSettings = FILLED,  # the recipe options (recipe_options)
     indels: Annotated[
         bool,
         typer.Option("--indels/--no-indels", help="Also every 1-bp deletion and insertion (window recipe)."),
@@ -147,9 +147,9 @@ def ism(
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
     threads: ThreadsOption = None,
-    ray: RayRun | None = None,  # ray_options
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
-    server: served.Server | None = None,  # the --server option group
+    server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
     """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
@@ -255,7 +255,7 @@ def calibrate(
     fasta: FastaOption,
     out: Annotated[Path, typer.Option("--out", "-o", help="Calibration file to write (.json).")],
     model: ModelOpt = None,
-    settings: VepSettings = FILLED,  # the recipe options
+    settings: VepSettings = FILLED,  # the recipe options (recipe_options)
     regions: Annotated[
         int, typer.Option("--regions", min=1, max=10_000, help="Background regions to sample.")
     ] = 20,
@@ -329,7 +329,7 @@ def bench_ism_cmd(
         typer.Option("--region", "-r", help="Region (default: 200 bp of the shipped chr20 slice)."),
     ] = None,
     recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
-    options: dict[str, Any] = FILLED,  # window_options
+    options: dict[str, Any] = FILLED,  # the window and context options (window_options)
     dtype: Annotated[Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype.")] = "float32",
     repeats: Annotated[int, typer.Option(min=1, max=100, help="Rounds; each side keeps its best time.")] = 1,
     out: Annotated[

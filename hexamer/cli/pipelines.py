@@ -144,7 +144,7 @@ def vep(
         ),
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
-    settings: VepSettings = FILLED,  # vep_settings_options
+    settings: VepSettings = FILLED,  # the recipe options (vep_settings_options)
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Continue a killed run from its checkpoint.")
     ] = False,
@@ -169,7 +169,7 @@ def vep(
             ),
         ),
     ] = None,
-    server: served.Server | None = None,  # the --server option group
+    server: served.Server | None = None,  # the --server options (server_options)
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -184,7 +184,7 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
-    ray: RayRun | None = None,  # ray_options
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
@@ -357,7 +357,7 @@ def embed(
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
-    ray: RayRun | None = None,  # ray_options
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
     server: Annotated[
         str | None, typer.Option(help="Not available: embeddings need the model's hidden states.")

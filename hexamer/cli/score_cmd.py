@@ -71,9 +71,9 @@ def score(
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
-    ray: RayRun | None = None,  # ray_options
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
-    server: served.Server | None = None,  # the --server option group
+    server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
