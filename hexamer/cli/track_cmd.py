@@ -142,9 +142,11 @@ def track(
     if hub and genome is not None and (problem := contig_name_problem(genome, [r.contig for r in chosen])):
         warnings.append(problem)
         err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
-    # with --server, the server's per-base log-probabilities, window by window
     carbon = served.open_model(server, model, dtype, device, 1, command)
-    name = Path(carbon.served_model if server is not None else carbon.tokenizer.name_or_path or "model").name
+    if server is not None:  # the server's per-base log-probabilities, window by window
+        name = Path(carbon.served_model).name
+    else:
+        name = Path(carbon.tokenizer.name_or_path or "model").name
     try:
         with progress_bar() as progress:
             task = progress.add_task("scoring bases", total=None, rate="")
