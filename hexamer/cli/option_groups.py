@@ -28,7 +28,7 @@ def option_group(
     """A decorator (apply below ``@app.command()``) that replaces the command's ``parameter`` by
     ``options``, each ``(name, Annotated option type, default)``, and passes it
     ``build(**values of the options)``."""
-    names = [name for name, _, _ in options]
+    defaults = {name: default for name, _, default in options}
 
     def decorate(command: Command) -> Command:
         signature = inspect.signature(command)
@@ -46,7 +46,8 @@ def option_group(
 
         @functools.wraps(command)
         def with_group(**values: Any) -> Any:
-            group = {name: values.pop(name) for name in names}
+            # typer gives every option; a call from Python may leave some at their defaults
+            group = {name: values.pop(name, default) for name, default in defaults.items()}
             return command(**values, **{parameter: build(**group)})
 
         with_group.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]

@@ -46,3 +46,11 @@ def test_a_command_without_the_parameter_is_refused() -> None:
 
     with pytest.raises(TypeError, match="no 'pair' parameter"):
         pair(cmd)
+
+
+def test_a_call_from_python_may_leave_the_group_at_its_defaults() -> None:
+    @pair
+    def cmd(pair: tuple[int, int] = FILLED) -> tuple[int, int]:
+        return pair
+
+    assert cmd() == (1, 2) and cmd(b=4) == (1, 4)
