@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 
 @app.command()
+@served.server_options
 def generate(
     command: typer.Context,
     sequences: Annotated[
@@ -134,11 +135,7 @@ def generate(
     spec_k: Annotated[
         str, typer.Option("--spec-k", help="6-mers drafted per round: a number or auto.")
     ] = "auto",
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
     """Continue DNA prompts with the model (exact base counts, bp or token level).
@@ -169,11 +166,7 @@ def generate(
     served.check_server_choice(server, model, command=command)
     if server is not None:
         _check_served_options(draft, repetition_penalty)
-    carbon = (
-        served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
-        if server is not None
-        else load_carbon(model, dtype, device, batch_size)
-    )
+    carbon = served.open_model(server, model, dtype, device, batch_size, command)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
     options.update(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -27,9 +28,13 @@ from hexamer.cli.checks import (
     check_plot_path,
     check_runtime,
 )
-from hexamer.cli.pipelines import set_threads
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
-from hexamer.cli.sequence_jobs import load_carbon, progress_bar
+from hexamer.cli.option_groups import FILLED, option_group
+from hexamer.cli.ray_options import RayRun, ray_options
+from hexamer.cli.scaleout import ResumeOption, check_resume
+from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar, set_threads
+
+if TYPE_CHECKING:
+    from hexamer.vep import VepSettings
 
 RecipeOption = Annotated[
     Literal["window", "next_base"],
@@ -69,7 +74,42 @@ DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda, ... (default:
 ThreadsOption = Annotated[int | None, typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch.")]
 
 
+def _recipe_settings(**options: Any) -> VepSettings:
+    from hexamer.ism import ism_settings
+
+    return ism_settings(**options)
+
+
+#: The window and context options of ``ism``, ``calibrate`` and ``bench ism``.
+_WINDOW_OPTIONS = (
+    ("window", WindowOption, 8192),
+    ("window_grid", WindowGridOption, None),
+    ("rc_average", RcOption, False),
+    ("context", ContextOption, 24576),
+    ("context_grid", ContextGridOption, 6144),
+)
+#: The recipe options of ``ism`` and ``calibrate``, handed to the command as one ``settings``
+#: (:func:`hexamer.ism.ism_settings`; ``--batch-size`` and ``--token-budget`` are set on it after).
+recipe_options = option_group(
+    "settings", (("recipe", RecipeOption, "window"), *_WINDOW_OPTIONS), _recipe_settings
+)
+#: ``bench ism`` times both recipes: its window and context options, handed to it as one dict
+window_options = option_group("options", _WINDOW_OPTIONS, dict)
+
+
 @app.command()
+@served.server_options
+@recipe_options
+@ray_options(
+    Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=10_000_000,
+            help="--ray: scored records per shard, a multiple of 50,000 (default 50,000).",
+        ),
+    ]
+)
 def ism(
     command: typer.Context,
     fasta: FastaOption,
@@ -88,12 +128,7 @@ def ism(
     ] = None,
     flank: Annotated[int, typer.Option(min=0, max=100_000, help="--vcf: bases on each side of a site.")] = 50,
     model: ModelOpt = None,
-    recipe: RecipeOption = "window",
-    window: WindowOption = 8192,
-    window_grid: WindowGridOption = None,
-    rc_average: RcOption = False,
-    context: ContextOption = 24576,
-    context_grid: ContextGridOption = 6144,
+    settings: VepSettings = FILLED,  # the recipe options (recipe_options)
     indels: Annotated[
         bool,
         typer.Option("--indels/--no-indels", help="Also every 1-bp deletion and insertion (window recipe)."),
@@ -112,36 +147,22 @@ def ism(
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
     threads: ThreadsOption = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=10_000_000,
-            help="--ray: scored records per shard, a multiple of 50,000 (default 50,000).",
-        ),
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
     """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
-    from hexamer.calibration import Calibration, CalibrationError
+    from hexamer.calibration import CalibrationError
     from hexamer.cli.app import resolve_model
     from hexamer.ism import RegionError, output_format, plot_heatmap, plot_logo, write_ism
-    from hexamer.ism.mutagenesis import saturation_mutagenesis, site_mutagenesis
+    from hexamer.ism.mutagenesis import scan_mutagenesis
     from hexamer.vep import FastaError, VcfInputError
     from hexamer.vep.summary import status_summary
 
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    check_resume(resume, ray)
+    check_resume(resume, ray and ray.address)
     served.check_server_choice(server, model, ray, command)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
@@ -152,43 +173,24 @@ def ism(
     check_output("--out", out, output_format)
     check_plot_path(plot)
     check_plot_path(logo, "--logo")
-    if indels and recipe == "next_base":
+    if indels and settings.recipe == "next_base":
         err_console.print(
             "[yellow]--indels: the next_base recipe scores SNVs only; indel rows will be skipped[/yellow]"
         )
     on_ray = None
     if ray is not None:
-        from hexamer.cli.scaleout import ray_ism_runner, ray_pool
+        from hexamer.cli.scaleout import ray_ism_runner
 
-        spec = ray_pool(
-            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=threads, dtype=dtype, device=device
-        )
-        on_ray = ray_ism_runner(spec, shard_records)
+        on_ray = ray_ism_runner(ray.pool(threads=threads, dtype=dtype, device=device), ray.shard_records)
     else:
         set_threads(threads)
-    cal = None
-    if calibration is not None:
-        try:
-            cal = Calibration.load(calibration)
-        except CalibrationError as exc:
-            fail(exc)
+    cal = load_calibration(calibration)
     carbon = (
-        resolve_model(model)
+        resolve_model(model)  # --ray: each actor loads it
         if on_ray is not None
-        else served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
-        if server is not None  # no KV sharing on a server: each window is scored on its own
-        else load_carbon(model, dtype, device, batch_size)
-    )
-    settings = {
-        "recipe": recipe,
-        "window": window,
-        "window_grid": window_grid,
-        "context": context,
-        "context_grid": context_grid,
-        "rc_average": rc_average,
-        "batch_size": batch_size,
-        "token_budget": token_budget,
-    }
+        else served.open_model(server, model, dtype, device, batch_size, command)
+    )  # no KV sharing on a server: each window is scored on its own
+    settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
 
     def note(message: str) -> None:
         err_console.print(f"[yellow]{message}[/yellow]")
@@ -203,21 +205,15 @@ def ism(
                 rate = done / (progress.tasks[task].elapsed or 1e-9)
                 progress.update(task, advance=n, rate=f"{rate:,.1f} variants/s")
 
-            common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick, **settings}
+            where = {"vcf": vcf, "flank": flank} if vcf is not None else {"region": region}
+            common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick}
             if on_ray is not None:  # the actors score, the driver writes the file
-                where = {"vcf": vcf, "flank": flank} if vcf is not None else {"region": region}
-                done = on_ray(carbon, fasta, out, resume=resume, **where, **common)
-                rows, n_written, unplaced = done.rows, done.n_written, done.unplaced
-                regions = [str(r) for r in done.regions] if vcf is not None else list(region or [])
-            elif vcf is not None:
-                scan = site_mutagenesis(carbon, fasta, vcf, flank=flank, **common)
-                rows, regions, unplaced = scan.rows, [str(r) for r in scan.regions], scan.unplaced
+                scan = on_ray(carbon, fasta, out, resume=resume, settings=settings, **where, **common)
             else:
-                assert region is not None
-                rows = saturation_mutagenesis(carbon, fasta, region=region, **common)
-                regions = list(region)
-        if on_ray is None:
-            n_written = write_ism(out, rows)
+                scan = scan_mutagenesis(carbon, fasta, settings, **where, **common)
+        rows, unplaced = scan.rows, scan.unplaced
+        regions = [str(r) for r in scan.regions] if vcf is not None else list(region or [])
+        n_written = scan.n_written if on_ray is not None else write_ism(out, rows)
     except (RegionError, CalibrationError, FastaError, VcfInputError, FileNotFoundError, ValueError) as exc:
         fail(exc)
     counts = dict(Counter(r["status"] for r in rows))
@@ -254,16 +250,12 @@ def ism(
 
 
 @app.command()
+@recipe_options
 def calibrate(
     fasta: FastaOption,
     out: Annotated[Path, typer.Option("--out", "-o", help="Calibration file to write (.json).")],
     model: ModelOpt = None,
-    recipe: RecipeOption = "window",
-    window: WindowOption = 8192,
-    window_grid: WindowGridOption = None,
-    rc_average: RcOption = False,
-    context: ContextOption = 24576,
-    context_grid: ContextGridOption = 6144,
+    settings: VepSettings = FILLED,  # the recipe options (recipe_options)
     regions: Annotated[
         int, typer.Option("--regions", min=1, max=10_000, help="Background regions to sample.")
     ] = 20,
@@ -279,7 +271,6 @@ def calibrate(
     """Calibrate raw scores to PHRED (higher = more deleterious) against all SNVs of sampled regions."""
     from hexamer.calibration import CalibrationError
     from hexamer.calibration import calibrate as run_calibration
-    from hexamer.ism import ism_settings
     from hexamer.vep import FastaError
 
     check_runtime(dtype=dtype, device=device, threads=threads)
@@ -291,16 +282,7 @@ def calibrate(
         raise typer.BadParameter(f"--out folder {str(out.parent)!r} does not exist")
     set_threads(threads)
     carbon = load_carbon(model, dtype, device, batch_size)
-    settings = ism_settings(
-        recipe=recipe,
-        window=window,
-        window_grid=window_grid,
-        context=context,
-        context_grid=context_grid,
-        rc_average=rc_average,
-        batch_size=batch_size,
-        token_budget=token_budget,
-    )
+    settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
     try:
         cal = run_calibration(
             carbon,
@@ -331,6 +313,7 @@ def calibrate(
 
 
 @bench_app.command("ism")
+@window_options
 def bench_ism_cmd(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
@@ -346,11 +329,7 @@ def bench_ism_cmd(
         typer.Option("--region", "-r", help="Region (default: 200 bp of the shipped chr20 slice)."),
     ] = None,
     recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
-    window: WindowOption = 8192,
-    window_grid: WindowGridOption = None,
-    rc_average: RcOption = False,
-    context: ContextOption = 24576,
-    context_grid: ContextGridOption = 6144,
+    options: dict[str, Any] = FILLED,  # the window and context options (window_options)
     dtype: Annotated[Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype.")] = "float32",
     repeats: Annotated[int, typer.Option(min=1, max=100, help="Rounds; each side keeps its best time.")] = 1,
     out: Annotated[
@@ -391,7 +370,7 @@ def bench_ism_cmd(
     elif region is None:
         raise typer.BadParameter("--fasta needs --region")
     if quick:
-        window, context, context_grid = min(window, 1200), min(context, 1200), min(context_grid, 1200)
+        options.update({name: min(options[name], 1200) for name in ("window", "context", "context_grid")})
     folder = bench_folder(model, shape, dtype)
     report = run_ism_bench(
         folder=folder,
@@ -400,11 +379,7 @@ def bench_ism_cmd(
         recipes=chosen,
         dtype=dtype,
         repeats=repeats,
-        window=window,
-        window_grid=window_grid,
-        rc_average=rc_average,
-        context=context,
-        context_grid=context_grid,
         published_sample=published_sample,
+        **options,
     )
     emit(report, out, None)

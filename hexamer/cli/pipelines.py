@@ -7,7 +7,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -34,20 +34,96 @@ from hexamer.cli.checks import (
     is_stdio,
     not_stdio,
 )
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
-from hexamer.cli.sequence_jobs import count_records, load_carbon, progress_bar
+from hexamer.cli.option_groups import FILLED, option_group
+from hexamer.cli.ray_options import RayRun, ray_options
+from hexamer.cli.scaleout import ResumeOption, check_resume
+from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carbon, progress_bar, set_threads
 from hexamer.io.stdio import copy_to_stdout
 
+if TYPE_CHECKING:
+    from hexamer.vep import VepSettings
 
-def set_threads(threads: int | None) -> None:
-    """``--threads``: PyTorch intra-op threads (None keeps PyTorch's default, one per core)."""
-    if threads is not None:
-        import torch
 
-        torch.set_num_threads(threads)
+def _vep_settings(**options: Any) -> VepSettings:
+    from hexamer.vep import VepSettings
+
+    return VepSettings(**options)
+
+
+#: The options of ``vep`` that make its :class:`~hexamer.vep.VepSettings`, handed to the command
+#: as one ``settings``: every number that decides the scores, in one place.
+vep_settings_options = option_group(
+    "settings",
+    (
+        (
+            "recipe",
+            Annotated[
+                Literal["window", "next_base"],
+                typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt)."),
+            ],
+            "window",
+        ),
+        (
+            "window",
+            Annotated[int, typer.Option(min=1, help="Window recipe: bp centred on the variant.")],
+            8192,
+        ),
+        (
+            "window_grid",
+            Annotated[
+                int,
+                typer.Option(
+                    min=1,
+                    help="Window recipe: centre windows on tiles of this many bp so the variants of a tile "
+                    "share one reference forward (1 = centred on each variant, the published recipe).",
+                ),
+            ],
+            1,
+        ),
+        (
+            "rc_average",
+            Annotated[
+                bool,
+                typer.Option("--rc-average/--no-rc-average", help="Average with the reverse complement."),
+            ],
+            False,
+        ),
+        ("context", Annotated[int, typer.Option(min=1, help="Next-base recipe: left context in bp.")], 24576),
+        (
+            "context_grid",
+            Annotated[
+                int, typer.Option(min=1, help="Next-base: contexts start on this grid (6 = fixed length).")
+            ],
+            6144,
+        ),
+        ("batch_size", Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)], 8),
+        (
+            "token_budget",
+            Annotated[
+                int | None,
+                typer.Option(
+                    min=1,
+                    max=MAX_TOKEN_BUDGET,
+                    help="Most padded tokens per forward (default: 4096 on CPU, 16384 on GPU). Part of a "
+                    "job's settings: --resume needs the value the run started with.",
+                ),
+            ],
+            None,
+        ),
+    ),
+    _vep_settings,
+)
 
 
 @app.command()
+@served.server_options
+@vep_settings_options
+@ray_options(
+    Annotated[
+        int | None,
+        typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
+    ]
+)
 def vep(
     command: typer.Context,
     vcf: Annotated[
@@ -68,36 +144,7 @@ def vep(
         ),
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
-    recipe: Annotated[
-        Literal["window", "next_base"],
-        typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt)."),
-    ] = "window",
-    window: Annotated[int, typer.Option(min=1, help="Window recipe: bp centred on the variant.")] = 8192,
-    window_grid: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Window recipe: centre windows on tiles of this many bp so the variants of a tile share "
-            "one reference forward (1 = centred on each variant, the published recipe).",
-        ),
-    ] = 1,
-    rc_average: Annotated[
-        bool, typer.Option("--rc-average/--no-rc-average", help="Average with the reverse complement.")
-    ] = False,
-    context: Annotated[int, typer.Option(min=1, help="Next-base recipe: left context in bp.")] = 24576,
-    context_grid: Annotated[
-        int, typer.Option(min=1, help="Next-base: contexts start on this grid (6 = fixed length).")
-    ] = 6144,
-    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
-    token_budget: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=MAX_TOKEN_BUDGET,
-            help="Most padded tokens per forward (default: 4096 on CPU, 16384 on GPU). Part of a job's "
-            "settings: --resume needs the value the run started with.",
-        ),
-    ] = None,
+    settings: VepSettings = FILLED,  # the recipe options (vep_settings_options)
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Continue a killed run from its checkpoint.")
     ] = False,
@@ -122,11 +169,7 @@ def vep(
             ),
         ),
     ] = None,
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server options (server_options)
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -141,13 +184,7 @@ def vep(
             help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
         ),
     ] = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None,
-        typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     as_json: JsonFlag = False,
 ) -> None:
     """Score every variant of a VCF (every record appears in the output, with a status).
@@ -155,7 +192,7 @@ def vep(
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
     from hexamer.io.stdio import spool_stdin
-    from hexamer.vep import FastaError, VcfInputError, VepSettings, status_summary
+    from hexamer.vep import FastaError, VcfInputError, status_summary
     from hexamer.vep.engine import count_rows
     from hexamer.vep.output import output_kind
     from hexamer.vep.recipes import RECIPES
@@ -164,7 +201,7 @@ def vep(
 
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    check_choice("--recipe", recipe, RECIPES)
+    check_choice("--recipe", settings.recipe, RECIPES)
     served.check_server_choice(server, model, ray, command)  # before any file is looked at
     if is_stdio(out) and resume:
         raise typer.BadParameter("--resume needs an output file, not - (standard output)")
@@ -175,33 +212,13 @@ def vep(
     if not is_stdio(vcf) and not vcf.is_file():
         raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
     set_threads(threads)
-    cal = None
-    if calibration is not None:
-        from hexamer.calibration import Calibration
-
-        try:
-            cal = Calibration.load(calibration)
-        except ValueError as exc:
-            fail(exc)
+    cal = load_calibration(calibration)
     check_plot_path(plot)
     runner = run_vep
     if ray is not None:
-        from hexamer.cli.scaleout import ray_pool, ray_vep_runner
+        from hexamer.cli.scaleout import ray_vep_runner
 
-        spec = ray_pool(
-            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=threads, dtype=dtype, device=device
-        )
-        runner = ray_vep_runner(spec, shard_records)
-    settings = VepSettings(
-        recipe=recipe,
-        window=window,
-        window_grid=window_grid,
-        rc_average=rc_average,
-        context=context,
-        context_grid=context_grid,
-        batch_size=batch_size,
-        token_budget=token_budget,
-    )
+        runner = ray_vep_runner(ray.pool(threads=threads, dtype=dtype, device=device), ray.shard_records)
     out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
@@ -223,11 +240,9 @@ def vep(
             )
         known = {r.message for r in survey.resolutions.values()}  # said above: not again per contig
         carbon = (
-            served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size)
-            if server is not None
-            else resolve_model(model)  # --ray: each actor loads it
+            resolve_model(model)  # --ray: each actor loads it
             if ray is not None
-            else load_carbon(model, dtype, device, batch_size)
+            else served.open_model(server, model, dtype, device, settings.batch_size, command)
         )
         try:
             total = count_rows(vcf)  # a real total and ETA for the bar; seconds for millions of lines
@@ -261,9 +276,6 @@ def vep(
                 )
         except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
             fail(exc)
-        finally:
-            if server is not None:
-                carbon.close()
         if is_stdio(out):
             copy_to_stdout(target)
     from collections import Counter
@@ -297,8 +309,8 @@ def vep(
                 plot,
                 result.scores,
                 result.kinds,
-                title=f"{recipe} recipe: scores per variant kind",
-                xlabel=plots.score_axis_label(recipe),
+                title=f"{settings.recipe} recipe: scores per variant kind",
+                xlabel=plots.score_axis_label(settings.recipe),
             )
             summary["plot"] = str(plot)
             if not as_json:
@@ -315,6 +327,12 @@ def vep(
 
 
 @app.command()
+@ray_options(
+    Annotated[
+        int | None,
+        typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
+    ]
+)
 def embed(
     input_file: Annotated[
         Path, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet; - reads FASTA from stdin.")
@@ -339,13 +357,7 @@ def embed(
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None,
-        typer.Option(min=1, max=10_000_000, help="--ray: least records per shard (default 1,024)."),
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
     server: Annotated[
         str | None, typer.Option(help="Not available: embeddings need the model's hidden states.")
@@ -376,19 +388,16 @@ def embed(
         )
     if not is_stdio(out):
         check_output("--out", out, _check_embedding_output)
-    check_resume(resume, ray)
+    check_resume(resume, ray and ray.address)
     if ray is not None:
-        from hexamer.cli.scaleout import embed_on_ray, ray_pool
+        from hexamer.cli.scaleout import embed_on_ray
 
-        spec = ray_pool(
-            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=threads, dtype=dtype, device=device
-        )
         return embed_on_ray(
-            spec,
+            ray.pool(threads=threads, dtype=dtype, device=device),
             input_file=input_file,
             out=out,
             model=resolve_model(model),
-            shard_records=shard_records,
+            shard_records=ray.shard_records,
             as_json=as_json,
             resume=resume,
             pooling=pool,

@@ -25,14 +25,14 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, ResumeOption, WorkersOption, check_resume
+from hexamer.cli.ray_options import RayRun, ray_options
+from hexamer.cli.scaleout import ResumeOption, check_resume
 from hexamer.cli.sequence_jobs import (
     JobOutput,
     check_score_output,
     chunks,
     count_records,
     fail_if_none_ok,
-    load_carbon,
     progress_bar,
     read_job_records,
     report_skipped,
@@ -40,6 +40,12 @@ from hexamer.cli.sequence_jobs import (
 
 
 @app.command()
+@served.server_options
+@ray_options(
+    Annotated[
+        int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
+    ]
+)
 def score(
     command: typer.Context,
     sequences: Annotated[list[str] | None, typer.Argument(help="DNA sequences to score.")] = None,
@@ -65,18 +71,9 @@ def score(
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
-    ray: RayOption = None,
-    workers: WorkersOption = 2,
-    shard_records: Annotated[
-        int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
-    ] = None,
-    num_gpus_per_worker: GpusPerWorkerOption = 0.0,
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
     """Log-likelihood of DNA sequences under the model (bp or token level).
@@ -93,21 +90,18 @@ def score(
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
-    check_resume(resume, ray)
+    check_resume(resume, ray and ray.address)
     served.check_server_choice(server, model, ray, command)
     if ray is not None:
-        from hexamer.cli.scaleout import ray_pool, score_on_ray
+        from hexamer.cli.scaleout import score_on_ray
 
-        spec = ray_pool(
-            ray, workers=workers, num_gpus=num_gpus_per_worker, threads=None, dtype=dtype, device=device
-        )
         return score_on_ray(
-            spec,
+            ray.pool(threads=None, dtype=dtype, device=device),
             sequences=sequences,
             input_file=input_file,
             out=out,
             model=resolve_model(model),
-            shard_records=shard_records,
+            shard_records=ray.shard_records,
             as_json=as_json,
             resume=resume,
             level=level,
@@ -116,11 +110,7 @@ def score(
             per_base=per_base,
             batch_size=batch_size,
         )
-    carbon = (
-        served.connect_server(server, served_model, api_key, tokenizer, top_n, batch_size, command)
-        if server is not None
-        else load_carbon(model, dtype, device, batch_size)
-    )
+    carbon = served.open_model(server, model, dtype, device, batch_size, command)
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
     all_statuses: list[str] = []

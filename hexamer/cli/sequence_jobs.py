@@ -1,5 +1,5 @@
-"""What ``hexamer generate``, ``hexamer score`` and the pipeline commands share: loading the model,
-reading records, chunks, the progress bar, the output.
+"""What ``hexamer generate``, ``hexamer score`` and the pipeline commands share: loading the model
+(its threads, a ``--calibration`` file), reading records, chunks, the progress bar, the output.
 
 A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
 outputs) and every other record is processed. Outputs are written atomically.
@@ -24,6 +24,7 @@ from hexamer.cli.app import (
 from hexamer.progress import progress_bar as make_progress_bar
 
 if TYPE_CHECKING:
+    from hexamer.calibration import Calibration
     from hexamer.carbon import Carbon
     from hexamer.io import BadRecord, SequenceRecord
 
@@ -38,10 +39,12 @@ __all__ = [
     "count_records",
     "fail_if_none_ok",
     "is_fasta_name",
+    "load_calibration",
     "load_carbon",
     "progress_bar",
     "read_job_records",
     "report_skipped",
+    "set_threads",
 ]
 
 CHUNK = 256  # sequences per engine call (records x samples): bounds memory on huge inputs
@@ -57,6 +60,27 @@ def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: i
         engine = EngineConfig(max_batch_size=batch_size)
         return Carbon.from_pretrained(resolve_model(model), dtype=dtype, device=device, engine=engine)
     except (FileNotFoundError, ValueError) as exc:  # ModelFolderError is a ValueError
+        fail(exc)
+
+
+def set_threads(threads: int | None) -> None:
+    """``--threads``: PyTorch intra-op threads (None keeps PyTorch's default, one per core)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def load_calibration(path: Path | None) -> Calibration | None:
+    """``--calibration`` (``hexamer vep``, ``hexamer ism``): the file read, or a clean exit saying
+    what is wrong with it; None without the option."""
+    if path is None:
+        return None
+    from hexamer.calibration import Calibration, CalibrationError
+
+    try:
+        return Calibration.load(path)
+    except CalibrationError as exc:
         fail(exc)
 
 

@@ -21,7 +21,7 @@ from hexamer.cli.app import (
     print_json,
 )
 from hexamer.cli.checks import check_choice, check_runtime, not_stdio
-from hexamer.cli.sequence_jobs import load_carbon, progress_bar
+from hexamer.cli.sequence_jobs import progress_bar, set_threads
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
 MAX_BP = 10**9
@@ -40,6 +40,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 @app.command()
+@served.server_options
 def track(
     command: typer.Context,
     fasta: Annotated[
@@ -93,11 +94,7 @@ def track(
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
-    server: served.ServerOption = None,
-    served_model: served.ServedModelOption = None,
-    api_key: served.ApiKeyOption = None,
-    tokenizer: served.TokenizerOption = None,
-    top_n: served.TopNOption = None,
+    server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
     """Per-base tracks along a region or a whole FASTA: log P(A/C/G/T | context), log P(ref),
@@ -129,10 +126,7 @@ def track(
         raise typer.BadParameter(f"{fasta} does not exist", param_hint="'--fasta'")
     if not out.parent.is_dir():
         raise typer.BadParameter(f"folder {str(out.parent)!r} does not exist", param_hint="'--out'")
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
+    set_threads(threads)
     if "bigwig" in format_list:
         from hexamer.tracks.writers import import_pybigwig
 
@@ -148,11 +142,10 @@ def track(
     if hub and genome is not None and (problem := contig_name_problem(genome, [r.contig for r in chosen])):
         warnings.append(problem)
         err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
+    carbon = served.open_model(server, model, dtype, device, 1, command)
     if server is not None:  # the server's per-base log-probabilities, window by window
-        carbon = served.connect_server(server, served_model, api_key, tokenizer, top_n, 1, command)
         name = Path(carbon.served_model).name
     else:
-        carbon = load_carbon(model, dtype, device, 1)
         name = Path(carbon.tokenizer.name_or_path or "model").name
     try:
         with progress_bar() as progress:

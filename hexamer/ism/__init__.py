@@ -2,8 +2,9 @@
 
 * :mod:`~hexamer.ism.regions`: ``chr:start-end`` regions checked against a FASTA;
 * :mod:`~hexamer.ism.variants`: the variants of a region (3 SNVs per base, optional 1-bp indels);
-* :mod:`~hexamer.ism.mutagenesis`: :func:`saturation_mutagenesis` and :func:`site_mutagenesis`,
-  scored by the VEP engine (same numbers as :func:`hexamer.vep.score_variants`);
+* :mod:`~hexamer.ism.mutagenesis`: :func:`saturation_mutagenesis` and :func:`site_mutagenesis`
+  (:func:`scan_mutagenesis` takes a ready :class:`~hexamer.vep.VepSettings`), scored by the VEP
+  engine (same numbers as :func:`hexamer.vep.score_variants`);
 * :mod:`~hexamer.ism.tables`: Parquet/TSV and the bgzip + tabix TSV in CADD layout;
 * :mod:`~hexamer.ism.plots`: heat-map and sequence-logo style figures.
 
@@ -23,6 +24,7 @@ from hexamer.ism.mutagenesis import (
     SiteScan,
     ism_settings,
     saturation_mutagenesis,
+    scan_mutagenesis,
     site_mutagenesis,
 )
 from hexamer.ism.plots import plot_heatmap, plot_logo
@@ -44,6 +46,7 @@ __all__ = [
     "plot_heatmap",
     "plot_logo",
     "saturation_mutagenesis",
+    "scan_mutagenesis",
     "site_mutagenesis",
     "write_cadd_tsv",
     "write_ism",

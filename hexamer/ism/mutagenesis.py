@@ -23,6 +23,7 @@ from hexamer.ism.regions import MAX_REGION_BP, Region, RegionError, merge_region
 from hexamer.ism.variants import IsmRecord, ism_records
 from hexamer.vep.engine import VepSettings, iter_record_blocks
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW
+from hexamer.vep.settings import ROW_COLUMNS
 from hexamer.vep.variants import Reference, read_vcf
 
 if TYPE_CHECKING:
@@ -34,11 +35,13 @@ __all__ = [
     "ISM_COLUMNS",
     "MAX_FLANK",
     "SiteScan",
+    "ism_regions",
     "ism_rows",
     "ism_settings",
     "iter_mutagenesis",
     "region_list",
     "saturation_mutagenesis",
+    "scan_mutagenesis",
     "site_list",
     "site_mutagenesis",
     "site_regions",
@@ -47,20 +50,14 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 Row = dict[str, Any]
 
-#: Columns of an ISM row, in output order (``phred`` is set when a calibration is given).
-ISM_COLUMNS = (
-    "chrom",
-    "pos",
-    "ref",
-    "alt",
-    "kind",
-    "recipe",
-    "score",
-    "phred",
-    "status",
-    "reason",
-    "n_scored_bp",
-    "n_oov_bp",
+#: Columns of an ISM row, in output order: those of the VEP engine's row it is made from
+#: (:data:`hexamer.vep.ROW_COLUMNS`) but the input record's keys, with ``phred`` after ``score``
+#: (set when a calibration is given).
+ISM_COLUMNS = tuple(
+    column
+    for name in ROW_COLUMNS
+    if name not in ("record", "alt_index", "id")
+    for column in ((name, "phred") if name == "score" else (name,))
 )
 #: Window recipe default for ISM: windows centred on 128-bp tiles (a base sits at most 64 bp off
 #: centre of an 8,192-bp window), so the 384 SNVs of a tile share one reference window.
@@ -222,31 +219,25 @@ def saturation_mutagenesis(
         batch_size=batch_size,
         token_budget=token_budget,
     )
-    reference, owned = _open(fasta)
-    try:
-        regions = region_list(region, reference)
-        return list(
-            iter_mutagenesis(
-                carbon,
-                reference,
-                regions,
-                settings,
-                indels=indels,
-                naive=naive,
-                on_progress=on_progress,
-                on_note=on_note,
-                calibration=calibration,
-            )
-        )
-    finally:
-        if owned:
-            reference.close()
+    scan = scan_mutagenesis(
+        carbon,
+        fasta,
+        settings,
+        region=region,
+        indels=indels,
+        naive=naive,
+        calibration=calibration,
+        on_progress=on_progress,
+        on_note=on_note,
+    )
+    return scan.rows
 
 
 @dataclass
 class SiteScan:
-    """ISM around the sites of a VCF: the rows, the merged regions scored, and the sites that
-    could not be placed on the FASTA (``(record, chrom, pos, reason)``: unknown contig, bad line)."""
+    """An ISM run (:func:`scan_mutagenesis`): the rows, the merged regions scored, and around the
+    sites of a VCF the sites that could not be placed on the FASTA (``(record, chrom, pos,
+    reason)``: unknown contig, bad line)."""
 
     rows: list[Row]
     regions: list[Region]
@@ -314,24 +305,72 @@ def site_mutagenesis(
     """ISM of ``flank`` bases on each side of every site of ``vcf`` (overlapping windows merged,
     so every base is scored once). ``settings`` as for :func:`saturation_mutagenesis`. A site
     that cannot be placed is listed in :attr:`SiteScan.unplaced` (and passed to ``on_note``)."""
-    checked = ism_settings(**settings)
+    return scan_mutagenesis(
+        carbon,
+        fasta,
+        ism_settings(**settings),
+        vcf=vcf,
+        flank=flank,
+        indels=indels,
+        naive=naive,
+        calibration=calibration,
+        on_progress=on_progress,
+        on_note=on_note,
+    )
+
+
+def ism_regions(
+    reference: Reference,
+    *,
+    region: str | Region | Iterable[str | Region] | None = None,
+    vcf: PathLike | None = None,
+    flank: int = 50,
+    on_note: Callable[[str], None] | None = None,
+) -> tuple[list[Region], list[tuple[int, str, int, str]]]:
+    """The merged regions of an ISM run, ``region`` (:func:`region_list`) or ``flank`` bases
+    around each site of ``vcf`` (:func:`site_list`), exactly one of them; and the sites that
+    could not be placed (none for ``region``)."""
+    if (region is None) == (vcf is None):
+        raise ValueError("give region (one or more) or vcf with flank, not both")
+    if vcf is not None:
+        return site_list(vcf, reference, flank, on_note=on_note)
+    assert region is not None
+    return region_list(region, reference), []
+
+
+def scan_mutagenesis(
+    carbon: Carbon,
+    fasta: PathLike | Reference,
+    settings: VepSettings,
+    *,
+    region: str | Region | Iterable[str | Region] | None = None,
+    vcf: PathLike | None = None,
+    flank: int = 50,
+    indels: bool = False,
+    naive: bool = False,
+    calibration: Calibration | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> SiteScan:
+    """ISM of ``region`` or around the sites of ``vcf`` (:func:`ism_regions`) with ``settings``
+    (a :class:`~hexamer.vep.VepSettings`, e.g. :func:`ism_settings`): what
+    :func:`saturation_mutagenesis` and :func:`site_mutagenesis` run. A bad region raises
+    :class:`~hexamer.ism.regions.RegionError` before any scoring."""
     reference, owned = _open(fasta)
     try:
-        regions, unplaced = site_list(vcf, reference, flank, on_note=on_note)
-        rows = list(
-            iter_mutagenesis(
-                carbon,
-                reference,
-                regions,
-                checked,
-                indels=indels,
-                naive=naive,
-                on_progress=on_progress,
-                on_note=on_note,
-                calibration=calibration,
-            )
+        regions, unplaced = ism_regions(reference, region=region, vcf=vcf, flank=flank, on_note=on_note)
+        rows = iter_mutagenesis(
+            carbon,
+            reference,
+            regions,
+            settings,
+            indels=indels,
+            naive=naive,
+            on_progress=on_progress,
+            on_note=on_note,
+            calibration=calibration,
         )
-        return SiteScan(rows, regions, unplaced)
+        return SiteScan(list(rows), regions, unplaced)
     finally:
         if owned:
             reference.close()

@@ -93,3 +93,22 @@ def test_ism_bad_region_named(tiny_folder, tmp_path) -> None:
     )
     assert result.exit_code == 2 and "past the end of contig '20'" in error_message(result)
     assert not (tmp_path / "x.tsv").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ism", "-r", "20:60301-60306", "-o", "ism.tsv"],
+        ["vep", "--vcf", DATA / "chr20_slice.vcf", "-o", "v.tsv"],
+    ],
+)
+@pytest.mark.parametrize(("text", "needle"), [(None, "no such calibration file"), ("{", "not a JSON")])
+def test_unreadable_calibration_file_is_named(tmp_path, command, text, needle) -> None:
+    """``--calibration`` is read before the model: a missing or broken file stops the command, naming it."""
+    cal = tmp_path / "cal.json"
+    if text is not None:
+        cal.write_text(text)
+    args = [*command[:-1], tmp_path / command[-1], "--fasta", FASTA, "-m", tmp_path / "no-model"]
+    result = run([*args, "--calibration", cal])
+    assert result.exit_code == 2 and needle in error_message(result) and str(cal) in error_message(result)
+    assert not (tmp_path / command[-1]).exists()

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from hexamer.ism import ISM_COLUMNS, RegionError, saturation_mutagenesis, site_mutagenesis
+from hexamer.ism import (
+    ISM_COLUMNS,
+    RegionError,
+    ism_settings,
+    saturation_mutagenesis,
+    scan_mutagenesis,
+    site_mutagenesis,
+)
 from hexamer.vep import score_variants
-from tests.ism.conftest import FASTA, NEXT_BASE, OOV_FASTA, WINDOW
+from tests.ism.conftest import FASTA, NEXT_BASE, OOV_FASTA, SLICE_VCF, WINDOW
 
 warnings.filterwarnings("ignore", category=UserWarning, module="hexamer")
 
@@ -126,3 +133,18 @@ def test_site_mode_merges_flanks_and_lists_unplaced(carbon, tmp_path) -> None:
     assert [r["score"] for r in scan.rows] == [r["score"] for r in direct]
     with pytest.raises(ValueError, match="flank"):
         site_mutagenesis(carbon, FASTA, vcf, flank=-1, **WINDOW)
+
+
+def test_scan_takes_one_settings_for_a_region_or_the_sites_of_a_vcf(carbon) -> None:
+    """``scan_mutagenesis``: what ``saturation_mutagenesis`` and ``site_mutagenesis`` run, given a
+    ready :class:`VepSettings`; exactly one of region and vcf."""
+    settings = ism_settings(**NEXT_BASE)
+    scan = scan_mutagenesis(carbon, FASTA, settings, region="20:60301-60306")
+    assert scan.rows == saturation_mutagenesis(carbon, FASTA, region="20:60301-60306", **NEXT_BASE)
+    assert [str(r) for r in scan.regions] == ["20:60301-60306"] and scan.unplaced == []
+    sites = scan_mutagenesis(carbon, FASTA, settings, vcf=SLICE_VCF, flank=1, on_note=lambda _: None)
+    want = site_mutagenesis(carbon, FASTA, SLICE_VCF, flank=1, on_note=lambda _: None, **NEXT_BASE)
+    assert (sites.rows, sites.regions, sites.unplaced) == (want.rows, want.regions, want.unplaced)
+    for where in ({}, {"region": "20:60301-60306", "vcf": SLICE_VCF}):
+        with pytest.raises(ValueError, match="not both"):
+            scan_mutagenesis(carbon, FASTA, settings, **where)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pysam
@@ -47,6 +49,13 @@ def test_cadd_tsv_tabix_query_by_region(tmp_path) -> None:
         assert hits == [["20", "101", "G", "A", "-1.5", ""], ["20", "101", "G", "C", "0.25", ""]]
         assert len(list(tbx.fetch("20:100-102"))) == 6  # samtools-style region string
         assert len(list(tbx.fetch("21"))) == 1
+
+
+def test_columns_are_the_documented_ones() -> None:
+    """The table columns docs/ism.md lists (the VEP row's columns but the record keys, and ``phred``)."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "ism.md").read_text()
+    listed = re.search(r"\| every row: `([a-z_ ]+)` \|", docs)
+    assert listed is not None and tuple(listed.group(1).split()) == ISM_COLUMNS
 
 
 def test_tables_keep_every_row(tmp_path) -> None:
