@@ -7,9 +7,6 @@ takes one :class:`BenchOutput` and ends with ``output.emit(report)``.
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +16,7 @@ import typer
 
 from hexamer.cli.app import console, err_console
 from hexamer.cli.checks import path_option
+from hexamer.cli.option_groups import Command, option_group
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
@@ -97,50 +95,23 @@ class BenchOutput:
 SCREEN_ONLY = BenchOutput()
 
 
-def _option(name: str, annotation: Any) -> inspect.Parameter:
-    return inspect.Parameter(
-        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=annotation
-    )
+def _bench_output(
+    json_out: Path | None = None,
+    plot_out: Path | None = None,
+    legacy_json: Path | None = None,
+    price_per_hour: float | None = None,
+) -> BenchOutput:
+    return BenchOutput(json_out or legacy_json, plot_out, price_per_hour)
 
 
-def bench_output(
-    plot: str | None = PLOT_HELP, *, legacy_json: bool = True
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def bench_output(plot: str | None = PLOT_HELP, *, legacy_json: bool = True) -> Callable[[Command], Command]:
     """Give a bench command ``--out``, ``--price-per-hour``, ``--plot`` (with this help; ``None``: no
-    plot) and the hidden ``--json`` where its parameter ``output: BenchOutput`` stands."""
-    options = [_option("json_out", JsonOption)]
+    plot) and the hidden ``--json`` where its parameter ``output: BenchOutput`` stands (an
+    :func:`~hexamer.cli.option_groups.option_group`)."""
+    options: list[tuple[str, Any, Any]] = [("json_out", JsonOption, None)]
     if plot is not None:
-        options.append(_option("plot_out", Annotated[Path | None, plot_option(plot)]))
+        options.append(("plot_out", Annotated[Path | None, plot_option(plot)], None))
     if legacy_json:
-        options.append(_option("legacy_json", LegacyJsonOption))
-    options.append(_option("price_per_hour", PriceOption))
-
-    def add_options(command: Callable[..., None]) -> Callable[..., None]:
-        hints = typing.get_type_hints(command, include_extras=True)
-        given = inspect.signature(command).parameters
-        if "output" not in given:
-            raise TypeError(f"{command.__name__} has no parameter 'output'")
-        params: list[inspect.Parameter] = []
-        for param in given.values():
-            if param.name == "output":
-                params.extend(options)
-            else:
-                params.append(param.replace(annotation=hints[param.name]))
-
-        @functools.wraps(command)
-        def run(
-            *args: Any,
-            json_out: Path | None = None,
-            plot_out: Path | None = None,
-            legacy_json: Path | None = None,
-            price_per_hour: float | None = None,
-            **values: Any,
-        ) -> None:
-            output = BenchOutput(json_out or legacy_json, plot_out, price_per_hour)
-            command(*args, output=output, **values)
-
-        run.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-        run.__annotations__ = {p.name: p.annotation for p in params}
-        return run
-
-    return add_options
+        options.append(("legacy_json", LegacyJsonOption, None))
+    options.append(("price_per_hour", PriceOption, None))
+    return option_group("output", options, _bench_output)

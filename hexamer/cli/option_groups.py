@@ -1,6 +1,7 @@
 """Option groups: options several commands share, declared once and handed to a command as one
-value (``hexamer.cli.server_options``: the ``--server`` group; ``hexamer.cli.ism_cmd``: the ISM
-recipe settings).
+value (``hexamer.cli.server_options``: the ``--server`` group; ``hexamer.cli.ray_options``: the
+``--ray`` group; ``hexamer.cli.ism_cmd``: the recipe settings; ``hexamer.cli.bench_output``: where a
+bench table goes).
 
 typer reads a command's options from its parameters, so a group is a decorator that puts the
 group's options in place of one parameter of the command (same position: ``--help`` lists them
@@ -13,7 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["FILLED", "option_group"]
+__all__ = ["FILLED", "Command", "option_group"]
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
