@@ -29,8 +29,8 @@ from hexamer.cli.checks import (
     check_runtime,
 )
 from hexamer.cli.option_groups import FILLED, option_group
-from hexamer.cli.ray_options import RayRun, ray_options
-from hexamer.cli.scaleout import ResumeOption, check_resume
+from hexamer.cli.ray_options import RayRun, check_resume, ray_options
+from hexamer.cli.scaleout import ResumeOption
 from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar, set_threads
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def ism(
 
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    check_resume(resume, ray and ray.address)
+    check_resume(resume, ray)
     served.check_server_choice(server, model, ray, command)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")

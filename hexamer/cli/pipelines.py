@@ -35,8 +35,8 @@ from hexamer.cli.checks import (
     not_stdio,
 )
 from hexamer.cli.option_groups import FILLED, option_group
-from hexamer.cli.ray_options import RayRun, ray_options
-from hexamer.cli.scaleout import ResumeOption, check_resume
+from hexamer.cli.ray_options import RayRun, check_resume, ray_options
+from hexamer.cli.scaleout import ResumeOption
 from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carbon, progress_bar, set_threads
 from hexamer.io.stdio import copy_to_stdout
 
@@ -388,7 +388,7 @@ def embed(
         )
     if not is_stdio(out):
         check_output("--out", out, _check_embedding_output)
-    check_resume(resume, ray and ray.address)
+    check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import embed_on_ray
 

@@ -10,13 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from hexamer.cli.option_groups import option_group
 from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, WorkersOption, ray_pool
 
 if TYPE_CHECKING:
     from hexamer.distributed import PoolSpec
 
-__all__ = ["RayRun", "ray_options"]
+__all__ = ["RayRun", "check_resume", "ray_options"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,12 @@ class RayRun:
             dtype=dtype,
             device=device,
         )
+
+
+def check_resume(resume: bool, ray: RayRun | None) -> None:
+    """``--resume`` continues a ``--ray`` run (one process has no shards to keep)."""
+    if resume and ray is None:
+        raise typer.BadParameter("--resume continues a --ray run: add --ray", param_hint="'--resume'")
 
 
 def _ray_run(

@@ -93,12 +93,6 @@ def ray_ism_runner(spec: PoolSpec, shard_records: int | None) -> Callable[..., A
     return _block_runner(ism, spec, shard_records)
 
 
-def check_resume(resume: bool, ray: str | None) -> None:
-    """``--resume`` of ``embed``/``score`` continues a ``--ray`` run (one process has no shards to keep)."""
-    if resume and ray is None:
-        raise typer.BadParameter("--resume continues a --ray run: add --ray", param_hint="'--resume'")
-
-
 def _require_ray() -> None:
     from hexamer.distributed import RayUnavailableError, require_ray
 

@@ -25,8 +25,8 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
-from hexamer.cli.ray_options import RayRun, ray_options
-from hexamer.cli.scaleout import ResumeOption, check_resume
+from hexamer.cli.ray_options import RayRun, check_resume, ray_options
+from hexamer.cli.scaleout import ResumeOption
 from hexamer.cli.sequence_jobs import (
     JobOutput,
     check_score_output,
@@ -90,7 +90,7 @@ def score(
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
-    check_resume(resume, ray and ray.address)
+    check_resume(resume, ray)
     served.check_server_choice(server, model, ray, command)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray

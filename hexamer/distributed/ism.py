@@ -30,7 +30,7 @@ from hexamer.distributed.driver import ShardRun, check_job, pool_for, refuse_poo
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import file_identity
-from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_rows, ism_settings, region_list, site_list
+from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_regions, ism_rows, ism_settings
 from hexamer.ism.regions import Region
 from hexamer.ism.tables import ism_schema, output_format, write_ism
 from hexamer.ism.variants import IsmRecord, ism_records
@@ -146,12 +146,7 @@ def ism(
     requested = settings if settings is not None else ism_settings(**fields)
     fasta_path = str(Path(fasta).resolve())
     with Reference(fasta_path) as reference:
-        unplaced: list[tuple[int, str, int, str]] = []
-        if vcf is not None:
-            regions, unplaced = site_list(vcf, reference, flank, on_note=run.note)
-        else:
-            assert region is not None
-            regions = region_list(region, reference)
+        regions, unplaced = ism_regions(reference, region=region, vcf=vcf, flank=flank, on_note=run.note)
         job: dict[str, Any] = {"format": _FORMAT, "fasta": file_identity(fasta_path), "indels": indels}
         job["regions"] = [[r.chrom, r.contig, r.start, r.end] for r in regions]
         with pool_for(pool, model, requested.batch_size) as workers_pool:
