@@ -31,7 +31,7 @@ from hexamer.cli.checks import (
 from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
 from hexamer.cli.scaleout import ResumeOption
-from hexamer.cli.sequence_jobs import load_calibration, load_carbon, progress_bar, set_threads
+from hexamer.cli.sequence_jobs import load_calibration, progress_bar, set_threads
 
 if TYPE_CHECKING:
     from hexamer.vep import VepSettings
@@ -251,7 +251,9 @@ def ism(
 
 @app.command()
 @recipe_options
+@served.server_options
 def calibrate(
+    command: typer.Context,
     fasta: FastaOption,
     out: Annotated[Path, typer.Option("--out", "-o", help="Calibration file to write (.json).")],
     model: ModelOpt = None,
@@ -266,9 +268,13 @@ def calibrate(
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
     threads: ThreadsOption = None,
+    server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
-    """Calibrate raw scores to PHRED (higher = more deleterious) against all SNVs of sampled regions."""
+    """Calibrate raw scores to PHRED (higher = more deleterious) against all SNVs of sampled regions.
+
+    With --server the table is made for that served model (its fingerprint: URL, model, top N):
+    use it with `vep --server` / `ism --server` on the same server."""
     from hexamer.calibration import CalibrationError
     from hexamer.calibration import calibrate as run_calibration
     from hexamer.vep import FastaError
@@ -280,8 +286,9 @@ def calibrate(
         raise typer.BadParameter(f"--out must end in .json, got {out.name!r}")
     if not out.parent.is_dir():
         raise typer.BadParameter(f"--out folder {str(out.parent)!r} does not exist")
+    served.check_server_choice(server, model, command=command)
     set_threads(threads)
-    carbon = load_carbon(model, dtype, device, batch_size)
+    carbon = served.open_model(server, model, dtype, device, batch_size, command)
     settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
     try:
         cal = run_calibration(

@@ -55,6 +55,7 @@ def test_server_with_model_or_ray_is_a_usage_error(vllm_url: str, tiny_folder: P
         (["ism", "--fasta", "ref.fa", "-r", "20:1-2", "-o", "x.tsv"], ["--threads", "1"]),
         (["track", "--fasta", "ref.fa", "-o", "tracks"], ["--dtype", "float32"]),
         (["vep", "--vcf", "v.vcf", "--fasta", "ref.fa", "-o", "x.tsv"], ["--threads", "2"]),
+        (["calibrate", "--fasta", "ref.fa", "-o", "c.json"], ["--device", "cpu"]),
     ],
 )
 def test_local_model_options_are_refused_with_a_server(command: list[str], option: list[str]) -> None:
@@ -201,3 +202,25 @@ def test_the_connection_is_closed_when_the_command_ends(
     result = run([*command, "-o", str(out), *_server(vllm_url, tiny_folder)])
     assert result.exit_code == (0 if ok else 1), result.output
     assert len(closed) >= 1 and len(set(map(id, closed))) == 1
+
+
+def test_calibrate_on_a_server_equals_local_and_is_tied_to_the_server(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path
+) -> None:
+    """The same background scores as the local model; the table carries the server's fingerprint,
+    so it calibrates the served model and a local run refuses it."""
+    args = ["calibrate", "--fasta", str(FASTA), "--window", "120", "--regions", "2", "--region-bp", "3"]
+    remote, local = tmp_path / "remote.json", tmp_path / "local.json"
+    made = run_json([*args, "-o", str(remote), *_server(vllm_url, tiny_folder)])
+    run_json([*args, "-o", str(local), "--model", str(tiny_folder)])
+    got, want = json.loads(remote.read_text()), json.loads(local.read_text())
+    assert made["n_scores"] == want["n_scores"] > 0
+    assert got["settings"] == want["settings"] and got["model"] != want["model"]
+    assert got["thresholds"] == pytest.approx(want["thresholds"], abs=1e-4)
+    assert got["phreds"] == want["phreds"]
+    ism = ["ism", "--fasta", str(FASTA), "-r", "20:60301-60302", "--window", "120", "--calibration"]
+    rows = tmp_path / "rows.jsonl"
+    run_json([*ism, str(remote), "-o", str(rows), *_server(vllm_url, tiny_folder)])
+    assert all(r["phred"] is not None for r in _rows(rows) if r["status"] == "ok")
+    refused = run([*ism, str(remote), "-o", str(tmp_path / "x.jsonl"), "--model", str(tiny_folder)])
+    assert refused.exit_code != 0 and "model" in error_message(refused)
