@@ -280,13 +280,13 @@ def calibrate(
     from hexamer.vep import FastaError
 
     check_runtime(dtype=dtype, device=device, threads=threads)
+    served.check_server_choice(server, model, command=command)
     if not fasta.is_file():
         raise typer.BadParameter(f"{str(fasta)!r} is not a file", param_hint="'--fasta'")
     if out.suffix.lower() != ".json":
         raise typer.BadParameter(f"--out must end in .json, got {out.name!r}")
     if not out.parent.is_dir():
         raise typer.BadParameter(f"--out folder {str(out.parent)!r} does not exist")
-    served.check_server_choice(server, model, command=command)
     set_threads(threads)
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
     settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
