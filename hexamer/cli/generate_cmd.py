@@ -135,6 +135,14 @@ def generate(
     spec_k: Annotated[
         str, typer.Option("--spec-k", help="6-mers drafted per round: a number or auto.")
     ] = "auto",
+    sampler: Annotated[
+        Literal["auto", "client", "server"],
+        typer.Option(
+            help="--server: where 6-mers are drawn. client: here, from the server's top-N (a --seed gives "
+            "the local model's sequences); server: the server's own sampler (token mode, no --mask, "
+            "prompts of whole 6-mers, vLLM or hexamer server); auto: the server's where it can.",
+        ),
+    ] = "auto",
     server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:
@@ -164,6 +172,10 @@ def generate(
     if draft is not None and logprobs:
         raise typer.BadParameter("--draft takes no --logprobs")
     served.check_server_choice(server, model, command=command)
+    if server is None and sampler != "auto":
+        raise typer.BadParameter(
+            "--sampler chooses where a served model samples: add --server", param_hint="'--sampler'"
+        )
     if server is not None:
         _check_served_options(draft, repetition_penalty)
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
@@ -182,8 +194,12 @@ def generate(
     )
     if spec_options and "repetition_penalty" in options:
         raise typer.BadParameter("--draft takes no --repetition-penalty")
+    checks = options  # what each prompt is checked with (a served model also checks its sampler)
+    if server is not None:
+        options["sampler"] = sampler
+        checks = {**options, "logprobs": logprobs}
     try:
-        carbon.check_prompt("<dna>", prefix=prefix, **options)
+        carbon.check_prompt("<dna>", prefix=prefix, **checks)
     except ValueError as exc:  # an option error concerns every record: stop here
         raise typer.BadParameter(str(exc)) from exc
     output = JobOutput(out)
@@ -195,7 +211,7 @@ def generate(
         with progress_bar() as progress:
             task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
             for chunk in chunks(read_job_records(sequences or [], input_file), max(1, CHUNK // n)):
-                rows, good = _generate_chunk(carbon, chunk, options, prefix, seed, n, bad)
+                rows, good = _generate_chunk(carbon, chunk, checks, prefix, seed, n, bad)
                 if good:
                     ok_rows = [r for r in rows if r["status"] == "ok"]
 

@@ -23,7 +23,7 @@ the k-mer distributions are rebuilt and marginalised here with :mod:`hexamer.fns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -46,7 +46,18 @@ from hexamer.remote.errors import RemoteError
 from hexamer.remote.marginals import kmer_rows
 from hexamer.remote.protocol import VllmFormat
 
-__all__ = ["RemoteCarbon", "load_server_tokenizer"]
+__all__ = ["RemoteCarbon", "Sampler", "load_server_tokenizer"]
+
+
+#: where :meth:`RemoteCarbon.generate` draws 6-mers: here from the top-N, on the server, or either
+Sampler = Literal["auto", "client", "server"]
+#: options only the client sampler applies with the local engine's definitions (and their "off")
+_CLIENT_ONLY = (("top_k", 0), ("min_p", 0.0), ("logprobs", False))
+
+
+def _client_only(options: Mapping[str, Any]) -> list[str]:
+    """The client-only options set in ``options`` (what ``sampler="server"`` refuses)."""
+    return [name for name, off in _CLIENT_ONLY if options.get(name, off) != off]
 
 
 class RemoteCarbon:
@@ -131,9 +142,49 @@ class RemoteCarbon:
         """Raise the ``ValueError`` that :meth:`score` would raise for this sequence."""
         self.dna_inputs(sequence, prefix, 0)
 
-    def check_prompt(self, prompt: str, *, prefix: str = "", **options: Any) -> None:
-        """Raise the ``ValueError`` that :meth:`generate` would raise for this prompt and options."""
-        self.make_request(prompt, 0, prefix, SamplingParams(**options))
+    def check_prompt(
+        self,
+        prompt: str,
+        *,
+        prefix: str = "",
+        sampler: Sampler = "auto",
+        logprobs: bool = False,
+        **options: Any,
+    ) -> None:
+        """Raise the ``ValueError`` that :meth:`generate` would raise for this prompt and options
+        (with ``sampler="server"``, also when this prompt cannot take the server's sampler)."""
+        _, p = self.make_request(prompt, 0, prefix, SamplingParams(**options))
+        if sampler == "server":
+            problem = self.server_sampler_problem(
+                mode=options.get("mode", "bp"),
+                mask=options.get("mask"),
+                prompts=[p],
+                client_only=_client_only({**options, "logprobs": logprobs}),
+            )
+            if problem is not None:
+                raise ValueError(problem)
+
+    def server_sampler_problem(
+        self, *, mode: str, mask: object, prompts: Sequence[Prompt], client_only: Sequence[str]
+    ) -> str | None:
+        """Why ``sampler="server"`` cannot serve these prompts and options, or ``None`` when it can:
+        the server's sampler draws whole 6-mers of plain token mode from a prompt of whole 6-mers
+        (vLLM or hexamer servers), and defines ``client_only`` options its own way."""
+        if not (self.format.server_generation and mode == "token" and mask is None):
+            return (
+                "sampler='server' needs mode='token', no mask and a vLLM or hexamer server "
+                f"(this is {self.server_kind} with mode={mode!r}{', a mask' if mask is not None else ''})"
+            )
+        if any(p.forced for p in prompts):
+            return (
+                "sampler='server' needs prompts ending on a 6-mer boundary (the server samples whole 6-mers)"
+            )
+        if client_only:
+            return (
+                f"sampler='server' does not take {', '.join(client_only)}: the server's sampler defines "
+                "them differently; use sampler='client' (or 'auto'), which applies them as Carbon.generate does"
+            )
+        return None
 
     def make_request(
         self, text: str, index: int, prefix: str, params: SamplingParams
@@ -260,7 +311,7 @@ class RemoteCarbon:
         prefix: str = "",
         stop_at_end_tag: bool = False,
         on_progress: Callable[[int], None] | None = None,
-        sampler: Literal["auto", "client", "server"] = "auto",
+        sampler: Sampler = "auto",
     ) -> Generation | list[Generation]:
         """Same options and outputs as :meth:`hexamer.Carbon.generate`.
 
@@ -290,15 +341,7 @@ class RemoteCarbon:
             )
         n = check_n(n, num_return_sequences)
         stops = check_stops(stop)
-        client_only = [
-            name
-            for name, value, off in (
-                ("top_k", top_k, 0),
-                ("min_p", min_p, 0.0),
-                ("logprobs", logprobs, False),
-            )
-            if value != off
-        ]
+        client_only = _client_only({"top_k": top_k, "min_p": min_p, "logprobs": logprobs})
         single, items, seeds = expand_prompts(prompts, n, seed)
         requests, parsed = build_requests(
             self,
@@ -316,24 +359,10 @@ class RemoteCarbon:
             top_k=top_k,
             min_p=min_p,
         )
-        server_ok = (
-            self.format.server_generation
-            and mode == "token"
-            and mask is None
-            and not any(p.forced for p in parsed)
-        )
-        if sampler == "server" and not server_ok:
-            raise ValueError(
-                "sampler='server' needs mode='token', no mask, prompts ending on a 6-mer boundary and a "
-                f"vLLM or hexamer server (this is {self.server_kind})"
-            )
-        if sampler == "server" and client_only:
-            raise ValueError(
-                f"sampler='server' does not take {', '.join(client_only)}: the server's sampler defines "
-                "them differently; use sampler='client' (or 'auto'), which applies them as Carbon.generate does"
-            )
-        server_ok = server_ok and not client_only
-        on_server = server_ok and sampler != "client"
+        problem = self.server_sampler_problem(mode=mode, mask=mask, prompts=parsed, client_only=client_only)
+        if sampler == "server" and problem is not None:
+            raise ValueError(problem)
+        on_server = problem is None and sampler != "client"
         run = self._server_generate if on_server else self._client_generate
         done = None if on_progress is None else (lambda _i, r: on_progress(len(r.bases())))
         self.connection.run_all([run(r) for r in requests], on_done=done)

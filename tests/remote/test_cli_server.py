@@ -130,6 +130,38 @@ def test_generate_refuses_what_a_server_cannot_do(vllm_url: str, tiny_folder: Pa
     assert "not both" in usage_error([*base, "--model", str(tiny_folder)]).format_message()
 
 
+def test_generate_sampler_client_is_the_local_engine_in_token_mode(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path
+) -> None:
+    """Plain token mode would take the server's sampler; --sampler client draws here, so a seed gives
+    the local model's sequences."""
+    args = ["generate", "ACGTACGGTACC", "TTGACC", "--mode", "token", "--max-bp", "18", "--seed", "3"]
+    remote, local = tmp_path / "remote.jsonl", tmp_path / "local.jsonl"
+    run_json([*args, "--sampler", "client", "--out", str(remote), *_server(vllm_url, tiny_folder)])
+    run_json([*args, "--out", str(local), "--model", str(tiny_folder)])
+    assert [r["sequence"] for r in _rows(remote)] == [r["sequence"] for r in _rows(local)]
+
+
+def test_generate_sampler_server_refuses_what_it_cannot_take(
+    vllm_url: str, tiny_folder: Path, tmp_path: Path
+) -> None:
+    served = [*_server(vllm_url, tiny_folder), "--sampler", "server"]
+    assert "mode='token'" in usage_error(["generate", "ACGTAC", "--mode", "bp", *served]).format_message()
+    bad = usage_error(["generate", "ACGTAC", "--mode", "token", "--logprobs", "-o", "x.tsv", *served])
+    assert "logprobs" in bad.format_message()
+    local = usage_error(["generate", "ACGTAC", "--model", str(tiny_folder), "--sampler", "client"])
+    assert "--server" in local.format_message()
+    # a prompt that does not end on a 6-mer boundary is a failed record; the others are generated
+    out = tmp_path / "gen.jsonl"
+    summary = run_json(
+        ["generate", "ACGTAC", "TTGACCA", "--mode", "token", "--max-bp", "12", "-o", str(out), *served]
+    )
+    assert summary["status_counts"] == {"ok": 1, "failed": 1}
+    rows = {r["id"]: r for r in _rows(out)}
+    assert rows["seq2"]["status"] == "failed" and "6-mer boundary" in rows["seq2"]["error"]
+    assert rows["seq1"]["n_bp"] == 12
+
+
 @pytest.mark.parametrize(
     "recipe", [["--window", "120", "--window-grid", "6"], ["--recipe", "next_base", "--context", "60"]]
 )
