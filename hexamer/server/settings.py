@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 #: enough for a client that asks for every 6-mer (4,096) plus the rest of the DNA block and text
@@ -13,6 +12,10 @@ DEFAULT_MAX_LOGPROBS = 4096 + 128
 PROMPT_CHARS_PER_TOKEN = 16
 #: most 6-mers a draft may propose per speculative round (``--draft-tokens``, ``num_draft_tokens``)
 MAX_DRAFT_TOKENS = 16
+#: the longest any ``*_s`` setting may be (about 116 days): a larger one is a slip, not a wish
+MAX_SECONDS = 1e7
+#: most threads preparing request bodies (``prep_threads``)
+MAX_PREP_THREADS = 256
 
 
 @dataclass
@@ -76,13 +79,19 @@ class ServerSettings:
                 continue
             if value is None:
                 continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(f"server setting {f.name} must be a positive number, got {value!r}")
+            if f.name.endswith("_s"):
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not 0 < value <= MAX_SECONDS
+                ):
+                    raise ValueError(
+                        f"server setting {f.name} must be a number of seconds in (0, {MAX_SECONDS:g}], got {value!r}"
+                    )
+            elif isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"server setting {f.name} must be a positive integer, got {value!r}")
+        if self.prep_threads > MAX_PREP_THREADS:
+            raise ValueError(f"prep_threads must be at most {MAX_PREP_THREADS}, got {self.prep_threads}")
         if self.draft_tokens is not None and not (
             isinstance(self.draft_tokens, int) and 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS
         ):
