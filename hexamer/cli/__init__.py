@@ -1,11 +1,11 @@
 """The ``hexamer`` command line: a thin layer over the Python API."""
 
 from hexamer.cli import bench_cmd as _bench_cmd  # noqa: F401  (bench tokenizer/generate/throughput/fns/roofline/all)
-from hexamer.cli import bench_pipelines as _bench_pipelines  # noqa: F401  (bench vep, bench embed)
+from hexamer.cli import bench_pipelines as _bench_pipelines  # noqa: F401  (bench vep, bench embed, bench ism)
 from hexamer.cli import bench_serve as _bench_serve  # noqa: F401  (registers bench serve)
 from hexamer.cli import bench_spec as _bench_spec  # noqa: F401  (registers bench spec)
 from hexamer.cli import eval_cmd as _eval_cmd  # noqa: F401  (registers eval)
-from hexamer.cli import ism_cmd as _ism_cmd  # noqa: F401  (registers ism, calibrate, bench ism)
+from hexamer.cli import ism_cmd as _ism_cmd  # noqa: F401  (registers ism, calibrate)
 from hexamer.cli import jobs as _jobs  # noqa: F401  (registers generate/score)
 from hexamer.cli import niah_cmd as _niah_cmd  # noqa: F401  (registers build-niah)
 from hexamer.cli import pipelines as _pipelines  # noqa: F401  (registers vep/embed/plot)

@@ -1,18 +1,21 @@
-"""``hexamer bench vep`` and ``bench embed``: options parsed here, the runs in :mod:`hexamer.bench.vep`
-and :mod:`hexamer.bench.embed` (the pipelines against their naive or peer recipes, same run)."""
+"""``hexamer bench vep``, ``bench embed`` and ``bench ism``: options parsed here, the runs in
+:mod:`hexamer.bench.vep`, :mod:`hexamer.bench.embed` and :mod:`hexamer.bench.ism` (the pipelines
+against their naive, published or peer recipes, same run)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from hexamer.cli.app import bench_app
-from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, FastaOption
+from hexamer.cli.app import bench_app, fail
+from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, FastaOption, bench_folder
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 from hexamer.cli.checks import path_option
+from hexamer.cli.ism_cmd import window_options
+from hexamer.cli.option_groups import FILLED
 
 if TYPE_CHECKING:
     from hexamer.bench.report import BenchReport
@@ -126,5 +129,76 @@ def bench_embed_cmd(
         batch_size=batch_size,
         dtype=dtype,
         repeats=repeats,
+    )
+    output.emit(report)
+
+
+@bench_app.command("ism")
+@window_options
+@bench_output(plot=None, legacy_json=False)
+def bench_ism_cmd(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
+    ] = None,
+    shape: Annotated[
+        str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")
+    ] = "tiny",
+    fasta: Annotated[
+        Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
+    ] = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", "-r", help="Region (default: 200 bp of the shipped chr20 slice)."),
+    ] = None,
+    recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
+    options: dict[str, Any] = FILLED,  # the window and context options (window_options)
+    dtype: Annotated[Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype.")] = "float32",
+    repeats: Annotated[int, typer.Option(min=1, max=100, help="Rounds; each side keeps its best time.")] = 1,
+    output: BenchOutput = SCREEN_ONLY,
+    quick: Annotated[
+        bool, typer.Option("--quick/--no-quick", help="Seconds: 30 bp, 1,200 bp windows and contexts.")
+    ] = False,
+    published_sample: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=1_000_000,
+            help="The published recipe scores this many of the SNVs (seeded sample), its time scaled to all.",
+        ),
+    ] = None,
+) -> None:
+    """ISM of a region vs scoring the same SNVs one by one with the published recipe (same scores, speed-up)."""
+    import importlib.util
+
+    from hexamer.bench.ism import run_ism_bench
+
+    chosen = tuple(r.strip() for r in recipes.split(",") if r.strip())
+    if not chosen or any(r not in ("window", "next_base") for r in chosen):
+        raise typer.BadParameter(
+            f"--recipes must be a comma-separated subset of window, next_base; got {recipes!r}"
+        )
+    if importlib.util.find_spec("transformers") is None:
+        fail(
+            "bench ism compares with the published recipe, which needs transformers (pip install 'hexamer[hf]')"
+        )
+    if fasta is None:
+        from hexamer.demo import demo_data_files
+
+        fasta = next(p for p in demo_data_files() if p.name == "human_chr20.fa.gz")
+        region = region or ("human_chr20:50001-50030" if quick else "human_chr20:50001-50200")
+    elif region is None:
+        raise typer.BadParameter("--fasta needs --region")
+    if quick:
+        options.update({name: min(options[name], 1200) for name in ("window", "context", "context_grid")})
+    folder = bench_folder(model, shape, dtype)
+    report = run_ism_bench(
+        folder=folder,
+        fasta=fasta,
+        region=region,
+        recipes=chosen,
+        dtype=dtype,
+        repeats=repeats,
+        published_sample=published_sample,
+        **options,
     )
     output.emit(report)

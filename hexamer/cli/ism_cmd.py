@@ -14,7 +14,6 @@ from hexamer.cli.app import (
     DTypeOption,
     JsonFlag,
     app,
-    bench_app,
     console,
     err_console,
     fail,
@@ -317,76 +316,3 @@ def calibrate(
         console.print(
             f"wrote {out} ({cal.n_scores:,} background SNV scores of {regions} regions; PHRED up to {cal.phreds[-1]:.1f})"
         )
-
-
-@bench_app.command("ism")
-@window_options
-def bench_ism_cmd(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
-    ] = None,
-    shape: Annotated[
-        str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")
-    ] = "tiny",
-    fasta: Annotated[
-        Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
-    ] = None,
-    region: Annotated[
-        str | None,
-        typer.Option("--region", "-r", help="Region (default: 200 bp of the shipped chr20 slice)."),
-    ] = None,
-    recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
-    options: dict[str, Any] = FILLED,  # the window and context options (window_options)
-    dtype: Annotated[Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype.")] = "float32",
-    repeats: Annotated[int, typer.Option(min=1, max=100, help="Rounds; each side keeps its best time.")] = 1,
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Also write the table as JSON here.")
-    ] = None,
-    quick: Annotated[
-        bool, typer.Option("--quick/--no-quick", help="Seconds: 30 bp, 1,200 bp windows and contexts.")
-    ] = False,
-    published_sample: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=1_000_000,
-            help="The published recipe scores this many of the SNVs (seeded sample), its time scaled to all.",
-        ),
-    ] = None,
-) -> None:
-    """ISM of a region vs scoring the same SNVs one by one with the published recipe (same scores, speed-up)."""
-    import importlib.util
-
-    from hexamer.bench.ism import run_ism_bench
-    from hexamer.cli.bench_cmd import bench_folder, emit
-
-    chosen = tuple(r.strip() for r in recipes.split(",") if r.strip())
-    if not chosen or any(r not in ("window", "next_base") for r in chosen):
-        raise typer.BadParameter(
-            f"--recipes must be a comma-separated subset of window, next_base; got {recipes!r}"
-        )
-    if importlib.util.find_spec("transformers") is None:
-        fail(
-            "bench ism compares with the published recipe, which needs transformers (pip install 'hexamer[hf]')"
-        )
-    if fasta is None:
-        from hexamer.demo import demo_data_files
-
-        fasta = next(p for p in demo_data_files() if p.name == "human_chr20.fa.gz")
-        region = region or ("human_chr20:50001-50030" if quick else "human_chr20:50001-50200")
-    elif region is None:
-        raise typer.BadParameter("--fasta needs --region")
-    if quick:
-        options.update({name: min(options[name], 1200) for name in ("window", "context", "context_grid")})
-    folder = bench_folder(model, shape, dtype)
-    report = run_ism_bench(
-        folder=folder,
-        fasta=fasta,
-        region=region,
-        recipes=chosen,
-        dtype=dtype,
-        repeats=repeats,
-        published_sample=published_sample,
-        **options,
-    )
-    emit(report, out, None)
