@@ -32,7 +32,8 @@ from hexamer.engine.kv_manager import kv_bytes_per_token
 from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, format_bytes
 from hexamer.server.completions import create_completion
 from hexamer.server.detok import TokenStrings
-from hexamer.server.dna import dna_generate, dna_score, dna_vep, embeddings
+from hexamer.server.dna import dna_score, dna_vep, embeddings
+from hexamer.server.dna_generate import dna_generate
 from hexamer.server.errors import ApiError, error_response, parse_body, read_body
 from hexamer.server.metrics import ServerMetrics
 from hexamer.server.schemas import (

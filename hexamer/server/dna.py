@@ -20,16 +20,15 @@ from starlette.responses import Response
 
 from hexamer.embed import embed_sequences
 from hexamer.embed.pooling import embedding_backend
-from hexamer.server.dna_generate import dna_generate
 from hexamer.server.dna_requests import OFFLOAD_CHARS, as_list, dna_problem, engine_job, tag_prefix
-from hexamer.server.errors import ApiError, error_body
+from hexamer.server.errors import ApiError
 from hexamer.server.schemas import DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
 from hexamer.server.streaming import dumps, json_response
 from hexamer.vep.engine import score_window_pairs
 from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows, window_tokens
 
-__all__ = ["dna_generate", "dna_problem", "dna_score", "dna_vep", "embeddings"]
+__all__ = ["dna_score", "dna_vep", "embeddings"]
 
 
 # ---------------------------------------------------------------------------------------- score
@@ -283,6 +282,3 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
             }
         )
     )
-
-
-__all__ = ["dna_generate", "dna_problem", "dna_score", "dna_vep", "embeddings", "error_body"]

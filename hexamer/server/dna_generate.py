@@ -19,7 +19,7 @@ from hexamer.server.dna_requests import OFFLOAD_CHARS, as_list, dna_problem, tag
 from hexamer.server.errors import ApiError
 from hexamer.server.schemas import DnaGenerateRequest
 from hexamer.server.state import ServerState
-from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response, sse
+from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response, sse, wait_disconnect
 from hexamer.server.worker import Submission
 from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.segment import OPEN_TAG
@@ -227,7 +227,7 @@ class DnaGenerateRun:
     async def respond(self) -> Response:
         if self.body.stream:
             return DisconnectAwareStream(self._stream(), on_close=self.cancel_unfinished)
-        watcher = asyncio.ensure_future(_wait_disconnect(self.http))
+        watcher = asyncio.ensure_future(wait_disconnect(self.http))
         try:
             while not all(self.finished):
                 self._event(*await self._next(watcher))
@@ -296,13 +296,6 @@ def spec_summary(stats: SpecStats) -> dict[str, int]:
         "accepted_tokens": stats.accepted,
         "target_forwards": stats.row_rounds,
     }
-
-
-async def _wait_disconnect(http: HttpRequest) -> None:
-    while True:
-        message = await http.receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 async def dna_generate(state: ServerState, http: HttpRequest, body: DnaGenerateRequest) -> Response:
