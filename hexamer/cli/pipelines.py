@@ -508,6 +508,7 @@ def plot(
     import numpy as np
 
     from hexamer import plots
+    from hexamer.io import table_format as format_of
     from hexamer.io.tables import read_table
 
     if is_stdio(table) and table_format is None:
@@ -517,10 +518,12 @@ def plot(
     if is_stdio(out) and as_json:
         raise typer.BadParameter("--out - writes the image to standard output; drop --json (or give a file)")
     shown = "standard input" if is_stdio(table) else str(table)
+    try:  # the format first: a name it cannot tell is a usage error, a bad file is not
+        format_of("" if is_stdio(table) else table, table_format)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'TABLE'") from None
     try:
         data = read_table(table, table_format)
-    except ValueError as exc:  # no format for the name
-        raise typer.BadParameter(str(exc), param_hint="'TABLE'") from None
     except Exception as exc:
         fail(f"cannot read {shown}: {exc}")
     missing = [c for c in (score_col, label_col, by) if c and c not in data.column_names]

@@ -320,3 +320,14 @@ def test_file_options_that_cannot_be_a_stream_refuse_dash_with_the_reason(tmp_pa
             args,
             message,
         )
+
+
+def test_plot_names_a_malformed_table_and_a_name_without_format(tmp_path: Path) -> None:
+    """A table that does not parse is 'cannot read' (not a usage error); an extension it cannot
+    tell is a usage error naming TABLE."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("score,label\n0.1,0\n0.2\n")
+    failed = run(["plot", "hist", str(bad), "-o", str(tmp_path / "h.png")])
+    assert failed.exit_code != 0 and "cannot read" in error_message(failed)
+    unknown = usage_error(["plot", "hist", str(tmp_path / "t.xyz"), "-o", str(tmp_path / "h.png")])
+    assert "cannot tell the table format" in unknown.format_message()
