@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from hexamer.cli.app import bench_app, fail
-from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, FastaOption, bench_folder
+from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, FastaOption, bench_folder, parse_names
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 from hexamer.cli.checks import path_option
 from hexamer.cli.ism_cmd import window_options
@@ -137,22 +137,16 @@ def bench_embed_cmd(
 @window_options
 @bench_output(plot=None, legacy_json=False)
 def bench_ism_cmd(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
-    ] = None,
-    shape: Annotated[
-        str, typer.Option(help="Random-weight shape when no --model: tiny, 500m, 3b, 8b.")
-    ] = "tiny",
-    fasta: Annotated[
-        Path | None, typer.Option(help="Reference FASTA (default: the shipped human chr20 slice).")
-    ] = None,
+    model: BenchModelOption = None,
+    shape: ShapeName = "tiny",
+    fasta: FastaOption = None,
     region: Annotated[
         str | None,
         typer.Option("--region", "-r", help="Region (default: 200 bp of the shipped chr20 slice)."),
     ] = None,
     recipes: Annotated[str, typer.Option(help="Comma-separated: window, next_base.")] = "window,next_base",
     options: dict[str, Any] = FILLED,  # the window and context options (window_options)
-    dtype: Annotated[Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype.")] = "float32",
+    dtype: DtypeOption = "float32",
     repeats: Annotated[int, typer.Option(min=1, max=100, help="Rounds; each side keeps its best time.")] = 1,
     output: BenchOutput = SCREEN_ONLY,
     quick: Annotated[
@@ -171,12 +165,10 @@ def bench_ism_cmd(
     import importlib.util
 
     from hexamer.bench.ism import run_ism_bench
+    from hexamer.ism import RegionError
+    from hexamer.vep import FastaError
 
-    chosen = tuple(r.strip() for r in recipes.split(",") if r.strip())
-    if not chosen or any(r not in ("window", "next_base") for r in chosen):
-        raise typer.BadParameter(
-            f"--recipes must be a comma-separated subset of window, next_base; got {recipes!r}"
-        )
+    chosen = parse_names(recipes, "--recipes", ("window", "next_base"))
     if importlib.util.find_spec("transformers") is None:
         fail(
             "bench ism compares with the published recipe, which needs transformers (pip install 'hexamer[hf]')"
@@ -191,14 +183,17 @@ def bench_ism_cmd(
     if quick:
         options.update({name: min(options[name], 1200) for name in ("window", "context", "context_grid")})
     folder = bench_folder(model, shape, dtype)
-    report = run_ism_bench(
-        folder=folder,
-        fasta=fasta,
-        region=region,
-        recipes=chosen,
-        dtype=dtype,
-        repeats=repeats,
-        published_sample=published_sample,
-        **options,
-    )
+    try:
+        report = run_ism_bench(
+            folder=folder,
+            fasta=fasta,
+            region=region,
+            recipes=chosen,
+            dtype=dtype,
+            repeats=repeats,
+            published_sample=published_sample,
+            **options,
+        )
+    except (FastaError, RegionError) as exc:
+        fail(exc)
     output.emit(report)

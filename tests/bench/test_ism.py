@@ -44,3 +44,13 @@ def test_published_sample_scores_a_seeded_subset(tiny_folder) -> None:
     assert (b.n_variants, b.n_published) == (12, 5) and b.max_abs_diff <= 1e-4
     with pytest.raises(ValueError, match="published_sample"):
         bench_ism(carbon, scorer, FASTA, "20:60301-60304", recipe="next_base", published_sample=0, **options)
+
+
+def test_bench_ism_refuses_bad_inputs_by_name(tmp_path) -> None:
+    """A pipe as --fasta, an unknown recipe: usage errors; a missing FASTA: one error line."""
+    from hexamer.testing.cli import error_message, run, usage_error
+
+    assert "--fasta" in usage_error(["bench", "ism", "--fasta", "-", "--region", "x:1-2"]).format_message()
+    assert "--recipes" in usage_error(["bench", "ism", "--recipes", "foo"]).format_message()
+    missing = run(["bench", "ism", "--fasta", str(tmp_path / "absent.fa"), "--region", "x:1-2"])
+    assert missing.exit_code != 0 and "no such FASTA file" in error_message(missing)
