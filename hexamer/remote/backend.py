@@ -111,18 +111,29 @@ class RemoteBackend(TokenizedInputs):
             url, api_key=api_key, timeout=timeout, max_in_flight=max_in_flight, max_retries=max_retries
         )
         self.url = self.connection.base_url
-        try:
-            info = self.connection.run(detect(self.connection, backend))
+        try:  # whatever fails while setting up, the connection is not left open
+            self._set_up(model, tokenizer, backend, top_n, context_length)
         except BaseException:
             self.connection.close()
             raise
+        self.tolerance = tolerance
+        self.last_coverage = Coverage()
+
+    def _set_up(
+        self,
+        model: str | None,
+        tokenizer: CarbonTokenizer | str | os.PathLike[str] | None,
+        backend: str,
+        top_n: int | None,
+        context_length: int | None,
+    ) -> None:
+        """Ask the server what it is and serves, then load the tokenizer and fix the context."""
+        info = self.connection.run(detect(self.connection, backend))
         if model is None:
             if not info.models:
-                self.connection.close()
                 raise RemoteError(f"{self.url}/v1/models lists no model; pass model=...", url=self.url)
             model = info.models[0]
         elif info.models and model not in info.models:
-            self.connection.close()
             raise ValueError(f"{self.url} serves {', '.join(info.models)}, not {model!r}")
         self.served_model = model
         #: which server: ``"vllm"``, ``"sglang"`` or ``"hexamer"``
@@ -134,14 +145,8 @@ class RemoteBackend(TokenizedInputs):
         if self.top_n < 1:
             raise ValueError(f"top_n must be >= 1, got {top_n}")
         self.format: VllmFormat | SglangFormat = make_format(self.server_kind, model)
-        try:
-            folder_context = None if context_length or info.max_model_len else _folder_context(folder)
-        except ValueError:  # a config.json that is not a readable file (a FIFO, huge, outside the folder)
-            self.connection.close()
-            raise
+        folder_context = None if context_length or info.max_model_len else _folder_context(folder)
         self._context_length = context_length or info.max_model_len or folder_context or _UNKNOWN_CONTEXT
-        self.tolerance = tolerance
-        self.last_coverage = Coverage()
 
     def __repr__(self) -> str:
         return (

@@ -162,3 +162,25 @@ def test_a_fifo_config_json_in_the_tokenizer_folder_is_refused_not_read(
     (folder / "config.json").unlink()
     with remote(vllm_url, folder) as m:  # a tokenizer-only folder: no context length from it
         assert m.context_length > 0
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"top_n": 0}, ValueError),
+        ({"model": "not-served"}, ValueError),
+        ({"tokenizer": "/absent"}, ValueError),
+    ],
+)
+def test_a_failed_set_up_closes_the_connection(
+    vllm_url: str, tiny_folder: Path, monkeypatch: pytest.MonkeyPatch, options: dict, error: type
+) -> None:
+    """Whatever fails after the connection opens (model, tokenizer, top N), the connection is closed."""
+    from hexamer.remote.http import Connection
+
+    closed: list[Connection] = []
+    real_close = Connection.close
+    monkeypatch.setattr(Connection, "close", lambda self: (closed.append(self), real_close(self))[1])
+    with pytest.raises(error):
+        Carbon.from_server(vllm_url, **{"tokenizer": str(tiny_folder), **options})
+    assert len(closed) == 1
