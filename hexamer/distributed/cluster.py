@@ -76,15 +76,28 @@ def connect(address: str | None = "auto") -> None:
     ray.init(address=address)
 
 
-def _check_fits(resources: dict[str, float], workers: int, cpus: float, gpus: float) -> None:
-    """Refuse a pool the cluster can never place (Ray would wait for it forever)."""
+def _shortfall(
+    resources: dict[str, float], workers: int, cpus: float, gpus: float
+) -> tuple[str, float, float] | None:
+    """The first resource ``workers`` actors of ``cpus`` CPUs and ``gpus`` GPUs each would lack in
+    ``resources``, as (name, needed, there), or None when they fit."""
     for name, each in (("CPU", cpus), ("GPU", gpus)):
         have = float(resources.get(name, 0.0))
         if each > 0 and workers * each > have + 1e-9:
-            raise ValueError(
-                f"{workers} workers x {each:g} {name}s each need {workers * each:g} {name}s; the Ray "
-                f"cluster has {have:g}: use fewer workers, or fewer {name}s per worker"
-            )
+            return name, workers * each, have
+    return None
+
+
+def _check_fits(resources: dict[str, float], workers: int, cpus: float, gpus: float) -> None:
+    """Refuse a pool the cluster can never place (Ray would wait for it forever)."""
+    short = _shortfall(resources, workers, cpus, gpus)
+    if short is not None:
+        name, need, have = short
+        each = cpus if name == "CPU" else gpus
+        raise ValueError(
+            f"{workers} workers x {each:g} {name}s each need {need:g} {name}s; the Ray "
+            f"cluster has {have:g}: use fewer workers, or fewer {name}s per worker"
+        )
 
 
 #: how long a new pool waits for CPUs/GPUs that other Ray jobs hold (actors of a pool just closed
@@ -97,16 +110,11 @@ def _wait_for_room(ray: Any, workers: int, cpus: float, gpus: float) -> None:
     until another job ends, which looks like a hang."""
     deadline = time.monotonic() + ROOM_WAIT_SECONDS
     while True:
-        free = ray.available_resources()
-        short = [
-            (name, workers * each, float(free.get(name, 0.0)))
-            for name, each in (("CPU", cpus), ("GPU", gpus))
-            if each > 0 and workers * each > float(free.get(name, 0.0)) + 1e-9
-        ]
-        if not short:
+        short = _shortfall(ray.available_resources(), workers, cpus, gpus)
+        if short is None:
             return
         if time.monotonic() >= deadline:
-            name, need, have = short[0]
+            name, need, have = short
             raise ValueError(
                 f"{workers} workers need {need:g} {name}s but only {have:g} are free on the Ray cluster "
                 f"(other Ray jobs or pools hold the rest; waited {ROOM_WAIT_SECONDS:g} s): close the other "

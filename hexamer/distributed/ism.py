@@ -137,8 +137,6 @@ def ism(
     run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
     output_format(run.out)  # an unknown extension fails now
     check_job(run.out, {"FASTA": fasta, **({"VCF": vcf} if vcf is not None else {})})
-    if (region is None) == (vcf is None):
-        raise ValueError("give region (one or more) or vcf with flank, not both")
     if settings is not None and fields:
         raise TypeError(
             f"give settings=VepSettings(...) or the keywords {', '.join(sorted(fields))}, not both"
@@ -162,9 +160,8 @@ def ism(
                 records_of=_scored_records,
                 rows_of=_shard_rows,
             )
-    rows = list(store.rows(ISM_COLUMNS))
-    if calibration is not None:
-        rows = list(calibration.annotate(rows))
+    stored = store.rows(ISM_COLUMNS)
+    rows = list(stored if calibration is None else calibration.annotate(stored))
     n_written = write_ism(run.out, rows)
     store.remove()
     return IsmRunResult(str(run.out), rows, n_written, regions, unplaced, feed.n_resumed)

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from hexamer.batching import batched
+
 __all__ = ["Shard", "shards_of"]
 
 T = TypeVar("T")
@@ -25,12 +27,5 @@ def shards_of(records: Iterable[T], size: int) -> Iterator[Shard[T]]:
     """``size`` records per shard (the last may be shorter), read lazily."""
     if size < 1:
         raise ValueError(f"shard size must be >= 1 record, got {size}")
-    batch: list[T] = []
-    index = first = 0
-    for rec in records:
-        batch.append(rec)
-        if len(batch) == size:
-            yield Shard(index, first, batch)
-            index, first, batch = index + 1, first + size, []
-    if batch:
-        yield Shard(index, first, batch)
+    for index, batch in enumerate(batched(records, size)):
+        yield Shard(index, index * size, batch)
