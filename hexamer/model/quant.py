@@ -197,10 +197,10 @@ def folder_quantization(folder: str | Path) -> dict[str, Any] | None:
     Unknown methods are refused with the folder named (never loaded as float weights)."""
     config_path = Path(folder) / "config.json"
     try:
-        raw = json.loads(checked_file(config_path, Path(folder)).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raw = read_config_json(config_path, folder)
+    except (OSError, ValueError):
         return None  # the regular loader reports a missing or broken config.json
-    qc = raw.get("quantization_config") if isinstance(raw, dict) else None
+    qc = raw.get("quantization_config")
     if qc is None:
         return None
     if not isinstance(qc, dict):
