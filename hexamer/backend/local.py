@@ -13,7 +13,7 @@ import torch
 
 from hexamer.backend.inputs import TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import OnProgress
-from hexamer.backend.results import ScoreResult
+from hexamer.backend.results import ScoreResult, bp_score_result
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.engine.batching import padded_chunks
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
@@ -162,16 +162,7 @@ class LocalBackend(TokenizedInputs):
                 n_oov = oov_bases(n_real, len(content), k)
                 if level == "bp":
                     s = score_bases(pred, tgt, real, method=method)
-                    per_base = np.full(n * k, np.nan, dtype=np.float32)
-                    flat = s.per_base.reshape(-1).cpu().numpy()
-                    keep = s.base_mask.reshape(-1).cpu().numpy()
-                    per_base[keep] = flat[keep]
-                    results[i] = ScoreResult(
-                        mean=float(s.mean),
-                        n_scored=int(s.n_bases),
-                        n_oov_bases=n_oov,
-                        per_base=per_base[: len(content)],
-                    )
+                    results[i] = bp_score_result(s, len(content), n_oov)
                 else:
                     full = real == k
                     t = score_tokens(pred, tgt, valid=full)

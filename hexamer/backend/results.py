@@ -5,10 +5,21 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["Generation", "ScoreResult", "UnscoredSequenceWarning", "warn_unscored"]
+if TYPE_CHECKING:
+    from hexamer.fns.scoring import BpScore
+
+__all__ = [
+    "Generation",
+    "ScoreResult",
+    "UnscoredSequenceWarning",
+    "bp_score_result",
+    "per_base_values",
+    "warn_unscored",
+]
 
 
 class UnscoredSequenceWarning(UserWarning):
@@ -89,3 +100,22 @@ def warn_unscored(
             category,
             stacklevel=stacklevel + 1,
         )
+
+
+def per_base_values(score: BpScore, length: int) -> np.ndarray:
+    """A bp-level score's log P(base) of the first ``length`` bases in sequence order, float32,
+    NaN where no base was scored (padding, ``<oov>`` chunks): ``ScoreResult.per_base``."""
+    keep = score.base_mask.reshape(-1).cpu().numpy()
+    values = np.full(keep.shape[0], np.nan, dtype=np.float32)
+    values[keep] = score.per_base.reshape(-1).float().cpu().numpy()[keep]
+    return values[:length]
+
+
+def bp_score_result(score: BpScore, length: int, n_oov_bases: int) -> ScoreResult:
+    """The :class:`ScoreResult` of a bp-level score of a ``length``-base sequence."""
+    return ScoreResult(
+        mean=float(score.mean),
+        n_scored=int(score.n_bases),
+        n_oov_bases=n_oov_bases,
+        per_base=per_base_values(score, length),
+    )

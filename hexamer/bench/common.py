@@ -11,8 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hexamer.vep.settings import RECIPE_FIELDS
-
 
 def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
     """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
@@ -27,10 +25,11 @@ def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> 
     )
 
 
-#: the :class:`~hexamer.vep.settings.VepSettings` fields each recipe reads (a window setting does
-#: not change a next-base score, and the other way round)
 def recipe_options(recipe: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of ``options`` that ``recipe`` reads (:data:`RECIPE_FIELDS`), in their order."""
+    """The entries of ``options`` that ``recipe`` reads (:data:`hexamer.vep.settings.RECIPE_FIELDS`),
+    in their order."""
+    from hexamer.vep.settings import RECIPE_FIELDS
+
     return {k: v for k, v in options.items() if k in RECIPE_FIELDS[recipe]}
 
 

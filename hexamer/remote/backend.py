@@ -24,7 +24,7 @@ import torch
 
 from hexamer.backend.inputs import DnaInputs, TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import OnProgress, UnsupportedOperation
-from hexamer.backend.results import ScoreResult
+from hexamer.backend.results import ScoreResult, bp_score_result
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
@@ -226,16 +226,7 @@ class RemoteBackend(TokenizedInputs):
         n_oov = oov_bases(n_real, len(content), k)
         if level == "bp":
             s = score_bases(pred, tgt, real, method=method)  # type: ignore[arg-type]
-            per_base = np.full(n * k, np.nan, dtype=np.float32)
-            flat = s.per_base.reshape(-1).numpy()
-            keep = s.base_mask.reshape(-1).numpy()
-            per_base[keep] = flat[keep]
-            result = ScoreResult(
-                mean=float(s.mean),
-                n_scored=int(s.n_bases),
-                n_oov_bases=n_oov,
-                per_base=per_base[: len(content)],
-            )
+            result = bp_score_result(s, len(content), n_oov)
         else:
             valid = torch.from_numpy(full)
             t = score_tokens(pred, tgt, valid=valid)

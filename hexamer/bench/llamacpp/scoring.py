@@ -23,11 +23,11 @@ def llama_cpp_per_base(backend: LlamaCppBackend, sequences: Sequence[str]) -> li
     ``len(sequence)`` per sequence, from llama.cpp's logits of each whole sequence."""
     import torch
 
+    from hexamer.backend.results import per_base_values
     from hexamer.fns import score_bases
     from hexamer.tokenizer.dna import encode_dna
 
     layout = backend.layout
-    k = layout.k
     out: list[np.ndarray] = []
     for seq in sequences:
         dna = encode_dna(seq, layout)
@@ -38,8 +38,5 @@ def llama_cpp_per_base(backend: LlamaCppBackend, sequences: Sequence[str]) -> li
         n_real = dna.n_real.astype(np.int64)
         targets = np.where(n_real > 0, dna.ids - layout.kmer_start, 0)
         s = score_bases(torch.from_numpy(logits[:n]), torch.from_numpy(targets), torch.from_numpy(n_real))
-        per_base = np.full(n * k, np.nan, dtype=np.float32)  # as Carbon.score keeps it
-        keep = s.base_mask.reshape(-1).numpy()
-        per_base[keep] = s.per_base.reshape(-1).float().numpy()[keep]
-        out.append(per_base[: len(seq)])
+        out.append(per_base_values(s, len(seq)))  # as Carbon.score keeps it
     return out
