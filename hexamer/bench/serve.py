@@ -261,7 +261,7 @@ def latency_plot(report: BenchReport, path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _target(url: str | None, model: Any, quick: bool, settings: dict[str, Any]) -> Iterator[tuple[str, str]]:
+def _target(url: str | None, model: Any, settings: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(base URL, what it is): the given server, or hexamer's own started in this process."""
     if url is not None:
         if model is not None:
@@ -270,10 +270,7 @@ def _target(url: str | None, model: Any, quick: bool, settings: dict[str, Any]) 
         return
     from hexamer.server.testing import serve_in_thread
 
-    if model is None:
-        from hexamer.cli.app import builtin_tiny_model, default_model
-
-        model = str(builtin_tiny_model() if quick else default_model()[0])
+    assert model is not None  # run_serve_bench resolved the default
     name = Path(str(model if isinstance(model, str | Path) else model.tokenizer.name_or_path)).name
     with serve_in_thread(model, **settings) as local_url:
         yield local_url, f"hexamer server in this process ({name})"
@@ -315,7 +312,8 @@ def run_serve_bench(
 
     ``rounds``: the workload is run that many times (the table is the last round). With
     ``compare_offline`` (hexamer's own server only), the same model object also runs the same
-    prompts offline (``Carbon.generate``, token mode, same lengths and temperature, all at once)
+    prompts offline (``Carbon.generate``, token mode, same lengths and temperature, in batches of
+    the server's concurrency)
     after each server round, and the report gives both throughputs per round and their ratio."""
     from hexamer.remote.client import load_server_tokenizer
     from hexamer.remote.protocol import detect
@@ -342,16 +340,18 @@ def run_serve_bench(
         "max_model_len": in_len + out_len + 8,  # rows sized to the work, like the offline engine's cache
         **(server_settings or {}),
     }
+    if url is None and model is None:  # hexamer's own server on the default model
+        from hexamer.cli.app import builtin_tiny_model, default_model
+
+        model = str(builtin_tiny_model() if quick else default_model()[0])
     carbon = None
     if compare_offline:
         from hexamer import Carbon
-        from hexamer.cli.app import builtin_tiny_model, default_model
 
-        folder = model or str(builtin_tiny_model() if quick else default_model()[0])
-        carbon = Carbon.from_pretrained(folder, max_batch_size=concurrency)
+        carbon = Carbon.from_pretrained(model, max_batch_size=concurrency)
     server_rates: list[float] = []
     offline_rates: list[float] = []
-    with _target(url, carbon if carbon is not None else model, quick, settings) as (base, what):
+    with _target(url, carbon if carbon is not None else model, settings) as (base, what):
         conn = Connection(base, api_key=api_key, max_in_flight=concurrency, max_retries=0, timeout=3600)
         try:
             info = conn.run(detect(conn))
@@ -380,7 +380,8 @@ def run_serve_bench(
                         layout=tok.layout,
                     )
                 )
-                server_rates.append(summarize(results, duration, k)["output_throughput"])
+                summary = summarize(results, duration, k)
+                server_rates.append(summary["output_throughput"])
                 if carbon is not None:
                     offline_rates.append(_offline_rate(carbon, work, tok.layout, temperature, concurrency))
                     log(
@@ -389,7 +390,6 @@ def run_serve_bench(
                     )
         finally:
             conn.close()
-    summary = summarize(results, duration, k)
     rate = "all at once" if not math.isfinite(request_rate) else f"Poisson {request_rate:g} req/s"
     shown = Path(name).name if Path(name).is_absolute() else name  # a local folder: its name only
     title = (
@@ -406,7 +406,6 @@ def run_serve_bench(
     ]
     if url is None:
         notes.append("the load generator shares this process and its CPU cores with the server")
-    if url is None:
         notes.append(f"hexamer's server started with max_num_seqs {settings['max_num_seqs']}, max_model_len "
                      f"{settings['max_model_len']} (prompt + new tokens of the workload)")  # fmt: skip
     if summary["failed"]:
@@ -447,4 +446,4 @@ def _offline_rate(carbon: Any, work: Workload, layout: Any, temperature: float, 
             prompts[i : i + batch], max_new_tokens=work.output_len, mode="token", temperature=temperature
         )
     seconds = time.perf_counter() - start
-    return sum(-(-len(g.sequence) // layout.k) for g in gens) / seconds
+    return sum(g.n_new_tokens for g in gens) / seconds
