@@ -14,7 +14,7 @@ from rich.table import Table
 
 from hexamer import __version__
 from hexamer.cache import cache_root
-from hexamer.cli.checks import THREADS_MAX, not_stdio
+from hexamer.cli.checks import THREADS_MAX, path_option
 
 if TYPE_CHECKING:
     from hexamer.tokenizer import CarbonTokenizer
@@ -46,12 +46,6 @@ DTypeOption = Annotated[
         "projections with float32 activations, int8-bf16 with bfloat16 ones; docs/quantization.md)."
     ),
 ]
-
-
-def out_folder_option(help_text: str, why: str) -> Any:
-    """An ``--out/-o FOLDER`` option; ``-`` is refused because ``why`` (e.g. "it is a folder of
-    several files")."""
-    return typer.Option("--out", "-o", help=help_text, callback=not_stdio(why))
 
 
 #: ``--threads`` of a command that runs the model in this process
@@ -266,8 +260,11 @@ def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
 def demo(
     out: Annotated[
         Path,
-        out_folder_option(
-            "Folder for every output (TSV, FASTA, PNG, summary.json).", "it is a folder of several files"
+        path_option(
+            "Folder for every output (TSV, FASTA, PNG, summary.json).",
+            "it is a folder of several files",
+            "--out",
+            "-o",
         ),
     ] = Path("hexamer-demo"),
     model: ModelOption = None,

@@ -20,10 +20,10 @@ from hexamer.cli.app import (
     console,
     err_console,
     load_tokenizer,
-    out_folder_option,
 )
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, JsonOption, PriceOption, bench_output, emit
-from hexamer.cli.checks import path_option
+from hexamer.cli.checks import fasta_option, path_option
+from hexamer.cli.sequence_jobs import set_threads
 
 Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.testing.SHAPES
 ShapeOption = Annotated[Shape, typer.Option(help="Random-weight shape when no --model.")]
@@ -34,11 +34,7 @@ BenchModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model folder (default: random weights, --shape).")
 ]
 FastaOption = Annotated[
-    Path | None,
-    path_option(
-        "Reference FASTA (default: the shipped human chr20 slice).",
-        "the reference is read by position (indexed), which a pipe cannot do",
-    ),
+    Path | None, fasta_option("Reference FASTA (default: the shipped human chr20 slice).")
 ]
 ThreadsOption = Annotated[int, typer.Option(min=0, max=4096, help="torch threads (0: torch's default).")]
 BatchSizesOption = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
@@ -84,14 +80,6 @@ def _check_dtype(dtype: str) -> None:
         raise typer.BadParameter("--dtype must be float32 or bfloat16")
 
 
-def set_threads(threads: int) -> None:
-    """``--threads``: torch's intra-op threads (0: left as torch chose)."""
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-
-
 def bench_folder(model: str | None, shape: str, dtype: str) -> str:
     """``--model`` as given, else a cached random-weight folder of ``--shape`` with the real vocabulary."""
     if model is not None:
@@ -111,7 +99,7 @@ def _bench_setup(
     """The bench folder and the checked ``--batch-sizes``, with torch's threads set (0: left alone)."""
     _check_dtype(dtype)
     sizes = parse_ints(batch_sizes, "--batch-sizes")
-    set_threads(threads)
+    set_threads(threads or None)  # 0: left as torch chose
     return bench_folder(model, shape, dtype), sizes
 
 
@@ -361,9 +349,11 @@ def bench_track(
 def bench_all(
     out: Annotated[
         Path,
-        out_folder_option(
+        path_option(
             "Folder for the JSON, PNGs and summary.md.",
             "it is a folder of several files (JSON, PNG, summary.md)",
+            "--out",
+            "-o",
         ),
     ],
     model: BenchModelOption = None,
@@ -389,7 +379,7 @@ def bench_all(
     _check_dtype(dtype)
     names = sorted(set(PLOTS) | set(EXTERNAL))
     chosen = None if only is None else set(parse_names(only, "--only", names))
-    set_threads(threads)
+    set_threads(threads or None)  # 0: left as torch chose
     folder = bench_folder(model, shape or ("tiny" if quick else "500m"), dtype)
     outcomes = run_all(
         out,

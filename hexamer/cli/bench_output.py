@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hexamer.cli.app import console, err_console
-from hexamer.cli.checks import path_option
+from hexamer.cli.checks import is_stdio, path_option
 from hexamer.cli.option_groups import Command, option_group
 
 if TYPE_CHECKING:
@@ -44,9 +44,6 @@ def plot_option(help_text: str) -> Any:
     return path_option(help_text, PLOT_WHY, "--plot")
 
 
-PlotOption = Annotated[Path | None, plot_option(PLOT_HELP)]
-
-
 def emit(
     report: BenchReport,
     json_out: Path | None,
@@ -63,7 +60,7 @@ def emit(
 
     if price_per_hour is not None:
         add_economics(report, price_per_hour)
-    to_stdout = json_out is not None and str(json_out) == "-"
+    to_stdout = is_stdio(json_out)
     screen = err_console if to_stdout else console
     print_report(report, screen)
     if to_stdout:

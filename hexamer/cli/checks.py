@@ -25,9 +25,12 @@ __all__ = [
     "THREADS_MAX",
     "check_choice",
     "check_output",
+    "check_plot_path",
     "check_runtime",
+    "fasta_option",
     "is_stdio",
     "not_stdio",
+    "path_option",
 ]
 
 #: Sequences or windows per forward: far past any GPU's memory, well short of an overflow.
@@ -115,3 +118,10 @@ def path_option(help_text: str, why: str, *names: str) -> Any:
     """A typer option naming a file or folder that ``-`` cannot stand for (``why``, as in
     :func:`not_stdio`); ``names``: its flags when not the parameter's own (e.g. ``"--data", "-d"``)."""
     return typer.Option(*names, help=help_text, callback=not_stdio(why))
+
+
+def fasta_option(help_text: str = "Reference FASTA: plain, bgzip (indexed or not) or plain gzip.") -> Any:
+    """A ``--fasta`` reference option: ``-`` is refused, the reference is read by position."""
+    return path_option(
+        help_text, "the reference is read by position (indexed), which a pipe cannot do", "--fasta"
+    )

@@ -19,7 +19,6 @@ from hexamer.cli.app import (
     console,
     err_console,
     fail,
-    out_folder_option,
     resolve_model,
 )
 from hexamer.cli.checks import is_stdio, path_option
@@ -106,9 +105,11 @@ def eval_cmd(
     ] = True,
     out: Annotated[
         Path,
-        out_folder_option(
+        path_option(
             "Folder for per-task JSON, records and plots (--report - puts the report on stdout).",
             "it is a folder of several files; --report - writes the report to stdout",
+            "--out",
+            "-o",
         ),
     ] = Path("hexamer-eval"),
     report: Annotated[

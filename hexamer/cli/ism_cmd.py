@@ -11,6 +11,7 @@ import typer
 
 from hexamer.cli import server_options as served
 from hexamer.cli.app import (
+    CpuThreadsOption,
     DTypeOption,
     JsonFlag,
     app,
@@ -22,10 +23,10 @@ from hexamer.cli.app import (
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     MAX_TOKEN_BUDGET,
-    THREADS_MAX,
     check_output,
     check_plot_path,
     check_runtime,
+    fasta_option,
 )
 from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
@@ -62,15 +63,12 @@ RcOption = Annotated[
     bool, typer.Option("--rc-average/--no-rc-average", help="Window: average with the reverse complement.")
 ]
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")]
-FastaOption = Annotated[
-    Path, typer.Option("--fasta", help="Reference FASTA: plain, bgzip (indexed or not) or plain gzip.")
-]
+FastaOption = Annotated[Path, fasta_option()]
 BatchOption = Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Rows per forward.")]
 BudgetOption = Annotated[
     int | None, typer.Option(min=1, max=MAX_TOKEN_BUDGET, help="Most padded tokens per forward.")
 ]
 DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")]
-ThreadsOption = Annotated[int | None, typer.Option(min=1, max=THREADS_MAX, help="CPU threads for PyTorch.")]
 
 
 def _recipe_settings(**options: Any) -> VepSettings:
@@ -145,7 +143,7 @@ def ism(
     token_budget: BudgetOption = None,
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
-    threads: ThreadsOption = None,
+    threads: CpuThreadsOption = None,
     ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
     server: served.Server | None = None,  # the --server options (server_options)
@@ -266,7 +264,7 @@ def calibrate(
     token_budget: BudgetOption = None,
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
-    threads: ThreadsOption = None,
+    threads: CpuThreadsOption = None,
     server: served.Server | None = None,  # the --server options (server_options)
     as_json: JsonFlag = False,
 ) -> None:

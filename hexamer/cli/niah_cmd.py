@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from hexamer.cli.app import app, console, fail, out_folder_option
+from hexamer.cli.app import app, console, fail
 from hexamer.cli.checks import path_option
 
 
@@ -16,9 +16,11 @@ from hexamer.cli.checks import path_option
 def build_niah_cmd(
     out: Annotated[
         Path,
-        out_folder_option(
+        path_option(
             "Output folder: one OUT/niah_{task}_{L}/test.parquet per cell.",
             "it is a folder of datasets, one per task and length",
+            "--out",
+            "-o",
         ),
     ],
     fasta: Annotated[

@@ -31,8 +31,9 @@ from hexamer.cli.checks import (
     check_output,
     check_plot_path,
     check_runtime,
+    fasta_option,
     is_stdio,
-    not_stdio,
+    path_option,
 )
 from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
@@ -129,14 +130,7 @@ def vep(
     vcf: Annotated[
         Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain, gzip or bgzip; - reads standard input.")
     ],
-    fasta: Annotated[
-        Path,
-        typer.Option(
-            "--fasta",
-            help="Reference FASTA: plain, bgzip (indexed or not) or plain gzip.",
-            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
-        ),
-    ],
+    fasta: Annotated[Path, fasta_option()],
     out: Annotated[
         Path,
         typer.Option(
@@ -161,12 +155,10 @@ def vep(
     threads: CpuThreadsOption = None,
     plot: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
+            "Also draw the score distribution per variant kind (.png/.svg/.pdf).",
+            "an image is written to a file (standard output carries the VCF or the summary)",
             "--plot",
-            help="Also draw the score distribution per variant kind (.png/.svg/.pdf).",
-            callback=not_stdio(
-                "an image is written to a file (standard output carries the VCF or the summary)"
-            ),
         ),
     ] = None,
     server: served.Server | None = None,  # the --server options (server_options)

@@ -10,9 +10,10 @@ from typing import Annotated, Literal
 import typer
 
 from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json, resolve_model
-from hexamer.cli.bench_cmd import ThreadsOption, _log, bench_folder, parse_ints, set_threads
+from hexamer.cli.bench_cmd import ThreadsOption, _log, bench_folder, parse_ints
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 from hexamer.cli.checks import not_stdio, path_option
+from hexamer.cli.sequence_jobs import set_threads
 
 
 @app.command("quantize")
@@ -128,7 +129,7 @@ def bench_quant(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     sizes = parse_ints(batch_sizes, "--batch-sizes")
-    set_threads(threads)
+    set_threads(threads or None)  # 0: left as torch chose
     if model is None and shape is None and fidelity:
         folder = resolve_model(None)
     else:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hexamer.cli.app import console, describe_counts, fail, print_json
+from hexamer.cli.checks import is_stdio
 from hexamer.cli.sequence_jobs import count_records, fail_if_none_ok, progress_bar, report_skipped
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def embed_on_ray(
     from hexamer.cli.app import err_console
     from hexamer.distributed import embed
 
-    if str(input_file) == "-":
+    if is_stdio(input_file):
         raise typer.BadParameter(
             "--ray reads the sequences from a file, not standard input", param_hint="'--ray'"
         )

@@ -21,6 +21,7 @@ from hexamer.cli.app import (
     fail,
     resolve_model,
 )
+from hexamer.cli.checks import is_stdio
 from hexamer.progress import progress_bar as make_progress_bar
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def count_records(inputs: list[str] | None, input_file: Path | None) -> int | No
 
     if input_file is None:
         return len(inputs or [])
-    if str(input_file) == "-":
+    if is_stdio(input_file):
         return None
     try:
         return sum(1 for _ in read_sequences(str(input_file)))
@@ -144,7 +145,7 @@ class JobOutput:
     def __init__(self, path: Path | None) -> None:
         from hexamer.io import TableWriter
 
-        path = None if path is not None and str(path) == "-" else path  # "-o -": stdout
+        path = None if is_stdio(path) else path  # "-o -": stdout
         self.path = path
         self.fasta: list[tuple[str, str, str]] = []
         self.table: TableWriter | None = None

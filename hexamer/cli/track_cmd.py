@@ -17,10 +17,9 @@ from hexamer.cli.app import (
     console,
     err_console,
     fail,
-    out_folder_option,
     print_json,
 )
-from hexamer.cli.checks import check_choice, check_runtime, not_stdio
+from hexamer.cli.checks import check_choice, check_runtime, fasta_option, path_option
 from hexamer.cli.sequence_jobs import progress_bar, set_threads
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
@@ -43,16 +42,12 @@ def _formats(text: str) -> tuple[str, ...]:
 @served.server_options
 def track(
     command: typer.Context,
-    fasta: Annotated[
-        Path,
-        typer.Option(
-            "--fasta",
-            help="Reference FASTA: .fa, .fa.gz (bgzip or gzip), indexed or not.",
-            callback=not_stdio("the reference is read by position (indexed), which a pipe cannot do"),
-        ),
-    ],
+    fasta: Annotated[Path, fasta_option("Reference FASTA: .fa, .fa.gz (bgzip or gzip), indexed or not.")],
     out: Annotated[
-        Path, out_folder_option("Output folder (created; its parent must exist).", "it is a folder of tracks")
+        Path,
+        path_option(
+            "Output folder (created; its parent must exist).", "it is a folder of tracks", "--out", "-o"
+        ),
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     region: Annotated[

@@ -151,7 +151,7 @@ def config_from_cli(values: dict[str, Any]) -> Any:
     from hexamer.train.config import TrainConfig
 
     config_file = values.pop("config_file", None)
-    if config_file is not None and str(config_file) == STDIO:
+    if is_stdio(config_file):
         base = config_from_stdin().to_dict()
     else:
         base = TrainConfig.from_json(config_file).to_dict() if config_file else TrainConfig().to_dict()
