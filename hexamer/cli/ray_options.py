@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from hexamer.cli.app import fail
 from hexamer.cli.option_groups import option_group
-from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, WorkersOption, ray_pool
+from hexamer.cli.scaleout import GpusPerWorkerOption, RayOption, WorkersOption
 
 if TYPE_CHECKING:
     from hexamer.distributed import PoolSpec
@@ -32,15 +33,21 @@ class RayRun:
 
     def pool(self, *, threads: int | None, dtype: str, device: str | None) -> PoolSpec:
         """The actors these options ask for, with the command's ``--threads``, ``--dtype`` and
-        ``--device`` (:func:`hexamer.cli.scaleout.ray_pool`: fails now when Ray is missing)."""
-        return ray_pool(
-            self.address,
-            workers=self.workers,
-            num_gpus=self.num_gpus,
-            threads=threads,
-            dtype=dtype,
-            device=device,
-        )
+        ``--device``; a clean exit now, before any work, when Ray is missing or a value is out of range."""
+        from hexamer.distributed import PoolSpec, RayUnavailableError, require_ray
+
+        try:
+            require_ray()
+            return PoolSpec(
+                workers=self.workers,
+                address=self.address,
+                threads=threads or 1,
+                num_gpus=self.num_gpus,
+                dtype=dtype,
+                device=device,
+            )
+        except (RayUnavailableError, ValueError) as exc:
+            fail(exc)
 
 
 def check_resume(resume: bool, ray: RayRun | None) -> None:

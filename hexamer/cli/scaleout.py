@@ -37,33 +37,6 @@ GpusPerWorkerOption = Annotated[
 BLOCK_RECORDS = 50_000
 
 
-def ray_pool(
-    address: str,
-    *,
-    workers: int,
-    num_gpus: float,
-    threads: int | None,
-    dtype: str,
-    device: str | None,
-) -> PoolSpec:
-    """The actors the scale-out options ask for (``--ray``, ``--workers``, ``--num-gpus-per-worker``,
-    ``--threads``, ``--dtype``, ``--device``); fails now, before any work, when Ray is missing."""
-    from hexamer.distributed import PoolSpec
-
-    _require_ray()
-    try:
-        return PoolSpec(
-            workers=workers,
-            address=address,
-            threads=threads or 1,
-            num_gpus=num_gpus,
-            dtype=dtype,
-            device=device,
-        )
-    except ValueError as exc:
-        fail(exc)
-
-
 def _block_runner(entry: Callable[..., Any], spec: PoolSpec, shard_records: int | None) -> Callable[..., Any]:
     """``entry(model, *files, **options)`` on a pool of actors as ``spec`` says, in shards of
     ``shard_records``; fails now, before any work, when the shard size is not whole engine blocks."""
@@ -92,15 +65,6 @@ def ray_ism_runner(spec: PoolSpec, shard_records: int | None) -> Callable[..., A
     from hexamer.distributed import ism
 
     return _block_runner(ism, spec, shard_records)
-
-
-def _require_ray() -> None:
-    from hexamer.distributed import RayUnavailableError, require_ray
-
-    try:
-        require_ray()
-    except RayUnavailableError as exc:
-        fail(exc)
 
 
 def _with_progress(what: str, input_file: Path, run: Callable[[Callable[[int], None]], Any]) -> Any:
