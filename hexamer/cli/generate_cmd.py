@@ -149,6 +149,7 @@ def generate(
     """Continue DNA prompts with the model (exact base counts, bp or token level).
 
     Exits with status 1 (after writing the whole output) when no record is ok."""
+    served.check_server_choice(server, model, command=command)
     check_runtime(dtype=dtype, device=device)
     check_choice("--mode", mode, ("bp", "token"))
     stops = _check_stops(stop or [])
@@ -171,7 +172,6 @@ def generate(
         )
     if draft is not None and logprobs:
         raise typer.BadParameter("--draft takes no --logprobs")
-    served.check_server_choice(server, model, command=command)
     if server is None and sampler != "auto":
         raise typer.BadParameter(
             "--sampler chooses where a served model samples: add --server", param_hint="'--sampler'"

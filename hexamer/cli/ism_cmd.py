@@ -157,10 +157,10 @@ def ism(
     from hexamer.vep import FastaError, VcfInputError
     from hexamer.vep.summary import status_summary
 
+    served.check_server_choice(server, model, ray, command)
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_resume(resume, ray)
-    served.check_server_choice(server, model, ray, command)
     if (region is None) == (vcf is None):
         raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
     if vcf is not None and not vcf.is_file():
@@ -276,8 +276,8 @@ def calibrate(
     from hexamer.calibration import calibrate as run_calibration
     from hexamer.vep import FastaError
 
-    check_runtime(dtype=dtype, device=device, threads=threads)
     served.check_server_choice(server, model, command=command)
+    check_runtime(dtype=dtype, device=device, threads=threads)
     if not fasta.is_file():
         raise typer.BadParameter(f"{str(fasta)!r} is not a file", param_hint="'--fasta'")
     if out.suffix.lower() != ".json":

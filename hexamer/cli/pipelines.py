@@ -191,10 +191,10 @@ def vep(
     from hexamer.vep.resume import ResumeError, run_vep
     from hexamer.vep.variants import Reference, survey_contigs
 
+    served.check_server_choice(server, model, ray, command)  # before any file is looked at
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_choice("--recipe", settings.recipe, RECIPES)
-    served.check_server_choice(server, model, ray, command)  # before any file is looked at
     if is_stdio(out) and resume:
         raise typer.BadParameter("--resume needs an output file, not - (standard output)")
     if is_stdio(vcf) and resume:

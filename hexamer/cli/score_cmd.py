@@ -83,6 +83,7 @@ def score(
 
     check_choice("--level", level, ("bp", "token"))
     check_choice("--method", method, ("fns", "exact"))
+    served.check_server_choice(server, model, ray, command)
     check_runtime(dtype=dtype, device=None if ray else device)  # --ray: the workers' device
     if is_stdio(out):
         out = None  # "-o -": the TSV on stdout
@@ -91,7 +92,6 @@ def score(
     if out is not None:
         check_output("--out", out, check_score_output)  # before scoring, not after
     check_resume(resume, ray)
-    served.check_server_choice(server, model, ray, command)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
 

@@ -99,8 +99,8 @@ def track(
     from hexamer.tracks.hub import contig_name_problem
 
     check_choice("--method", method, ("fns", "exact"))
-    check_runtime(dtype=dtype, device=device, threads=threads)
     served.check_server_choice(server, model, command=command)
+    check_runtime(dtype=dtype, device=device, threads=threads)
     try:
         kind_list = parse_kinds(kinds)
     except ValueError as exc:

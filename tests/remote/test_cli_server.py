@@ -56,6 +56,7 @@ def test_server_with_model_or_ray_is_a_usage_error(vllm_url: str, tiny_folder: P
         (["track", "--fasta", "ref.fa", "-o", "tracks"], ["--dtype", "float32"]),
         (["vep", "--vcf", "v.vcf", "--fasta", "ref.fa", "-o", "x.tsv"], ["--threads", "2"]),
         (["calibrate", "--fasta", "ref.fa", "-o", "c.json"], ["--device", "cpu"]),
+        (["score", "ACGT"], ["--device", "cuda:7"]),  # said before the device is looked at
     ],
 )
 def test_local_model_options_are_refused_with_a_server(command: list[str], option: list[str]) -> None:
