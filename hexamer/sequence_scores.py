@@ -55,13 +55,13 @@ def score_record_rows(
     method: str = "fns",
     prefix: str = "",
     per_base: bool = False,
-    batch_size: int | None = 16,
+    batch_size: int = 16,
 ) -> ScoredChunk:
     """Score a chunk of records (at most :data:`SCORE_CHUNK` for ``hexamer score``'s batches):
     a row per record with ``status`` ok, skipped (a bad record, nothing scorable) or failed (a
     sequence the model cannot take), ``error``, ``length``, ``mean_logprob``, ``n_scored``,
-    ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size=None``: the
-    scorer's own batching (a served model, which batches on the server)."""
+    ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size`` bounds a local
+    model's forward (``batch_size`` x 1,024 tokens); a served model batches on the server."""
     from hexamer.carbon import UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence
 
@@ -90,7 +90,7 @@ def score_record_rows(
                 level=level,  # type: ignore[arg-type]
                 method=method,  # type: ignore[arg-type]
                 prefix=prefix,
-                **({} if batch_size is None else {"token_budget": batch_size * 1024}),
+                token_budget=batch_size * 1024,
             )
         for (row, seq, index), res in zip(todo, results, strict=True):
             row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)

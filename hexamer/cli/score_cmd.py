@@ -127,7 +127,7 @@ def score(
                     method=method,
                     prefix=prefix,
                     per_base=per_base,
-                    batch_size=None if server is not None else batch_size,  # the server batches
+                    batch_size=batch_size,
                 )
                 rows = scored.rows
                 bad.extend(scored.problems)

@@ -212,14 +212,16 @@ class RemoteCarbon:
         level: Literal["bp", "token"] = "bp",
         method: Literal["fns", "exact"] = "fns",
         prefix: str = "",
+        token_budget: int = 16384,
         on_progress: Callable[[int], None] | None = None,
     ) -> ScoreResult | list[ScoreResult]:
         """Same as :meth:`hexamer.Carbon.score`, from the server's prompt log-probabilities.
 
         Sequences are scored concurrently (``max_in_flight`` at a time). ``on_progress(1)`` is
         called as each finishes. Token level is the block log-softmax of the true 6-mer, as locally.
+        ``token_budget`` is checked as locally but bounds nothing here: the server batches.
         """
-        options = ScoreOptions(level, method, prefix)
+        options = ScoreOptions(level, method, prefix, token_budget)
         single = isinstance(sequences, str)
         items = [sequences] if single else list(sequences)
         results = self.backend.score(items, options, on_progress=on_progress)

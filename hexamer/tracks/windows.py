@@ -181,7 +181,7 @@ def strided_score(
     level: Literal["bp", "token"] = "bp",
     method: Literal["fns", "exact"] = "fns",
     prefix: str = "",
-    token_budget: int | None = None,
+    token_budget: int = 16384,
 ) -> Any:
     """``model.score(sequences, ...)`` for sequences of any length (a ``ScoreResult`` or a list).
 
@@ -192,9 +192,12 @@ def strided_score(
     """
     single = isinstance(sequences, str)
     items = [sequences] if single else list(sequences)
-    options: dict[str, Any] = {"level": level, "method": method, "prefix": prefix}
-    if token_budget is not None:  # Carbon's batching knob; a server model has none
-        options["token_budget"] = token_budget
+    options: dict[str, Any] = {
+        "level": level,
+        "method": method,
+        "prefix": prefix,
+        "token_budget": token_budget,
+    }
     plans = []
     for i, s in enumerate(items):
         if not isinstance(s, str):
