@@ -50,14 +50,18 @@ def emit(
     plot_out: Path | None,
     *,
     price_per_hour: float | None = None,
+    draw: Callable[[BenchReport, Path], object] | None = None,
     **plot: Any,
 ) -> None:
     """Print the table (on stderr when ``json_out`` is ``-``: stdout then carries the JSON); add
-    the throughput economics with a price; write JSON and the plot where asked."""
+    the throughput economics with a price; write JSON and the plot where asked. ``draw(report,
+    path)`` draws a figure of the table's own making, from its rows before the price rows."""
     import json
 
     from hexamer.bench.report import add_economics, print_report
 
+    if plot_out is not None and draw is not None:
+        draw(report, plot_out)
     if price_per_hour is not None:
         add_economics(report, price_per_hour)
     to_stdout = is_stdio(json_out)
@@ -69,9 +73,10 @@ def emit(
         report.write_json(json_out)
         screen.print(f"wrote {json_out}")
     if plot_out is not None:
-        from hexamer.bench.run_all import PLOTS
+        if draw is None:
+            from hexamer.bench.run_all import PLOTS
 
-        report.plot(plot_out, **(plot or PLOTS[report.name]))
+            report.plot(plot_out, **(plot or PLOTS[report.name]))
         screen.print(f"wrote {plot_out}")
 
 
@@ -83,9 +88,12 @@ class BenchOutput:
     plot_out: Path | None = None
     price_per_hour: float | None = None
 
-    def emit(self, report: BenchReport, **plot: Any) -> None:
-        """:func:`emit` with these options (``plot``: the chart's axes when not the table's default)."""
-        emit(report, self.json_out, self.plot_out, price_per_hour=self.price_per_hour, **plot)
+    def emit(
+        self, report: BenchReport, draw: Callable[[BenchReport, Path], object] | None = None, **plot: Any
+    ) -> None:
+        """:func:`emit` with these options (``plot``: the chart's axes when not the table's default;
+        ``draw``: a figure of the command's own)."""
+        emit(report, self.json_out, self.plot_out, price_per_hour=self.price_per_hour, draw=draw, **plot)
 
 
 #: no ``--out`` nor ``--plot``: the table on the screen (the default ``output`` of a command)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Annotated, Literal
 
 import typer
 
-from hexamer.cli.app import bench_app, console, err_console, fail
+from hexamer.cli.app import bench_app, fail
 from hexamer.cli.bench_cmd import _log
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
-from hexamer.cli.checks import is_stdio
 
 
 @bench_app.command("serve")
@@ -99,8 +97,4 @@ def bench_serve_cmd(
         )
     except (RemoteError, ValueError, RuntimeError) as exc:
         fail(exc)
-    if output.plot_out is not None:  # drawn from the latency rows, before any price rows are added
-        latency_plot(report, output.plot_out)
-    replace(output, plot_out=None).emit(report)
-    if output.plot_out is not None:  # on stderr when stdout carries the JSON
-        (err_console if is_stdio(output.json_out) else console).print(f"wrote {output.plot_out}")
+    output.emit(report, draw=latency_plot)  # drawn from the latency rows, before any price rows
