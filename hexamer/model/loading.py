@@ -196,7 +196,7 @@ def read_folder_config(path: str | Path) -> tuple[Path, ModelConfig]:
     config_path = folder / "config.json"
     if not config_path.exists():
         raise FileNotFoundError(f"config.json not found in {folder}")
-    return folder, ModelConfig.from_file(checked_file(config_path, folder))
+    return folder, ModelConfig.from_file(config_path)  # read_config_json checks it inside the folder
 
 
 def load_float_model(
