@@ -76,6 +76,8 @@ CASES = [
     ([*ISM, "--window-grid", "100000"], "--window-grid"),
     ([*CALIBRATE, "--window", "29"], "--window"),
     ([*CALIBRATE, "--recipe", "next_base", "--context", "6"], "--context"),
+    (["bench", "vep", *NO_MODEL, "--window", "6"], "--window"),
+    (["bench", "ism", *NO_MODEL, "--window-grid", "100000"], "--window-grid"),
     # score
     ([*SCORE, "-o", "x.docx"], "--out"),
     ([*SCORE, "-o", "x.fa"], "--out"),

@@ -349,7 +349,15 @@ def test_vep_alt_equal_to_ref_is_skipped_and_counted(tiny_folder: Path, tmp_path
 def test_vep_info_field_that_is_not_utf8_fails_its_row(tiny_folder: Path, tmp_path: Path) -> None:
     """--info-fields NOTE on a Latin-1 value used to leave the cell empty, the row as scored."""
     out = tmp_path / "u.jsonl"
-    args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "unreadable_fields.vcf"), "--info-fields", "NOTE"]
+    args = [
+        "vep",
+        "-m",
+        str(tiny_folder),
+        "--vcf",
+        str(DATA / "unreadable_fields.vcf"),
+        "--info-fields",
+        "NOTE",
+    ]
     summary = run_json([*args, "--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(out)])
     assert summary["status_counts"] == {"ok": 2, "failed": 4}
     rows = [json.loads(line) for line in out.read_text().splitlines()]

@@ -223,7 +223,9 @@ def test_vep_default_window_is_fitted_to_a_short_model_as_the_cli_fits_it(short_
     fitted = VepSettings().checked(short_model, on_note=cli_notes.append)
     assert fitted.window == 6 * 255 and cli_notes
     with serve_in_thread(short_model, max_num_seqs=2, request_timeout_s=60) as base:
-        out = _post(base, "/v1/dna/vep", variants=[{"sequence": seq, "pos": 401, "ref": seq[400], "alt": alt}])
+        out = _post(
+            base, "/v1/dna/vep", variants=[{"sequence": seq, "pos": 401, "ref": seq[400], "alt": alt}]
+        )
     assert out["window"] == fitted.window and out["notes"] == cli_notes
     (row,) = out["data"]
     assert row["status"] == "ok" and (row["window_start"], row["window_end"]) == (0, 800)
