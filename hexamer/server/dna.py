@@ -125,7 +125,7 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
         )
     notes: list[str] = []
     try:  # the rules of ``hexamer vep``: the shortest window, and a window fitted to the model
-        settings = VepSettings(window=body.window, rc_average=body.rc_average).check()
+        settings = VepSettings(window=body.window, rc_average=body.rc_average)
         settings = settings.checked(state.carbon, on_note=notes.append)
     except VepSettingsError as exc:
         raise ApiError(400, str(exc), exc.field) from None

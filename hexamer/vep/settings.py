@@ -61,9 +61,9 @@ ROW_COLUMNS = (
     "n_scored_bp",
     "n_oov_bp",
 )
-#: ``ok`` scored; ``skipped`` not scorable by design (symbolic, unknown contig, kind the recipe
-#: does not score, N alleles, variant bases inside an ``<oov>`` 6-mer, too long); ``ref_mismatch``
-#: REF differs from the FASTA; ``failed`` malformed input or an error while scoring.
+#: ``ok`` scored; ``skipped`` not scorable by design (symbolic, ALT equal to REF, unknown contig,
+#: kind the recipe does not score, N alleles, variant bases inside an ``<oov>`` 6-mer, too long);
+#: ``ref_mismatch`` REF differs from the FASTA; ``failed`` malformed input or an error while scoring.
 STATUSES = ("ok", "skipped", "ref_mismatch", "failed")
 
 
