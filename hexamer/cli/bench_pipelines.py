@@ -13,7 +13,7 @@ import typer
 from hexamer.cli.app import bench_app, fail
 from hexamer.cli.bench_cmd import BenchModelOption, DtypeOption, FastaOption, bench_folder, parse_names
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
-from hexamer.cli.checks import path_option
+from hexamer.cli.checks import check_vep_settings, path_option
 from hexamer.cli.ism_cmd import window_options
 from hexamer.cli.option_groups import FILLED
 
@@ -81,7 +81,18 @@ def bench_vep_cmd(
     """Variants/s of the engine (shared windows, KV-cache reuse) vs one ref + one alt forward per variant,
     and vs the published scripts (transformers, full-vocabulary logits)."""
     from hexamer.bench.vep import run_vep_bench
+    from hexamer.vep import VepSettings
 
+    # the ranges of hexamer vep, before any model loads
+    check_vep_settings(
+        VepSettings(
+            window=window,
+            window_grid=window_grid,
+            context=context,
+            context_grid=context_grid,
+            rc_average=rc_average,
+        )
+    )
     report = _run(
         run_vep_bench,
         model=model,

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from hexamer.io.stdio import STDIO
 from hexamer.validate import SEED_MIN, check_dtype, check_threads, max_threads, parse_device
+
+if TYPE_CHECKING:
+    from hexamer.vep.settings import VepSettings
 
 __all__ = [
     "MAX_BATCH_SIZE",
@@ -27,6 +30,7 @@ __all__ = [
     "check_output",
     "check_plot_path",
     "check_runtime",
+    "check_vep_settings",
     "fasta_option",
     "is_stdio",
     "not_stdio",
@@ -66,6 +70,18 @@ def check_runtime(*, dtype: str | None = None, device: str | None = None, thread
             check_threads(threads)
     except ValueError as exc:
         raise _bad("--threads", exc) from None
+
+
+def check_vep_settings(settings: VepSettings) -> VepSettings:
+    """``settings`` range-checked as the options are parsed, before any model loads
+    (:meth:`~hexamer.vep.VepSettings.check`, the rule the library and the server apply): a field
+    out of range is a usage error naming its option (``window`` -> ``--window``)."""
+    from hexamer.vep.settings import VepSettingsError
+
+    try:
+        return settings.check()
+    except VepSettingsError as exc:
+        raise _bad("--" + exc.field.replace("_", "-"), exc) from None
 
 
 def check_choice(option: str, value: str, choices: Iterable[str]) -> None:

@@ -26,6 +26,7 @@ from hexamer.cli.checks import (
     check_output,
     check_plot_path,
     check_runtime,
+    check_vep_settings,
     fasta_option,
 )
 from hexamer.cli.option_groups import FILLED, option_group
@@ -41,7 +42,7 @@ RecipeOption = Annotated[
     typer.Option(help="window: LL(alt) - LL(ref); next_base: log P(ref) - log P(alt)."),
 ]
 WindowOption = Annotated[
-    int, typer.Option(min=1, max=1_000_000, help="Window recipe: bp around the variant's tile.")
+    int, typer.Option(max=1_000_000, help="Window recipe: bp around the variant's tile (at least 30).")
 ]
 WindowGridOption = Annotated[
     int | None,
@@ -53,7 +54,7 @@ WindowGridOption = Annotated[
     ),
 ]
 ContextOption = Annotated[
-    int, typer.Option(min=1, max=10_000_000, help="Next-base recipe: left context in bp.")
+    int, typer.Option(max=10_000_000, help="Next-base recipe: left context in bp (at least 12).")
 ]
 ContextGridOption = Annotated[
     int,
@@ -74,7 +75,7 @@ DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda, ... (default:
 def _recipe_settings(**options: Any) -> VepSettings:
     from hexamer.ism import ism_settings
 
-    return ism_settings(**options)
+    return check_vep_settings(ism_settings(**options))  # before the model loads
 
 
 #: The window and context options of ``ism``, ``calibrate`` and ``bench ism``.
@@ -90,8 +91,15 @@ _WINDOW_OPTIONS = (
 recipe_options = option_group(
     "settings", (("recipe", RecipeOption, "window"), *_WINDOW_OPTIONS), _recipe_settings
 )
+
+
+def _window_options(**options: Any) -> dict[str, Any]:
+    _recipe_settings(**options)  # the same ranges as ism's, before any model loads
+    return options
+
+
 #: ``bench ism`` times both recipes: its window and context options, handed to it as one dict
-window_options = option_group("options", _WINDOW_OPTIONS, dict)
+window_options = option_group("options", _WINDOW_OPTIONS, _window_options)
 
 
 @app.command()

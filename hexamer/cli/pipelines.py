@@ -31,6 +31,7 @@ from hexamer.cli.checks import (
     check_output,
     check_plot_path,
     check_runtime,
+    check_vep_settings,
     fasta_option,
     is_stdio,
     path_option,
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 def _vep_settings(**options: Any) -> VepSettings:
     from hexamer.vep import VepSettings
 
-    return VepSettings(**options)
+    return check_vep_settings(VepSettings(**options))  # before the model loads
 
 
 #: The options of ``vep`` that make its :class:`~hexamer.vep.VepSettings`, handed to the command
@@ -66,7 +67,7 @@ vep_settings_options = option_group(
         ),
         (
             "window",
-            Annotated[int, typer.Option(min=1, help="Window recipe: bp centred on the variant.")],
+            Annotated[int, typer.Option(help="Window recipe: bp centred on the variant (at least 30).")],
             8192,
         ),
         (
@@ -74,9 +75,9 @@ vep_settings_options = option_group(
             Annotated[
                 int,
                 typer.Option(
-                    min=1,
                     help="Window recipe: centre windows on tiles of this many bp so the variants of a tile "
-                    "share one reference forward (1 = centred on each variant, the published recipe).",
+                    "share one reference forward (1 = centred on each variant, the published recipe; at "
+                    "most half the window).",
                 ),
             ],
             1,
@@ -89,12 +90,14 @@ vep_settings_options = option_group(
             ],
             False,
         ),
-        ("context", Annotated[int, typer.Option(min=1, help="Next-base recipe: left context in bp.")], 24576),
+        (
+            "context",
+            Annotated[int, typer.Option(help="Next-base recipe: left context in bp (at least 12).")],
+            24576,
+        ),
         (
             "context_grid",
-            Annotated[
-                int, typer.Option(min=1, help="Next-base: contexts start on this grid (6 = fixed length).")
-            ],
+            Annotated[int, typer.Option(help="Next-base: contexts start on this grid (6 = fixed length).")],
             6144,
         ),
         ("batch_size", Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)], 8),

@@ -26,7 +26,9 @@ from hexamer.server.schemas import DnaScoreRequest, DnaVepRequest, EmbeddingRequ
 from hexamer.server.state import ServerState
 from hexamer.server.streaming import dumps, json_response
 from hexamer.vep.engine import score_window_pairs
-from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows, window_tokens
+from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows
+from hexamer.vep.settings import VepSettings, VepSettingsError
+from hexamer.vep.variants import classify
 
 __all__ = ["dna_score", "dna_vep", "embeddings"]
 
@@ -109,7 +111,9 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
     """Window recipe of :mod:`hexamer.vep.recipes`: LL(alt window) - LL(ref window), with the
     same rules and the same shared-prefix scorer as ``hexamer vep``
     (:func:`hexamer.vep.engine.score_window_pairs`: equal-length indel windows; ``skipped`` with a
-    reason for N alleles and for variants whose bases share a 6-mer with an N)."""
+    reason for ALT equal to REF, N alleles and variants whose bases share a 6-mer with an N). The
+    window is checked and fitted to the model by :meth:`hexamer.vep.VepSettings.checked`, as the
+    CLI's is: the response gives the window used and the notes saying what was cut."""
     state.check_model(body.model)
     if not body.variants:
         raise ApiError(400, "variants: give at least one variant", "variants")
@@ -119,8 +123,16 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
             f"variants: {len(body.variants)} exceed the limit of {state.settings.max_prompts}",
             "variants",
         )
-    context = state.carbon.context_length
+    notes: list[str] = []
+    try:  # the rules of ``hexamer vep``: the shortest window, and a window fitted to the model
+        settings = VepSettings(window=body.window, rc_average=body.rc_average)
+        settings = settings.checked(state.carbon, on_note=notes.append)
+    except VepSettingsError as exc:
+        raise ApiError(400, str(exc), exc.field) from None
+    except ValueError as exc:
+        raise ApiError(400, str(exc), "window") from None
     k = state.carbon.layout.k
+    limit = k * (state.carbon.backend.max_prompt_tokens - 1)  # the most bases a window holds
     rows: list[dict[str, Any]] = []
     work: list[tuple[int, WindowPair]] = []
     for i, v in enumerate(body.variants):
@@ -143,6 +155,10 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
                 status="failed", reason=f"ref {v.ref!r} and alt {v.alt!r} must be non-empty A/C/G/T/N alleles"
             )
             continue
+        _, skip = classify(ref, alt)
+        if skip is not None:  # ALT equal to REF: nothing to score
+            row.update(status="skipped", reason=skip)
+            continue
         if not 0 <= p0 <= len(seq) - len(ref):
             row.update(
                 status="failed",
@@ -161,14 +177,8 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
                 reason="allele contains N: its 6-mer would be <oov> and its bases not scored",
             )
             continue
-        if window_tokens(body.window, k) > context:
-            row.update(
-                status="failed",
-                reason=f"a {body.window} bp window does not fit the model's context of {context} tokens",
-            )
-            continue
         pair = variant_windows(
-            lambda a, b, seq=seq: seq[a:b], p0, ref, alt, len(seq), body.window, 1, k * (context - 1)
+            lambda a, b, seq=seq: seq[a:b], p0, ref, alt, len(seq), settings.window, 1, limit
         )
         if pair is None:
             row.update(
@@ -204,7 +214,8 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
                 "object": "dna.vep",
                 "model": state.model_name,
                 "recipe": "window",
-                "window": body.window,
+                "window": settings.window,
+                "notes": notes,
                 "rc_average": body.rc_average,
                 "position_base": body.position_base,
                 "data": rows,

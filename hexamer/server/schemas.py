@@ -147,5 +147,6 @@ class DnaVepRequest(_Body):
     model: str | None = None
     variants: list[Variant]
     position_base: Literal[0, 1] = 1
-    window: int = Field(default=DEFAULT_WINDOW, ge=6)
+    #: range-checked and fitted to the model by VepSettings, the rule hexamer vep applies
+    window: int = DEFAULT_WINDOW
     rc_average: bool = False

@@ -47,6 +47,7 @@ from hexamer.vep.table_output import (
     INFO_COLUMN_PREFIX,
     TABLE_BATCH_ROWS,
     InfoField,
+    join_info,
     resolve_info_fields,
     write_rows,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "TABLE_BATCH_ROWS",
     "InfoField",
     "VcfWriteResult",
+    "join_info",
     "output_kind",
     "rejects_path",
     "resolve_info_fields",

@@ -36,13 +36,26 @@ every variant of a tile shares one ref window: its reference forward runs once f
 (dense panels, e.g. ``window_grid=1024`` with 8,192 bp windows). ``G`` must be at most half the
 window, so each flank keeps at least a quarter of it.
 
+**Shortest window** (:func:`min_window`: 5 k-mers, 30 bp). FNS scores each base of a k-mer by
+the marginal of that k-mer's distribution given the tokens *before* it, so the bases of one k-mer
+never condition each other. A window that is only the variant's own k-mer (6 bp) scores
+``log m(ALT) - log m(REF)`` of one marginal after ``<dna>``: a number that depends on the REF>ALT
+pair and nothing about the site. The context a score carries is the whole k-mers before the
+variant's (the left flank the variant is read in) and the k-mers after it (read given the
+variant). A centred window of ``5k`` bp holds the variant's k-mer and two whole k-mers on each
+side. With a window grid (at most half the window) the variant sits at most a quarter of the
+window off centre, so each side still holds 7 bp or more: at least one whole k-mer before the
+variant's and bases read after it. Shorter windows are refused.
+
 **Next base** (ClinVar). The left context ending right before the variant, at least ``context`` bp
 (default 24,576 = 4,096 tokens), is fed as ``<dna>context``; the next token's distribution is
 marginalised (FNS, over the DNA block only) to the first base, and
 
     score = log P(REF) - log P(ALT)                     (positive: alt is less likely)
 
-SNVs only. The context starts on a grid so that nearby variants can share one forward (see
+SNVs only. The context must be at least :func:`min_context` (two whole k-mers, 12 bp): shorter
+contexts round down to no k-mer at all, and ``log P(REF) - log P(ALT)`` after a bare ``<dna>``
+depends on the two bases only. The context starts on a grid so that nearby variants can share one forward (see
 :func:`context_anchor`): by default it is 24,576 to 30,714 bp long, and ``context_grid=6`` gives
 the fixed-length context of the published script (which used 24,000 bp). Leading ``N`` bases are
 dropped and the start moved right to keep the variant on a 6-mer boundary. Context and grid are
@@ -74,6 +87,7 @@ __all__ = [
     "DEFAULT_CONTEXT",
     "DEFAULT_CONTEXT_GRID",
     "DEFAULT_WINDOW",
+    "MIN_FLANK_KMERS",
     "RECIPES",
     "NextBaseContext",
     "WindowPair",
@@ -81,6 +95,8 @@ __all__ = [
     "bp_log_likelihood",
     "context_anchor",
     "context_start",
+    "min_context",
+    "min_window",
     "naive_next_base_scores",
     "naive_window_score",
     "next_base_scores",
@@ -102,6 +118,21 @@ RECIPES = ("window", "next_base")
 DEFAULT_WINDOW = 8192
 DEFAULT_CONTEXT = 24576
 DEFAULT_CONTEXT_GRID = 6144
+#: whole k-mers a window keeps on each side of the variant's own k-mer (and a next-base context
+#: holds before it): the least context that makes a score depend on the site, see the docstring
+MIN_FLANK_KMERS = 2
+
+
+def min_window(k: int = 6) -> int:
+    """The shortest window the window recipe scores: the variant's k-mer and
+    :data:`MIN_FLANK_KMERS` whole k-mers on each side (30 bp for 6-mers)."""
+    return (2 * MIN_FLANK_KMERS + 1) * k
+
+
+def min_context(k: int = 6) -> int:
+    """The shortest next-base context: :data:`MIN_FLANK_KMERS` whole k-mers (12 bp for 6-mers)."""
+    return MIN_FLANK_KMERS * k
+
 
 _COMPLEMENT = str.maketrans("ACGTNacgtn", "TGCANtgcan")
 

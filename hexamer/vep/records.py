@@ -11,12 +11,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "Variant", "VcfRecord", "classify"]
+__all__ = ["ALT_EQUALS_REF", "KINDS", "Variant", "VcfRecord", "classify"]
 
-#: Variant kinds; ``none`` is a record without an ALT allele (ALT ``.``).
+#: Variant kinds; ``none`` is no sequence change: a record without an ALT allele (ALT ``.``), or
+#: an ALT equal to REF.
 KINDS = ("SNV", "MNV", "insertion", "deletion", "complex", "symbolic", "none")
 
 _NUCLEOTIDES = re.compile(r"^[ACGTN]+$")
+#: The reason of a ``skipped`` row whose ALT equals its REF (``hexamer vep`` and ``/v1/dna/vep``).
+ALT_EQUALS_REF = "ALT equals REF: no sequence change to score"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +107,14 @@ def classify(ref: str, alt: str) -> tuple[str, str | None]:
 
     Equal lengths: SNV (1 base) or MNV. Otherwise the shared leading and then trailing bases are
     trimmed (the VCF anchor base): nothing left of REF is an insertion, of ALT a deletion, else
-    complex. Symbolic alleles (``<DEL>``), breakends, ``*`` and a missing ALT are not sequences.
+    complex. Symbolic alleles (``<DEL>``), breakends, ``*`` and a missing ALT are not sequences;
+    an ALT equal to REF changes nothing (its windows would be identical and score exactly 0.0).
     """
     ref, alt = ref.upper(), alt.upper()
     if alt in (".", ""):
         return "none", "no ALT allele (ALT is '.')"
+    if alt == ref:
+        return "none", ALT_EQUALS_REF
     if alt == "*":
         return "symbolic", "'*' allele (overlapping deletion) has no sequence to score"
     if alt.startswith("<"):

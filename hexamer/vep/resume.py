@@ -45,7 +45,14 @@ from hexamer.io import atomic_path
 from hexamer.io.contigs import read_rename_file
 from hexamer.vep.checkpoint import CHUNK_FANIN, ChunkStore, DoneKeys, file_sha256
 from hexamer.vep.engine import iter_record_blocks, settings_from
-from hexamer.vep.output import VcfWriteResult, output_kind, resolve_info_fields, write_vep_output
+from hexamer.vep.output import (
+    VcfWriteResult,
+    join_info,
+    output_kind,
+    resolve_info_fields,
+    write_rows,
+    write_vep_output,
+)
 from hexamer.vep.planner import Row
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
@@ -394,20 +401,25 @@ def write_job_output(
         "settings": ",".join(f"{k}={v}" for k, v in checked.as_dict().items()),
         "command": command,
     }
+    if info:  # a table: its INFO columns first, so that a row they fail is counted as failed
+        rows = join_info(rows, vcf, info)
     rows = tally.watch(rows)
     if calibration is not None:
         rows = calibration.annotate(rows)
-    result = write_vep_output(
-        out,
-        vcf,
-        rows,
-        recipe=checked.recipe,
-        presorted=True,
-        contigs=contigs,
-        provenance=provenance,
-        info=info,
-        calibrated=calibration is not None,
-    )
+    result: VcfWriteResult | int
+    if info:
+        result = write_rows(out, rows, presorted=True, info=info, calibrated=calibration is not None)
+    else:
+        result = write_vep_output(
+            out,
+            vcf,
+            rows,
+            recipe=checked.recipe,
+            presorted=True,
+            contigs=contigs,
+            provenance=provenance,
+            calibrated=calibration is not None,
+        )
     collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
     clean_up()
     if isinstance(result, VcfWriteResult) and result.rejects is not None:

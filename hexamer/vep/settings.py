@@ -16,6 +16,8 @@ from hexamer.vep.recipes import (
     DEFAULT_WINDOW,
     RECIPES,
     NextBaseContext,
+    min_context,
+    min_window,
     window_tokens,
 )
 
@@ -30,6 +32,7 @@ __all__ = [
     "ContigRenameWarning",
     "SettingsFittedWarning",
     "VepSettings",
+    "VepSettingsError",
     "default_token_budget",
     "warn_at_caller",
 ]
@@ -58,14 +61,23 @@ ROW_COLUMNS = (
     "n_scored_bp",
     "n_oov_bp",
 )
-#: ``ok`` scored; ``skipped`` not scorable by design (symbolic, unknown contig, kind the recipe
-#: does not score, N alleles, variant bases inside an ``<oov>`` 6-mer, too long); ``ref_mismatch``
-#: REF differs from the FASTA; ``failed`` malformed input or an error while scoring.
+#: ``ok`` scored; ``skipped`` not scorable by design (symbolic, ALT equal to REF, unknown contig,
+#: kind the recipe does not score, N alleles, variant bases inside an ``<oov>`` 6-mer, too long);
+#: ``ref_mismatch`` REF differs from the FASTA; ``failed`` malformed input or an error while scoring.
 STATUSES = ("ok", "skipped", "ref_mismatch", "failed")
 
 
 class ContigRenameWarning(UserWarning):
     """A VCF contig was matched to a differently spelled FASTA contig (``chr20`` -> ``20``)."""
+
+
+class VepSettingsError(ValueError):
+    """A setting out of range. ``field`` names it, so the CLI can name its option (``--window``)
+    and the server its request field (``window``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class SettingsFittedWarning(UserWarning):
@@ -143,6 +155,52 @@ class VepSettings:
         object.__setattr__(out, "_is_checked", True)
         return out
 
+    def check(self, k: int = 6) -> VepSettings:
+        """Range-check every field without the model (the rules of :mod:`hexamer.vep.recipes`):
+        the CLI calls it as it parses its options, the server on each request, and
+        :meth:`checked` again with the model's k. Raises :class:`VepSettingsError` naming the
+        field; returns ``self``."""
+        if self.recipe not in RECIPES:
+            raise VepSettingsError(
+                "recipe", f"recipe must be one of {', '.join(RECIPES)}, got {self.recipe!r}"
+            )
+        for name in ("batch_size", "token_budget", "block_records"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise VepSettingsError(name, f"{name} must be >= 1, got {value}")
+        # both lengths are checked whatever the recipe: a number given is a number checked
+        shortest = min_window(k)
+        if self.window < shortest:
+            raise VepSettingsError(
+                "window",
+                f"window must be at least {shortest} bp (the variant's {k}-mer and two whole {k}-mers "
+                f"on each side: a shorter window scores the REF>ALT pair, not the site), got {self.window}",
+            )
+        shortest = min_context(k)
+        if self.context < shortest:
+            raise VepSettingsError(
+                "context",
+                f"context must be at least {shortest} bp (two whole {k}-mers: a shorter context scores the "
+                f"REF>ALT pair, not the site), got {self.context}",
+            )
+        if self.context_grid < 1:
+            raise VepSettingsError("context_grid", f"context_grid must be >= 1 bp, got {self.context_grid}")
+        if self.recipe == "window":
+            if not 1 <= self.window_grid <= self.window // 2:
+                raise VepSettingsError(
+                    "window_grid",
+                    f"window_grid must be between 1 (windows centred on each variant) and half the "
+                    f"window ({self.window // 2} bp), got {self.window_grid}",
+                )
+            return self
+        if self.rc_average:
+            raise VepSettingsError(
+                "rc_average", "rc_average applies to the window recipe only (next_base reads left context)"
+            )
+        if self.window_grid != 1:
+            raise VepSettingsError("window_grid", "window_grid applies to the window recipe only")
+        return self
+
     def _checked(
         self, device_type: str, positions: int, k: int, on_note: Callable[[str], None] | None
     ) -> VepSettings:
@@ -153,39 +211,18 @@ class VepSettings:
             else:
                 warn_at_caller(message, SettingsFittedWarning)
 
-        if self.recipe not in RECIPES:
-            raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {self.recipe!r}")
+        self.check(k)
         if self.token_budget is None:  # a server answers on the CPU side: its units are per window
             budget = default_token_budget(device_type)
             return replace(self, token_budget=budget)._checked(device_type, positions, k, on_note)
-        for name in ("batch_size", "token_budget", "block_records"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         # positions: a served model needs room for the one completion token of a prompt-logprobs request
         if self.recipe == "window":
-            if self.window < 1:
-                raise ValueError(f"window must be >= 1 bp, got {self.window}")
-            if not 1 <= self.window_grid <= max(1, self.window // 2):
-                raise ValueError(
-                    f"window_grid must be between 1 (windows centred on each variant) and half the "
-                    f"window ({self.window // 2} bp), got {self.window_grid}"
-                )
-            if window_tokens(self.window, k) > positions:
-                fitted = k * (positions - 1)
-                note(
-                    f"window {self.window} bp -> {fitted} bp: a {self.window} bp window needs "
-                    f"{window_tokens(self.window, k)} tokens, the model takes {positions}"
-                )
-                grid = min(self.window_grid, max(1, fitted // 2))
-                if grid != self.window_grid:
-                    note(f"window_grid {self.window_grid} bp -> {grid} bp (at most half the window)")
-                return replace(self, window=fitted, window_grid=grid)
-            return self
-        if self.rc_average:
-            raise ValueError("rc_average applies to the window recipe only (next_base reads left context)")
-        if self.window_grid != 1:
-            raise ValueError("window_grid applies to the window recipe only")
+            return self._fitted_window(positions, k, note)
         ctx = NextBaseContext.for_model(self.context, self.context_grid, positions, k)
+        if ctx.context < min_context(k):
+            raise ValueError(
+                f"the model takes {positions} tokens: no room for a next-base context of {min_context(k)} bp"
+            )
         if ctx.context < self.context - self.context % k:
             note(
                 f"context {self.context} bp -> {ctx.context} bp: the model takes {positions} tokens "
@@ -194,6 +231,27 @@ class VepSettings:
         if ctx.grid < max(k, self.context_grid - self.context_grid % k):
             note(f"context_grid {self.context_grid} bp -> {ctx.grid} bp so that every context fits the model")
         return VepSettings(**{**asdict(self), "context": ctx.context, "context_grid": ctx.grid})
+
+    def _fitted_window(self, positions: int, k: int, note: Callable[[str], None]) -> VepSettings:
+        """The window cut to the model's ``positions`` (and the grid to half of it), said in ``note``:
+        the one fitting rule of ``hexamer vep``, :func:`~hexamer.vep.score_variants` and
+        ``/v1/dna/vep``."""
+        if window_tokens(self.window, k) <= positions:
+            return self
+        fitted = k * (positions - 1)
+        if fitted < min_window(k):
+            raise ValueError(
+                f"the model takes {positions} tokens: no room for a window of {min_window(k)} bp, the shortest "
+                "that scores the site"
+            )
+        note(
+            f"window {self.window} bp -> {fitted} bp: a {self.window} bp window needs "
+            f"{window_tokens(self.window, k)} tokens, the model takes {positions}"
+        )
+        grid = min(self.window_grid, max(1, fitted // 2))
+        if grid != self.window_grid:
+            note(f"window_grid {self.window_grid} bp -> {grid} bp (at most half the window)")
+        return replace(self, window=fitted, window_grid=grid)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields (what a resumable job records and compares)."""

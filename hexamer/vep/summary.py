@@ -22,6 +22,7 @@ _CATEGORIES = (
     ("breakend", "symbolic allele"),
     ("'*' allele", "symbolic allele"),
     ("no ALT allele", "no ALT"),
+    ("ALT equals REF", "ALT equals REF"),
     ("allele contains N", "N in allele"),
     ("scores SNVs only", "not an SNV (next_base)"),
     ("<oov>", "N next to the variant"),

@@ -15,13 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 from hexamer.io import TableWriter, table_format
 from hexamer.vep.rows import ordered_rows, row_schema
-from hexamer.vep.variants import open_variant_file, read_vcf
+from hexamer.vep.variants import VcfRecord, open_variant_file, read_vcf
 from hexamer.vep.vcf_header import complete_header
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["INFO_COLUMN_PREFIX", "TABLE_BATCH_ROWS", "InfoField", "resolve_info_fields", "write_rows"]
+__all__ = [
+    "INFO_COLUMN_PREFIX",
+    "TABLE_BATCH_ROWS",
+    "InfoField",
+    "join_info",
+    "resolve_info_fields",
+    "write_rows",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -58,13 +65,17 @@ class InfoField:
         return {"Integer": pa.int64(), "Float": pa.float64()}.get(self.type, pa.string())
 
     def value(self, rec: Any, alt_index: int) -> Any:
-        """This field of a pysam record for the row of ALT ``alt_index`` (None when absent)."""
+        """This field of a pysam record for the row of ALT ``alt_index`` (None when absent).
+        A value that is not UTF-8 text raises ``UnicodeDecodeError`` (:func:`join_info` fails
+        its rows): an empty cell would pass for a record without the field."""
         try:
             if self.type == "Flag":
                 return self.id in rec.info
             if self.id not in rec.info:
                 return None
             value = rec.info[self.id]
+        except UnicodeDecodeError:
+            raise
         except (ValueError, KeyError, TypeError, OSError):
             return None
         if isinstance(value, tuple):
@@ -102,10 +113,15 @@ def resolve_info_fields(vcf_in: PathLike, fields: str | Iterable[str] | None) ->
     return [InfoField(n, *declared[n]) for n in names]
 
 
-def _with_info(
-    rows: Iterator[Mapping[str, Any]], vcf_in: PathLike, fields: list[InfoField]
+def join_info(
+    rows: Iterable[Mapping[str, Any]], vcf_in: PathLike, fields: Iterable[InfoField]
 ) -> Iterator[dict[str, Any]]:
-    """Rows (sorted by record) with the ``info_*`` columns of their input record, read alongside."""
+    """Rows (sorted by record) with the ``info_*`` columns of their input record, read alongside.
+
+    A chosen field whose value is not UTF-8 text makes the row ``failed``, its reason naming the
+    line and the field, as a record with such bytes in its other fields is (docs/vep.md): its
+    cell cannot be filled, and an empty one would read as "the record has no such field"."""
+    fields = list(fields)
     records = read_vcf(vcf_in, keep_records=True)
     current = None
     for row in rows:
@@ -113,11 +129,26 @@ def _with_info(
             current = next(records, None)
             if current is None:
                 break
-        rec = current.record if current is not None and current.index == row["record"] else None
+        found = current if current is not None and current.index == row["record"] else None
         out = dict(row)
         for field in fields:
-            out[field.column] = None if rec is None else field.value(rec, int(row["alt_index"]))
+            out[field.column] = None
+            if found is None or found.record is None:
+                continue
+            try:
+                out[field.column] = field.value(found.record, int(row["alt_index"]))
+            except UnicodeDecodeError as exc:
+                out.update(
+                    status="failed", score=None, n_scored_bp=None, n_oov_bp=None,
+                    reason=_undecodable_info(found, field, exc),
+                )  # fmt: skip
         yield out
+
+
+def _undecodable_info(record: VcfRecord, field: InfoField, error: UnicodeDecodeError) -> str:
+    byte = f"0x{error.object[error.start]:02x}" if error.start < len(error.object) else "?"
+    where = f"line {record.line}" if record.line is not None else f"record {record.chrom}:{record.pos}"
+    return f"malformed VCF {where}: INFO field {field.id} holds byte {byte}, not UTF-8 text"
 
 
 def write_rows(
@@ -134,7 +165,9 @@ def write_rows(
     With ``presorted=True`` the rows must already be sorted by ``(record, alt_index)`` (else
     ``ValueError``, and nothing is written) and are streamed in batches of
     :data:`TABLE_BATCH_ROWS`; otherwise they are sorted in memory first. ``info`` fields (from
-    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns;
+    :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns by
+    :func:`join_info`; without ``vcf_in`` the rows carry those columns already (a job that counts
+    its rows joins them first, so that a row failed by the join is counted as failed).
     ``calibrated`` adds the rows' ``phred`` column.
     """
     import pyarrow as pa
@@ -145,9 +178,8 @@ def write_rows(
     if calibrated:
         schema = schema.append(pa.field("phred", pa.float64()))
     if info:
-        if vcf_in is None:
-            raise ValueError("info fields need the input VCF (vcf_in)")
-        ordered = _with_info(ordered, vcf_in, info)
+        if vcf_in is not None:
+            ordered = join_info(ordered, vcf_in, info)
         schema = pa.schema([*schema, *(pa.field(f.column, f.arrow_type()) for f in info)])
     columns = schema.names
     n = 0

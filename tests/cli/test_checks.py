@@ -27,6 +27,8 @@ VEP = [
 SCORE = ["score", *NO_MODEL, "ACGTACGT"]
 GENERATE = ["generate", *NO_MODEL, "ACGTACGT"]
 EMBED = ["embed", *NO_MODEL, "-i", str(DATA / "saureus_nctc8325_slice.fa.gz")]
+ISM = ["ism", *NO_MODEL, "--fasta", str(DATA / "chr20_slice.fa.gz"), "-r", "20:60301-60310", "-o", "x.tsv"]
+CALIBRATE = ["calibrate", *NO_MODEL, "--fasta", str(DATA / "chr20_slice.fa.gz"), "-o", "x.json"]
 
 CASES = [
     # vep
@@ -40,6 +42,14 @@ CASES = [
     ([*VEP, "-o", "x.tsv", "--dtype", "int4"], "--dtype"),
     ([*VEP, "-o", "x.tsv", "--recipe", "both"], "--recipe"),
     ([*VEP, "-o", "x.tsv", "--window", "0"], "--window"),
+    # shorter than 30 bp: the score would depend on the REF>ALT pair only (VepSettings.check)
+    ([*VEP, "-o", "x.tsv", "--window", "6"], "--window"),
+    ([*VEP, "-o", "x.tsv", "--window", "29"], "--window"),
+    ([*VEP, "-o", "x.tsv", "--window-grid", "100000"], "--window-grid"),
+    ([*VEP, "-o", "x.tsv", "--window", "600", "--window-grid", "301"], "--window-grid"),
+    ([*VEP, "-o", "x.tsv", "--recipe", "next_base", "--context", "11"], "--context"),
+    ([*VEP, "-o", "x.tsv", "--recipe", "next_base", "--rc-average"], "--rc-average"),
+    ([*VEP, "-o", "x.tsv", "--recipe", "next_base", "--window-grid", "60"], "--window-grid"),
     ([*VEP, "-o", "x.tsv", "--window-grid", "0"], "--window-grid"),
     ([*VEP, "-o", "x.tsv", "--context", "0"], "--context"),
     ([*VEP, "-o", "x.tsv", "--context-grid", "-6"], "--context-grid"),
@@ -61,6 +71,13 @@ CASES = [
         ],
         "--vcf",
     ),
+    # ism and calibrate: the same settings check
+    ([*ISM, "--window", "6"], "--window"),
+    ([*ISM, "--window-grid", "100000"], "--window-grid"),
+    ([*CALIBRATE, "--window", "29"], "--window"),
+    ([*CALIBRATE, "--recipe", "next_base", "--context", "6"], "--context"),
+    (["bench", "vep", *NO_MODEL, "--window", "6"], "--window"),
+    (["bench", "ism", *NO_MODEL, "--window-grid", "100000"], "--window-grid"),
     # score
     ([*SCORE, "-o", "x.docx"], "--out"),
     ([*SCORE, "-o", "x.fa"], "--out"),
@@ -101,7 +118,7 @@ CASES = [
     ("args", "option"), CASES, ids=[" ".join(a[3:] if a[0] != "vep" else a[7:]) for a, _ in CASES]
 )
 def test_bad_option_is_refused_before_work(args: list[str], option: str, tmp_path: Path) -> None:
-    args = [str(tmp_path / a) if a in ("x.tsv", "x.parquet") else a for a in args]
+    args = [str(tmp_path / a) if a in ("x.tsv", "x.parquet", "x.json") else a for a in args]
     result = run(args, standalone_mode=False)
     exc = result.exception
     assert exc is not None and type(exc).__name__ == "BadParameter", (result.output, exc)

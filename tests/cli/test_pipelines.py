@@ -334,3 +334,32 @@ def test_plot_names_a_malformed_table_and_a_name_without_format(tmp_path: Path) 
     assert failed.exit_code != 0 and "cannot read" in error_message(failed)
     unknown = usage_error(["plot", "hist", str(tmp_path / "t.xyz"), "-o", str(tmp_path / "h.png")])
     assert "cannot tell the table format" in unknown.format_message()
+
+
+def test_vep_alt_equal_to_ref_is_skipped_and_counted(tiny_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "same.jsonl"
+    args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "ref_equals_alt.vcf")]
+    summary = run_json([*args, "--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(out)])
+    assert summary["status_counts"] == {"ok": 4, "skipped": 1}
+    assert summary["reason_counts"] == {"skipped": {"ALT equals REF": 1}}
+    last = json.loads(out.read_text().splitlines()[-1])
+    assert (last["alt"], last["status"], last["score"]) == ("A", "skipped", None)
+
+
+def test_vep_info_field_that_is_not_utf8_fails_its_row(tiny_folder: Path, tmp_path: Path) -> None:
+    """--info-fields NOTE on a Latin-1 value used to leave the cell empty, the row as scored."""
+    out = tmp_path / "u.jsonl"
+    args = [
+        "vep",
+        "-m",
+        str(tiny_folder),
+        "--vcf",
+        str(DATA / "unreadable_fields.vcf"),
+        "--info-fields",
+        "NOTE",
+    ]
+    summary = run_json([*args, "--fasta", str(DATA / "chr20_slice.fa.gz"), "--window", "600", "-o", str(out)])
+    assert summary["status_counts"] == {"ok": 2, "failed": 4}
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    bad = next(r for r in rows if r["id"] == "bad_info")
+    assert bad["status"] == "failed" and "INFO field NOTE holds byte 0xe9" in bad["reason"]

@@ -24,7 +24,7 @@ def remote(vllm_url: str, tiny_folder: Path):
 @pytest.mark.parametrize(
     "vcf,recipe,options",
     [
-        ("chr20_slice.vcf", "window", {"window": 24}),
+        ("chr20_slice.vcf", "window", {"window": 30}),  # the shortest window
         ("chr20_slice.vcf", "next_base", {"context": 120, "context_grid": 60}),
         pytest.param(
             "chr20_slice.vcf", "window", {"window": 120, "rc_average": True}, marks=pytest.mark.slow

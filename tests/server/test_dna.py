@@ -175,3 +175,59 @@ def test_vep_equals_score_variants_on_the_chr20_slice(url: str, ref: Carbon) -> 
     for row, w in zip(rows, want, strict=True):
         assert row["score"] == pytest.approx(w["score"], abs=1e-9)
         assert (row["n_scored_bp"], row["n_oov_bp"]) == (w["n_scored_bp"], w["n_oov_bp"])
+
+
+def test_vep_alt_equal_to_ref_is_skipped(url: str) -> None:
+    """REF = ALT used to be an `ok` 0.0: its two windows are the same window."""
+    rng = np.random.default_rng(2)
+    seq = "".join(rng.choice(list("ACGT"), 200))
+    variants = [
+        {"sequence": seq, "pos": 101, "ref": seq[100], "alt": seq[100].lower()},
+        {"sequence": seq, "pos": 101, "ref": seq[100], "alt": "A" if seq[100] != "A" else "C"},
+    ]
+    rows = _post(url, "/v1/dna/vep", variants=variants, window=120)["data"]
+    assert rows[0]["status"] == "skipped" and rows[0]["score"] is None
+    assert rows[0]["reason"].startswith("ALT equals REF")
+    assert rows[1]["status"] == "ok"
+
+
+@pytest.mark.parametrize("window", [1, 6, 29])
+def test_vep_window_shorter_than_the_cli_minimum_is_refused(url: str, window: int) -> None:
+    body = {"variants": [{"sequence": "ACGT" * 20, "pos": 40, "ref": "T", "alt": "A"}], "window": window}
+    r = httpx.post(f"{url}/v1/dna/vep", json=body, timeout=60)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "window must be at least 30 bp" in error["message"] and error["param"] == "window"
+
+
+@pytest.fixture(scope="module")
+def short_model(tmp_path_factory: pytest.TempPathFactory) -> Carbon:
+    """A model whose context (256 tokens: 1,530 bp) is shorter than the default 8,192 bp window."""
+    from hexamer.testing import build_carbon_folder
+
+    return Carbon.from_pretrained(
+        build_carbon_folder(tmp_path_factory.mktemp("short") / "model", max_position_embeddings=256)
+    )
+
+
+def test_vep_default_window_is_fitted_to_a_short_model_as_the_cli_fits_it(short_model: Carbon) -> None:
+    """/v1/dna/vep once failed every variant of an 800 bp sequence on such a model ("a 8192 bp
+    window does not fit"), where hexamer vep fitted the window with a note."""
+    from hexamer.server.testing import serve_in_thread
+    from hexamer.vep import VepSettings
+
+    rng = np.random.default_rng(3)
+    seq = "".join(rng.choice(list("ACGT"), 800))
+    alt = "A" if seq[400] != "A" else "C"
+    cli_notes: list[str] = []
+    fitted = VepSettings().checked(short_model, on_note=cli_notes.append)
+    assert fitted.window == 6 * 255 and cli_notes
+    with serve_in_thread(short_model, max_num_seqs=2, request_timeout_s=60) as base:
+        out = _post(
+            base, "/v1/dna/vep", variants=[{"sequence": seq, "pos": 401, "ref": seq[400], "alt": alt}]
+        )
+    assert out["window"] == fitted.window and out["notes"] == cli_notes
+    (row,) = out["data"]
+    assert row["status"] == "ok" and (row["window_start"], row["window_end"]) == (0, 800)
+    want = naive_window_score(short_model, seq, seq[:400] + alt + seq[401:])
+    assert row["score"] == pytest.approx(want, abs=1e-6)

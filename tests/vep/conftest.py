@@ -16,6 +16,7 @@ MALFORMED_VCF = DATA / "malformed.vcf"
 UNREADABLE_VCF = DATA / "unreadable_fields.vcf"
 SAUREUS_FASTA = DATA / "saureus_nctc8325_slice.fa.gz"
 SAUREUS_VCF = DATA / "saureus_rn4220.vcf"
+REF_EQUALS_ALT_VCF = DATA / "ref_equals_alt.vcf"
 
 
 @pytest.fixture(scope="session")

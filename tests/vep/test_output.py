@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import random
 import tracemalloc
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from hexamer.vep import (
 from hexamer.vep import vcf_output as output_mod
 from hexamer.vep.output import TABLE_BATCH_ROWS
 
-from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF
+from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, REF_EQUALS_ALT_VCF, SLICE_VCF, UNREADABLE_VCF
 
 
 def _rows(carbon: Carbon, vcf: Path) -> list[dict]:
@@ -459,3 +460,57 @@ def test_rescoring_an_output_leaves_none_of_its_old_fields(carbon: Carbon, tmp_p
     assert len(records) == len(list(read_vcf(EDGE_VCF)))
     assert all(INFO_REASON not in r.info and r.info[INFO_RECIPE] == "next_base" for r in records)
     assert all(set(r.info[INFO_STATUS]) == {"ok"} for r in records)
+
+
+@pytest.mark.parametrize("suffix", [".vcf.gz", ".tsv", ".parquet", ".jsonl"])
+def test_alt_equal_to_ref_is_skipped_in_every_format(carbon: Carbon, tmp_path: Path, suffix: str) -> None:
+    """REF = ALT (20:61270 A>A) was scored `ok` 0.0: its two windows are one and the same."""
+    from hexamer.vep import run_vep
+
+    out = tmp_path / f"scored{suffix}"
+    result = run_vep(carbon, REF_EQUALS_ALT_VCF, FASTA, out, window=600, on_note=lambda _: None)
+    assert result.status_counts == {"ok": 4, "skipped": 1}
+    assert result.reason_counts == {("skipped", "ALT equals REF"): 1}
+    if suffix == ".vcf.gz":
+        with pysam.VariantFile(str(out)) as vf:
+            last = list(vf)[-1]
+        assert last.info[INFO_STATUS] == ("skipped",) and last.info[INFO_SCORE] == (None,)
+        assert "ALT%20equals%20REF" in str(last)
+        return
+    if suffix == ".parquet":
+        rows = pq.read_table(out).to_pylist()
+    elif suffix == ".jsonl":
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+    else:
+        with open(out, newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+    same = rows[-1]
+    assert (same["ref"], same["alt"], same["status"]) == ("A", "A", "skipped")
+    assert same["reason"].startswith("ALT equals REF") and same["score"] in (None, "")
+    assert [r["status"] for r in rows[:-1]] == ["ok"] * 4
+
+
+def test_an_info_value_that_is_not_utf8_fails_its_row_naming_the_field(
+    carbon: Carbon, tmp_path: Path
+) -> None:
+    """--info-fields NOTE on a Latin-1 'é' used to leave the cell empty and the row as scored."""
+    from hexamer.vep import run_vep
+
+    for suffix in (".tsv", ".parquet"):
+        out = tmp_path / f"u{suffix}"
+        result = run_vep(
+            carbon, UNREADABLE_VCF, FASTA, out, window=600, info_fields="NOTE", on_note=lambda _: None
+        )
+        if suffix == ".parquet":
+            rows = pq.read_table(out).to_pylist()
+        else:
+            with open(out, newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f, delimiter="\t"))
+        bad = next(r for r in rows if r["id"] == "bad_info")
+        assert bad["status"] == "failed" and bad["score"] in (None, "")
+        assert bad["reason"] == "malformed VCF line 8: INFO field NOTE holds byte 0xe9, not UTF-8 text"
+        assert [r["status"] for r in rows] == ["ok", "failed", "failed", "failed", "failed", "ok"]
+        assert result.status_counts == {"ok": 2, "failed": 4}  # the summary counts it as failed
+    # without the option the value is never decoded: the record is checked and scored as before
+    plain = run_vep(carbon, UNREADABLE_VCF, FASTA, tmp_path / "p.tsv", window=600, on_note=lambda _: None)
+    assert plain.status_counts == {"ok": 2, "failed": 3, "ref_mismatch": 1}

@@ -27,3 +27,9 @@ def test_every_reason_the_engine_gives_has_a_label(carbon) -> None:
     labels = {reason_category(r["reason"]) for r in rows if r["status"] != "ok"}
     assert "other" not in labels and "no reason" not in labels
     assert {"symbolic allele", "contig absent", "REF differs from FASTA", "N in allele"} <= labels
+
+
+def test_alt_equal_to_ref_is_counted_as_skipped_under_its_own_label() -> None:
+    from hexamer.vep.records import ALT_EQUALS_REF
+
+    assert reason_category(ALT_EQUALS_REF) == "ALT equals REF"

@@ -30,6 +30,8 @@ from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF, UNREADABLE_VCF
         ("T", "T]20:70000]", "symbolic", True),
         ("T", "[20:70000[T", "symbolic", True),
         ("A", ".", "none", True),
+        ("A", "A", "none", True),  # ALT equals REF: no change to score
+        ("ac", "AC", "none", True),
     ],
 )
 def test_classify(ref: str, alt: str, kind: str, skipped: bool) -> None:
