@@ -119,6 +119,8 @@ class SequenceClassifier(nn.Module):
         self.tokenizer = tokenizer
         self.base_config = dict(base_config)
         self.pad_token_id = pad_token_id
+        #: the `hexamer.finetune.lora.LoraOptions` of the adapters added to it, else None
+        self.lora_options: Any = None
 
     @property
     def task(self) -> TaskSpec:
