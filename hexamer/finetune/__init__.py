@@ -3,7 +3,15 @@
 * :mod:`~hexamer.finetune.task`: `TaskSpec` (kind, outputs) and `LabelledSet` (rows to train on);
 * :mod:`~hexamer.finetune.head`: `SequenceClassifier`, a score head on hexamer's Llama;
 * :mod:`~hexamer.finetune.folders`: head folders in ``transformers``' layout (save / load);
-* :mod:`~hexamer.finetune.lora`: LoRA adapters (``peft``'s maths and files), merged on export.
+* :mod:`~hexamer.finetune.lora`: LoRA adapters (``peft``'s maths and files), merged on export;
+* :mod:`~hexamer.finetune.fit`: `fit` (full / lora / probe) with `FitOptions`
+  (:mod:`~hexamer.finetune.options`), its losses (:mod:`~hexamer.finetune.losses`), loop
+  (:mod:`~hexamer.finetune.fit_loop`) and resumable checkpoints (:mod:`~hexamer.finetune.state`);
+* :mod:`~hexamer.finetune.predict`: `predict` (optionally averaged over both strands).
+
+    from hexamer.finetune import FitOptions, fit, predict
+    result = fit("Carbon-500M", train, valid, task, FitOptions(method="lora"), "runs/mpra")
+    values = predict(result.best_folder, sequences, rc_average=True)
 
 Import cost: the head modules pull in torch; ``hexamer.finetune.task`` alone does not.
 """
@@ -16,6 +24,7 @@ from hexamer.finetune.task import TASK_KINDS, LabelledSet, TaskKind, TaskSpec
 from hexamer.lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from hexamer.finetune.fit import FitProgress, FitResult, fit
     from hexamer.finetune.folders import is_head_folder, load_classifier, new_classifier, save_classifier
     from hexamer.finetune.head import POOLINGS, HeadSettings, SequenceClassifier
     from hexamer.finetune.lora import (
@@ -28,6 +37,13 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
+    "FitProgress": "hexamer.finetune.fit",
+    "FitResult": "hexamer.finetune.fit",
+    "fit": "hexamer.finetune.fit",
+    "LOSSES": "hexamer.finetune.losses",
+    "METHODS": "hexamer.finetune.options",
+    "FitOptions": "hexamer.finetune.options",
+    "predict": "hexamer.finetune.predict",
     "POOLINGS": "hexamer.finetune.head",
     "HeadSettings": "hexamer.finetune.head",
     "SequenceClassifier": "hexamer.finetune.head",
@@ -45,8 +61,13 @@ _LAZY = {
 
 __all__ = [
     "LORA_TARGETS",
+    "LOSSES",
+    "METHODS",
     "POOLINGS",
     "TASK_KINDS",
+    "FitOptions",
+    "FitProgress",
+    "FitResult",
     "HeadSettings",
     "LabelledSet",
     "LoraOptions",
@@ -54,11 +75,13 @@ __all__ = [
     "TaskKind",
     "TaskSpec",
     "add_lora",
+    "fit",
     "is_head_folder",
     "load_adapter",
     "load_classifier",
     "merge_lora",
     "new_classifier",
+    "predict",
     "save_adapter",
     "save_classifier",
 ]
