@@ -87,6 +87,7 @@ class Trainer:
         #: rather than at every improvement, which would rewrite the whole model each epoch
         self.best_head: torch.Tensor | None = None
         self.features: dict[str, np.ndarray] = {}
+        self._order: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=np.int64))  # (epoch, its row order)
         if options.method == "probe":
             self._cache_features()
 
@@ -120,7 +121,12 @@ class Trainer:
     def micro_batch(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and reverse-complement flags of micro-batch ``m`` of the run."""
         epoch, pos = divmod(m, self.micro_per_epoch)
-        perm = np.random.default_rng([self.options.seed, epoch]).permutation(len(self.train))
+        if self._order[0] != epoch:
+            self._order = (
+                epoch,
+                np.random.default_rng([self.options.seed, epoch]).permutation(len(self.train)),
+            )
+        perm = self._order[1]
         index = perm[pos * self.options.batch_size : (pos + 1) * self.options.batch_size]
         if not self.options.rc_augment:
             return index, np.zeros(len(index), dtype=bool)
