@@ -170,6 +170,8 @@ def test_over_long_and_empty_sequences_are_named_before_the_load(tiny_folder: Pa
     long = LabelledSet(data.ids, (data.sequences[0], "A" * 6 * 2047, data.sequences[2]), data.labels)
     with pytest.raises(ValueError, match=r"training row 'row1' .* needs 2049 tokens"):
         fit(tiny_folder, long, None, REG, FitOptions(), tmp_path / "a")
+    with pytest.raises(ValueError, match="layer 5 is out of range"):
+        fit(tiny_folder, data, None, REG, FitOptions(layer=5), tmp_path / "c")
     empty = LabelledSet(data.ids, ("", *data.sequences[1:]), data.labels)
     with pytest.raises(ValueError, match="validation row 'row0' is empty"):
         fit(tiny_folder, data, empty, REG, FitOptions(), tmp_path / "b")
