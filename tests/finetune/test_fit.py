@@ -175,3 +175,27 @@ def test_over_long_and_empty_sequences_are_named_before_the_load(tiny_folder: Pa
     empty = LabelledSet(data.ids, ("", *data.sequences[1:]), data.labels)
     with pytest.raises(ValueError, match="validation row 'row0' is empty"):
         fit(tiny_folder, data, empty, REG, FitOptions(), tmp_path / "b")
+
+
+def test_a_lora_run_reads_the_same_in_transformers_and_peft(tiny_folder: Path, tmp_path: Path):
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    data = gc_set(8, 30, seed=11)
+    options = FitOptions(
+        method="lora", steps=3, batch_size=4, lr=1e-2, lora=LoraOptions(rank=2, targets=("q_proj", "up_proj"))
+    )
+    result = fit(tiny_folder, data, None, REG, options, tmp_path / "run")
+    model = load_classifier(result.best_folder)
+    rows = model.encode(list(data.sequences))
+    with torch.no_grad():
+        ours = model(rows.ids, rows.mask)
+        merged = transformers.AutoModelForSequenceClassification.from_pretrained(result.best_folder)
+        mask = rows.mask.long() if rows.mask is not None else None
+        torch.testing.assert_close(
+            merged(input_ids=rows.ids, attention_mask=mask).logits, ours, atol=1e-4, rtol=0
+        )
+        base = transformers.LlamaForSequenceClassification.from_pretrained(tiny_folder, num_labels=1)
+        adapted = peft.PeftModel.from_pretrained(base, result.adapter_folder)
+        torch.testing.assert_close(
+            adapted(input_ids=rows.ids, attention_mask=mask).logits, ours, atol=1e-4, rtol=0
+        )
