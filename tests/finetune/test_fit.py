@@ -199,3 +199,10 @@ def test_a_lora_run_reads_the_same_in_transformers_and_peft(tiny_folder: Path, t
         torch.testing.assert_close(
             adapted(input_ids=rows.ids, attention_mask=mask).logits, ours, atol=1e-4, rtol=0
         )
+
+
+def test_a_diverging_run_stops_with_an_error(tiny_folder: Path, tmp_path: Path):
+    data = gc_set(4, 12, seed=12)
+    huge = LabelledSet(data.ids, data.sequences, np.full((4, 1), 3e38, dtype=np.float32))
+    with pytest.raises(FloatingPointError, match="diverged at step 1"):
+        fit(tiny_folder, huge, None, REG, FitOptions(steps=2, batch_size=4), tmp_path / "run")
