@@ -302,7 +302,8 @@ class Trainer:
         if better:
             self.best_score, self.best_step, self.bad_evals, self.plateau_bad = score, self.step, 0, 0
             self.keep_best()
-        else:
+        elif not math.isnan(self.best_score) or math.isfinite(score):
+            # an undefined metric before any defined one (constant outputs early on) is no verdict
             self.bad_evals += 1
             self.plateau_bad += 1
             if o.schedule == "plateau" and self.plateau_bad >= o.plateau_patience:

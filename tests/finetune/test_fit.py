@@ -206,3 +206,12 @@ def test_a_diverging_run_stops_with_an_error(tiny_folder: Path, tmp_path: Path):
     huge = LabelledSet(data.ids, data.sequences, np.full((4, 1), 3e38, dtype=np.float32))
     with pytest.raises(FloatingPointError, match="diverged at step 1"):
         fit(tiny_folder, huge, None, REG, FitOptions(steps=2, batch_size=4), tmp_path / "run")
+
+
+def test_an_undefined_metric_before_any_defined_one_does_not_stop_the_run(tiny_folder: Path, tmp_path: Path):
+    train, valid = gc_set(8, 24, seed=13), gc_set(4, 24, seed=14)
+    options = FitOptions(steps=4, batch_size=4, lr=1e-3, eval_every=1, patience=1)
+    values = iter([float("nan"), float("nan"), 0.5, 0.4])
+    result = fit(tiny_folder, train, valid, REG, options, tmp_path / "run", metric=lambda y, p: next(values))
+    assert [h["metric"] for h in result.history] == [None, None, 0.5, 0.4]
+    assert result.best_step == 3 and result.best_score == 0.5 and result.stopped_early and result.steps == 4
