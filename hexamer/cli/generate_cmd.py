@@ -153,13 +153,7 @@ def generate(
     check_runtime(dtype=dtype, device=device)
     check_choice("--mode", mode, ("bp", "token"))
     stops = _check_stops(stop or [])
-    if draft is not None:
-        from hexamer.engine.speculative import SpecConfig
-
-        try:
-            SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="'--spec-k'") from exc
+    _check_spec_k(spec_k)  # with or without --draft: a wrong value is wrong either way
     if is_stdio(out):
         out = None
     if as_json and out is None:
@@ -198,6 +192,10 @@ def generate(
     if server is not None:
         options["sampler"] = sampler
         checks = {**options, "logprobs": logprobs}
+    try:  # the length alone, against the context and the KV memory, before any prompt is read
+        carbon.check_generation_length(max_bp, None)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--max-bp'") from exc
     try:
         carbon.check_prompt("<dna>", prefix=prefix, **checks)
     except ValueError as exc:  # an option error concerns every record: stop here
@@ -291,12 +289,8 @@ def _speculative_options(
     """``generate`` options for ``--draft``/``--spec-k`` (empty without a draft) and a stats total."""
     if draft is None:
         return {}, None
-    from hexamer.engine.speculative import SpecConfig, SpecStats, check_compatible
+    from hexamer.engine.speculative import SpecStats, check_compatible
 
-    try:
-        SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise typer.BadParameter(f"--spec-k: {exc}") from exc
     draft_carbon = load_carbon(draft, dtype, device, batch_size)
     try:
         check_compatible(carbon, draft_carbon)
@@ -306,6 +300,16 @@ def _speculative_options(
         "draft": draft_carbon,
         "num_speculative": spec_k if spec_k == "auto" else int(spec_k),
     }, SpecStats()
+
+
+def _check_spec_k(spec_k: str) -> None:
+    """``--spec-k``: ``auto`` or an integer in [1, MAX_NUM_SPECULATIVE] (the engine's rule)."""
+    from hexamer.engine.spec_config import SpecConfig
+
+    try:
+        SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--spec-k'") from exc
 
 
 def _check_stops(stops: list[str]) -> list[str]:
