@@ -42,3 +42,11 @@ def test_spec_k_is_checked_at_parse_time_with_or_without_draft(
     args = ["generate", "-m", tiny_folder, "ACGTAC", "--spec-k", value]
     exc = usage_error([*args, "--draft", tiny_folder] if draft else args)
     assert "--spec-k" in exc.format_message()
+
+
+@pytest.mark.parametrize("command", ["generate", "score"])
+@pytest.mark.parametrize("prefix", ["</dna><|endoftext|>", "<dna>", "<x>text"])
+def test_prefix_is_metadata_tags_only_at_parse_time(tiny_folder: Path, command: str, prefix: str) -> None:
+    exc = usage_error([command, "-m", "/nonexistent/model", "ACGTAC", "--prefix", prefix])
+    assert exc.format_message().startswith("Invalid value for '--prefix': ")
+    assert "metadata tags only" in exc.format_message()
