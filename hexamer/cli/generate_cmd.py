@@ -176,6 +176,7 @@ def generate(
         )
     if server is not None:
         _check_served_options(draft, repetition_penalty)
+    records = read_job_records(sequences or [], input_file)  # an unusable file stops us before the load
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
@@ -212,7 +213,7 @@ def generate(
     try:
         with progress_bar() as progress:
             task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
-            for chunk in chunks(read_job_records(sequences or [], input_file), max(1, CHUNK // n)):
+            for chunk in chunks(records, max(1, CHUNK // n)):
                 rows, good = _generate_chunk(carbon, chunk, checks, prefix, seed, n, bad)
                 if good:
                     ok_rows = [r for r in rows if r["status"] == "ok"]

@@ -114,6 +114,7 @@ def score(
             per_base=per_base,
             batch_size=batch_size,
         )
+    records = read_job_records(sequences or [], input_file)  # an unusable file stops us before the load
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
@@ -123,7 +124,7 @@ def score(
     try:
         with progress_bar() as progress:
             task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
-            for chunk in chunks(read_job_records(sequences or [], input_file), SCORE_CHUNK):
+            for chunk in chunks(records, SCORE_CHUNK):
                 scored = score_record_rows(
                     carbon,
                     chunk,
