@@ -33,6 +33,7 @@ from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_cpu_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
+from hexamer.tokenizer.tags import check_prefix
 from hexamer.validate import check_generation_fits, check_new_length, parse_device
 
 if TYPE_CHECKING:
@@ -438,6 +439,7 @@ class Carbon:
         sliding windows, each row from the window where its base has the most left context
         (:mod:`hexamer.tracks.windows`); without it they raise ``ValueError``.
         """
+        check_prefix(prefix)  # before any window is planned with it
         if stride is not None:
             from hexamer.tracks.windows import strided_base_logprobs
 

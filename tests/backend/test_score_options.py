@@ -51,6 +51,7 @@ def test_a_prefix_is_metadata_tags_only_in_every_api(tiny_folder: Path, prefix: 
         lambda: carbon.score("ACGTAC", prefix=prefix),
         lambda: carbon.score("ACGTAC", prefix=prefix, stride=6),
         lambda: carbon.base_logprobs("ACGTAC", prefix=prefix),
+        lambda: carbon.base_logprobs("ACGTAC" * 10, prefix=prefix, stride=6),
         lambda: carbon.generate("ACGTAC", max_bp=6, prefix=prefix),
         lambda: carbon.check_prompt("ACGTAC", max_bp=6, prefix=prefix),
         lambda: carbon.check_sequence("ACGTAC", prefix=prefix),
