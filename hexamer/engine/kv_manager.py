@@ -38,8 +38,8 @@ class CacheManager:
         if self.budget is not None:
             if need > self.budget:
                 raise ValueError(
-                    f"{what}: one sequence of {n_tokens:,} tokens needs {format_bytes(need)} of KV cache, "
-                    f"more than the budget of {format_bytes(self.budget)}"
+                    f"{what}: the KV-cache budget of {format_bytes(self.budget)} cannot hold one sequence of "
+                    f"{n_tokens:,} tokens ({format_bytes(need)})"
                 )
             return
         free = available_memory_bytes(self.model.device)
