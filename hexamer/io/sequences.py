@@ -71,6 +71,7 @@ _EXTENSIONS = {
 }
 _COMPRESSION_SUFFIXES = (".gz", ".bgz", ".bgzf")
 _TRUNCATED_FASTQ = "truncated FASTQ record: no '+' and quality lines after the sequence"
+_TRUNCATED_FASTQ_QUALITY = "truncated FASTQ record: the file ends inside its quality line"
 
 
 class SequenceInputError(ValueError):
@@ -353,7 +354,8 @@ def _check_no_nul(path: str, display: str) -> int:
 def _iter_fastx(fx: object, display: str, *, fastq: bool = False) -> Iterator[_Raw]:
     """Records of a FASTA/FASTQ file. In a FASTQ file (``fastq``) a record without its ``+`` and
     quality lines (pysam reads it as a FASTA record: a file cut short, or a record mangled) is a
-    bad record, reported like any other, never scored as if it were whole."""
+    bad record, reported like any other, never scored as if it were whole; so is a last record
+    whose quality the end of the file cuts short (pysam can name neither it nor a later one)."""
     index = 0
     last_id: str | None = None
     with fx:  # type: ignore[attr-defined]
@@ -372,6 +374,9 @@ def _iter_fastx(fx: object, display: str, *, fastq: bool = False) -> Iterator[_R
                 continue
             except (ValueError, OSError) as exc:  # pysam: truncated quality, bad gzip block
                 after = f" (after {last_id!r})" if last_id is not None else ""
+                if "truncated quality" in str(exc):  # the file ends inside the last record's quality
+                    yield _Raw(index, "", "", problem=f"{_TRUNCATED_FASTQ_QUALITY}{after}")
+                    return
                 raise SequenceInputError(display, f"cannot parse{after}: {exc}", record=index + 1) from exc
             # pysam joins sequence lines but keeps spaces/tabs inside them; they are not bases.
             problem = _TRUNCATED_FASTQ if fastq and rec.quality is None else None

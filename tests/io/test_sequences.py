@@ -326,12 +326,18 @@ def test_txt_that_is_fasta(tmp_path: Path) -> None:
 
 
 def test_truncated_fastq(tmp_path: Path) -> None:
+    """The file ends inside the last record's quality: one bad record, like any other."""
     path = tmp_path / "in.fq"
-    path.write_text("@a\nACGT\n+\nIIII\n@b\nACGT\n+\nII\n")
-    it = read_sequences(path)
-    assert next(it).id == "a"
-    with pytest.raises(SequenceInputError, match=r"record 2: cannot parse \(after 'a'\)"):
-        next(it)
+    for cut in ("+\nII\n", "+\n"):
+        path.write_text("@a\nACGT\n+\nIIII\n@b\nACGT\n" + cut)
+        records = list(read_sequences(path))
+        assert isinstance(records[0], SequenceRecord) and records[0].id == "a"
+        assert isinstance(records[1], BadRecord) and len(records) == 2
+        assert (
+            records[1].reason == "truncated FASTQ record: the file ends inside its quality line (after 'a')"
+        )
+        with pytest.raises(SequenceInputError, match=r"record 2: .*truncated FASTQ record"):
+            list(read_sequences(path, on_error="raise"))
 
 
 def test_corrupt_gzip(tmp_path: Path) -> None:
