@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -23,6 +23,7 @@ __all__ = [
     "SEED_MAX_CLI",
     "SEED_MIN",
     "THREADS_MAX",
+    "PrefixOption",
     "check_choice",
     "check_output",
     "check_plot_path",
@@ -109,6 +110,13 @@ def prefix_callback(value: str) -> str:
         return check_prefix(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc).removeprefix("prefix: ")) from None
+
+
+#: ``--prefix`` of every command that puts metadata tags before ``<dna>``, checked as it is parsed
+PrefixOption = Annotated[
+    str,
+    typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.", callback=prefix_callback),
+]
 
 
 def is_stdio(path: Path | str | None) -> bool:

@@ -23,11 +23,11 @@ from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     SEED_MAX_CLI,
     SEED_MIN,
+    PrefixOption,
     check_choice,
     check_output,
     check_runtime,
     is_stdio,
-    prefix_callback,
 )
 from hexamer.cli.sequence_jobs import (
     CHUNK,
@@ -121,10 +121,7 @@ def generate(
     mask: Annotated[
         str | None, typer.Option(help="IUPAC mask over the first new bases, e.g. NNNATGNNN.")
     ] = None,
-    prefix: Annotated[
-        str,
-        typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.", callback=prefix_callback),
-    ] = "",
+    prefix: PrefixOption = "",
     batch_size: Annotated[
         int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Sequences decoded together.")
     ] = 16,

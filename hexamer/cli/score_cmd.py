@@ -20,11 +20,11 @@ from hexamer.cli.app import (
 )
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
+    PrefixOption,
     check_choice,
     check_output,
     check_runtime,
     is_stdio,
-    prefix_callback,
 )
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
 from hexamer.cli.scaleout import ResumeOption
@@ -65,10 +65,7 @@ def score(
         Literal["fns", "exact"],
         typer.Option(help="fns (published marginals) or exact (within-token chain rule)."),
     ] = "fns",
-    prefix: Annotated[
-        str,
-        typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.", callback=prefix_callback),
-    ] = "",
+    prefix: PrefixOption = "",
     per_base: Annotated[
         bool, typer.Option("--per-base/--no-per-base", help="Also write per-base log-probabilities.")
     ] = False,
