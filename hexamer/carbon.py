@@ -33,7 +33,8 @@ from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_cpu_linears
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
-from hexamer.validate import check_generation_fits, parse_device
+from hexamer.tokenizer.tags import check_prefix
+from hexamer.validate import check_generation_fits, check_new_length, parse_device
 
 if TYPE_CHECKING:
     from hexamer.engine.speculative import SpecStats
@@ -203,9 +204,12 @@ class Carbon:
         import dataclasses
 
         from hexamer.model import rope_frequencies
+        from hexamer.model.config import MAX_POSITION_EMBEDDINGS
 
-        if max_position_embeddings < 1:
-            raise ValueError(f"max_position_embeddings must be >= 1, got {max_position_embeddings}")
+        if not 1 <= max_position_embeddings <= MAX_POSITION_EMBEDDINGS:
+            raise ValueError(
+                f"max_position_embeddings must lie in [1, {MAX_POSITION_EMBEDDINGS:,}], got {max_position_embeddings}"
+            )
         model = copy.copy(self.model)  # shallow: parameters and submodules are shared
         model.config = dataclasses.replace(
             self.model.config, rope=rope, max_position_embeddings=max_position_embeddings
@@ -240,7 +244,19 @@ class Carbon:
     def check_prompt(self, prompt: str, *, prefix: str = "", **options: object) -> None:
         """Raise the ``ValueError`` that :meth:`generate` would raise for this prompt and options
         (lets batch jobs report one bad record and go on with the rest)."""
+        self.check_generation_length(options.get("max_bp"), options.get("max_new_tokens"))
         self.make_request(prompt, 0, prefix, SamplingParams(**options))  # type: ignore[arg-type]
+
+    def check_generation_length(self, max_bp: object, max_new_tokens: object) -> None:
+        """Refuse, before any prompt is read or work allocated, a length no prompt can have: more new
+        tokens than the context (or ``max_model_len``), or a KV cache for them larger than the budget
+        or the free memory. Errors name the option (other wrong values are :class:`SamplingParams`'s)."""
+        limit = self.engine.max_len
+        where = "model's context" if limit == self.model.config.max_position_embeddings else "max_model_len"
+        n_new = check_new_length(max_bp, max_new_tokens, self.layout.k, limit, where)
+        if n_new is not None:
+            name, value = ("max_bp", max_bp) if max_bp is not None else ("max_new_tokens", max_new_tokens)
+            self.engine.cache.check_row(n_new, f"{name}={value:,}")
 
     def check_sequence(self, sequence: str, *, prefix: str = "") -> None:
         """Raise the ``ValueError`` that :meth:`score` would raise for this sequence."""
@@ -304,6 +320,7 @@ class Carbon:
                 "is hexamer serve's /v1/completions (or hexamer.engine with SamplingParams(mode='text'))"
             )
         n = check_n(n, num_return_sequences)
+        self.check_generation_length(max_bp, max_new_tokens)
         stops = check_stops(stop)
         extras = {"top_k": top_k, "min_p": min_p, "repetition_penalty": repetition_penalty}
         if draft is not None and (logprobs or repetition_penalty != 1):
@@ -422,6 +439,7 @@ class Carbon:
         sliding windows, each row from the window where its base has the most left context
         (:mod:`hexamer.tracks.windows`); without it they raise ``ValueError``.
         """
+        check_prefix(prefix)  # before any window is planned with it
         if stride is not None:
             from hexamer.tracks.windows import strided_base_logprobs
 

@@ -22,6 +22,7 @@ __all__ = [
     "SEED_MIN",
     "check_dtype",
     "check_generation_fits",
+    "check_new_length",
     "check_seed",
     "check_threads",
     "max_threads",
@@ -97,8 +98,32 @@ def parse_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
+def check_new_length(
+    max_bp: object, max_new_tokens: object, k: int, context: int, limit: str = "model's context"
+) -> int | None:
+    """The new tokens ``max_bp`` (bases) or ``max_new_tokens`` ask for, refused (``ValueError`` naming
+    the option) when they alone exceed ``context`` (``limit`` names it), before any prompt is read;
+    None when the value is not a positive integer (the sampling options refuse it)."""
+    name, value = ("max_bp", max_bp) if max_bp is not None else ("max_new_tokens", max_new_tokens)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return None
+    n_new = -(-value // k) if name == "max_bp" else value
+    if n_new > context:
+        most = f"{context * k:,} bp" if name == "max_bp" else f"{context:,} tokens"
+        raise ValueError(
+            f"{name}={value:,} needs {n_new:,} new tokens, which exceeds the {limit} of {context:,} tokens "
+            f"(at most {most} even after an empty prompt)"
+        )
+    return n_new
+
+
 def check_generation_fits(
-    prompt_tokens: int, n_forced: int, params: SamplingParams, k: int, context: int
+    prompt_tokens: int,
+    n_forced: int,
+    params: SamplingParams,
+    k: int,
+    context: int,
+    limit: str = "model's context",
 ) -> None:
     """A generation request must fit the model's context, checked before its per-base constraint
     table (``max_bp`` x 4 booleans) is allocated: ``ceil((n_forced + max_bp) / k)`` new tokens, or
@@ -109,6 +134,6 @@ def check_generation_fits(
         new = f"{n_tokens} new tokens" + (f" ({max_bp} bp)" if max_bp is not None else "")
         room = max(0, context - prompt_tokens)
         raise ValueError(
-            f"prompt of {prompt_tokens} tokens + {new} = {prompt_tokens + n_tokens} exceeds the model's "
-            f"context of {context} tokens (at most {max(0, room * k - n_forced)} new bp after this prompt)"
+            f"prompt of {prompt_tokens} tokens + {new} = {prompt_tokens + n_tokens} exceeds the {limit} "
+            f"of {context} tokens (at most {max(0, room * k - n_forced)} new bp after this prompt)"
         )

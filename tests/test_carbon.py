@@ -374,3 +374,33 @@ def test_score_refuses_what_the_sequence_readers_refuse(carbon: Carbon, bad: str
         assert isinstance(rec, BadRecord) and "invalid character" in rec.reason
     # IUPAC ambiguity codes are accepted (their 6-mers are <oov>), as the readers accept them
     assert carbon.score("ACGTRYACGTAC").n_oov_bases == 6
+
+
+def test_generation_lengths_are_checked_against_context_and_kv_memory_first(
+    tiny_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from hexamer.engine import EngineConfig, kv_manager
+
+    carbon = Carbon.from_pretrained(tiny_folder, engine=EngineConfig(kv_cache_bytes=2**16))
+    start = time.perf_counter()
+    with pytest.raises(
+        ValueError,
+        match=r"max_bp=1,000,000,000 needs 166,666,667 new tokens, which exceeds the model.s context of 2,048",
+    ):
+        carbon.generate("ACGTAC", max_bp=10**9)
+    with pytest.raises(ValueError, match=r"max_new_tokens=2,049 needs"):
+        carbon.check_prompt("ACGTAC", max_new_tokens=2049)
+    # the tiny model's cache holds 512 bytes a token: 2,000 tokens are 1000 KiB, over a 64 KiB budget
+    with pytest.raises(
+        ValueError,
+        match=r"max_new_tokens=2,000: the KV-cache budget of 64.0 KiB cannot hold one sequence of 2,000 tokens",
+    ):
+        carbon.generate("ACGTAC", max_new_tokens=2000)
+    assert time.perf_counter() - start < 1
+    free = Carbon.from_pretrained(tiny_folder)
+    monkeypatch.setattr(kv_manager, "available_memory_bytes", lambda device: 2**16)
+    with pytest.raises(ValueError, match=r"max_bp=12,000: one sequence of 2,000 tokens .* free on cpu"):
+        free.generate("ACGTAC", max_bp=12_000)
+    assert free.generate("ACGTAC", max_bp=12, seed=0).n_bp == 12

@@ -23,6 +23,7 @@ from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna, encode_kmers
 from hexamer.tokenizer.layout import DnaLayout
 from hexamer.tokenizer.segment import CLOSE_TAG, OPEN_TAG
+from hexamer.tokenizer.tags import check_prefix
 
 __all__ = [
     "IUPAC",
@@ -79,7 +80,9 @@ class DnaInputs(NamedTuple):
 
 
 def full_prompt(text: str, prefix: str) -> str:
-    """``prefix<dna>text`` unless ``text`` already opens its own ``<dna>`` region (or no prefix)."""
+    """``prefix<dna>text`` unless ``text`` already opens its own ``<dna>`` region (or no prefix);
+    ``prefix`` must be metadata tags only (:func:`hexamer.tokenizer.tags.check_prefix`)."""
+    check_prefix(prefix)
     if not isinstance(text, str) or OPEN_TAG in text or not prefix:
         return text
     return f"{prefix}{OPEN_TAG}{text}"
@@ -141,6 +144,7 @@ def dna_inputs(
         raise ValueError(f"sequence {index} is empty")
     if validate and (problem := sequence_problem(content)) is not None:
         raise ValueError(f"sequence {index}: {problem}")
+    check_prefix(prefix)
     dna = encode_dna(content, layout)
     ids = tokenizer.encode(prefix) if prefix else []
     start = len(ids) + 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hexamer.tokenizer.tags import check_prefix
+
 __all__ = ["MAX_TOKEN_BUDGET", "ScoreOptions"]
 
 #: The largest ``token_budget`` accepted (it caps the padded tokens of one scoring forward; the
@@ -18,7 +20,7 @@ class ScoreOptions:
 
     ``level`` ``"bp"`` (mean log P(base)) or ``"token"`` (mean log P(6-mer) over the DNA block);
     ``method`` ``"fns"`` (FNS marginals, the published definition) or ``"exact"`` (within-token
-    chain rule; bp level only matters); ``prefix`` is put before ``<dna>``; ``token_budget`` bounds
+    chain rule; bp level only matters); ``prefix`` (metadata tags only) is put before ``<dna>``; ``token_budget`` bounds
     the padded tokens of one local forward (a server batches on its own and ignores it).
     Invalid values raise ``ValueError`` here, before any model work."""
 
@@ -32,8 +34,7 @@ class ScoreOptions:
             raise ValueError(f"level must be 'bp' or 'token', got {self.level!r}")
         if self.method not in ("fns", "exact"):
             raise ValueError(f"method must be 'fns' or 'exact', got {self.method!r}")
-        if not isinstance(self.prefix, str):
-            raise TypeError(f"prefix must be a str, got {type(self.prefix).__name__}")
+        check_prefix(self.prefix)  # metadata tags only (hexamer.tokenizer.tags)
         budget = self.token_budget
         if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_TOKEN_BUDGET:
             raise ValueError(f"token_budget must be an integer from 1 to {MAX_TOKEN_BUDGET}, got {budget!r}")

@@ -210,6 +210,13 @@ def info(model: ModelOption = None, as_json: JsonFlag = False) -> None:
     tok = load_tokenizer(model)
     folder = resolve_model_dir(tok.name_or_path or ".")
     config = read_json(folder / "config.json") or {}
+    if config:  # the values shown are the ones a load accepts: an absurd size is refused here too
+        from hexamer.model.config import ModelConfig
+
+        try:
+            ModelConfig.from_file(folder / "config.json")
+        except ValueError as exc:
+            fail(exc)
     table = Table(title=str(folder), show_header=False)
     layout = tok.layout
     rows = {

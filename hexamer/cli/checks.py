@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,7 @@ __all__ = [
     "SEED_MAX_CLI",
     "SEED_MIN",
     "THREADS_MAX",
+    "PrefixOption",
     "check_choice",
     "check_output",
     "check_plot_path",
@@ -35,6 +36,7 @@ __all__ = [
     "is_stdio",
     "not_stdio",
     "path_option",
+    "prefix_callback",
 ]
 
 #: Sequences or windows per forward: far past any GPU's memory, well short of an overflow.
@@ -110,6 +112,27 @@ def check_plot_path(path: Path | None, option: str = "--plot") -> None:
         raise typer.BadParameter(f"{option} must end in .png, .svg or .pdf, got {path.name!r}")
     if not path.parent.is_dir():
         raise typer.BadParameter(f"{option} folder {str(path.parent)!r} does not exist")
+
+
+def prefix_callback(value: str) -> str:
+    """``--prefix`` checked as it is parsed: metadata tags only, by the library's rule
+    (:func:`hexamer.tokenizer.tags.check_prefix`), so a ``<dna>`` or control token in it is a usage
+    error before any model loads."""
+    if not value:
+        return value
+    from hexamer.tokenizer.tags import check_prefix
+
+    try:
+        return check_prefix(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("prefix: ")) from None
+
+
+#: ``--prefix`` of every command that puts metadata tags before ``<dna>``, checked as it is parsed
+PrefixOption = Annotated[
+    str,
+    typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.", callback=prefix_callback),
+]
 
 
 def is_stdio(path: Path | str | None) -> bool:

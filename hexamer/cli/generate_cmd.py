@@ -23,6 +23,7 @@ from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     SEED_MAX_CLI,
     SEED_MIN,
+    PrefixOption,
     check_choice,
     check_output,
     check_runtime,
@@ -120,7 +121,7 @@ def generate(
     mask: Annotated[
         str | None, typer.Option(help="IUPAC mask over the first new bases, e.g. NNNATGNNN.")
     ] = None,
-    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.")] = "",
+    prefix: PrefixOption = "",
     batch_size: Annotated[
         int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Sequences decoded together.")
     ] = 16,
@@ -153,13 +154,7 @@ def generate(
     check_runtime(dtype=dtype, device=device)
     check_choice("--mode", mode, ("bp", "token"))
     stops = _check_stops(stop or [])
-    if draft is not None:
-        from hexamer.engine.speculative import SpecConfig
-
-        try:
-            SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="'--spec-k'") from exc
+    _check_spec_k(spec_k)  # with or without --draft: a wrong value is wrong either way
     if is_stdio(out):
         out = None
     if as_json and out is None:
@@ -178,6 +173,7 @@ def generate(
         )
     if server is not None:
         _check_served_options(draft, repetition_penalty)
+    records = read_job_records(sequences or [], input_file)  # an unusable file stops us before the load
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
     spec_options, spec_total = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
     options = {"max_bp": max_bp, "mode": mode, "temperature": temperature, "top_p": top_p, "mask": mask}
@@ -198,6 +194,10 @@ def generate(
     if server is not None:
         options["sampler"] = sampler
         checks = {**options, "logprobs": logprobs}
+    try:  # the length alone, against the context and the KV memory, before any prompt is read
+        carbon.check_generation_length(max_bp, None)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--max-bp'") from exc
     try:
         carbon.check_prompt("<dna>", prefix=prefix, **checks)
     except ValueError as exc:  # an option error concerns every record: stop here
@@ -210,7 +210,7 @@ def generate(
     try:
         with progress_bar() as progress:
             task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
-            for chunk in chunks(read_job_records(sequences or [], input_file), max(1, CHUNK // n)):
+            for chunk in chunks(records, max(1, CHUNK // n)):
                 rows, good = _generate_chunk(carbon, chunk, checks, prefix, seed, n, bad)
                 if good:
                     ok_rows = [r for r in rows if r["status"] == "ok"]
@@ -291,12 +291,8 @@ def _speculative_options(
     """``generate`` options for ``--draft``/``--spec-k`` (empty without a draft) and a stats total."""
     if draft is None:
         return {}, None
-    from hexamer.engine.speculative import SpecConfig, SpecStats, check_compatible
+    from hexamer.engine.speculative import SpecStats, check_compatible
 
-    try:
-        SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise typer.BadParameter(f"--spec-k: {exc}") from exc
     draft_carbon = load_carbon(draft, dtype, device, batch_size)
     try:
         check_compatible(carbon, draft_carbon)
@@ -306,6 +302,16 @@ def _speculative_options(
         "draft": draft_carbon,
         "num_speculative": spec_k if spec_k == "auto" else int(spec_k),
     }, SpecStats()
+
+
+def _check_spec_k(spec_k: str) -> None:
+    """``--spec-k``: ``auto`` or an integer in [1, MAX_NUM_SPECULATIVE] (the engine's rule)."""
+    from hexamer.engine.spec_config import SpecConfig
+
+    try:
+        SpecConfig.from_option(spec_k)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--spec-k'") from exc
 
 
 def _check_stops(stops: list[str]) -> list[str]:

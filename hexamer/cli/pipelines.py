@@ -27,6 +27,7 @@ from hexamer.cli.app import (
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     MAX_TOKEN_BUDGET,
+    PrefixOption,
     check_choice,
     check_output,
     check_plot_path,
@@ -347,7 +348,7 @@ def embed(
         int | None, typer.Option(min=1, help="Chunk length in tokens (default: the context).")
     ] = None,
     chunk_overlap: Annotated[int | None, typer.Option(min=0, help="Overlap between chunks, bp.")] = None,
-    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>.")] = "",
+    prefix: PrefixOption = "",
     batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,

@@ -20,6 +20,7 @@ from hexamer.cli.app import (
 )
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
+    PrefixOption,
     check_choice,
     check_output,
     check_runtime,
@@ -64,7 +65,7 @@ def score(
         Literal["fns", "exact"],
         typer.Option(help="fns (published marginals) or exact (within-token chain rule)."),
     ] = "fns",
-    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>.")] = "",
+    prefix: PrefixOption = "",
     per_base: Annotated[
         bool, typer.Option("--per-base/--no-per-base", help="Also write per-base log-probabilities.")
     ] = False,
@@ -110,6 +111,7 @@ def score(
             per_base=per_base,
             batch_size=batch_size,
         )
+    records = read_job_records(sequences or [], input_file)  # an unusable file stops us before the load
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
     output = JobOutput(out) if out is not None else None
     stdout_rows: list[dict[str, Any]] = []
@@ -119,7 +121,7 @@ def score(
     try:
         with progress_bar() as progress:
             task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
-            for chunk in chunks(read_job_records(sequences or [], input_file), SCORE_CHUNK):
+            for chunk in chunks(records, SCORE_CHUNK):
                 scored = score_record_rows(
                     carbon,
                     chunk,

@@ -87,27 +87,46 @@ def load_calibration(path: Path | None) -> Calibration | None:
 
 def read_job_records(inputs: list[str], input_file: Path | None) -> Iterator[SequenceRecord | BadRecord]:
     """Records from the command line or a file, checked by the same rule either way (a character
-    that is not an IUPAC nucleotide code makes a record bad, as in :func:`hexamer.io.read_sequences`)."""
-    from hexamer.backend.inputs import sequence_problem
-    from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
+    that is not an IUPAC nucleotide code makes a record bad, as in :func:`hexamer.io.read_sequences`).
+    The file is opened and checked at the call, so an unusable one (not FASTA, binary, one record
+    without an id) stops the command before a model loads; a later problem stops it while reading."""
+    from hexamer.io import SequenceInputError, read_sequences
 
     if input_file is not None and inputs:
         raise typer.BadParameter("give sequences as arguments or with --input, not both")
     if input_file is None:
         if not inputs:
             raise typer.BadParameter("give sequences as arguments or a file with --input")
-        for i, s in enumerate(inputs):
-            ident = f"seq{i + 1}"
-            problem = "empty sequence" if not s.strip() else sequence_problem("".join(s.split()))
-            if problem is not None and "<dna>" not in s:  # generate prompts may hold tags
-                yield BadRecord(index=i, id=ident, reason=problem)
-            else:
-                yield SequenceRecord(id=ident, sequence=s, index=i)
-        return
+        return _argument_records(inputs)
     try:
-        yield from read_sequences(str(input_file))
+        records = read_sequences(str(input_file))
     except SequenceInputError as exc:
         fail(exc)
+    return _stop_on_file_error(records)
+
+
+def _stop_on_file_error(
+    records: Iterator[SequenceRecord | BadRecord],
+) -> Iterator[SequenceRecord | BadRecord]:
+    from hexamer.io import SequenceInputError
+
+    try:
+        yield from records
+    except SequenceInputError as exc:
+        fail(exc)
+
+
+def _argument_records(inputs: list[str]) -> Iterator[SequenceRecord | BadRecord]:
+    from hexamer.backend.inputs import sequence_problem
+    from hexamer.io import BadRecord, SequenceRecord
+
+    for i, s in enumerate(inputs):
+        ident = f"seq{i + 1}"
+        problem = "empty sequence" if not s.strip() else sequence_problem("".join(s.split()))
+        if problem is not None and "<dna>" not in s:  # generate prompts may hold tags
+            yield BadRecord(index=i, id=ident, reason=problem)
+        else:
+            yield SequenceRecord(id=ident, sequence=s, index=i)
 
 
 def count_records(inputs: list[str] | None, input_file: Path | None) -> int | None:

@@ -19,7 +19,7 @@ from hexamer.cli.app import (
     fail,
     print_json,
 )
-from hexamer.cli.checks import check_choice, check_runtime, fasta_option, path_option
+from hexamer.cli.checks import PrefixOption, check_choice, check_runtime, fasta_option, path_option
 from hexamer.cli.sequence_jobs import progress_bar, set_threads
 
 #: longest window or stride accepted on the command line (bases): 1 Gbp, far past any context
@@ -85,7 +85,7 @@ def track(
     method: Annotated[
         Literal["fns", "exact"], typer.Option(help="fns marginals or exact within-6-mer conditionals.")
     ] = "fns",
-    prefix: Annotated[str, typer.Option(help="Metadata tags before <dna>, e.g. <mammalian_species>.")] = "",
+    prefix: PrefixOption = "",
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,

@@ -112,6 +112,8 @@ class ShardStore:
             listed = json.loads((self.folder / _MANIFEST).read_text())["shards"]
             entries = [ShardEntry(**e) for e in listed]
         except FileNotFoundError:
+            if any(self.folder.glob("shard-*")):  # shards that cannot be checked: said, not silent
+                self._note(f"{self.folder / _MANIFEST} is missing; every shard will be computed again")
             entries = []
         except (OSError, ValueError, KeyError, TypeError) as exc:
             self._note(f"{self.folder / _MANIFEST} is unreadable ({exc}); every shard will be computed again")

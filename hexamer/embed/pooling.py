@@ -31,6 +31,7 @@ from hexamer.backend.protocol import EmbeddingBackend, UnsupportedOperation
 from hexamer.embed.chunks import Chunk, chunk_plan
 from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
 from hexamer.tokenizer.dna import encode_dna
+from hexamer.tokenizer.tags import check_prefix
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -147,7 +148,7 @@ def chunk_geometry(
         raise ValueError(f"max_tokens={limit} exceeds the model's context of {carbon.context_length}")
     if chunk_overlap is not None and chunk_overlap < 0:
         raise ValueError(f"chunk_overlap must be >= 0 bp, got {chunk_overlap}")
-    prefix_ids = carbon.tokenizer.encode(prefix) if prefix else []
+    prefix_ids = carbon.tokenizer.encode(check_prefix(prefix)) if prefix else []
     capacity = limit - len(prefix_ids) - 2
     k = carbon.layout.k
     if capacity < 1:

@@ -6,7 +6,7 @@ import torch
 
 from hexamer.engine.config import EngineConfig
 from hexamer.model import KVCache, LlamaModel
-from hexamer.model.memory import check_fits
+from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, check_fits, format_bytes
 
 
 def kv_bytes_per_token(model: LlamaModel, dtype: torch.dtype | None = None) -> int:
@@ -25,6 +25,29 @@ class CacheManager:
         self.budget = config.kv_cache_bytes
         self.cache: KVCache | None = None
         self.free_rows: list[int] = []
+
+    def check_row(self, n_tokens: int, what: str) -> None:
+        """Refuse, before any work, a sequence of ``n_tokens`` whose KV cache can never be held: one
+        row larger than the budget, or (no budget) than the free memory plus the cache it would
+        replace. A cache that already holds such a row passes at once. ``what`` names the option."""
+        cache = self.cache
+        if self.budget is None and cache is not None and cache.max_len >= n_tokens:
+            return
+        per_token = min(kv_bytes_per_token(self.model), kv_bytes_per_token(self.model, self.model.dtype))
+        need = n_tokens * per_token
+        if self.budget is not None:
+            if need > self.budget:
+                raise ValueError(
+                    f"{what}: the KV-cache budget of {format_bytes(self.budget)} cannot hold one sequence of "
+                    f"{n_tokens:,} tokens ({format_bytes(need)})"
+                )
+            return
+        free = available_memory_bytes(self.model.device)
+        if free is not None and need > free + self.used_bytes:
+            raise NotEnoughMemory(
+                f"{what}: one sequence of {n_tokens:,} tokens needs {format_bytes(need)} of KV cache, more "
+                f"than the {format_bytes(free + self.used_bytes)} free on {self.model.device}"
+            )
 
     def rows_for(self, max_len: int, wanted: int) -> int:
         """How many rows of ``max_len`` slots fit the budget (at most ``wanted`` and ``max_rows``)."""

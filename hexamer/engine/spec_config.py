@@ -15,9 +15,22 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["AdaptiveK", "NumSpeculative", "SpecConfig", "SpecStats", "best_k", "expected_tokens"]
+__all__ = [
+    "MAX_NUM_SPECULATIVE",
+    "AdaptiveK",
+    "NumSpeculative",
+    "SpecConfig",
+    "SpecStats",
+    "best_k",
+    "expected_tokens",
+]
 
 NumSpeculative = int | Literal["auto"]
+
+#: most 6-mers a draft may propose per round when the number is fixed (``num_speculative``,
+#: ``--spec-k``, the server's ``--draft-tokens`` and ``num_draft_tokens``): 96 bases, more than a
+#: small draft's run of accepted 6-mers ever reaches; beyond it every round wastes draft forwards
+MAX_NUM_SPECULATIVE = 16
 
 
 @dataclass(frozen=True)
@@ -52,20 +65,26 @@ class SpecConfig:
 
     @classmethod
     def from_option(cls, num_speculative: NumSpeculative | SpecConfig) -> SpecConfig:
-        """``"auto"`` -> adaptive k in [1, 8] starting at 4; an int k -> that k every round."""
+        """``"auto"`` -> adaptive k in [1, 8] starting at 4; an int k (at most
+        :data:`MAX_NUM_SPECULATIVE`) -> that k every round."""
         if isinstance(num_speculative, SpecConfig):
             return num_speculative
         if num_speculative == "auto":
             return cls()
+        given = num_speculative
         if isinstance(num_speculative, str):
             try:
                 num_speculative = int(num_speculative)
             except ValueError:
-                raise ValueError(
-                    f"num_speculative must be a positive integer or 'auto', got {num_speculative!r}"
-                ) from None
-        if not isinstance(num_speculative, int) or isinstance(num_speculative, bool) or num_speculative < 1:
-            raise ValueError(f"num_speculative must be a positive integer or 'auto', got {num_speculative!r}")
+                num_speculative = 0
+        if (
+            not isinstance(num_speculative, int)
+            or isinstance(num_speculative, bool)
+            or not 1 <= num_speculative <= MAX_NUM_SPECULATIVE
+        ):
+            raise ValueError(
+                f"num_speculative must be 'auto' or an integer in [1, {MAX_NUM_SPECULATIVE}], got {given!r}"
+            )
         return cls(k=num_speculative, adaptive=False, k_max=num_speculative)
 
 

@@ -30,6 +30,7 @@ import torch
 from hexamer.model import pad_rows
 from hexamer.tokenizer.dna import encode_dna
 from hexamer.tokenizer.segment import OPEN_TAG
+from hexamer.tokenizer.tags import check_prefix
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -51,7 +52,7 @@ def _prefix_text(prefix: str) -> str:
             f"prefix must end with {OPEN_TAG!r} (optionally after metadata tags), got {prefix!r}: "
             "DNA outside <dna> is read as English BPE text"
         )
-    return prefix[: -len(OPEN_TAG)]
+    return check_prefix(prefix[: -len(OPEN_TAG)])
 
 
 def token_level_ids(carbon: Carbon, sequence: str, prefix: str = "<dna>") -> tuple[list[int], int]:

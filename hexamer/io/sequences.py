@@ -70,6 +70,8 @@ _EXTENSIONS = {
     ".txt": "txt",
 }
 _COMPRESSION_SUFFIXES = (".gz", ".bgz", ".bgzf")
+_TRUNCATED_FASTQ = "truncated FASTQ record: no '+' and quality lines after the sequence"
+_TRUNCATED_FASTQ_QUALITY = "truncated FASTQ record: the file ends inside its quality line"
 
 
 class SequenceInputError(ValueError):
@@ -313,15 +315,27 @@ def _open_fastx(path: str, display: str) -> Iterator[_Raw]:
             "for one sequence per line use a .txt name (or format='txt')",
             line=line,
         )
-    if len(head) == _SNIFF_BYTES:
-        _check_no_nul(path, display)
-    return _iter_fastx(pysam.FastxFile(path), display)
+    # lines that start with '>' after a newline: one more than the first header's when it follows one
+    headers = _check_no_nul(path, display) if len(head) == _SNIFF_BYTES else head.count(b"\n>")
+    other_header = headers > (1 if b"\n" in head[: len(head) - len(body)] else 0)
+    ident = body.split(b"\n", 1)[0][1:].rstrip(b"\r")
+    if body[:1] == b">" and not ident[:1].strip() and not other_header:
+        # the whole file is one record without an id: it would be skipped after a model load
+        raise SequenceInputError(
+            display,
+            "the only FASTA header is a bare '>' (no id before any space): name the record ('>seq1')",
+            line=head[: len(head) - len(body)].count(b"\n") + 1,
+        )
+    return _iter_fastx(pysam.FastxFile(path), display, fastq=body[:1] == b"@")
 
 
-def _check_no_nul(path: str, display: str) -> None:
+def _check_no_nul(path: str, display: str) -> int:
     """pysam ends a name or sequence at a NUL byte without a word (``AC\\0GT`` reads as ``AC``), so
-    the whole file is searched for one first: one more pass, at C speed."""
+    the whole file is searched for one first: one more pass, at C speed. Returns how many lines
+    after the first start with '>' (the same pass tells a one-record FASTA)."""
     lines = 0
+    headers = 0
+    previous = b""
     try:
         with _open_binary(path) as f:
             for chunk in iter(lambda: f.read(1 << 22), b""):
@@ -330,11 +344,18 @@ def _check_no_nul(path: str, display: str) -> None:
                     line = lines + chunk.count(b"\n", 0, nul) + 1
                     raise SequenceInputError(display, "binary data (NUL byte), not FASTA/FASTQ", line=line)
                 lines += chunk.count(b"\n")
+                headers += (previous[-1:] + chunk).count(b"\n>")  # one across the boundary counts once
+                previous = chunk
     except (OSError, EOFError, zlib.error) as exc:
         raise SequenceInputError(display, f"corrupt or truncated gzip data: {exc}", line=lines + 1) from exc
+    return headers
 
 
-def _iter_fastx(fx: object, display: str) -> Iterator[_Raw]:
+def _iter_fastx(fx: object, display: str, *, fastq: bool = False) -> Iterator[_Raw]:
+    """Records of a FASTA/FASTQ file. In a FASTQ file (``fastq``) a record without its ``+`` and
+    quality lines (pysam reads it as a FASTA record: a file cut short, or a record mangled) is a
+    bad record, reported like any other, never scored as if it were whole; so is a last record
+    whose quality the end of the file cuts short (pysam can name neither it nor a later one)."""
     index = 0
     last_id: str | None = None
     with fx:  # type: ignore[attr-defined]
@@ -353,9 +374,13 @@ def _iter_fastx(fx: object, display: str) -> Iterator[_Raw]:
                 continue
             except (ValueError, OSError) as exc:  # pysam: truncated quality, bad gzip block
                 after = f" (after {last_id!r})" if last_id is not None else ""
+                if "truncated quality" in str(exc):  # the file ends inside the last record's quality
+                    yield _Raw(index, "", "", problem=f"{_TRUNCATED_FASTQ_QUALITY}{after}")
+                    return
                 raise SequenceInputError(display, f"cannot parse{after}: {exc}", record=index + 1) from exc
             # pysam joins sequence lines but keeps spaces/tabs inside them; they are not bases.
-            yield _Raw(index, ident, "".join(seq.split()), comment)
+            problem = _TRUNCATED_FASTQ if fastq and rec.quality is None else None
+            yield _Raw(index, ident, "".join(seq.split()), comment, problem=problem)
             last_id = ident
             index += 1
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from hexamer.folder_files import checked_file, read_json_object
 
-__all__ = ["SUPPORTED_DTYPES", "ModelConfig", "RopeConfig", "read_config_json"]
+__all__ = ["MAX_POSITION_EMBEDDINGS", "SUPPORTED_DTYPES", "ModelConfig", "RopeConfig", "read_config_json"]
 
 #: Weight dtypes a config may name (``torch_dtype`` in v4, ``dtype`` in v5).
 SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
@@ -25,6 +25,13 @@ SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 _DEFAULT_ROPE_THETA = 10_000.0
+
+#: Longest context a ``config.json`` may declare (2**24 = 16,777,216 tokens). The longest contexts
+#: Llama-architecture checkpoints ship are 131,072 (Llama 3.1-3.3) and, for context-extended
+#: community models, 1-4M tokens (4,194,304); Carbon's is 32,768. Four times the largest leaves room;
+#: beyond it a value is a corrupt or hostile file (10**12 would size every check, RoPE table and
+#: generation limit on a context no machine can hold).
+MAX_POSITION_EMBEDDINGS = 2**24
 
 #: a config.json is a few KB; anything this large is not one (and is not read into memory)
 MAX_CONFIG_BYTES = 16 * 2**20
@@ -157,7 +164,7 @@ class ModelConfig:
         if act != "silu":
             raise ValueError(f"'hidden_act' must be 'silu' for a Llama model, got {act!r}")
 
-        max_pos = _pos_int(raw, "max_position_embeddings", default=2048)
+        max_pos = _pos_int(raw, "max_position_embeddings", default=2048, maximum=MAX_POSITION_EMBEDDINGS)
         return cls(
             vocab_size=vocab_size,
             hidden_size=hidden_size,
@@ -207,7 +214,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _pos_int(raw: dict[str, Any], key: str, default: int | None = None) -> int:
+def _pos_int(raw: dict[str, Any], key: str, default: int | None = None, maximum: int | None = None) -> int:
     value = raw.get(key)
     if value is None:
         if default is None:
@@ -217,6 +224,8 @@ def _pos_int(raw: dict[str, Any], key: str, default: int | None = None) -> int:
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"'{key}' must be a positive integer, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"'{key}' is {value:,}, more than the {maximum:,} hexamer takes")
     return value
 
 
@@ -326,9 +335,10 @@ def _parse_rope(raw: dict[str, Any], max_pos: int) -> RopeConfig:
     orig = params.get("original_max_position_embeddings")
     if orig is None:
         orig = raw.get("original_max_position_embeddings", max_pos)
-    if not isinstance(orig, int) or isinstance(orig, bool) or orig <= 0:
+    if not isinstance(orig, int) or isinstance(orig, bool) or not 0 < orig <= MAX_POSITION_EMBEDDINGS:
         raise ValueError(
-            f"rope parameter 'original_max_position_embeddings' must be a positive integer, got {orig!r}"
+            "rope parameter 'original_max_position_embeddings' must be a positive integer of at most "
+            f"{MAX_POSITION_EMBEDDINGS:,}, got {orig!r}"
         )
 
     if rope_type == "llama3":

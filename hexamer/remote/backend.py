@@ -28,7 +28,7 @@ from hexamer.backend.results import ScoreResult, bp_score_result
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
-from hexamer.model.config import read_config_json
+from hexamer.model.config import MAX_POSITION_EMBEDDINGS, read_config_json
 from hexamer.remote.errors import RemoteError, TopNWarning
 from hexamer.remote.http import Connection
 from hexamer.remote.marginals import Coverage, kmer_rows
@@ -73,6 +73,11 @@ def _folder_context(folder: Path | None) -> int | None:
         value = read_config_json(Path(folder) / "config.json").get("max_position_embeddings")
     except FileNotFoundError:
         return None
+    if isinstance(value, int) and value > MAX_POSITION_EMBEDDINGS:
+        raise ValueError(
+            f"{Path(folder) / 'config.json'}: 'max_position_embeddings' is {value:,}, more than the "
+            f"{MAX_POSITION_EMBEDDINGS:,} hexamer takes"
+        )
     return int(value) if isinstance(value, int) and value > 0 else None
 
 

@@ -45,6 +45,7 @@ from hexamer.remote.backend import RemoteBackend, load_server_tokenizer
 from hexamer.remote.errors import RemoteError
 from hexamer.remote.marginals import kmer_rows
 from hexamer.remote.protocol import VllmFormat
+from hexamer.validate import check_generation_fits, check_new_length
 
 __all__ = ["RemoteCarbon", "Sampler", "load_server_tokenizer"]
 
@@ -153,6 +154,7 @@ class RemoteCarbon:
     ) -> None:
         """Raise the ``ValueError`` that :meth:`generate` would raise for this prompt and options
         (with ``sampler="server"``, also when this prompt cannot take the server's sampler)."""
+        self.check_generation_length(options.get("max_bp"), options.get("max_new_tokens"))
         _, p = self.make_request(prompt, 0, prefix, SamplingParams(**options))
         if sampler == "server":
             problem = self.server_sampler_problem(
@@ -186,17 +188,23 @@ class RemoteCarbon:
             )
         return None
 
+    def check_generation_length(self, max_bp: object, max_new_tokens: object) -> None:
+        """Refuse, before any prompt is read, more new tokens than the served context."""
+        check_new_length(max_bp, max_new_tokens, self.layout.k, self.context_length, "served context")
+
     def make_request(
         self, text: str, index: int, prefix: str, params: SamplingParams
     ) -> tuple[Request, Prompt]:
-        """One request for prompt ``index``, checked against the served context."""
+        """One request for prompt ``index``, checked against the served context (before its
+        per-base table is allocated)."""
         p = parse_prompt(self.tokenizer, full_prompt(text, prefix), index)
-        req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
-        if req.total_len > self.context_length:
-            raise ValueError(
-                f"prompt {index}: prompt of {len(req.prompt_ids)} tokens + {req.n_tokens} new tokens = "
-                f"{req.total_len} exceeds the served context of {self.context_length} tokens"
+        try:
+            check_generation_fits(
+                len(p.ids), len(p.forced), params, self.layout.k, self.context_length, "served context"
             )
+        except ValueError as exc:
+            raise ValueError(f"prompt {index}: {exc}") from None
+        req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
         return req, p
 
     # ------------------------------------------------------------------ scoring
@@ -342,6 +350,7 @@ class RemoteCarbon:
                 "signs are not the logits' (generate locally with Carbon for it)"
             )
         n = check_n(n, num_return_sequences)
+        self.check_generation_length(max_bp, max_new_tokens)
         stops = check_stops(stop)
         client_only = _client_only({"top_k": top_k, "min_p": min_p, "logprobs": logprobs})
         single, items, seeds = expand_prompts(prompts, n, seed)

@@ -254,12 +254,13 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
         problem = dna_problem(seq)
         if problem:
             raise ApiError(400, f"{where}: {problem}", "input")
+    prefix = tag_prefix(None, body.prefix)
     errors: list[str] = []
 
     def run() -> list[np.ndarray | None]:
         records = [(str(i), s) for i, s in enumerate(items)]
         out = embed_sequences(
-            state.carbon, records, pool=body.pool, layer=body.layer, prefix=body.prefix,
+            state.carbon, records, pool=body.pool, layer=body.layer, prefix=prefix,
             on_error=lambda rid, reason: errors.append(f"input[{rid}]: {reason}"),
         )  # fmt: skip
         return [vec for _, vec in out]
@@ -279,7 +280,7 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
             else v.tolist()
         )
         data.append({"index": i, "object": "embedding", "embedding": emb})
-    tokens = _tokens(state, items, body.prefix) + len(items)
+    tokens = _tokens(state, items, prefix) + len(items)
     http.state.usage = {"prompt_tokens": tokens}
     return json_response(
         dumps(

@@ -13,6 +13,8 @@ from starlette.requests import Request as HttpRequest
 from hexamer.server.errors import ApiError
 from hexamer.server.state import ServerState
 from hexamer.server.worker import ShuttingDown, TimedOut
+from hexamer.tokenizer.tags import check_prefix
+from hexamer.tokenizer.tags import tag_prefix as library_tag_prefix
 
 __all__ = ["OFFLOAD_CHARS", "as_list", "dna_problem", "engine_job", "tag_prefix"]
 
@@ -41,13 +43,17 @@ def as_list(value: str | list[str], field: str, limit: int) -> list[str]:
 
 
 def tag_prefix(tags: list[str] | None, prefix: str) -> str:
-    out = []
-    for tag in tags or []:
-        tag = tag.strip()
-        if not tag:
-            raise ApiError(400, "tags: empty tag", "tags")
-        out.append(tag if tag.startswith("<") and tag.endswith(">") else f"<{tag}>")
-    return "".join(out) + prefix
+    """``<tag>...`` + ``prefix`` before ``<dna>``, by the library's rule
+    (:func:`hexamer.tokenizer.tags.tag_prefix`: tags are names, a prefix is tags only); a 400
+    naming the field otherwise."""
+    try:
+        names = library_tag_prefix(tags, "")
+    except ValueError as exc:
+        raise ApiError(400, str(exc), "tags") from None
+    try:
+        return names + check_prefix(prefix)
+    except ValueError as exc:
+        raise ApiError(400, str(exc), "prefix") from None
 
 
 async def engine_job(state: ServerState, http: HttpRequest, fn: Callable[[], T]) -> T:

@@ -8,6 +8,7 @@ import pytest
 
 from hexamer import Carbon
 from hexamer.backend.score_options import MAX_TOKEN_BUDGET, ScoreOptions
+from hexamer.embed import embed_sequences
 
 
 def test_defaults_are_the_published_definition() -> None:
@@ -39,3 +40,23 @@ def test_carbon_score_refuses_a_bad_budget_before_scoring(tiny_folder: Path) -> 
     carbon = Carbon.from_pretrained(tiny_folder)
     with pytest.raises(ValueError, match="token_budget"):
         carbon.score("ACGTAC" * 4, token_budget=-1)
+
+
+@pytest.mark.parametrize("prefix", ["</dna><|endoftext|>", "<dna>", "<x><dna>GG"])
+def test_a_prefix_is_metadata_tags_only_in_every_api(tiny_folder: Path, prefix: str) -> None:
+    with pytest.raises(ValueError, match=r"^prefix: "):
+        ScoreOptions(prefix=prefix)
+    carbon = Carbon.from_pretrained(tiny_folder)
+    for call in (
+        lambda: carbon.score("ACGTAC", prefix=prefix),
+        lambda: carbon.score("ACGTAC", prefix=prefix, stride=6),
+        lambda: carbon.base_logprobs("ACGTAC", prefix=prefix),
+        lambda: carbon.base_logprobs("ACGTAC" * 10, prefix=prefix, stride=6),
+        lambda: carbon.generate("ACGTAC", max_bp=6, prefix=prefix),
+        lambda: carbon.check_prompt("ACGTAC", max_bp=6, prefix=prefix),
+        lambda: carbon.check_sequence("ACGTAC", prefix=prefix),
+        lambda: embed_sequences(carbon, [("a", "ACGTAC")], prefix=prefix),
+    ):
+        with pytest.raises(ValueError, match=r"^prefix: "):
+            call()
+    assert carbon.score("ACGTAC", prefix="<mammalian_species> <gene_type>").n_scored == 6

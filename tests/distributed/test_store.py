@@ -63,3 +63,16 @@ def test_shards_keep_global_record_numbers() -> None:
     ]
     with pytest.raises(ValueError):
         list(shards_of([], 0))
+
+
+def test_a_missing_manifest_is_said_and_every_shard_computed_again(tmp_path) -> None:
+    folder = run_folder(tmp_path / "out.tsv")
+    store = ShardStore(folder, META, schema=SCHEMA, resume=False)
+    store.commit(0, 0, 2, _rows(0, 2))
+    manifest = folder / "shards.json"
+    manifest.unlink()
+    notes: list[str] = []
+    again = ShardStore(folder, META, schema=SCHEMA, resume=True, on_note=notes.append)
+    assert again.entries == {}
+    assert any(manifest.name in n and "missing" in n and "computed again" in n for n in notes)
+    assert list(folder.glob("shard-*")) == []

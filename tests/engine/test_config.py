@@ -120,7 +120,7 @@ def test_max_model_len_caps_generation(tiny_folder: Path) -> None:
     carbon = Carbon.from_pretrained(tiny_folder, max_model_len=8)
     assert carbon.engine.max_len == 8
     carbon.generate("ACGTAC", max_bp=30)  # 2 prompt tokens + 5 new ones fit
-    with pytest.raises(ValueError, match="context of 8 tokens"):
+    with pytest.raises(ValueError, match="max_model_len of 8 tokens"):
         carbon.generate("ACGTAC", max_bp=60)
     roomy = Carbon.from_pretrained(tiny_folder, max_model_len=10**9)  # capped at the context
     assert roomy.engine.max_len == roomy.context_length

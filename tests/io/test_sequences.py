@@ -326,12 +326,18 @@ def test_txt_that_is_fasta(tmp_path: Path) -> None:
 
 
 def test_truncated_fastq(tmp_path: Path) -> None:
+    """The file ends inside the last record's quality: one bad record, like any other."""
     path = tmp_path / "in.fq"
-    path.write_text("@a\nACGT\n+\nIIII\n@b\nACGT\n+\nII\n")
-    it = read_sequences(path)
-    assert next(it).id == "a"
-    with pytest.raises(SequenceInputError, match=r"record 2: cannot parse \(after 'a'\)"):
-        next(it)
+    for cut in ("+\nII\n", "+\n"):
+        path.write_text("@a\nACGT\n+\nIIII\n@b\nACGT\n" + cut)
+        records = list(read_sequences(path))
+        assert isinstance(records[0], SequenceRecord) and records[0].id == "a"
+        assert isinstance(records[1], BadRecord) and len(records) == 2
+        assert (
+            records[1].reason == "truncated FASTQ record: the file ends inside its quality line (after 'a')"
+        )
+        with pytest.raises(SequenceInputError, match=r"record 2: .*truncated FASTQ record"):
+            list(read_sequences(path, on_error="raise"))
 
 
 def test_corrupt_gzip(tmp_path: Path) -> None:
@@ -393,3 +399,35 @@ def test_reverse_complement_is_the_one_the_pipelines_use() -> None:
     from hexamer.train import data
 
     assert data.reverse_complement is reverse_complement
+
+
+IO_DATA = Path(__file__).resolve().parent.parent / "data" / "io"
+
+
+def test_a_fasta_whose_only_header_is_bare_is_refused_when_opened(tmp_path: Path) -> None:
+    with pytest.raises(SequenceInputError, match=r"line 1: the only FASTA header is a bare '>'"):
+        read_sequences(IO_DATA / "bare_header.fa")
+    for text in ("> description only\nACGT\n", "\n\n>\r\nACGT\r\n"):
+        (tmp_path / "x.fa").write_text(text)
+        with pytest.raises(SequenceInputError, match="bare '>'"):
+            read_sequences(tmp_path / "x.fa")
+    big = tmp_path / "big.fa.gz"  # past the sniffed head: the whole-file pass tells
+    big.write_bytes(gzip.compress(b">\n" + b"ACGT" * 40_000 + b"\n"))
+    with pytest.raises(SequenceInputError, match="bare '>'"):
+        read_sequences(big)
+    # a bare header among named ones is one bad record, the others are read
+    for body in (b">\nACGT\n>b\nACGT\n", b">\n" + b"ACGT\n" * 40_000 + b">b\nAC\n"):
+        (tmp_path / "y.fa").write_bytes(body)
+        records = list(read_sequences(tmp_path / "y.fa"))
+        assert isinstance(records[0], BadRecord) and records[0].reason == "missing id"
+        assert isinstance(records[1], SequenceRecord) and records[1].id == "b"
+
+
+def test_a_fastq_record_without_its_quality_lines_is_a_bad_record() -> None:
+    records = list(read_sequences(IO_DATA / "truncated_last_record.fq"))
+    assert [r.id for r in records] == ["r1", "r2", "r3"]
+    assert all(isinstance(r, SequenceRecord) for r in records[:2])
+    bad = records[2]
+    assert isinstance(bad, BadRecord) and bad.reason.startswith("truncated FASTQ record")
+    with pytest.raises(SequenceInputError, match=r"record 3: id 'r3': truncated FASTQ record"):
+        list(read_sequences(IO_DATA / "truncated_last_record.fq", on_error="raise"))

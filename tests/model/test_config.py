@@ -258,3 +258,19 @@ def test_read_config_json_refuses_fifos_huge_files_and_outside_links_without_han
         read_config_json(config)
     config.write_text(json.dumps(BASE))
     assert read_config_json(config) == BASE
+
+
+def test_absurd_context_lengths_are_refused_naming_the_field(tmp_path: Path) -> None:
+    from hexamer.model.config import MAX_POSITION_EMBEDDINGS
+
+    assert parse(max_position_embeddings=MAX_POSITION_EMBEDDINGS).max_position_embeddings == 2**24
+    with pytest.raises(
+        ValueError, match=r"'max_position_embeddings' is 1,000,000,000,000, more than the 16,777,216"
+    ):
+        parse(max_position_embeddings=10**12)
+    with pytest.raises(ValueError, match="'original_max_position_embeddings'"):
+        parse(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 10**12})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(BASE | {"max_position_embeddings": 1e12}), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{path}: 'max_position_embeddings'"):
+        ModelConfig.from_file(path)

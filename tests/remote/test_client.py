@@ -97,6 +97,16 @@ def test_bad_input_raises_like_local(both: RemoteCarbon, local: Carbon) -> None:
         assert str(remote_err.value) == str(local_err.value)
 
 
+def test_generation_lengths_past_the_served_context_are_refused_before_any_request(
+    both: RemoteCarbon,
+) -> None:
+    with pytest.raises(ValueError, match=r"^max_bp=1,000,000,000,000 needs .* the served context of"):
+        both.generate("ACGTAC", max_bp=10**12)
+    most = 6 * both.context_length  # fits alone, not after the prompt: refused before its table
+    with pytest.raises(ValueError, match=r"^prompt 0: .* exceeds the served context of"):
+        both.check_prompt("ACGTACGT", max_bp=most)
+
+
 def test_sampling_extras_n_stop_and_logprobs_equal_local(both: RemoteCarbon, local: Carbon) -> None:
     """top_k, min_p and logprobs run in the client sampler, n and stop as locally: the same seeds
     give the local Carbon's samples, cuts and log-probabilities."""

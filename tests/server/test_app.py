@@ -170,17 +170,19 @@ def test_non_finite_numbers_name_the_field(limited: str, path: str, raw: bytes, 
     assert error["param"] == field and "finite" in error["message"], error
 
 
-def test_kv_cache_larger_than_memory_is_refused(tmp_path: Path) -> None:
+def test_kv_cache_larger_than_memory_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hexamer.model.memory import NotEnoughMemory
+    from hexamer.server import app as server_app
     from hexamer.server import create_app
     from hexamer.testing import build_carbon_folder
 
     folder = build_carbon_folder(tmp_path / "m")
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(config | {"max_position_embeddings": 10**12}))
+    (folder / "config.json").write_text(json.dumps(config | {"max_position_embeddings": 2**24}))
+    monkeypatch.setattr(server_app, "available_memory_bytes", lambda device: 2**30)
     start = time.perf_counter()
     with pytest.raises(
-        NotEnoughMemory, match=r"one sequence of 1,000,000,000,000 tokens .* needs .* --max-model-len"
+        NotEnoughMemory, match=r"one sequence of 16,777,216 tokens .* needs .* --max-model-len"
     ):
         create_app(folder)
     assert time.perf_counter() - start < 10

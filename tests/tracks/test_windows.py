@@ -156,7 +156,7 @@ def test_errors_name_the_sequence_and_bases(short_model: Carbon) -> None:
 
 
 def test_a_prefix_shrinks_the_window(short_model: Carbon) -> None:
-    prefix = "hello world"
+    prefix = "<mammalian_species> <gene_type>"
     used = len(short_model.tokenizer.encode(prefix))
     assert window_capacity(short_model, prefix) == 39 - used
     seq = _random_dna(600, 5)

@@ -411,6 +411,21 @@ def test_a_corrupted_chunk_is_recomputed_not_trusted(
     assert result.n_resumed == n_kept
 
 
+def test_a_deleted_chunk_manifest_is_said_and_every_row_computed_again(
+    carbon: Carbon, job_vcf: Path, tmp_path: Path, clean_output: Callable[[str], bytes]
+) -> None:
+    out = tmp_path / "out.tsv"
+    _run_until_killed(carbon, job_vcf, out, kill_after=40, checkpoint_rows=4)
+    manifest = sidecar_dir(out) / "chunks.json"
+    assert list(sidecar_dir(out).glob("rows-*.parquet"))
+    manifest.unlink()
+    notes: list[str] = []
+    result = run_vep(carbon, job_vcf, FASTA, out, resume=True, on_note=notes.append, **SETTINGS)
+    assert any(str(manifest) in note and "missing" in note and "computed again" in note for note in notes)
+    assert result.n_resumed == 0
+    assert out.read_bytes() == clean_output("tsv")
+
+
 def test_an_edited_input_with_the_same_size_and_mtime_does_not_resume(
     carbon: Carbon, job_vcf: Path, tmp_path: Path
 ) -> None:

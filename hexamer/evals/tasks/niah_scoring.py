@@ -12,6 +12,7 @@ import torch
 from hexamer.model import KVCache, RopeConfig
 from hexamer.tokenizer.dna import encode_dna
 from hexamer.tokenizer.segment import OPEN_TAG
+from hexamer.tokenizer.tags import check_prefix
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -42,7 +43,7 @@ def yarn_carbon(
 def prefix_ids(carbon: Carbon, prefix: str) -> list[int]:
     if not prefix.endswith(OPEN_TAG):
         raise ValueError(f"prefix must end with {OPEN_TAG!r}, got {prefix!r}")
-    head = prefix[: -len(OPEN_TAG)]
+    head = check_prefix(prefix[: -len(OPEN_TAG)])  # metadata tags only, as everywhere
     ids = carbon.tokenizer.encode(head) if head else []
     return [*ids, carbon.layout.begin_id]
 
