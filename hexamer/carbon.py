@@ -336,6 +336,7 @@ class Carbon:
         out = finished_generations(
             items, requests, parsed, self.layout, mode=mode, logprobs=logprobs, stops=stops
         )
+        warn_unscored(out, stacklevel=2)  # failed generations (non-finite logits) warn once
         return out[0] if single else out
 
     def _generate_speculative(
@@ -420,7 +421,8 @@ class Carbon:
         bases inside ``<oov>`` chunks are NaN for ``exact`` (their in-token prefix is unknown).
         ``stride`` (bases, a multiple of 6): sequences longer than the context are read by strided
         sliding windows, each row from the window where its base has the most left context
-        (:mod:`hexamer.tracks.windows`); without it they raise ``ValueError``.
+        (:mod:`hexamer.tracks.windows`); without it they raise ``ValueError``. A model whose output
+        is NaN or infinite raises :class:`~hexamer.model.finite.NonFiniteOutputError`.
         """
         if stride is not None:
             from hexamer.tracks.windows import strided_base_logprobs

@@ -24,7 +24,7 @@ import torch
 
 from hexamer.backend.inputs import DnaInputs, TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import OnProgress, UnsupportedOperation
-from hexamer.backend.results import ScoreResult, bp_score_result
+from hexamer.backend.results import ScoreResult, bp_score_result, checked_base_logprobs
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
@@ -266,7 +266,8 @@ class RemoteBackend(TokenizedInputs):
             tgt = torch.from_numpy(np.where(n_real > 0, targets, 0).astype(np.int64))
             lp = log_prefix_conditionals(logits, tgt)
             lp = torch.where(torch.from_numpy(n_real > 0)[:, None, None], lp, torch.nan)
-        return to_acgt(lp).reshape(-1, 4)[: len(content)].numpy().astype(np.float32)
+        out = to_acgt(lp).reshape(-1, 4)[: len(content)].numpy().astype(np.float32)
+        return checked_base_logprobs(out, n_real, self.layout.k)
 
     # ---------------------------------------------------------------- VEP operations
     async def _window_ll(self, seq: str) -> float:

@@ -226,7 +226,7 @@ def strided_score(
         for i, s in enumerate(items)
     ]
     if caught:  # the windows' own warning names windows: say it again by sequence
-        warn_unscored(results, stacklevel=3, category=caught[0].category)
+        warn_unscored(results, stacklevel=3)
     return results[0] if single else results
 
 
@@ -251,4 +251,14 @@ def _stitch(k: int, content: str, parts: list[Any], wins: list[Window], level: s
     n = int(finite.sum())
     mean = float(values[finite].astype(np.float64).mean()) if n else float("nan")
     key = "per_base" if level == "bp" else "per_token"
+    failed = next((p for p in parts if p.status == "failed"), None)
+    if failed is not None:  # a window's NaN is no unscored base: the whole sequence failed
+        return result_type(
+            mean=float("nan"),
+            n_scored=n,
+            n_oov_bases=n_oov,
+            status="failed",
+            reason=failed.reason,
+            **{key: values},
+        )
     return result_type(mean=mean, n_scored=n, n_oov_bases=n_oov, **{key: values})
