@@ -217,7 +217,7 @@ def strided_score(
             model.check_sequence(text, prefix=prefix)  # a bad character, named by sequence and bases
         except ValueError as exc:
             raise _named(i, win, exc) from None
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True):  # the windows' own warnings name windows
         warnings.simplefilter("always")
         parts = model.score(texts, **options)
     k = model.layout.k
@@ -225,8 +225,7 @@ def strided_score(
         _stitch(k, s.strip(), [p for p, (j, _) in zip(parts, owners, strict=True) if j == i], plans[i], level)
         for i, s in enumerate(items)
     ]
-    if caught:  # the windows' own warning names windows: say it again by sequence
-        warn_unscored(results, stacklevel=3)
+    warn_unscored(results, stacklevel=3)  # unscored or failed sequences, said by sequence
     return results[0] if single else results
 
 
