@@ -203,7 +203,23 @@ class RemoteBackend(TokenizedInputs):
     # ---------------------------------------------------------------- scoring
     async def _score_one(self, inputs: DnaInputs, level: str, method: str) -> tuple[ScoreResult, Coverage]:
         ids, start, targets, n_real, content = inputs
-        tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
+        try:
+            tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
+        except RemoteError as exc:
+            if exc.status != 500:  # unreachable, refused, malformed: the whole call fails
+                raise
+            # the server failed this sequence (hexamer's answers 500 to a NaN/inf model output):
+            # a failed result with the server's message; the other sequences go on
+            k = self.layout.k
+            full = int((n_real == k).sum()) if level == "token" else int(n_real.sum())
+            failed = ScoreResult(
+                mean=float("nan"),
+                n_scored=full,
+                n_oov_bases=oov_bases(n_real, len(content), k),
+                status="failed",
+                reason=f"the server failed it: {exc}",
+            )
+            return failed, Coverage()
         return await asyncio.to_thread(self._assemble, tops, start, targets, n_real, content, level, method)
 
     def _assemble(
