@@ -386,6 +386,8 @@ def test_non_finite_outputs_are_failed_results(overflow_folder: Path, tiny_folde
     assert all(r.status == "failed" and np.isnan(r.mean) and np.isnan(r.sum) for r in results)
     with pytest.raises(NonFiniteOutputError):
         bad.base_logprobs("ACGTACGTAGCT")
+    with pytest.raises(NonFiniteOutputError, match="sequence 0: non-finite embedding"):
+        bad.embed("ACGTACGTAGCT")
     with pytest.warns(FailedResultWarning):
         gens = bad.generate(["ACGTAC", "TTGACA"], max_bp=12, seed=0)
     assert [(g.status, g.finish_reason, g.sequence) for g in gens] == [("failed", "error", "")] * 2
