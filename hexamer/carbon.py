@@ -32,6 +32,7 @@ from hexamer.backend.score_options import ScoreOptions
 from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_cpu_linears
+from hexamer.model.finite import NonFiniteOutputError, non_finite_output
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
 from hexamer.tokenizer.tags import check_prefix
 from hexamer.validate import check_generation_fits, check_new_length, parse_device
@@ -158,7 +159,8 @@ class Carbon:
         """Embeddings of DNA sequences: ``(hidden,)`` float32 for one string, ``(n, hidden)`` for a
         list (:func:`hexamer.embed.embed_sequences`: mean over content tokens, the last content
         token or the ``</dna>`` separator, of any layer; long sequences chunked). A sequence that
-        cannot be embedded raises ``ValueError`` naming it; for files with bad records use
+        cannot be embedded raises ``ValueError`` naming it (``NonFiniteOutputError`` when the
+        model's output was NaN or infinite); for files with bad records use
         ``hexamer.embed`` or ``hexamer embed``, which keep going. For a table:
         ``pandas.DataFrame(m.embed(seqs), index=ids)``."""
         from hexamer.embed import embed_sequences
@@ -182,7 +184,10 @@ class Carbon:
             on_error=lambda i, reason: errors.setdefault(i, reason),
         ):
             if vector is None:
-                raise ValueError(f"{ident}: {errors.get(ident, 'could not be embedded')}")
+                reason = errors.get(ident, "could not be embedded")
+                if reason == non_finite_output("embedding"):  # the model's fault, not the input's
+                    raise NonFiniteOutputError(f"{ident}: {reason}")
+                raise ValueError(f"{ident}: {reason}")
             vectors.append(vector)
         out = np.stack(vectors).astype(np.float32, copy=False)
         return out[0] if single else out
@@ -353,6 +358,7 @@ class Carbon:
         out = finished_generations(
             items, requests, parsed, self.layout, mode=mode, logprobs=logprobs, stops=stops
         )
+        warn_unscored(out, stacklevel=2)  # failed generations (non-finite logits) warn once
         return out[0] if single else out
 
     def _generate_speculative(
@@ -437,7 +443,8 @@ class Carbon:
         bases inside ``<oov>`` chunks are NaN for ``exact`` (their in-token prefix is unknown).
         ``stride`` (bases, a multiple of 6): sequences longer than the context are read by strided
         sliding windows, each row from the window where its base has the most left context
-        (:mod:`hexamer.tracks.windows`); without it they raise ``ValueError``.
+        (:mod:`hexamer.tracks.windows`); without it they raise ``ValueError``. A model whose output
+        is NaN or infinite raises :class:`~hexamer.model.finite.NonFiniteOutputError`.
         """
         check_prefix(prefix)  # before any window is planned with it
         if stride is not None:

@@ -59,9 +59,10 @@ def score_record_rows(
 ) -> ScoredChunk:
     """Score a chunk of records (at most :data:`SCORE_CHUNK` for ``hexamer score``'s batches):
     a row per record with ``status`` ok, skipped (a bad record, nothing scorable) or failed (a
-    sequence the model cannot take), ``error``, ``length``, ``mean_logprob``, ``n_scored``,
+    sequence the model cannot take, a non-finite model output), ``error``, ``length``, ``mean_logprob``, ``n_scored``,
     ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size`` bounds a local
     model's forward (``batch_size`` x 1,024 tokens); a served model batches on the server."""
+    from hexamer.backend.results import FailedResultWarning
     from hexamer.carbon import UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence
 
@@ -83,8 +84,9 @@ def score_record_rows(
                 out.problems.append(f"record {rec.index} ({rec.id!r}): {row['error']}")
         out.rows.append(row)
     if todo:
-        with warnings.catch_warnings():  # unscored rows get a status, not a warning
+        with warnings.catch_warnings():  # unscored and failed rows get a status, not a warning
             warnings.simplefilter("ignore", UnscoredSequenceWarning)
+            warnings.simplefilter("ignore", FailedResultWarning)
             results = carbon.score(
                 [s for _, s, _ in todo],
                 level=level,  # type: ignore[arg-type]
@@ -94,8 +96,12 @@ def score_record_rows(
             )
         for (row, seq, index), res in zip(todo, results, strict=True):
             row.update(mean_logprob=res.mean, n_scored=res.n_scored, n_oov_bases=res.n_oov_bases)
-            if res.status != "ok":  # nothing scorable: no number to report
-                row.update(status="skipped", error=res.reason, mean_logprob=None)
+            if res.status != "ok":  # nothing scorable, or a non-finite model output: no number to report
+                row.update(
+                    status="failed" if res.status == "failed" else "skipped",
+                    error=res.reason,
+                    mean_logprob=None,
+                )
                 out.problems.append(f"record {index + 1} ({row['id']!r}): {res.reason}")
             if per_base:
                 row["per_base_logprob"] = res.per_base if res.per_base is not None else res.per_token

@@ -56,3 +56,12 @@ def job_vcf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_random_vcf(fasta, path, n_sites=24, alts_per_site=2, region=("20", 300_000, 330_000), seed=5)
     add_vcf_records(path, VEP_DATA / "edge_cases.vcf")
     return path
+
+
+@pytest.fixture(scope="session")
+def overflow_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model with finite weights (it loads) whose every output is NaN (a float32 overflow):
+    what the run-time ``failed`` statuses of non-finite outputs are tested with."""
+    from hexamer.testing import build_overflowing_folder
+
+    return build_overflowing_folder(tmp_path_factory.mktemp("overflow") / "model")

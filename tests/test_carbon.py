@@ -404,3 +404,42 @@ def test_generation_lengths_are_checked_against_context_and_kv_memory_first(
     with pytest.raises(ValueError, match=r"max_bp=12,000: one sequence of 2,000 tokens .* free on cpu"):
         free.generate("ACGTAC", max_bp=12_000)
     assert free.generate("ACGTAC", max_bp=12, seed=0).n_bp == 12
+
+
+def test_non_finite_outputs_are_failed_results(overflow_folder: Path, tiny_folder: Path) -> None:
+    from hexamer.backend.results import FailedResultWarning
+    from hexamer.model.finite import NonFiniteOutputError
+
+    bad = Carbon.from_pretrained(overflow_folder)  # finite weights: the load check passes
+    with pytest.warns(FailedResultWarning, match="2 of 2 results failed"):
+        results = bad.score(["ACGTACGTAGCT", "GGATCCAAGCTT"], level="token")
+    assert all(r.status == "failed" and np.isnan(r.mean) and np.isnan(r.sum) for r in results)
+    with pytest.raises(NonFiniteOutputError):
+        bad.base_logprobs("ACGTACGTAGCT")
+    with pytest.raises(NonFiniteOutputError, match="sequence 0: non-finite embedding"):
+        bad.embed("ACGTACGTAGCT")
+    with pytest.warns(FailedResultWarning):
+        gens = bad.generate(["ACGTAC", "TTGACA"], max_bp=12, seed=0)
+    assert [(g.status, g.finish_reason, g.sequence) for g in gens] == [("failed", "error", "")] * 2
+    assert "non-finite logits" in (gens[0].reason or "")
+
+
+def test_a_failed_generation_leaves_the_others_generated(carbon: Carbon) -> None:
+    """One request's NaN logits fail it alone: the batch's other requests are what they are alone."""
+    alone = carbon.generate("TTGACAGG", max_bp=18, seed=3)
+    runner = carbon.engine.runner
+    prefill = runner.prefill
+
+    def poisoned(requests: list, full: bool) -> torch.Tensor:
+        logits = prefill(requests, full).clone()
+        logits[0] = float("nan")  # the first prompt's last position
+        return logits
+
+    runner.prefill = poisoned  # type: ignore[method-assign]
+    try:
+        with pytest.warns(UserWarning, match="1 of 2 results failed"):
+            failed, other = carbon.generate(["ACGTAC", "TTGACAGG"], max_bp=18, seed=[1, 3])
+    finally:
+        del runner.prefill
+    assert failed.status == "failed" and failed.finish_reason == "error" and failed.sequence == ""
+    assert other.status == "ok" and other.sequence == alone.sequence

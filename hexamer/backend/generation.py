@@ -88,7 +88,8 @@ def finished_generations(
     stops: list[str],
 ) -> list[Generation]:
     """One :class:`Generation` per finished request (token ids in the tokenizer's numbering, the end
-    tag counted as a new token), cut at the first stop string where ``stops`` are given."""
+    tag counted as a new token), cut at the first stop string where ``stops`` are given; a request
+    the engine failed (NaN/inf logits) is a ``failed`` generation with its reason."""
     out = [
         Generation(
             prompt=text,
@@ -100,6 +101,8 @@ def finished_generations(
             token_ids=[layout.kmer_start + i for i in req.output_kmers]
             + ([layout.end_id] if req.ended_with_tag else []),
             logprobs=new_logprobs(req, mode) if logprobs else None,
+            status="ok" if req.error is None else "failed",
+            reason=req.error,
         )
         for text, req, p in zip(items, requests, parsed, strict=True)
     ]

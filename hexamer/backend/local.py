@@ -13,7 +13,7 @@ import torch
 
 from hexamer.backend.inputs import TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import OnProgress
-from hexamer.backend.results import ScoreResult, bp_score_result
+from hexamer.backend.results import ScoreResult, bp_score_result, checked_base_logprobs
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.engine.batching import padded_chunks
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
@@ -187,7 +187,8 @@ class LocalBackend(TokenizedInputs):
             lp = torch.where(torch.from_numpy(n_real > 0)[:, None, None], lp, torch.nan)
         else:
             raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
-        return to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
+        out = to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
+        return checked_base_logprobs(out, n_real, self.layout.k)
 
     # ---------------------------------------------------------------- shared-prefix scorers
     @torch.inference_mode()

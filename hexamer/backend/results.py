@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -9,14 +10,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hexamer.model.finite import NonFiniteOutputError, non_finite_output
+
 if TYPE_CHECKING:
     from hexamer.fns.scoring import BpScore
 
 __all__ = [
+    "FailedResultWarning",
     "Generation",
     "ScoreResult",
     "UnscoredSequenceWarning",
     "bp_score_result",
+    "checked_base_logprobs",
     "per_base_values",
     "warn_unscored",
 ]
@@ -27,9 +32,18 @@ class UnscoredSequenceWarning(UserWarning):
     character): its ``mean`` is NaN and its ``status`` is ``"unscored"``."""
 
 
+class FailedResultWarning(UserWarning):
+    """A result is ``failed``: the model's output was NaN or infinite (weights that overflow the
+    dtype, or broken ones), so it holds no number (``status == "failed"``, ``reason`` says why)."""
+
+
 @dataclass
 class Generation:
-    """One generated continuation."""
+    """One generated continuation.
+
+    ``status`` is ``"ok"``, or ``"failed"`` when the model's output turned NaN or infinite while
+    generating (``finish_reason`` ``"error"``, ``reason`` says why; ``sequence`` holds the bases
+    drawn before, from finite outputs)."""
 
     prompt: str
     sequence: str  # the new bases only
@@ -41,6 +55,8 @@ class Generation:
     #: with ``logprobs=True``: the raw model's log-probability of each new base (bp mode: its FNS
     #: marginal) or of each new 6-mer (token mode: log-softmax over the 6-mer block); else None
     logprobs: np.ndarray | None = None
+    status: str = "ok"
+    reason: str | None = None
 
     @property
     def n_bp(self) -> int:
@@ -55,7 +71,9 @@ class ScoreResult:
     level). ``per_base[i]`` is log P(base i | everything before it) at bp level, NaN where a base was
     not scored (inside an ``<oov>`` chunk); None at token level, where ``per_token`` is given.
     ``status`` is ``"ok"``, or ``"unscored"`` when nothing could be scored (``n_scored == 0``:
-    every 6-mer holds a non-ACGT character); ``mean`` is then NaN and ``reason`` says why.
+    every 6-mer holds a non-ACGT character), or ``"failed"`` when the mean is not a finite number:
+    the model's output was NaN or infinite (``mean`` NaN), or a served model's top-N left a true
+    6-mer out (``mean`` -inf); ``reason`` says why.
     """
 
     mean: float
@@ -75,11 +93,24 @@ class ScoreResult:
                 if self.n_oov_bases
                 else "nothing to score (token level scores whole 6-mers only)"
             )
+        elif self.status == "ok" and self.mean == -math.inf:  # kept: what the served values give
+            self.status = "failed"
+            self.reason = self.reason or (
+                "log-probability -inf: a scored base or 6-mer got probability 0 (a served model's "
+                "top-N log-probabilities left the true 6-mer out)"
+            )
+        elif self.status == "ok" and not math.isfinite(self.mean):
+            self.status = "failed"
+            self.mean = float("nan")
+            self.reason = self.reason or non_finite_output("log-probability")
 
     @property
     def sum(self) -> float:
         """Total log-likelihood of the scored bases (bp level) or 6-mers (token level), in nats:
-        ``mean * n_scored``, summed in float64 from the per-position values when present."""
+        ``mean * n_scored``, summed in float64 from the per-position values when present; NaN for
+        a ``failed`` result (never the 0 of an empty sum)."""
+        if self.status == "failed":
+            return float("nan")
         values = self.per_base if self.per_base is not None else self.per_token
         if values is not None:
             return float(np.nansum(np.asarray(values, dtype=np.float64)))
@@ -89,17 +120,29 @@ class ScoreResult:
 def warn_unscored(
     results: Sequence[ScoreResult], *, stacklevel: int, category: type[Warning] = UnscoredSequenceWarning
 ) -> None:
-    """Warn once, naming the first ten, when some ``results`` have no scorable base; ``stacklevel``
-    is what the caller would pass to ``warnings.warn`` itself."""
-    unscored = [i for i, r in enumerate(results) if r.status != "ok"]
+    """Warn once, naming the first ten, when some ``results`` have no scorable base, and once more
+    (:class:`FailedResultWarning`) when some are ``failed``; ``stacklevel`` is what the caller would
+    pass to ``warnings.warn`` itself."""
+    failed = [i for i, r in enumerate(results) if r.status == "failed"]
+    if failed:
+        warnings.warn(
+            f"{len(failed)} of {len(results)} results failed ({results[failed[0]].reason}): "
+            f"{_indices(failed)}",
+            FailedResultWarning,
+            stacklevel=stacklevel + 1,
+        )
+    unscored = [i for i, r in enumerate(results) if r.status not in ("ok", "failed")]
     if unscored:
-        shown = ", ".join(map(str, unscored[:10])) + (" ..." if len(unscored) > 10 else "")
         warnings.warn(
             f"{len(unscored)} of {len(results)} sequences have no scorable base (every 6-mer holds a "
-            f"non-ACGT character; mean is NaN, status 'unscored'): sequence {shown}",
+            f"non-ACGT character; mean is NaN, status 'unscored'): {_indices(unscored)}",
             category,
             stacklevel=stacklevel + 1,
         )
+
+
+def _indices(rows: list[int]) -> str:
+    return "sequence " + ", ".join(map(str, rows[:10])) + (" ..." if len(rows) > 10 else "")
 
 
 def per_base_values(score: BpScore, length: int) -> np.ndarray:
@@ -119,3 +162,15 @@ def bp_score_result(score: BpScore, length: int, n_oov_bases: int) -> ScoreResul
         n_oov_bases=n_oov_bases,
         per_base=per_base_values(score, length),
     )
+
+
+def checked_base_logprobs(lp: np.ndarray, n_real: np.ndarray, k: int) -> np.ndarray:
+    """``lp`` (``(L, 4)`` log P(base), as ``base_logprobs`` returns it), or
+    :class:`~hexamer.model.finite.NonFiniteOutputError` when a row of a scored base (its 6-mer not
+    ``<oov>``: ``n_real > 0``) is NaN or +inf, i.e. the model's output was not finite. (-inf stays: a
+    served model's top-N log-probabilities can give a base no mass.)"""
+    scored = np.repeat(np.asarray(n_real) > 0, k)[: len(lp)]
+    rows = lp[scored]
+    if np.isnan(rows).any() or np.isposinf(rows).any():
+        raise NonFiniteOutputError(non_finite_output("base log-probabilities"))
+    return lp

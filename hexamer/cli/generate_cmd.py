@@ -202,6 +202,10 @@ def generate(
         carbon.check_prompt("<dna>", prefix=prefix, **checks)
     except ValueError as exc:  # an option error concerns every record: stop here
         raise typer.BadParameter(str(exc)) from exc
+    import warnings
+
+    from hexamer.backend.results import FailedResultWarning
+
     output = JobOutput(out)
     bad: list[str] = []
     statuses: dict[str, int] = {}
@@ -221,21 +225,27 @@ def generate(
                         elapsed = progress.tasks[task].elapsed or 1e-9
                         progress.update(task, advance=0, rate=f"{done_bp / elapsed:,.0f} bp/s")
 
-                    gens = carbon.generate(
-                        [r["prompt"] for r in ok_rows],
-                        seed=[r["seed"] for r in ok_rows] if seed is not None else None,
-                        prefix=prefix,
-                        on_progress=tick,
-                        n=n,
-                        stop=stops or None,
-                        logprobs=logprobs,
-                        **options,
-                        **spec_options,
-                    )
+                    with warnings.catch_warnings():  # a failed generation is a failed row
+                        warnings.simplefilter("ignore", FailedResultWarning)
+                        gens = carbon.generate(
+                            [r["prompt"] for r in ok_rows],
+                            seed=[r["seed"] for r in ok_rows] if seed is not None else None,
+                            prefix=prefix,
+                            on_progress=tick,
+                            n=n,
+                            stop=stops or None,
+                            logprobs=logprobs,
+                            **options,
+                            **spec_options,
+                        )
                     if spec_total is not None and carbon.last_spec_stats is not None:
                         spec_total.merge(carbon.last_spec_stats)
                     for i, row in enumerate(ok_rows):  # the n samples of a prompt come together
                         row["gens"] = gens[i * n : (i + 1) * n]
+                        failed = next((g for g in row["gens"] if g.status != "ok"), None)
+                        if failed is not None:  # each sample row has its own status; the record fails
+                            row.update(status="failed", error=failed.reason)
+                            bad.append(f"record {row['id']!r}: {failed.reason}")
                 for row in rows:
                     statuses[row["status"]] = statuses.get(row["status"], 0) + 1
                 samples = _sample_rows(rows, n, logprobs)
@@ -338,8 +348,12 @@ def _sample_rows(rows: list[dict[str, Any]], n: int, logprobs: bool) -> list[dic
             sample = {"id": row["id"], **({"sample": j} if n > 1 else {}), **row}
             if logprobs:  # typed even when empty: a Parquet column's type is set by its first batch
                 sample["logprobs"] = np.zeros(0, dtype=np.float64)
-            if gen is not None:
+            if gen is not None and gen.status != "ok":  # the model's output turned NaN/inf
+                sample.update(status="failed", error=gen.reason, finish_reason=gen.finish_reason)
+            elif gen is not None:
                 sample.update(
+                    status="ok",
+                    error="",
                     sequence=gen.sequence,
                     n_bp=gen.n_bp,
                     finish_reason=gen.finish_reason,

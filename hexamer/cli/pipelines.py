@@ -453,6 +453,8 @@ def embed(
         (err_console if is_stdio(out) else console).print(
             f"wrote {out} ({n:,} records, {len(errors):,} without a vector)"
         )
+    if n and len(errors) >= n:  # written, every row with its reason: but nothing was embedded
+        fail(f"no record was embedded; the reasons are in {out} and above", code=1)
 
 
 def _check_embedding_output(path: Path) -> None:

@@ -173,9 +173,15 @@ def track(
         summary["warnings"] = warnings
     if as_json:
         print_json(summary)
-        return
-    console.print(
-        f"wrote {len(result.files)} files into {out}: {result.n_bases:,} bases, {result.n_scored:,} scored, "
-        f"{result.n_absent:,} absent (N or <oov> 6-mers), {result.bp_per_s:,.0f} bp/s "
-        f"(window {result.window:,} bp, stride {result.stride:,} bp)"
-    )
+    else:
+        console.print(
+            f"wrote {len(result.files)} files into {out}: {result.n_bases:,} bases, {result.n_scored:,} scored, "
+            f"{result.n_absent:,} absent (N or <oov> 6-mers), {result.bp_per_s:,.0f} bp/s "
+            f"(window {result.window:,} bp, stride {result.stride:,} bp)"
+        )
+    if result.n_failed:  # the files are written, without these bases: say so and exit 1
+        fail(
+            f"{result.n_failed:,} bases in {result.n_failed_windows:,} windows failed and are absent from "
+            f"the files; first: {result.failures[0]}",
+            code=1,
+        )

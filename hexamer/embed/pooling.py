@@ -30,6 +30,7 @@ import torch
 from hexamer.backend.protocol import EmbeddingBackend, UnsupportedOperation
 from hexamer.embed.chunks import Chunk, chunk_plan
 from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
+from hexamer.model.finite import non_finite_output
 from hexamer.tokenizer.dna import encode_dna
 from hexamer.tokenizer.tags import check_prefix
 
@@ -118,8 +119,9 @@ def embed_sequences(
 
     Records are :class:`~hexamer.io.SequenceRecord`/:class:`~hexamer.io.BadRecord` (as
     :func:`~hexamer.io.read_sequences` yields them), ``(id, sequence)`` pairs or plain strings. A
-    bad record (reported by the reader, or empty) yields ``(id, None)`` and is passed to
-    ``on_error(id, reason)``; the rest go on. ``max_tokens`` (default: the model's context) caps
+    bad record (reported by the reader, or empty), or one whose vector is not finite (the model's
+    output was NaN or infinite: reason ``non-finite embedding: ...``), yields ``(id, None)`` and is
+    passed to ``on_error(id, reason)``; the rest go on. ``max_tokens`` (default: the model's context) caps
     the tokens per forward, ``chunk_overlap`` (bp, rounded down to whole 6-mers; default a quarter
     of a chunk, at most 3,072 bp) is the left context shared by consecutive chunks of a long
     sequence. ``prefix`` (metadata tags) is put before ``<dna>``.
@@ -223,15 +225,16 @@ def _finish(
     if batch:
         _run(carbon, jobs, batch, plan.pool, plan.layer)
     for job in jobs:
-        if job.error is not None or job.total is None:
+        vector = None
+        if job.error is None and job.total is not None:
+            vector = (job.total / job.count if plan.pool == "mean" else job.total).astype(np.float32)
+            if not np.isfinite(vector).all():  # NaN/inf hidden states (or a float32 overflow of the sum)
+                job.error, vector = non_finite_output("embedding"), None
+        if vector is None:
             reason = job.error or "nothing to embed"
             if on_error is not None:
                 on_error(job.id, reason)
-            yield job.id, None
-        elif plan.pool == "mean":
-            yield job.id, (job.total / job.count).astype(np.float32)
-        else:
-            yield job.id, job.total.astype(np.float32)
+        yield job.id, vector
 
 
 def _run(carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int) -> None:

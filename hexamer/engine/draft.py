@@ -35,10 +35,19 @@ from hexamer.fns import (
     token_sampling_probs,
 )
 from hexamer.model import KVCache, LlamaModel, pad_rows
+from hexamer.model.finite import finite_rows, non_finite_output
 from hexamer.model.memory import check_fits
 from hexamer.tokenizer.layout import DnaLayout
 
-__all__ = ["DraftRunner", "SpecRow", "estimate_draft_cost", "feed_rows", "greedy_picks", "token_law"]
+__all__ = [
+    "DraftRunner",
+    "SpecRow",
+    "estimate_draft_cost",
+    "failing_non_finite",
+    "feed_rows",
+    "greedy_picks",
+    "token_law",
+]
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -112,6 +121,20 @@ def token_law(logits: torch.Tensor, allowed: torch.Tensor | None, req: Request) 
         return product_distribution(per_base_law(logits, allowed, req))
     kmers = _allowed_kmers(logits, allowed, req)
     return token_sampling_probs(logits, temperature=p.temperature, top_p=p.top_p, allowed_kmers=kmers)
+
+
+def failing_non_finite(logits: torch.Tensor, requests: list[Request], what: str) -> torch.Tensor:
+    """``logits`` (one row per request, any shape per row) with each non-finite row failing its
+    request (:meth:`Request.fail`) and set to zeros, so the batch's laws stay computable; a failed
+    request's picks are never used (:func:`hexamer.engine.verify.speculative_round` ends it)."""
+    ok = finite_rows(logits)
+    if bool(ok.all()):
+        return logits
+    for r, good in zip(requests, ok.tolist(), strict=True):
+        if not good and r.error is None:
+            r.fail(non_finite_output(what))
+    shape = (-1,) + (1,) * (logits.dim() - 1)
+    return torch.where(ok.reshape(shape), logits, torch.zeros_like(logits))
 
 
 def uniforms(req: Request, n: int) -> torch.Tensor:
@@ -280,7 +303,7 @@ class DraftRunner:
         k = self.layout.k
         for js in by_key.values():
             reqs = [requests[group[j]] for j in js]
-            x = logits[torch.tensor(js, device=logits.device)]
+            x = failing_non_finite(logits[torch.tensor(js, device=logits.device)], reqs, "draft model logits")
             allowed = allowed_masks(reqs, [r.n_generated + step for r in reqs], k)
             first = reqs[0]
             laws: list[torch.Tensor | None]

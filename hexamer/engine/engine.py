@@ -26,6 +26,7 @@ from hexamer.engine.sampler import END, sample_next, sample_text
 from hexamer.engine.scheduler import Scheduler
 from hexamer.engine.verify import speculative_round
 from hexamer.model import LlamaModel
+from hexamer.model.finite import finite_rows, non_finite_output
 from hexamer.tokenizer.layout import DnaLayout
 
 
@@ -140,8 +141,19 @@ class Engine:
         else:
             tokens = {r.request_id: self._last_token(r) for r in requests}
             logits = self.runner.decode(requests, tokens, full, only_rows=only_rows)
-        picks = self._pick(logits, requests, full)
         finished = []
+        ok = finite_rows(logits)
+        if not bool(ok.all()):  # a NaN/inf row ends its request as failed; the others sample on
+            keep = ok.cpu().tolist()
+            for req, good in zip(requests, keep, strict=True):
+                if not good:
+                    req.fail(non_finite_output("logits"))
+                    finished.append(req)
+            requests = [r for r, good in zip(requests, keep, strict=True) if good]
+            logits = logits[ok]
+            if not requests:
+                return finished
+        picks = self._pick(logits, requests, full)
         for req, pick in zip(requests, picks, strict=True):
             if req.is_text:
                 req.append_token(pick)

@@ -81,6 +81,8 @@ class Request:
     #: model attached (docs/speculative.md); ``spec_stats`` is filled as it runs
     speculative: SpecConfig | None = None
     spec_stats: SpecStats | None = None
+    #: why the request failed (finish_reason ``"error"``): the model's output was not finite
+    error: str | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -177,6 +179,12 @@ class Request:
     def finish(self, reason: str) -> None:
         self.state = RequestState.FINISHED
         self.finish_reason = reason
+
+    def fail(self, error: str) -> None:
+        """End the request with ``finish_reason`` ``"error"``: it cannot go on (``error`` says why);
+        what it generated before stays."""
+        self.error = error
+        self.finish("error")
 
     def bases(self) -> str:
         """New bases only: the forced prefix is removed and the output trimmed to ``max_bp``."""

@@ -22,6 +22,7 @@ import torch
 
 from hexamer.engine.draft import (
     DraftRunner,
+    failing_non_finite,
     feed_rows,
     greedy_picks,
     law_key,
@@ -81,6 +82,12 @@ def speculative_round(
     assert logits is not None
     stats = draft.stats
     stats.target_forwards += 1
+    # NaN/inf target logits at a request's scored slots fail it, as a draft's did in propose
+    span = (
+        torch.arange(logits.shape[1], device=logits.device)[None, :]
+        <= torch.tensor(ks, device=logits.device)[:, None]
+    )
+    logits = failing_non_finite(logits.masked_fill(~span[..., None], 0.0), requests, "logits")
     laws = _target_laws(requests, ks, logits, layout.k)
     finished: list[Request] = []
     accepted: list[int] = []
@@ -90,6 +97,12 @@ def speculative_round(
     for i, r in enumerate(requests):
         d = proposal.drafts[i]
         n = len(d)
+        if r.error is not None:  # failed: no token is emitted, its rows are dropped with it
+            accepted.append(0)
+            emitted.append(0)
+            keep.append(t_before[i])
+            finished.append(r)
+            continue
         if r.params.greedy:
             a, y = greedy_verify(d, laws[i])  # type: ignore[arg-type]
         else:

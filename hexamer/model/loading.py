@@ -22,6 +22,7 @@ from torch import nn
 
 from hexamer.folder_files import checked_file
 from hexamer.model.config import SUPPORTED_DTYPES, ModelConfig
+from hexamer.model.finite import check_finite_weight
 from hexamer.model.llama import LlamaModel
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
@@ -208,7 +209,8 @@ def load_float_model(
     (:func:`hexamer.model.load_model` picks this or the int8 loader).
 
     Errors name the folder, file and tensor: missing ``config.json``, missing/unexpected tensors,
-    wrong shapes, non-float storage.
+    wrong shapes, non-float storage; NaN/inf weights (or finite ones ``dtype`` cannot hold) raise
+    :class:`~hexamer.model.finite.NonFiniteWeightsError` as each tensor is read.
     """
     folder, config = read_folder_config(path)
     config_path = folder / "config.json"
@@ -267,7 +269,9 @@ def load_float_model(
         try:
             with safe_open(str(file), framework="pt", device="cpu") as f:
                 for name in names:
-                    tensor = f.get_tensor(name).to(dtype=target).to(device=device)
+                    stored = f.get_tensor(name)
+                    tensor = stored.to(dtype=target).to(device=device)
+                    check_finite_weight(tensor, name, file, stored)
                     _assign(model, expected[name][0], tensor)
         except SafetensorError as exc:
             raise ValueError(f"{file} could not be read ({exc})") from None

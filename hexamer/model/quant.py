@@ -31,6 +31,7 @@ from torch import nn
 
 from hexamer.folder_files import checked_file
 from hexamer.model.config import ModelConfig, read_config_json
+from hexamer.model.finite import check_finite_weight
 from hexamer.model.llama import LlamaModel
 from hexamer.model.loading import (
     check_config_matches_headers,
@@ -342,12 +343,18 @@ def _load_quantized_folder(
             for name in names:
                 attr_path, _, kind = expected[name]
                 tensor = f.get_tensor(name)
-                if kind == "scale" and not (torch.isfinite(tensor).all() and (tensor > 0).all()):
-                    raise ValueError(f"tensor '{name}' in {file} holds scales that are not finite and > 0")
+                if kind != "float":
+                    check_finite_weight(tensor, name, file)
+                if kind == "scale" and not (tensor > 0).all():
+                    raise ValueError(
+                        f"tensor '{name}' in {file} holds scales that are not > 0 (a scale must be finite and > 0)"
+                    )
                 module_path, _, attr = attr_path.rpartition(".")
                 module = model.get_submodule(module_path)
                 if kind == "float":
-                    setattr(module, attr, nn.Parameter(tensor.to(activations), requires_grad=False))
+                    converted = tensor.to(activations)
+                    check_finite_weight(converted, name, file, tensor)
+                    setattr(module, attr, nn.Parameter(converted, requires_grad=False))
                 else:
                     module._buffers[attr] = tensor.contiguous()
     except SafetensorError as exc:

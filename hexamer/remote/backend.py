@@ -24,7 +24,7 @@ import torch
 
 from hexamer.backend.inputs import DnaInputs, TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import OnProgress, UnsupportedOperation
-from hexamer.backend.results import ScoreResult, bp_score_result
+from hexamer.backend.results import ScoreResult, bp_score_result, checked_base_logprobs
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
@@ -208,7 +208,23 @@ class RemoteBackend(TokenizedInputs):
     # ---------------------------------------------------------------- scoring
     async def _score_one(self, inputs: DnaInputs, level: str, method: str) -> tuple[ScoreResult, Coverage]:
         ids, start, targets, n_real, content = inputs
-        tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
+        try:
+            tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
+        except RemoteError as exc:
+            if exc.status != 500:  # unreachable, refused, malformed: the whole call fails
+                raise
+            # the server failed this sequence (hexamer's answers 500 to a NaN/inf model output):
+            # a failed result with the server's message; the other sequences go on
+            k = self.layout.k
+            full = int((n_real == k).sum()) if level == "token" else int(n_real.sum())
+            failed = ScoreResult(
+                mean=float("nan"),
+                n_scored=full,
+                n_oov_bases=oov_bases(n_real, len(content), k),
+                status="failed",
+                reason=f"the server failed it: {exc}",
+            )
+            return failed, Coverage()
         return await asyncio.to_thread(self._assemble, tops, start, targets, n_real, content, level, method)
 
     def _assemble(
@@ -271,7 +287,8 @@ class RemoteBackend(TokenizedInputs):
             tgt = torch.from_numpy(np.where(n_real > 0, targets, 0).astype(np.int64))
             lp = log_prefix_conditionals(logits, tgt)
             lp = torch.where(torch.from_numpy(n_real > 0)[:, None, None], lp, torch.nan)
-        return to_acgt(lp).reshape(-1, 4)[: len(content)].numpy().astype(np.float32)
+        out = to_acgt(lp).reshape(-1, 4)[: len(content)].numpy().astype(np.float32)
+        return checked_base_logprobs(out, n_real, self.layout.k)
 
     # ---------------------------------------------------------------- VEP operations
     async def _window_ll(self, seq: str) -> float:

@@ -23,7 +23,7 @@ the k-mer distributions are rebuilt and marginalised here with :mod:`hexamer.fns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -376,8 +376,21 @@ class RemoteCarbon:
         on_server = problem is None and sampler != "client"
         run = self._server_generate if on_server else self._client_generate
         done = None if on_progress is None else (lambda _i, r: on_progress(len(r.bases())))
-        self.connection.run_all([run(r) for r in requests], on_done=done)
+        self.connection.run_all([_failing_on_500(run, r) for r in requests], on_done=done)
         out = finished_generations(
             items, requests, parsed, self.layout, mode=mode, logprobs=logprobs, stops=stops
         )
+        warn_unscored(out, stacklevel=2)  # prompts the server failed warn once
         return out[0] if single else out
+
+
+async def _failing_on_500(run: Callable[[Request], Awaitable[Request]], request: Request) -> Request:
+    """``run(request)``, the request failed (``finish_reason`` ``"error"``) when the server answers
+    it HTTP 500 (hexamer's server does so for a NaN/inf model output): the other prompts go on."""
+    try:
+        return await run(request)
+    except RemoteError as exc:
+        if exc.status != 500:
+            raise
+        request.fail(f"the server failed it: {exc}")
+        return request

@@ -35,6 +35,7 @@ from hexamer.server.detok import TokenStrings
 from hexamer.server.dna import dna_score, dna_vep, embeddings
 from hexamer.server.dna_generate import dna_generate
 from hexamer.server.errors import ApiError, error_response, parse_body, read_body
+from hexamer.server.health import self_check
 from hexamer.server.metrics import ServerMetrics
 from hexamer.server.schemas import (
     CompletionRequest,
@@ -175,6 +176,9 @@ def build_state(
         )
     metrics.kv_rows.set(worker.rows)
     metrics.kv_bytes.set(engine.cache.used_bytes)
+    problem = self_check(engine, carbon.tokenizer)
+    if problem is not None:
+        log.error(json.dumps({"event": "model_self_check_failed", "reason": problem}))
     return ServerState(
         carbon=carbon,
         settings=settings,
@@ -184,6 +188,7 @@ def build_state(
         model_name=settings.served_model_name or str(name),
         model_root=str(folder) if folder is not None else str(name),
         eos_ids=_eos_ids(carbon, folder if folder is not None and folder.is_dir() else None),
+        model_problem=problem,
     )
 
 
@@ -360,16 +365,18 @@ def create_app(
     @app.get("/health", include_in_schema=False)
     async def health() -> Response:
         w = state.worker
+        status = "shutting_down" if not w.accepting else "model_error" if state.model_problem else "ok"
         return JSONResponse(
             {
-                "status": "ok" if w.accepting else "shutting_down",
+                "status": status,
                 "model": state.model_name,
                 "running": w.running,
                 "waiting": w.waiting,
                 "kv_rows_used": w.rows_used,
                 "kv_rows": w.rows,
+                **({"reason": state.model_problem} if state.model_problem else {}),
             },
-            status_code=200 if w.accepting else 503,
+            status_code=200 if status == "ok" else 503,
         )
 
     @app.get("/metrics", include_in_schema=False)

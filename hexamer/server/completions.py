@@ -294,7 +294,7 @@ class CompletionRun:
     def _raise_worker_error(self) -> None:
         for sub in self.subs:
             if sub.error is not None:
-                raise ApiError(503 if "shut down" in sub.error else 500, sub.error)
+                raise ApiError(sub.error_status, sub.error)
 
     def _chunk(self, choice: dict[str, Any], usage: dict[str, int] | None = None) -> str:
         return sse(
@@ -354,7 +354,8 @@ class CompletionRun:
                 if ch is None:
                     continue
                 if self.subs[ch.index].error is not None:
-                    yield sse(error_body(503, self.subs[ch.index].error or "aborted"))
+                    sub = self.subs[ch.index]
+                    yield sse(error_body(sub.error_status, sub.error or "aborted"))
                     self.cancel_unfinished()
                     break
                 choice = self._stream_choice(ch)

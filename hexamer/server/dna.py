@@ -10,16 +10,20 @@ embeddings run as one job each on the engine thread, between decode steps.
 from __future__ import annotations
 
 import base64
+import math
 import secrets
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
+from hexamer.backend.results import FailedResultWarning, ScoreResult, UnscoredSequenceWarning
 from hexamer.embed import embed_sequences
 from hexamer.embed.pooling import embedding_backend
+from hexamer.model.finite import non_finite_output
 from hexamer.server.dna_requests import OFFLOAD_CHARS, as_list, dna_problem, engine_job, tag_prefix
 from hexamer.server.errors import ApiError
 from hexamer.server.schemas import DnaScoreRequest, DnaVepRequest, EmbeddingRequest
@@ -72,17 +76,24 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
         await state.offload(lambda: _check_sequences(state, seqs, "sequences", prefix))
     else:
         _check_sequences(state, seqs, "sequences", prefix)
-    results = await engine_job(
-        state, http, lambda: state.carbon.score(seqs, level=body.level, method=body.method, prefix=prefix)
-    )
+
+    def score_all() -> list[ScoreResult]:
+        with warnings.catch_warnings():  # unscored and failed items say so in their status
+            warnings.simplefilter("ignore", UnscoredSequenceWarning)
+            warnings.simplefilter("ignore", FailedResultWarning)
+            return state.carbon.score(seqs, level=body.level, method=body.method, prefix=prefix)  # type: ignore[return-value]
+
+    results = await engine_job(state, http, score_all)
     assert isinstance(results, list)
     data = []
     for i, r in enumerate(results):
         arr = r.per_base if body.level == "bp" else r.per_token
         item: dict[str, Any] = {
             "index": i,
-            "mean": r.mean,
-            "sum": float(np.nansum(arr)) if arr is not None else None,
+            "status": r.status,
+            "reason": r.reason,
+            "mean": r.mean if r.status == "ok" else None,
+            "sum": r.sum if r.status == "ok" else None,
             "n_scored": r.n_scored,
             "n_oov_bases": r.n_oov_bases,
         }
@@ -205,7 +216,10 @@ async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) ->
 
     scores = await engine_job(state, http, score_all) if work else []
     for (i, pair), score in zip(work, scores, strict=True):
-        rows[i]["score"] = float(score)
+        if math.isfinite(score):
+            rows[i]["score"] = float(score)
+        else:  # a NaN/inf model output: a failed row, as hexamer vep writes it
+            rows[i].update(status="failed", reason=non_finite_output("score"))
         state.metrics.scored_bp.inc(len(pair.ref))
     http.state.usage = {"variants": len(rows)}
     return json_response(
@@ -266,6 +280,9 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
         return [vec for _, vec in out]
 
     vectors = await engine_job(state, http, run)
+    spoiled = [e for e in errors if non_finite_output("embedding") in e]
+    if spoiled:  # the model's fault, not the input's
+        raise ApiError(500, spoiled[0], "input")
     if errors:
         raise ApiError(400, errors[0], "input")
     data = []

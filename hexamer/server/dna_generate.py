@@ -184,7 +184,7 @@ class DnaGenerateRun:
         if finished:
             self.finished[index] = True
             if self.subs[index].error is not None:
-                raise ApiError(503, self.subs[index].error or "aborted")
+                raise ApiError(self.subs[index].error_status, self.subs[index].error or "aborted")
 
     async def _next(self, watcher: asyncio.Future[Any] | None) -> tuple[int, int, bool]:
         remaining = self.deadline - time.monotonic()

@@ -34,6 +34,8 @@ class ServerState:
     model_name: str
     model_root: str
     eos_ids: tuple[int, ...]
+    #: why the model cannot serve (its start-up self-check gave NaN/inf: :mod:`hexamer.server.health`)
+    model_problem: str | None = None
     #: parses, validates and tokenises request bodies, so the event loop (and ``/health``) never waits on them
     prep_pool: ThreadPoolExecutor = field(init=False)
 

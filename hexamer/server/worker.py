@@ -51,7 +51,10 @@ class Submission:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[tuple[int, int, bool]]
     published: int = 0
+    #: why the request ended without a result, and the HTTP status to answer it with (503: the
+    #: server stopped; 500: the engine failed it, e.g. the model's output was NaN or infinite)
     error: str | None = None
+    error_status: int = 503
     submitted_at: float = field(default_factory=time.perf_counter)
 
 
@@ -219,7 +222,7 @@ class EngineWorker:
                 self.engine.cancel(req)
                 sub = self._subs.pop(req.request_id, None)
                 if sub is not None:
-                    sub.error = f"engine error: {exc}"
+                    sub.error, sub.error_status = f"engine error: {exc}", 500
                     self._publish(sub, finished=True)
             return
         advanced = self.engine.last_step_requests
@@ -229,6 +232,8 @@ class EngineWorker:
             if sub is None:
                 continue
             finished = req.state is RequestState.FINISHED
+            if req.error is not None:  # the engine failed it (non-finite logits): a 500 naming why
+                sub.error, sub.error_status = req.error, 500
             self._publish(sub, finished)
             if finished:
                 del self._subs[req.request_id]

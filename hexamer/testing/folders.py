@@ -65,6 +65,10 @@ SHAPES: dict[str, ModelShape] = {
 }
 
 
+#: the tensor :func:`build_overflowing_folder` makes huge
+OVERFLOW_TENSOR = "model.layers.0.input_layernorm.weight"
+
+
 @lru_cache(maxsize=4)
 def tiny_bpe_json(vocab_size: int = TINY_BPE_SIZE) -> str:
     """A Qwen-style byte-level BPE trained on a small built-in corpus (deterministic)."""
@@ -301,6 +305,32 @@ def build_carbon_folder(
         tensors = random_llama_weights(config, seed=seed, dtype=getattr(torch, dtype))
         save_safetensors(tensors, folder, shards=shards)
     return folder
+
+
+def poison_weights(folder: str | os.PathLike[str], value: float, name: str = OVERFLOW_TENSOR) -> Path:
+    """Fill tensor ``name`` of ``folder``'s single ``model.safetensors`` with ``value`` (in place).
+
+    ``value=float("nan")``: a broken checkpoint that loading must refuse. A huge finite value (the
+    default tensor, layer 0's input norm, set to float32's largest) passes the load check but
+    makes every forward overflow to inf and then NaN: the run-time path of non-finite outputs."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    file = Path(folder) / "model.safetensors"
+    tensors = load_file(str(file))
+    tensors[name] = torch.full_like(tensors[name], value)
+    save_file(tensors, str(file), metadata={"format": "pt"})
+    return Path(folder)
+
+
+def build_overflowing_folder(out: str | os.PathLike[str], **options: Any) -> Path:
+    """:func:`build_carbon_folder` whose weights are all finite (the load check passes) but whose
+    every output is NaN: layer 0's input norm is float32's largest value, so the normed hidden
+    states overflow to inf. For tests of the ``failed`` statuses of non-finite outputs."""
+    import torch
+
+    folder = build_carbon_folder(out, **options)
+    return poison_weights(folder, torch.finfo(torch.float32).max)
 
 
 def build_carbon_folder_once(target: str | os.PathLike[str], **options: Any) -> Path:

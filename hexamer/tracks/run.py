@@ -4,7 +4,9 @@ Each region is read as one sequence starting at its first base (so its 6-mers ar
 region start) through the strided sliding window of :mod:`hexamer.tracks.windows`; one window at
 a time is fetched from the FASTA, scored with the model's public ``base_logprobs`` and written,
 so memory stays bounded on whole chromosomes. A window whose kept bases are all unscored (an N
-run) costs no forward: windows are independent, so skipping it changes no value.
+run) costs no forward: windows are independent, so skipping it changes no value. A window whose
+model output is NaN or infinite is ``failed``: its bases are left out of the files (never written
+as numbers), counted in ``bases_failed`` and named in ``failures``; the other windows go on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from hexamer.model.finite import NonFiniteOutputError
 from hexamer.tracks.hub import write_hub
 from hexamer.tracks.regions import Region, parse_regions, whole_reference
 from hexamer.tracks.values import track_names, track_values
@@ -41,13 +44,15 @@ _NOT_ACGT = re.compile(r"[^ACGT]")
 @dataclass
 class TrackBlock:
     """Per-base log-probabilities (``(n, 4)``, A C G T, NaN rows unscored) of ``ref`` at
-    ``contig:start`` (0-based), and the DNA tokens of the forward that produced them (0: none)."""
+    ``contig:start`` (0-based), and the DNA tokens of the forward that produced them (0: none);
+    ``failed``: why the window has no values (the model's output was not finite), else None."""
 
     contig: str
     start: int
     ref: str
     logprobs: np.ndarray
     forward_tokens: int = 0
+    failed: str | None = None
 
 
 @dataclass
@@ -61,10 +66,15 @@ class TrackRunResult:
     stride: int
     n_windows: int
     forward_tokens: list[int] = field(default_factory=list)
+    #: bases of failed windows (absent from the files), failed windows, and the first ten of them
+    n_failed: int = 0
+    failures: list[str] = field(default_factory=list)
+    n_failed_windows: int = 0
 
     @property
     def n_absent(self) -> int:
-        return self.n_bases - self.n_scored
+        """Bases absent from the files for what they are (N or ``<oov>`` 6-mers), failed ones apart."""
+        return self.n_bases - self.n_scored - self.n_failed
 
     @property
     def bp_per_s(self) -> float:
@@ -77,6 +87,9 @@ class TrackRunResult:
             "bases": self.n_bases,
             "bases_scored": self.n_scored,
             "bases_absent": self.n_absent,
+            "bases_failed": self.n_failed,
+            "windows_failed": self.n_failed_windows,
+            "failures": self.failures,
             "windows": self.n_windows,
             "forwards": len(self.forward_tokens),
             "window_bp": self.window,
@@ -145,11 +158,15 @@ def iter_blocks(
             scored = scored_bases(text, k)[keep]
             lp = np.full((win.keep_end - win.keep_start, 4), np.nan, dtype=np.float32)
             tokens = 0
+            failed = None
             if scored.any():
-                lp = model.base_logprobs(text, method=method, prefix=prefix)[keep].copy()
-                lp[~scored] = np.nan
                 tokens = -(-len(text) // k)
-            yield TrackBlock(region.contig, region.start + win.keep_start, text[keep], lp, tokens)
+                try:
+                    lp = model.base_logprobs(text, method=method, prefix=prefix)[keep].copy()
+                except NonFiniteOutputError as exc:  # this window fails; the others go on
+                    failed = str(exc)
+                lp[~scored] = np.nan
+            yield TrackBlock(region.contig, region.start + win.keep_start, text[keep], lp, tokens, failed)
 
 
 def run_tracks(
@@ -201,8 +218,9 @@ def run_tracks(
             for fmt in formats
         }
         total = sum(len(r) for r in chosen)
-        done = scored = n_windows = 0
+        done = scored = n_windows = n_failed = failed_windows = 0
         tokens: list[int] = []
+        failures: list[str] = []
         start = time.perf_counter()
         try:
             for block in iter_blocks(
@@ -214,6 +232,11 @@ def run_tracks(
                 n = len(block.ref)
                 done += n
                 scored += int((~np.isnan(block.logprobs).any(axis=1)).sum())
+                if block.failed is not None:
+                    n_failed += n
+                    failed_windows += 1
+                    if len(failures) < 10:
+                        failures.append(f"{block.contig}:{block.start + 1}-{block.start + n}: {block.failed}")
                 n_windows += 1
                 if block.forward_tokens:
                     tokens.append(block.forward_tokens)
@@ -229,4 +252,17 @@ def run_tracks(
     files = [w.path for w in writers.values()]
     if hub_genome is not None:
         files += write_hub(out, names, genome=hub_genome, model=model_name, email=hub_email)
-    return TrackRunResult(files, list(chosen), total, scored, seconds, window, stride, n_windows, tokens)
+    return TrackRunResult(
+        files,
+        list(chosen),
+        total,
+        scored,
+        seconds,
+        window,
+        stride,
+        n_windows,
+        tokens,
+        n_failed,
+        failures,
+        failed_windows,
+    )

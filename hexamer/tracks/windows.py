@@ -217,7 +217,7 @@ def strided_score(
             model.check_sequence(text, prefix=prefix)  # a bad character, named by sequence and bases
         except ValueError as exc:
             raise _named(i, win, exc) from None
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True):  # the windows' own warnings name windows
         warnings.simplefilter("always")
         parts = model.score(texts, **options)
     k = model.layout.k
@@ -225,8 +225,7 @@ def strided_score(
         _stitch(k, s.strip(), [p for p, (j, _) in zip(parts, owners, strict=True) if j == i], plans[i], level)
         for i, s in enumerate(items)
     ]
-    if caught:  # the windows' own warning names windows: say it again by sequence
-        warn_unscored(results, stacklevel=3, category=caught[0].category)
+    warn_unscored(results, stacklevel=3)  # unscored or failed sequences, said by sequence
     return results[0] if single else results
 
 
@@ -251,4 +250,14 @@ def _stitch(k: int, content: str, parts: list[Any], wins: list[Window], level: s
     n = int(finite.sum())
     mean = float(values[finite].astype(np.float64).mean()) if n else float("nan")
     key = "per_base" if level == "bp" else "per_token"
+    failed = next((p for p in parts if p.status == "failed"), None)
+    if failed is not None:  # a window's NaN is no unscored base: the whole sequence failed
+        return result_type(
+            mean=float("nan"),
+            n_scored=n,
+            n_oov_bases=n_oov,
+            status="failed",
+            reason=failed.reason,
+            **{key: values},
+        )
     return result_type(mean=mean, n_scored=n, n_oov_bases=n_oov, **{key: values})

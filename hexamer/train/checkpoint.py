@@ -25,6 +25,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from hexamer.model import LlamaModel
+from hexamer.model.finite import check_finite_weight
 from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = [
@@ -229,10 +230,13 @@ def load_training_state(
                 raise ValueError(
                     f"{folder}: tensor {name} has shape {list(t.shape)}, model has {list(p.shape)}"
                 )
+            check_finite_weight(t, _hf_name(name), folder / "model.safetensors")
             p.copy_(t.to(p.dtype))
 
     with safe_open(str(folder / OPTIMIZER_FILE), framework="pt", device="cpu") as f:
         opt = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+    for name, value in opt.items():  # NaN moments would turn the first step's weights into NaN
+        check_finite_weight(value, name, folder / OPTIMIZER_FILE)
     groups = state.get("param_groups")
     if not isinstance(groups, list) or len(groups) != len(optimizer.param_groups):
         raise ValueError(f"{folder}: optimizer groups do not match this run")

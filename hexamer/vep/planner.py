@@ -5,10 +5,12 @@ already done, so a resumed run recomputes exactly what an uninterrupted one comp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hexamer.model.finite import non_finite_output
 from hexamer.vep.recipes import (
     WindowPair,
     context_anchor,
@@ -42,6 +44,10 @@ def result_row(
     n_scored_bp: int | None = None,
     n_oov_bp: int | None = None,
 ) -> Row:
+    """One output row; an ``ok`` score that is not a finite number (the model's output was NaN or
+    infinite) makes the row ``failed`` with the reason, so no row is ``ok`` without a number."""
+    if status == "ok" and (score is None or not math.isfinite(score)):
+        status, score, reason = "failed", None, non_finite_output("score")
     return {
         "record": v.record,
         "alt_index": v.alt_index,

@@ -31,6 +31,7 @@ _CATEGORIES = (
     ("does not match the FASTA", "REF differs from FASTA"),
     ("runs past the end", "REF past contig end"),
     ("scoring failed", "scoring error"),
+    ("non-finite score", "non-finite model output"),
     ("malformed", "malformed line"),
     ("not a nucleotide", "bad allele"),
     ("allele is missing", "bad allele"),

@@ -301,3 +301,50 @@ def test_generate_n_stop_and_logprobs_are_checked_before_the_model_loads(tiny_fo
     assert "table output" in usage_error([*args, "--logprobs", "-o", "x.fa"]).format_message()
     draft = usage_error([*args, "--logprobs", "-o", "x.tsv", "--draft", tiny_folder])
     assert "--logprobs" in draft.format_message()
+
+
+def test_non_finite_outputs_are_failed_rows_of_score_and_generate(
+    overflow_folder: Path, tmp_path: Path
+) -> None:
+    scores = tmp_path / "s.jsonl"
+    result = run(["score", "-m", overflow_folder, "ACGTACGTAGCT", "TTGACAGG", "-o", scores])
+    assert result.exit_code == 1 and "no record was scored (failed 2)" in error_message(result)
+    rows = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert [(r["status"], r["mean_logprob"]) for r in rows] == [("failed", None)] * 2
+    assert all(r["error"].startswith("non-finite log-probability") for r in rows)
+    gens = tmp_path / "g.jsonl"
+    result = run(
+        ["generate", "-m", overflow_folder, "ACGTAC", "TTGACA", "--max-bp", "12", "--n", "2", "-o", gens]
+    )
+    assert result.exit_code == 1 and "no record was generated (failed 2)" in error_message(result)
+    rows = [json.loads(line) for line in gens.read_text().splitlines()]
+    assert len(rows) == 4 and all(r["status"] == "failed" and r["sequence"] == "" for r in rows)
+    assert all(r["finish_reason"] == "error" and r["error"].startswith("non-finite logits") for r in rows)
+
+
+def test_nan_weights_stop_score_and_generate_before_any_work(tiny_folder: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from hexamer.testing import poison_weights
+
+    bad = tmp_path / "nan-model"
+    shutil.copytree(tiny_folder, bad)
+    poison_weights(bad, float("nan"))
+    for command in ("score", "generate"):
+        result = run([command, "-m", bad, "ACGTACGTAGCT", "-o", tmp_path / f"{command}.tsv"])
+        assert result.exit_code == 2 and not (tmp_path / f"{command}.tsv").exists()
+        assert error_message(result).startswith("tensor 'model.layers.0.input_layernorm.weight' in ")
+        assert error_message(result).count("\n") == 0 and "has 64 NaN values" in error_message(result)
+
+
+def test_a_draft_model_with_nan_weights_is_refused_at_load(tiny_folder: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from hexamer.testing import poison_weights
+
+    bad = tmp_path / "nan-draft"
+    shutil.copytree(tiny_folder, bad)
+    poison_weights(bad, float("inf"), "model.embed_tokens.weight")
+    result = run(["generate", "-m", tiny_folder, "ACGTAC", "--max-bp", "12", "--draft", bad])
+    assert result.exit_code == 2 and "'model.embed_tokens.weight'" in error_message(result)
+    assert "infinite values" in error_message(result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -363,3 +364,69 @@ def test_vep_info_field_that_is_not_utf8_fails_its_row(tiny_folder: Path, tmp_pa
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     bad = next(r for r in rows if r["id"] == "bad_info")
     assert bad["status"] == "failed" and "INFO field NOTE holds byte 0xe9" in bad["reason"]
+
+
+def _nan_folder(tiny_folder: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    from hexamer.testing import poison_weights
+
+    folder = tmp_path / "nan-model"
+    shutil.copytree(tiny_folder, folder)
+    return poison_weights(folder, float("nan"), "model.norm.weight")
+
+
+def test_nan_weights_stop_every_command_before_any_work(tiny_folder: Path, tmp_path: Path) -> None:
+    bad = _nan_folder(tiny_folder, tmp_path)
+    (tmp_path / "s.fa").write_text(">a\nACGTACGTTGCA\n")
+    fasta = DATA / "chr20_slice.fa.gz"
+    commands = [
+        ["vep", "--vcf", DATA / "chr20_slice.vcf", "--fasta", fasta, "-o", tmp_path / "v.tsv"],
+        ["embed", "-i", tmp_path / "s.fa", "-o", tmp_path / "e.parquet"],
+        ["ism", "--fasta", fasta, "--region", "20:60301-60310", "-o", tmp_path / "i.tsv"],
+        [
+            "track",
+            "--fasta",
+            fasta,
+            "--region",
+            "20:60301-60400",
+            "-o",
+            tmp_path / "t",
+            "--format",
+            "bedgraph",
+        ],
+        ["serve", "--port", "0"],
+    ]
+    for args in commands:
+        result = run([args[0], "-m" if args[0] != "serve" else "--model", bad, *args[1:]])
+        assert result.exit_code == 2
+        assert error_message(result).startswith(
+            f"tensor 'model.norm.weight' in {bad / 'model.safetensors'} has "
+        )
+        assert not list(tmp_path.glob("[veit]*"))  # nothing written
+
+
+def test_non_finite_outputs_are_failed_rows_of_vep_and_embed(overflow_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "v.tsv"
+    args = [
+        "vep",
+        "-m",
+        overflow_folder,
+        "--vcf",
+        DATA / "chr20_slice.vcf",
+        "--fasta",
+        DATA / "chr20_slice.fa.gz",
+    ]
+    result = run([*args, "--window", "600", "-o", out])
+    assert result.exit_code == 1 and "no variant was scored" in error_message(result)
+    rows = list(csv.DictReader(out.open(), delimiter="\t"))
+    assert rows and all(r["score"] == "" and r["status"] in ("failed", "skipped") for r in rows)
+    assert any("non-finite score" in r["reason"] for r in rows)
+    fasta = tmp_path / "s.fa"
+    fasta.write_text(">a\nACGTACGTTGCA\n>b\nTTTTGGGG\n")
+    emb = tmp_path / "e.parquet"
+    result = run(["embed", "-m", overflow_folder, "-i", fasta, "-o", emb])
+    assert result.exit_code == 1 and "no record was embedded" in error_message(result)
+    table = pq.read_table(emb).to_pylist()
+    assert [r["embedding"] for r in table] == [None, None]
+    assert all(r["error"].startswith("non-finite embedding") for r in table)

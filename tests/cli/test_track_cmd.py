@@ -150,3 +150,18 @@ def test_hub_warns_about_contig_names(short_folder: Path, tmp_path: Path) -> Non
     summary = run_json([*args, "--hub", "--genome", "hg19"])
     assert "not named like hg19's" in summary["warnings"][0]
     assert "warnings" not in run_json([*args, "--hub", "--genome", "b37"])
+
+
+def test_failed_windows_are_counted_and_exit_1(overflow_folder: Path, tmp_path: Path) -> None:
+    import json
+
+    from tests.tracks.conftest import CHR20
+
+    out = tmp_path / "tracks"
+    args = ["track", "-m", overflow_folder, "--fasta", CHR20, "--region", "20:60001-60200"]
+    result = run([*args, "-o", out, "--kinds", "logprob", "--format", "bedgraph", "--json"])
+    assert result.exit_code == 1
+    assert error_message(result).startswith("200 bases in 1 windows failed and are absent from the files")
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["bases_failed"] == 200 and summary["bases_scored"] == 0 and summary["bases_absent"] == 0
+    assert np.isnan(bedgraph_values(out / "logprob_ref.bedGraph", "20", 60_000, 60_200)).all()

@@ -183,3 +183,20 @@ def test_default_overlap_is_a_quarter_chunk(carbon: Carbon) -> None:
     ((_, none),) = embed_sequences(carbon, [seq], max_tokens=42, chunk_overlap=0)
     np.testing.assert_array_equal(auto, quarter)
     assert not np.allclose(auto, none)
+
+
+@pytest.mark.parametrize("pool", ["mean", "last", "sep"])
+def test_non_finite_embeddings_are_failed_records(overflow_folder: Path, pool: str) -> None:
+    from hexamer.model.finite import non_finite_output
+
+    errors: dict[str, str] = {}
+    out = list(
+        embed_sequences(
+            Carbon.from_pretrained(overflow_folder),
+            [("a", "ACGTACGTAGCTAG"), ("b", "TTGACA")],
+            pool=pool,  # type: ignore[arg-type]
+            on_error=errors.__setitem__,
+        )
+    )
+    assert out == [("a", None), ("b", None)]
+    assert errors == {"a": non_finite_output("embedding"), "b": non_finite_output("embedding")}

@@ -375,3 +375,28 @@ def test_cli_generate_with_draft(pair: tuple[Carbon, Carbon], tmp_path: Path) ->
     assert seqs == [g.sequence for g in alone]
     bad = run([*args, "--model", t_dir, "--draft", d_dir, "--spec-k", "zero"])
     assert bad.exit_code != 0
+
+
+# --------------------------------------------------------------------------- non-finite outputs
+
+
+@pytest.mark.parametrize("broken", ["draft", "target"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_non_finite_logits_fail_the_request_not_the_round(
+    tiny_folder: Path, overflow_folder: Path, broken: str, temperature: float
+) -> None:
+    """NaN logits of either model end the request as failed, with the reason; no exception."""
+    good, bad = Carbon.from_pretrained(tiny_folder), Carbon.from_pretrained(overflow_folder)
+    target, draft = (good, bad) if broken == "draft" else (bad, good)
+    with pytest.warns(UserWarning, match="results failed"):
+        gens = target.generate(
+            ["ACGTACGTAC", "TTGACA"],
+            max_bp=30,
+            temperature=temperature,
+            seed=0,
+            draft=draft,
+            num_speculative=3,
+        )
+    what = "draft model logits" if broken == "draft" else "logits"
+    assert all(g.status == "failed" and g.finish_reason == "error" for g in gens)
+    assert all(f"non-finite {what}:" in (g.reason or "") for g in gens)

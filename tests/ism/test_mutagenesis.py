@@ -148,3 +148,13 @@ def test_scan_takes_one_settings_for_a_region_or_the_sites_of_a_vcf(carbon) -> N
     for where in ({}, {"region": "20:60301-60306", "vcf": SLICE_VCF}):
         with pytest.raises(ValueError, match="not both"):
             scan_mutagenesis(carbon, FASTA, settings, **where)
+
+
+def test_non_finite_model_output_gives_failed_rows(overflow_folder: Path) -> None:
+    from hexamer import Carbon
+
+    rows = saturation_mutagenesis(
+        Carbon.from_pretrained(overflow_folder), FASTA, region="20:60301-60304", **WINDOW
+    )
+    assert len(rows) == 4 * 3 and {r["status"] for r in rows} == {"failed"}
+    assert all(r["score"] is None and "non-finite score" in r["reason"] for r in rows)

@@ -204,7 +204,7 @@ def test_a_corrupt_int8_folder_is_refused_by_name(int8_folder: Path, tmp_path: P
     tensors = load_file(str(bad / "model.safetensors"))
     tensors["model.layers.1.mlp.down_proj.weight_scale"][3] = 0
     save_file(tensors, str(bad / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"down_proj\.weight_scale.*not finite and > 0"):
+    with pytest.raises(ValueError, match=r"down_proj\.weight_scale.*finite and > 0"):
         load_model(bad)
     tensors["model.layers.1.mlp.down_proj.weight_scale"][3] = 1
     tensors["model.layers.0.self_attn.q_proj.weight"] = tensors[

@@ -194,3 +194,22 @@ def test_a_failed_set_up_closes_the_connection(
     with pytest.raises(error):
         Carbon.from_server(vllm_url, **{"tokenizer": str(tiny_folder), **options})
     assert len(closed) == 1
+
+
+def test_a_server_that_fails_a_sequence_gives_failed_results(overflow_folder: Path) -> None:
+    """hexamer's server answers 500 to a NaN/inf model output: each such sequence or prompt is a
+    failed result with the server's message, the call itself goes on."""
+    from hexamer.backend.results import FailedResultWarning
+    from hexamer.server.testing import serve_in_thread
+
+    with (
+        serve_in_thread(overflow_folder, max_num_seqs=4, max_model_len=256) as url,
+        Carbon.from_server(url, tokenizer=overflow_folder) as m,
+    ):
+        with pytest.warns(FailedResultWarning, match="2 of 2"):
+            scores = m.score(["ACGTACGTAGCT", "TTGACAGG"])
+        assert all(s.status == "failed" and "HTTP 500: non-finite logits" in s.reason for s in scores)
+        with pytest.warns(FailedResultWarning):
+            gens = m.generate(["ACGTAC", "TTGACA"], max_bp=12, seed=0)
+        assert all(g.status == "failed" and g.finish_reason == "error" for g in gens)
+        assert all("HTTP 500: non-finite logits" in (g.reason or "") for g in gens)

@@ -130,3 +130,31 @@ def test_options_are_checked_before_any_forward(short_model: Carbon, tmp_path: P
     with pytest.raises(ValueError, match="region 't:1-5000'"):
         run_tracks(short_model, OOV_FA, tmp_path, regions=["t:1-5000"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_window_with_non_finite_output_is_failed_and_left_out(
+    short_model: Carbon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hexamer.model.finite import NonFiniteOutputError, non_finite_output
+
+    base_logprobs = short_model.base_logprobs
+    calls = []
+
+    def second_window_fails(text: str, **options: object) -> np.ndarray:
+        calls.append(text)
+        if len(calls) == 2:
+            raise NonFiniteOutputError(non_finite_output("base log-probabilities"))
+        return base_logprobs(text, **options)
+
+    monkeypatch.setattr(short_model, "base_logprobs", second_window_fails)
+    result = run_tracks(
+        short_model, CHR20, tmp_path, regions=["20:60001-60600"], kinds=["logprob"], formats=["bedgraph"],
+        window=120, stride=60,
+    )  # fmt: skip
+    assert result.n_failed_windows == 1 and result.n_failed == 60  # the second window keeps 60 bases
+    assert result.failures == [f"20:60121-60180: {non_finite_output('base log-probabilities')}"]
+    assert result.n_scored == 600 - 60 and result.n_absent == 0
+    summary = result.summary()
+    assert summary["bases_failed"] == 60 and summary["windows_failed"] == 1
+    values = bedgraph_values(tmp_path / "logprob_ref.bedGraph", "20", 60_000, 60_600)
+    assert np.isnan(values[120:180]).all() and not np.isnan(np.delete(values, range(120, 180))).any()

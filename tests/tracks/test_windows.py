@@ -185,3 +185,25 @@ def test_a_server_model_takes_the_same_windows(short_model: Carbon, short_folder
     np.testing.assert_allclose(
         score.per_base, want[np.arange(len(seq)), ["ACGT".index(c) for c in seq]], atol=1e-5
     )
+
+
+def test_one_non_finite_window_fails_the_whole_sequence(
+    short_model: Carbon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window's NaN values are no unscored bases: the stitched result is failed, not a mean of the rest."""
+    from hexamer.backend.results import FailedResultWarning, ScoreResult
+
+    score = short_model.score
+
+    def one_window_fails(texts: list[str], **options: object) -> list[ScoreResult]:
+        parts = score(texts, **options)
+        nan = np.full(len(parts[1].per_base), np.nan, dtype=np.float32)
+        parts[1] = ScoreResult(mean=float("nan"), n_scored=parts[1].n_scored, n_oov_bases=0, per_base=nan)
+        return parts
+
+    monkeypatch.setattr(short_model, "score", one_window_fails)
+    from hexamer.tracks import strided_score
+
+    with pytest.warns(FailedResultWarning, match="sequence 0"):
+        result = strided_score(short_model, _random_dna(600), stride=120)
+    assert result.status == "failed" and np.isnan(result.mean) and "non-finite" in result.reason

@@ -369,3 +369,37 @@ def test_next_base_context_larger_than_the_model_is_fitted_with_a_note(carbon: C
 @pytest.mark.parametrize("vcf", [EDGE_VCF, MALFORMED_VCF, SLICE_VCF], ids=lambda p: p.stem)
 def test_count_rows_is_the_number_of_rows(carbon: Carbon, vcf: Path) -> None:
     assert engine_mod.count_rows(vcf) == len(_rows(carbon, vcf, recipe="next_base", context=60))
+
+
+@pytest.mark.parametrize("recipe", ["window", "next_base"])
+@pytest.mark.parametrize("naive", [False, True])
+def test_non_finite_model_output_gives_failed_rows(
+    carbon: Carbon, overflow_folder: Path, recipe: str, naive: bool
+) -> None:
+    """A model whose output is NaN: every row a healthy model scores is failed with the reason."""
+    from hexamer.model.finite import non_finite_output
+
+    settings = {"recipe": recipe, "window": 600, "context": 600, "context_grid": 600, "naive": naive}
+    good = _rows(carbon, SLICE_VCF, **settings)
+    rows = _rows(Carbon.from_pretrained(overflow_folder), SLICE_VCF, **settings)
+    assert [(r["record"], r["alt_index"]) for r in rows] == _input_keys(SLICE_VCF)
+    assert sum(r["status"] == "ok" for r in good) >= 5
+    for g, r in zip(good, rows, strict=True):
+        if g["status"] == "ok":
+            assert (
+                r["status"] == "failed" and r["score"] is None and r["reason"] == non_finite_output("score")
+            )
+        else:
+            assert (r["status"], r["reason"]) == (g["status"], g["reason"])
+
+
+def test_result_row_refuses_an_ok_score_that_is_not_a_number() -> None:
+    from hexamer.vep.planner import result_row
+    from hexamer.vep.variants import Variant
+
+    v = next(rec for rec in read_vcf(SLICE_VCF)).variants()[0]
+    assert isinstance(v, Variant)
+    assert result_row(v, "window", "ok", -0.5)["status"] == "ok"
+    for score in (float("nan"), float("inf"), float("-inf"), None):
+        row = result_row(v, "window", "ok", score)
+        assert row["status"] == "failed" and row["score"] is None and "non-finite score" in row["reason"]
