@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import secrets
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,10 @@ from hexamer.embed import embed_sequences
 from hexamer.embed.pooling import embedding_backend
 from hexamer.server.dna_requests import OFFLOAD_CHARS, as_list, dna_problem, engine_job, tag_prefix
 from hexamer.server.errors import ApiError
+from hexamer.server.response_size import check_response_values, score_terms
 from hexamer.server.schemas import DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
-from hexamer.server.streaming import dumps, json_response
+from hexamer.server.streaming import JsonPieces, dumps, json_response, json_stream
 from hexamer.vep.engine import score_window_pairs
 from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows, window_tokens
 
@@ -62,16 +64,50 @@ def _array(values: np.ndarray | None) -> list[float | None] | None:
     return [None if not np.isfinite(v) else float(v) for v in values.tolist()]
 
 
+#: per-position values written per piece of a streamed score answer
+_ARRAY_PIECE = 8192
+#: padded tokens per scoring forward: its (rows, tokens, 4,096) logits and their FNS marginals are
+#: what a score request's memory peaks on (demo model, 256 x 6 kb: +540 MiB at Carbon.score's 16,384,
+#: +148 MiB at 4,096, at the same speed on CPU)
+SCORE_TOKEN_BUDGET = 4096
+
+
+def _array_json(values: np.ndarray | None) -> JsonPieces | None:
+    """:func:`_array` written lazily, a slice at a time, while the answer is sent."""
+    if values is None:
+        return None
+
+    def write() -> Iterator[str]:
+        yield "["
+        for start in range(0, len(values), _ARRAY_PIECE):
+            text = dumps(_array(values[start : start + _ARRAY_PIECE]))[1:-1]
+            yield text if start == 0 else "," + text
+        yield "]"
+
+    return JsonPieces(write)
+
+
 async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest) -> Response:
     state.check_model(body.model)
     seqs = as_list(body.sequences, "sequences", state.settings.max_prompts)
     prefix = tag_prefix(body.tags, body.prefix)
+    check_response_values(
+        score_terms(
+            [len(x) for x in seqs], level=body.level, k=state.carbon.layout.k, per_position=body.per_position
+        ),
+        state.settings.max_response_values,
+        "send fewer or shorter sequences per request, or leave per_position off",
+    )
     if sum(len(x) for x in seqs) > OFFLOAD_CHARS:
         await state.offload(lambda: _check_sequences(state, seqs, "sequences", prefix))
     else:
         _check_sequences(state, seqs, "sequences", prefix)
     results = await engine_job(
-        state, http, lambda: state.carbon.score(seqs, level=body.level, method=body.method, prefix=prefix)
+        state,
+        http,
+        lambda: state.carbon.score(
+            seqs, level=body.level, method=body.method, prefix=prefix, token_budget=SCORE_TOKEN_BUDGET
+        ),
     )
     assert isinstance(results, list)
     data = []
@@ -85,22 +121,20 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
             "n_oov_bases": r.n_oov_bases,
         }
         if body.per_position:
-            item["per_base" if body.level == "bp" else "per_token"] = _array(arr)
+            item["per_base" if body.level == "bp" else "per_token"] = _array_json(arr)
         data.append(item)
     state.metrics.scored_bp.inc(sum(len(s.strip()) for s in seqs))
     tokens = _tokens(state, seqs, prefix)
     http.state.usage = {"prompt_tokens": tokens}
-    return json_response(
-        dumps(
-            {
-                "object": "dna.score",
-                "model": state.model_name,
-                "level": body.level,
-                "method": body.method,
-                "data": data,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
-        )
+    return json_stream(  # written on worker threads while it is sent: per-base arrays of megabases
+        {
+            "object": "dna.score",
+            "model": state.model_name,
+            "level": body.level,
+            "method": body.method,
+            "data": data,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
     )
 
 
