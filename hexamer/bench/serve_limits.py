@@ -33,6 +33,8 @@ from hexamer.server.settings import ServerSettings
 
 #: logprobs choices per request (the largest request is sized from this and the bound)
 CHOICES = 8
+#: sequences of the score request by default (``max_prompts``, 256, takes minutes on 2 cores)
+SCORE_SEQUENCES = 64
 
 
 @dataclass
@@ -157,8 +159,11 @@ def probe(url: str, pid: int, case: str, request: str, calls: list[tuple[str, di
                  proc_status_kb(pid, "VmRSS"), health)  # fmt: skip
 
 
-def _cases(url: str, model: str, settings: ServerSettings) -> list[tuple[str, str, list[tuple[str, dict]]]]:
-    """The largest admitted request of each kind, sized from the settings and the served context."""
+def _cases(
+    url: str, model: str, settings: ServerSettings, score_sequences: int
+) -> list[tuple[str, str, list[tuple[str, dict]]]]:
+    """The largest admitted request of each kind, sized from the settings and the served context
+    (``score_sequences`` of the longest admitted length for the score request)."""
     from hexamer.tokenizer import CarbonTokenizer
 
     context = int(httpx.get(f"{url}/v1/models").json()["data"][0]["max_model_len"])
@@ -170,7 +175,7 @@ def _cases(url: str, model: str, settings: ServerSettings) -> list[tuple[str, st
     prompt_len = min(bound // (top + 1), context - 1)  # positions 1..L-1 carry prompt logprobs
     prompt = random_prompts(1, prompt_len, layout, seed=0)[0]
     plp = {"prompt": prompt, "max_tokens": 1, "prompt_logprobs": top}
-    n_seqs = settings.max_prompts
+    n_seqs = min(score_sequences, settings.max_prompts)
     bp = min(bound // n_seqs, settings.max_bp, layout.k * (context - 24))
     rng = np.random.default_rng(0)
     seqs = ["".join(rng.choice(list("ACGT"), size=bp)) for _ in range(n_seqs)]
@@ -189,11 +194,16 @@ def run_serve_limits_bench(
     *,
     model: str | None = None,
     server_options: dict[str, Any] | None = None,
+    score_sequences: int = SCORE_SEQUENCES,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Start ``hexamer serve`` for ``model`` (default: the demo model) with ``server_options`` (serve
     options by ServerSettings name, e.g. ``{"max_response_values": 2**21}``), fire the largest
-    admitted requests and report memory and ``/health`` latency (module docstring)."""
+    admitted requests and report memory and ``/health`` latency (module docstring).
+    ``score_sequences``: sequences of the score request (at most ``max_prompts``; the default keeps
+    the run short: the memory of a score request peaks on one forward, not on the count)."""
+    if score_sequences < 1:
+        raise ValueError(f"score_sequences must be >= 1, got {score_sequences}")
     from hexamer.cli.app import default_model
 
     options = dict(server_options or {})
@@ -208,7 +218,7 @@ def run_serve_limits_bench(
         idle = proc_status_kb(pid, "VmRSS")
         log(f"idle RSS {idle / 2**20:.0f} MiB" if idle else "RSS not readable (/proc)")
         probes = []
-        for case, request, calls in _cases(url, model, settings):
+        for case, request, calls in _cases(url, model, settings, score_sequences):
             probes.append(probe(url, pid, case, request, calls))
             p = probes[-1]
             log(f"{case}: status {p.status}, {p.response_bytes / 1e6:.1f} MB in {p.seconds:.1f} s, "

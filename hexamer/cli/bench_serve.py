@@ -112,6 +112,9 @@ def bench_serve_limits_cmd(
     max_logprobs: Annotated[
         int | None, typer.Option(min=1, help="The server's --max-logprobs (default: its default).")
     ] = None,
+    score_sequences: Annotated[
+        int, typer.Option(min=1, help="Sequences of the score request (the server's max_prompts: 256).")
+    ] = 64,
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
     """The largest requests `hexamer serve` admits, one kind at a time: server RSS (idle, peak, after) and
@@ -121,7 +124,10 @@ def bench_serve_limits_cmd(
     given = {"max_response_values": max_response_values, "max_logprobs": max_logprobs}
     try:
         report = run_serve_limits_bench(
-            model=model, server_options={k: v for k, v in given.items() if v is not None}, log=_log
+            model=model,
+            server_options={k: v for k, v in given.items() if v is not None},
+            score_sequences=score_sequences,
+            log=_log,
         )
     except (ValueError, RuntimeError, OSError) as exc:
         fail(exc)

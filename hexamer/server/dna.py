@@ -67,9 +67,9 @@ def _array(values: np.ndarray | None) -> list[float | None] | None:
 #: per-position values written per piece of a streamed score answer
 _ARRAY_PIECE = 8192
 #: padded tokens per scoring forward: its (rows, tokens, 4,096) logits and their FNS marginals are
-#: what a score request's memory peaks on (demo model, 256 x 6 kb: +540 MiB at Carbon.score's 16,384,
-#: +148 MiB at 4,096, at the same speed on CPU)
-SCORE_TOKEN_BUDGET = 4096
+#: what a score request's memory peaks on (demo model, 6 kb sequences: +540 MiB at Carbon.score's
+#: 16,384, +180-210 MiB at 4,096, +120 MiB at 2,048)
+SCORE_TOKEN_BUDGET = 2048
 
 
 def _array_json(values: np.ndarray | None) -> JsonPieces | None:
@@ -134,7 +134,8 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
             "method": body.method,
             "data": data,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
+        },
+        trim=True,  # the scoring forwards freed far more than the answer takes
     )
 
 

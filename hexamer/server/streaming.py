@@ -79,9 +79,9 @@ STREAM_CHUNK_BYTES = 256 * 1024
 TRIM_AFTER_BYTES = 8 * 2**20
 
 
-def _chunks(obj: Any) -> Iterator[bytes]:
+def _chunks(obj: Any, trim: bool) -> Iterator[bytes]:
     """``obj``'s JSON as UTF-8 chunks of about :data:`STREAM_CHUNK_BYTES` (each piece is small, so
-    no single step holds the GIL for long); trims the heap after a large body."""
+    no single step holds the GIL for long); trims the heap after a large body, or when ``trim``."""
     buffer: list[str] = []
     size = sent = 0
     for piece in iter_json(obj):
@@ -95,7 +95,7 @@ def _chunks(obj: Any) -> Iterator[bytes]:
         data = "".join(buffer).encode("utf-8")
         sent += len(data)
         yield data
-    if sent >= TRIM_AFTER_BYTES:
+    if trim or sent >= TRIM_AFTER_BYTES:
         trim_heap()
 
 
@@ -109,11 +109,15 @@ async def _in_thread(chunks: Iterator[bytes]) -> AsyncIterable[bytes]:
         yield chunk  # type: ignore[misc]
 
 
-def json_stream(obj: Any, status: int = 200) -> Response:
+def json_stream(obj: Any, status: int = 200, *, trim: bool = False) -> Response:
     """A JSON response whose body is written on worker threads and sent chunk by chunk as the
     client reads it, never built whole: ``/health`` keeps answering while a 300 MB answer is
-    written, and the memory it takes is one chunk, not the body (see :class:`JsonPieces`)."""
-    return StreamingResponse(_in_thread(_chunks(obj)), status_code=status, media_type="application/json")
+    written, and the memory it takes is one chunk, not the body (see :class:`JsonPieces`).
+    ``trim``: give the freed heap back once it is sent even if the body was small (the work
+    behind it was not: a scoring job's logits)."""
+    return StreamingResponse(
+        _in_thread(_chunks(obj, trim)), status_code=status, media_type="application/json"
+    )
 
 
 def _libc_trim() -> Callable[[int], int] | None:
