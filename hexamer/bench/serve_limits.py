@@ -13,6 +13,7 @@ Finally the same logprobs request one step over ``max_response_values`` must be 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import subprocess
@@ -46,6 +47,7 @@ class Probe:
     status: int
     response_bytes: int
     seconds: float
+    rss_before: int | None
     rss_peak: int | None
     rss_after: int | None
     health_ms: list[float]
@@ -109,11 +111,16 @@ def served(model: str, options: dict[str, Any], log: Callable[[str], None]) -> I
 
 
 def _poll_health(url: str, stop: threading.Event, out: list[float]) -> None:
+    """``/health`` every 50 ms until ``stop``; a failed call (a connection reset) counts as
+    infinitely slow (the table says "failed")."""
     with httpx.Client(timeout=60) as client:
         while not stop.is_set():
             start = time.perf_counter()
-            client.get(f"{url}/health")
-            out.append((time.perf_counter() - start) * 1000)
+            try:
+                client.get(f"{url}/health")
+                out.append((time.perf_counter() - start) * 1000)
+            except httpx.TransportError:
+                out.append(math.inf)
             stop.wait(0.05)
 
 
@@ -130,7 +137,8 @@ def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, int, str]:
 
 
 def probe(url: str, pid: int, case: str, request: str, calls: list[tuple[str, dict[str, Any]]]) -> Probe:
-    """Fire ``calls`` at once while polling ``/health``; the server's peak and settled RSS."""
+    """Fire ``calls`` at once while polling ``/health``; the server's RSS before, at peak, settled."""
+    before = proc_status_kb(pid, "VmRSS")
     reset_peak(pid)
     health: list[float] = []
     stop = threading.Event()
@@ -155,7 +163,7 @@ def probe(url: str, pid: int, case: str, request: str, calls: list[tuple[str, di
     status = max(r[0] for r in results)
     if status != 200 and status != 400:
         raise RuntimeError(f"{case}: status {status}: {results[0][2][:300]}")
-    return Probe(case, request, status, sum(r[1] for r in results), seconds, peak,
+    return Probe(case, request, status, sum(r[1] for r in results), seconds, before, peak,
                  proc_status_kb(pid, "VmRSS"), health)  # fmt: skip
 
 
@@ -226,6 +234,11 @@ def run_serve_limits_bench(
     return _report(probes, idle, model, settings)
 
 
+def _worst(ms: list[float]) -> float | str | None:
+    worst = max(ms, default=None)
+    return "failed" if worst == math.inf else worst
+
+
 def _mib(value: int | None) -> float | None:
     return None if value is None else value / 2**20
 
@@ -241,9 +254,9 @@ def _report(probes: list[Probe], idle: int | None, model: str, settings: ServerS
             "status",
             "response MB",
             "seconds",
-            "RSS idle MiB",
+            "RSS before MiB",
             "RSS peak MiB",
-            "peak - idle MiB",
+            "peak - before MiB",
             "RSS after MiB",
             "/health max ms",
             "/health median ms",
@@ -251,9 +264,9 @@ def _report(probes: list[Probe], idle: int | None, model: str, settings: ServerS
         formats={
             "response MB": "{:,.1f}",
             "seconds": "{:.2f}",
-            "RSS idle MiB": "{:,.0f}",
+            "RSS before MiB": "{:,.0f}",
             "RSS peak MiB": "{:,.0f}",
-            "peak - idle MiB": "{:+,.0f}",
+            "peak - before MiB": "{:+,.0f}",
             "RSS after MiB": "{:,.0f}",
             "/health max ms": "{:,.0f}",
             "/health median ms": "{:,.1f}",
@@ -262,14 +275,17 @@ def _report(probes: list[Probe], idle: int | None, model: str, settings: ServerS
             "hexamer serve in a subprocess, default settings but the ones in the title; requests of a case "
             "sent at once while /health is asked every 50 ms; RSS from /proc/PID/status (peak: VmHWM, reset "
             "before each case), settled 1 s after it",
+            "idle RSS (after a warm-up, before the first case): "
+            + ("unknown" if idle is None else f"{idle / 2**20:,.0f} MiB"),
         ],
     )
     for p in probes:
         report.rows.append({
             "case": p.case, "request": p.request, "status": p.status, "response MB": p.response_bytes / 1e6,
-            "seconds": p.seconds, "RSS idle MiB": _mib(idle), "RSS peak MiB": _mib(p.rss_peak),
-            "peak - idle MiB": None if p.rss_peak is None or idle is None else _mib(p.rss_peak - idle),
-            "RSS after MiB": _mib(p.rss_after), "/health max ms": max(p.health_ms, default=None),
+            "seconds": p.seconds, "RSS before MiB": _mib(p.rss_before), "RSS peak MiB": _mib(p.rss_peak),
+            "peak - before MiB": None if p.rss_peak is None or p.rss_before is None
+            else _mib(p.rss_peak - p.rss_before), "RSS idle MiB": _mib(idle),
+            "RSS after MiB": _mib(p.rss_after), "/health max ms": _worst(p.health_ms),
             "/health median ms": float(np.median(p.health_ms)) if p.health_ms else None,
         })  # fmt: skip
     return report
