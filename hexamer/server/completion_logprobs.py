@@ -5,7 +5,9 @@ answer holds millions of entries)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -44,11 +46,16 @@ def _top_entry(
     return entry
 
 
+#: a token text as a JSON string (the texts of a vocabulary repeat in every entry)
+_json_key = lru_cache(maxsize=1 << 18)(partial(json.dumps, ensure_ascii=False))
+
+
 def _entry_json(entry: dict[str, float]) -> str:
-    try:
-        return json.dumps(entry, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except ValueError:  # a NaN: null, as everywhere else
+    """``entry`` as compact JSON, written as text: ``json.dumps`` of a dict makes a tuple per item,
+    and millions of them set off full garbage collections that stall every thread."""
+    if not all(map(math.isfinite, entry.values())):  # a NaN: null, as everywhere else
         return dumps(entry)
+    return "{" + ",".join([f"{_json_key(k)}:{v!r}" for k, v in entry.items()]) + "}"
 
 
 def _legacy_head(
