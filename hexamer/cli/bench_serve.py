@@ -98,3 +98,37 @@ def bench_serve_cmd(
     except (RemoteError, ValueError, RuntimeError) as exc:
         fail(exc)
     output.emit(report, draw=latency_plot)  # drawn from the latency rows, before any price rows
+
+
+@bench_app.command("serve-limits")
+@bench_output(None)
+def bench_serve_limits_cmd(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder to serve (default: the demo model).")
+    ] = None,
+    max_response_values: Annotated[
+        int | None, typer.Option(min=1, help="The server's --max-response-values (default: its default).")
+    ] = None,
+    max_logprobs: Annotated[
+        int | None, typer.Option(min=1, help="The server's --max-logprobs (default: its default).")
+    ] = None,
+    score_sequences: Annotated[
+        int, typer.Option(min=1, help="Sequences of the score request (the server's max_prompts: 256).")
+    ] = 64,
+    output: BenchOutput = SCREEN_ONLY,
+) -> None:
+    """The largest requests `hexamer serve` admits, one kind at a time: server RSS (idle, peak, after) and
+    /health latency during each (Linux: reads /proc)."""
+    from hexamer.bench.serve_limits import run_serve_limits_bench
+
+    given = {"max_response_values": max_response_values, "max_logprobs": max_logprobs}
+    try:
+        report = run_serve_limits_bench(
+            model=model,
+            server_options={k: v for k, v in given.items() if v is not None},
+            score_sequences=score_sequences,
+            log=_log,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        fail(exc)
+    output.emit(report)

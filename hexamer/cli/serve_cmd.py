@@ -11,7 +11,20 @@ import typer
 
 from hexamer.cli.app import DTypeOption, ModelOption, app, err_console, fail, resolve_model
 from hexamer.cli.checks import MAX_BATCH_SIZE
-from hexamer.server.settings import DEFAULT_MAX_LOGPROBS, MAX_DRAFT_TOKENS, ServerSettings
+from hexamer.server.settings import (
+    DEFAULT_MAX_LOGPROBS,
+    DEFAULT_MAX_RESPONSE_VALUES,
+    MAX_DRAFT_TOKENS,
+    ServerSettings,
+)
+
+ResponseValuesOption = Annotated[
+    int,
+    typer.Option(
+        help="Most log-probabilities and per-position scores in one response, counted before the work "
+        "(400 above).",
+    ),
+]
 
 
 @app.command()
@@ -46,6 +59,7 @@ def serve(
         int, typer.Option(help="Largest logprobs / prompt_logprobs top-N.")
     ] = DEFAULT_MAX_LOGPROBS,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413 above).")] = 32 * 2**20,
+    max_response_values: ResponseValuesOption = DEFAULT_MAX_RESPONSE_VALUES,
     max_prompt_chars: Annotated[
         int | None,
         typer.Option(
@@ -113,7 +127,7 @@ def serve(
             api_key=api_key, served_model_name=served_model_name, kv_cache_bytes=kv_cache_bytes,
             max_prompt_chars=max_prompt_chars, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
             keep_alive_s=keep_alive, max_connections=max_connections, shutdown_grace_s=shutdown_grace,
-            draft_tokens=draft_tokens,
+            draft_tokens=draft_tokens, max_response_values=max_response_values,
         )  # fmt: skip
         # the engine's options, built once; rows, length and KV budget come from the settings above
         given = {"compile_decode": compile_decode}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from hexamer.engine.request import TokenLogprobs
 from hexamer.server.detok import prompt_in_region
 from hexamer.server.errors import ApiError
+from hexamer.server.response_size import check_response_values, completion_terms
 from hexamer.server.schemas import CompletionRequest
 from hexamer.server.state import ServerState
 
@@ -164,6 +165,18 @@ def check_limits(state: ServerState, body: CompletionRequest, prompts: list[Comp
             "Please reduce the prompt or max_tokens.",
             "prompt",
         )
+    check_response_values(
+        completion_terms(
+            [len(p.ids) for p in prompts],
+            n=body.n,
+            max_tokens=0 if body.echo and body.max_tokens == 0 else max_tokens,
+            logprobs=body.logprobs,
+            prompt_logprobs=body.prompt_logprobs,
+            echo=bool(body.echo),
+        ),
+        s.max_response_values,
+        "ask for fewer logprobs / prompt_logprobs, fewer tokens or choices, or shorter prompts",
+    )
     if body.min_tokens > max(max_tokens, 1):
         raise ApiError(400, f"min_tokens: {body.min_tokens} exceeds max_tokens {max_tokens}", "min_tokens")
     for name in ("stop_token_ids", "allowed_token_ids"):

@@ -34,16 +34,21 @@ from hexamer.server.completion_input import (
     stop_strings,
     tokenize_prompts,
 )
-from hexamer.server.completion_logprobs import LOGPROB_FLOOR, legacy_logprobs, prompt_logprobs_json
+from hexamer.server.completion_logprobs import (
+    LOGPROB_FLOOR,
+    legacy_logprobs,
+    legacy_logprobs_json,
+    prompt_logprobs_json,
+)
 from hexamer.server.detok import IncrementalDetokenizer
 from hexamer.server.errors import ApiError, error_body
 from hexamer.server.schemas import CompletionRequest
 from hexamer.server.state import ServerState
 from hexamer.server.streaming import (
     DisconnectAwareStream,
+    JsonPieces,
     RawJSON,
-    dumps,
-    json_response,
+    json_stream,
     sse,
     wait_disconnect,
 )
@@ -220,7 +225,7 @@ class CompletionRun:
         recs = ch.request.logprobs
         return [(recs[i], 0) if i < len(recs) else None for i in range(start, stop)]
 
-    def _prompt_logprobs_json(self, p: CompletionPrompt) -> RawJSON:
+    def _prompt_logprobs_json(self, p: CompletionPrompt) -> RawJSON | JsonPieces:
         return prompt_logprobs_json(p.logprobs, self.state.strings.json)
 
     def _prompt_text(self, p: CompletionPrompt) -> str:
@@ -237,13 +242,15 @@ class CompletionRun:
         text = ch.text
         if body.echo:
             text = self._prompt_text(ch.prompt) + text
-        logprobs = None
+        logprobs: JsonPieces | None = None
         if body.logprobs is not None:
             ids = (list(ch.prompt.ids) if body.echo else []) + out_ids
             rows = (self._prompt_rows(ch.prompt) if body.echo else []) + self._output_rows(
                 ch, 0, len(out_ids)
             )
-            logprobs = self._legacy_logprobs(ids, rows, 0)
+            logprobs = legacy_logprobs_json(
+                ids, rows, 0, top_n=self.body.logprobs or 0, token_text=self._token
+            )  # written while it is sent: never whole in memory
         choice: dict[str, Any] = {
             "index": ch.index,
             "text": text,
@@ -275,12 +282,9 @@ class CompletionRun:
             self.cancel_unfinished()
         self._raise_worker_error()
         self.http.state.usage = self.usage()
-        if self.prompt_lp:  # large answers (top-4096 prompt logprobs) are built off the event loop
-            return json_response(await asyncio.to_thread(self._body_json))
-        return json_response(self._body_json())
-
-    def _body_json(self) -> str:
-        return dumps(
+        # written on worker threads while it is sent (top-4096 logprobs: hundreds of megabytes),
+        # so the event loop and /health never wait on it and it is never whole in memory
+        return json_stream(
             {
                 "id": self.id,
                 "object": "text_completion",

@@ -14,6 +14,7 @@ import math
 import secrets
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,10 @@ from hexamer.embed.pooling import embedding_backend
 from hexamer.model.finite import non_finite_output
 from hexamer.server.dna_requests import OFFLOAD_CHARS, as_list, dna_problem, engine_job, tag_prefix
 from hexamer.server.errors import ApiError
+from hexamer.server.response_size import check_response_values, score_terms
 from hexamer.server.schemas import DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
-from hexamer.server.streaming import dumps, json_response
+from hexamer.server.streaming import JsonPieces, dumps, json_response, json_stream
 from hexamer.vep.engine import score_window_pairs
 from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows
 from hexamer.vep.settings import VepSettings, VepSettingsError
@@ -68,10 +70,40 @@ def _array(values: np.ndarray | None) -> list[float | None] | None:
     return [None if not np.isfinite(v) else float(v) for v in values.tolist()]
 
 
+#: per-position values written per piece of a streamed score answer
+_ARRAY_PIECE = 8192
+#: padded tokens per scoring forward: its (rows, tokens, 4,096) logits and their FNS marginals are
+#: what a score request's memory peaks on (demo model, 6 kb sequences: +540 MiB at Carbon.score's
+#: 16,384, +180-210 MiB at 4,096, +120 MiB at 2,048)
+SCORE_TOKEN_BUDGET = 2048
+
+
+def _array_json(values: np.ndarray | None) -> JsonPieces | None:
+    """:func:`_array` written lazily, a slice at a time, while the answer is sent."""
+    if values is None:
+        return None
+
+    def write() -> Iterator[str]:
+        yield "["
+        for start in range(0, len(values), _ARRAY_PIECE):
+            text = dumps(_array(values[start : start + _ARRAY_PIECE]))[1:-1]
+            yield text if start == 0 else "," + text
+        yield "]"
+
+    return JsonPieces(write)
+
+
 async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest) -> Response:
     state.check_model(body.model)
     seqs = as_list(body.sequences, "sequences", state.settings.max_prompts)
     prefix = tag_prefix(body.tags, body.prefix)
+    check_response_values(
+        score_terms(
+            [len(x) for x in seqs], level=body.level, k=state.carbon.layout.k, per_position=body.per_position
+        ),
+        state.settings.max_response_values,
+        "send fewer or shorter sequences per request, or leave per_position off",
+    )
     if sum(len(x) for x in seqs) > OFFLOAD_CHARS:
         await state.offload(lambda: _check_sequences(state, seqs, "sequences", prefix))
     else:
@@ -81,7 +113,9 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
         with warnings.catch_warnings():  # unscored and failed items say so in their status
             warnings.simplefilter("ignore", UnscoredSequenceWarning)
             warnings.simplefilter("ignore", FailedResultWarning)
-            return state.carbon.score(seqs, level=body.level, method=body.method, prefix=prefix)  # type: ignore[return-value]
+            return state.carbon.score(  # type: ignore[return-value]
+                seqs, level=body.level, method=body.method, prefix=prefix, token_budget=SCORE_TOKEN_BUDGET
+            )
 
     results = await engine_job(state, http, score_all)
     assert isinstance(results, list)
@@ -98,22 +132,21 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
             "n_oov_bases": r.n_oov_bases,
         }
         if body.per_position:
-            item["per_base" if body.level == "bp" else "per_token"] = _array(arr)
+            item["per_base" if body.level == "bp" else "per_token"] = _array_json(arr)
         data.append(item)
     state.metrics.scored_bp.inc(sum(len(s.strip()) for s in seqs))
     tokens = _tokens(state, seqs, prefix)
     http.state.usage = {"prompt_tokens": tokens}
-    return json_response(
-        dumps(
-            {
-                "object": "dna.score",
-                "model": state.model_name,
-                "level": body.level,
-                "method": body.method,
-                "data": data,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
-        )
+    return json_stream(  # written on worker threads while it is sent: per-base arrays of megabases
+        {
+            "object": "dna.score",
+            "model": state.model_name,
+            "level": body.level,
+            "method": body.method,
+            "data": data,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        },
+        trim=True,  # the scoring forwards freed far more than the answer takes
     )
 
 
@@ -294,20 +327,18 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
         emb: Any = (
             base64.b64encode(v.astype("<f4").tobytes()).decode()
             if body.encoding_format == "base64"
-            else v.tolist()
+            else JsonPieces(lambda v=v: [dumps(v.tolist())])  # written off the event loop
         )
         data.append({"index": i, "object": "embedding", "embedding": emb})
     tokens = _tokens(state, items, prefix) + len(items)
     http.state.usage = {"prompt_tokens": tokens}
-    return json_response(
-        dumps(
-            {
-                "id": f"embd-{secrets.token_hex(12)}",
-                "object": "list",
-                "created": int(time.time()),
-                "model": state.model_name,
-                "data": data,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
-        )
+    return json_stream(  # 256 vectors of a 3B model's 3,072 floats: written on worker threads
+        {
+            "id": f"embd-{secrets.token_hex(12)}",
+            "object": "list",
+            "created": int(time.time()),
+            "model": state.model_name,
+            "data": data,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
     )

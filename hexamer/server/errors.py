@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
+import anyio
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 M = TypeVar("M", bound=BaseModel)
@@ -22,6 +23,7 @@ _TYPES = {
     408: "RequestTimeoutError",
     413: "RequestTooLargeError",
     429: "RateLimitError",
+    499: "ClientClosedRequest",
     500: "InternalServerError",
     503: "ServiceUnavailableError",
     504: "TimeoutError",
@@ -54,15 +56,35 @@ def error_response(status: int, message: str, param: str | None = None) -> JSONR
     return JSONResponse(error_body(status, message, param), status_code=status, headers=headers or None)
 
 
+#: nginx's status for a client that closed the connection before the response (never sent: there
+#: is no one to send it to; it is what the access log and ``hexamer_requests_total`` count)
+CLIENT_CLOSED = 499
+#: what reading a body raises when its client goes away mid-body (starlette, or anyio's streams)
+_GONE = (
+    ClientDisconnect,
+    anyio.EndOfStream,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    ConnectionError,
+)
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing (413) more than ``limit`` bytes even without a Content-Length."""
+    """The request body, refusing (413) more than ``limit`` bytes even without a Content-Length; a
+    client that disconnects mid-body (a lying Content-Length, a slow body closed early) is a 499,
+    not a server error."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"request body exceeds the server limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"request body exceeds the server limit of {limit} bytes")
+            chunks.append(chunk)
+    except _GONE:
+        raise ApiError(
+            CLIENT_CLOSED, "the client closed the connection before sending the whole body"
+        ) from None
     return b"".join(chunks)
 
 

@@ -16,6 +16,9 @@ MAX_DRAFT_TOKENS = 16
 MAX_SECONDS = 1e7
 #: most threads preparing request bodies (``prep_threads``)
 MAX_PREP_THREADS = 256
+#: log-probabilities and per-position scores one response may carry (``max_response_values``): every
+#: 6-mer's log-probability at 1,024 positions; its JSON is 50-300 MB, written while it is sent
+DEFAULT_MAX_RESPONSE_VALUES = 4096 * 1024
 
 
 @dataclass
@@ -27,6 +30,9 @@ class ServerSettings:
         beyond which new ones get 429. max_tokens / max_bp: per request (per choice).
     max_logprobs: largest ``logprobs`` / ``prompt_logprobs`` top-N. max_prompts: prompts (or
         sequences, variants) per request. max_body_bytes: request body size (413 above).
+    max_response_values: log-probabilities (``logprobs``, ``prompt_logprobs``) and per-position scores
+        one response may carry, counted from the request before any work (400 above;
+        :mod:`hexamer.server.response_size`).
     max_prompt_chars: characters per prompt string, checked before tokenising (400 above; default
         ``PROMPT_CHARS_PER_TOKEN`` x max_model_len).
     request_timeout_s: a request still running this long after it arrived is cancelled (504; a
@@ -57,6 +63,7 @@ class ServerSettings:
     max_prompts: int = 256
     max_n: int = 64
     max_body_bytes: int = 32 * 2**20
+    max_response_values: int = DEFAULT_MAX_RESPONSE_VALUES
     max_prompt_chars: int | None = None
     request_timeout_s: float = 600.0
     header_timeout_s: float = 10.0

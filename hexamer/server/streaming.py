@@ -1,12 +1,16 @@
-"""Response helpers: JSON with pre-serialised fragments, SSE lines, and a streaming response that
-notices a client disconnect at once (so its requests are cancelled and their KV rows freed)."""
+"""Response helpers: JSON with pre-serialised or lazily written fragments, SSE lines, a JSON body
+streamed from a worker thread, and a streaming response that notices a client disconnect at once
+(so its requests are cancelled and their KV rows freed)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import json
 import math
-from collections.abc import AsyncIterable, Callable
+import secrets
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from typing import Any
 
 import anyio
@@ -18,30 +22,125 @@ class RawJSON(str):
     """A string that is already JSON and goes into :func:`dumps` output verbatim."""
 
 
-def _clean(obj: Any, raws: list[str]) -> Any:
-    if isinstance(obj, RawJSON):
-        raws.append(str(obj))
-        return f"\x00raw{len(raws) - 1}\x00"
+class JsonPieces:
+    """A JSON value written lazily, piece by piece, by ``write()`` (an iterable of str whose
+    concatenation is the value): large parts of a response (top-4096 log-probabilities, per-base
+    scores) are never held whole, only a piece at a time, and only on the thread that streams them
+    (:func:`json_stream`)."""
+
+    def __init__(self, write: Callable[[], Iterable[str]]) -> None:
+        self.write = write
+
+
+def _clean(obj: Any, raws: list[RawJSON | JsonPieces], tag: str) -> Any:
+    if isinstance(obj, RawJSON | JsonPieces):
+        raws.append(obj)
+        return f"\x00{tag}{len(raws) - 1}\x00"
     if isinstance(obj, dict):
-        return {k: _clean(v, raws) for k, v in obj.items()}
+        return {k: _clean(v, raws, tag) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_clean(v, raws) for v in obj]
+        return [_clean(v, raws, tag) for v in obj]
     if isinstance(obj, float) and not math.isfinite(obj):
         return None  # NaN (an unscored base) is null in JSON
     return obj
 
 
+def iter_json(obj: Any) -> Iterator[str]:
+    """Compact JSON of ``obj`` in pieces: NaN/inf become null, :class:`RawJSON` values are spliced
+    in as they are, :class:`JsonPieces` are written when their turn comes."""
+    raws: list[RawJSON | JsonPieces] = []
+    tag = f"raw{secrets.token_hex(6)}-"  # never equal to text a client or the model wrote
+    text = json.dumps(_clean(obj, raws, tag), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    pos = 0
+    for i, raw in enumerate(raws):  # json.dumps keeps the order _clean visited them in
+        marker = f'"\\u0000{tag}{i}\\u0000"'
+        at = text.index(marker, pos)
+        yield text[pos:at]
+        if isinstance(raw, JsonPieces):
+            yield from raw.write()
+        else:
+            yield str(raw)
+        pos = at + len(marker)
+    yield text[pos:]
+
+
 def dumps(obj: Any) -> str:
-    """Compact JSON; NaN/inf become null; :class:`RawJSON` values are spliced in as they are."""
-    raws: list[str] = []
-    text = json.dumps(_clean(obj, raws), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    for i, raw in enumerate(raws):
-        text = text.replace(f'"\\u0000raw{i}\\u0000"', raw, 1)
-    return text
+    """Compact JSON; NaN/inf become null; :class:`RawJSON` and :class:`JsonPieces` are spliced in."""
+    return "".join(iter_json(obj))
 
 
 def json_response(text: str, status: int = 200) -> Response:
     return Response(text.encode("utf-8"), status_code=status, media_type="application/json")
+
+
+#: bytes gathered before a piece of a streamed JSON body is sent
+STREAM_CHUNK_BYTES = 256 * 1024
+#: a streamed body at least this large hands the memory it freed back to the system when sent
+TRIM_AFTER_BYTES = 8 * 2**20
+
+
+def _chunks(obj: Any, trim: bool) -> Iterator[bytes]:
+    """``obj``'s JSON as UTF-8 chunks of about :data:`STREAM_CHUNK_BYTES` (each piece is small, so
+    no single step holds the GIL for long); trims the heap after a large body, or when ``trim``."""
+    buffer: list[str] = []
+    size = sent = 0
+    for piece in iter_json(obj):
+        buffer.append(piece)
+        size += len(piece)
+        if size >= STREAM_CHUNK_BYTES:
+            data = "".join(buffer).encode("utf-8")
+            buffer, size, sent = [], 0, sent + len(data)
+            yield data
+    if buffer:
+        data = "".join(buffer).encode("utf-8")
+        sent += len(data)
+        yield data
+    if trim or sent >= TRIM_AFTER_BYTES:
+        trim_heap()
+
+
+async def _in_thread(chunks: Iterator[bytes]) -> AsyncIterable[bytes]:
+    """Each chunk made on a worker thread: the event loop only sends them."""
+    end = object()
+    while True:
+        chunk = await anyio.to_thread.run_sync(next, chunks, end)
+        if chunk is end:
+            return
+        yield chunk  # type: ignore[misc]
+
+
+def json_stream(obj: Any, status: int = 200, *, trim: bool = False) -> Response:
+    """A JSON response whose body is written on worker threads and sent chunk by chunk as the
+    client reads it, never built whole: ``/health`` keeps answering while a 300 MB answer is
+    written, and the memory it takes is one chunk, not the body (see :class:`JsonPieces`).
+    ``trim``: give the freed heap back once it is sent even if the body was small (the work
+    behind it was not: a scoring job's logits)."""
+    return StreamingResponse(
+        _in_thread(_chunks(obj, trim)), status_code=status, media_type="application/json"
+    )
+
+
+def _libc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+    if trim is not None:
+        trim.argtypes = [ctypes.c_size_t]
+        trim.restype = ctypes.c_int
+    return trim
+
+
+_TRIM = _libc_trim()
+
+
+def trim_heap() -> None:
+    """Give freed heap memory back to the system (glibc's ``malloc_trim``; a no-op elsewhere):
+    glibc keeps what a large response freed in its arenas, so the server's RSS would stay at
+    its peak; ctypes releases the GIL for the call."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def sse(obj: Any) -> str:

@@ -6,6 +6,7 @@ an error event)."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -106,6 +107,61 @@ def test_lying_content_length_gets_408_and_close(strict: str) -> None:
     data, took = _read_until_closed(sock)
     assert data.startswith(b"HTTP/1.1 408") and b"connection: close" in data.lower()
     assert b"did not arrive within 0.5 s" in data and took < 2.0
+
+
+def _request_counts(url: str) -> dict[str, float]:
+    """``hexamer_requests_total`` of /v1/completions by status."""
+    counts = {}
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith('hexamer_requests_total{endpoint="/v1/completions"'):
+            status = line.split('status="')[1].split('"')[0]
+            counts[status] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_client_gone_mid_body_is_499_without_traceback(strict: str) -> None:
+    """A lying Content-Length closed early and a slow body closed early are client disconnects:
+    counted under 499, no traceback logged, nothing left running."""
+    caught = _Records()
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "hexamer.server", "")]
+    for logger in loggers:
+        logger.addHandler(caught)
+    try:
+        before = _request_counts(strict)
+        lying = _connect(strict)
+        lying.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"prompt": "hi"'
+        )
+        slow = _connect(strict)
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{")
+        for piece in (b'"pro', b'mpt"'):
+            time.sleep(0.05)
+            slow.sendall(piece)
+        time.sleep(0.05)
+        lying.close()
+        slow.close()
+        deadline = time.monotonic() + 5
+        while _request_counts(strict).get("499", 0) < before.get("499", 0) + 2:
+            assert time.monotonic() < deadline, f"not counted as 499: {_request_counts(strict)}"
+            time.sleep(0.02)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(caught)
+    after = _request_counts(strict)
+    assert after.get("500", 0) == before.get("500", 0)
+    assert not [r for r in caught.records if r.exc_info or r.levelno >= logging.ERROR]
+    health = httpx.get(f"{strict}/health").json()
+    assert health["running"] == 0 and health["waiting"] == 0
 
 
 def test_garbage_is_answered_and_closed(strict: str) -> None:
