@@ -19,19 +19,16 @@ tokenizer writes DNA as non-overlapping 6-mers and sends any 6-mer holding an ``
 (docs/tokenizer.md), so one ``N`` hides its whole 6-mer; the count of rows holding ``N`` is in
 :attr:`ReadResult.notes`.
 
-Class labels: the distinct values of the label column, sorted — numerically when every value is an
-integer (``0``/``1`` stay 0/1), else as text (``"enhancer" < "promoter"``) — are the class names; a
-row's class index is its value's position. Validation and test tables reuse the training classes.
+Class labels and the other label cells are parsed in :mod:`hexamer.finetune.labels` (class
+names sorted, numerically when every value is an integer).
 """
 
 from __future__ import annotations
 
-import math
-import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -44,6 +41,7 @@ from hexamer.finetune.inputs import (
     read_fasta,
     read_rows,
 )
+from hexamer.finetune.labels import AlignedRows, metric_mask, number_cell, parse_labels, row_weights
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.io import IUPAC_CODES
 
@@ -59,17 +57,6 @@ __all__ = [
 
 _TO_MODEL = str.maketrans("URYKMSWBDHV", "TNNNNNNNNNN")
 _INVALID = re.compile(f"[^{IUPAC_CODES}]")
-_FILTER = re.compile(r"^\s*([^<>=!]+?)\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
-_OPS = {
-    "<=": operator.le,
-    ">=": operator.ge,
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    ">": operator.gt,
-}
-_TRUE = {"1", "1.0", "true", "yes"}
-_FALSE = {"0", "0.0", "false", "no"}
 
 
 def normalize_dna(seq: str) -> str:
@@ -125,165 +112,6 @@ class ReadResult:
     rows_with_n: int = 0
 
 
-@dataclass
-class _Rows:
-    """Records aligned with the label table's rows; ``label_rows`` are 1-based rows of ``table``."""
-
-    seq_source: str
-    ids: list[str]
-    seqs: list[str]
-    seq_rows: list[int]
-    table: RowTable
-    label_rows: list[int]
-    chroms: list[str] | None = None
-
-
-# --------------------------------------------------------------------------- cells
-
-
-def _number(value: Any, src: str, row: int, rid: str, col: str, what: str = "label") -> float:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise DataError(src, f"missing {what}", row=row, id=rid, column=col)
-    try:
-        x = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise DataError(src, f"{what} {value!r} is not a number", row=row, id=rid, column=col) from None
-    if math.isnan(x):
-        raise DataError(src, f"{what} is NaN", row=row, id=rid, column=col)
-    if math.isinf(x):
-        raise DataError(src, f"{what} is infinite", row=row, id=rid, column=col)
-    return x
-
-
-def _class_key(value: Any) -> tuple[str, float | None]:
-    """``(name, numeric value or None)`` of a class label cell."""
-    if isinstance(value, bool):
-        return str(int(value)), float(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if math.isfinite(value) and float(value).is_integer():
-            return str(int(value)), float(value)
-        return repr(value), None
-    text = str(value).strip()
-    try:
-        x = float(text)
-    except ValueError:
-        return text, None
-    return (str(int(x)), x) if math.isfinite(x) and x.is_integer() else (text, None)
-
-
-# --------------------------------------------------------------------------- labels
-
-
-def _regression_labels(r: _Rows, cols: Sequence[str]) -> np.ndarray:
-    src = r.table.source
-    out = np.empty((len(r.ids), len(cols)), dtype=np.float32)
-    for j, col in enumerate(cols):
-        values = r.table.column(col, "label column")
-        for i, v in enumerate(values):
-            out[i, j] = _number(v, src, r.label_rows[i], r.ids[i], col)
-    return out
-
-
-def _class_labels(r: _Rows, col: str, fixed: tuple[str, ...] | None) -> tuple[np.ndarray, tuple[str, ...]]:
-    src = r.table.source
-    keys: list[tuple[str, float | None]] = []
-    for i, v in enumerate(r.table.column(col, "label column")):
-        if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and math.isnan(v)):
-            raise DataError(src, "missing class label", row=r.label_rows[i], id=r.ids[i], column=col)
-        keys.append(_class_key(v))
-    if fixed is None:
-        distinct = dict(keys)
-        if len(distinct) < 2:
-            only = next(iter(distinct), "")
-            raise DataError(src, f"one class only ({only!r}): a classifier needs at least two", column=col)
-        numeric = all(x is not None for x in distinct.values())
-        names = tuple(sorted(distinct, key=lambda k: distinct[k]) if numeric else sorted(distinct))
-    else:
-        names = fixed
-    index = {name: i for i, name in enumerate(names)}
-    out = np.empty(len(keys), dtype=np.int64)
-    for i, (name, _) in enumerate(keys):
-        if name not in index:
-            raise DataError(
-                src,
-                f"class {name!r} is not among the training classes {', '.join(map(repr, names))}",
-                row=r.label_rows[i],
-                id=r.ids[i],
-                column=col,
-            )
-        out[i] = index[name]
-    return out, names
-
-
-def _multilabel(r: _Rows, cols: Sequence[str], train: bool) -> np.ndarray:
-    src = r.table.source
-    out = np.empty((len(r.ids), len(cols)), dtype=np.float32)
-    for j, col in enumerate(cols):
-        for i, v in enumerate(r.table.column(col, "label column")):
-            text = str(v).strip().lower() if v is not None else ""
-            if text not in _TRUE and text not in _FALSE:
-                reason = f"a multilabel label must be 0 or 1, got {v!r}"
-                raise DataError(src, reason, row=r.label_rows[i], id=r.ids[i], column=col)
-            out[i, j] = 1.0 if text in _TRUE else 0.0
-        if train and len(out) and out[:, j].min() == out[:, j].max():
-            raise DataError(src, f"one class only (every row is {int(out[0, j])})", column=col)
-    return out
-
-
-def _labels(r: _Rows, opts: ReadOptions) -> tuple[TaskSpec, np.ndarray]:
-    cols = opts.label_columns
-    if opts.task == "regression":
-        return TaskSpec("regression", cols), _regression_labels(r, cols)
-    if len(cols) > 1:
-        return TaskSpec("multilabel", cols), _multilabel(r, cols, opts.class_names is None)
-    y, names = _class_labels(r, cols[0], opts.class_names)
-    kind = "binary" if len(names) == 2 else "multiclass"
-    return TaskSpec(kind, cols, names), y
-
-
-# --------------------------------------------------------------------------- other columns
-
-
-def _metric_mask(r: _Rows, clauses: Sequence[str]) -> np.ndarray | None:
-    if not clauses:
-        return None
-    keep = np.ones(len(r.ids), dtype=bool)
-    for clause in clauses:
-        m = _FILTER.match(clause)
-        if m is None:
-            raise ValueError(f"metric filter {clause!r}: expected COLUMN<=VALUE (or <, >=, >, ==, !=)")
-        col, op, raw = m.groups()
-        try:
-            limit = float(raw)
-        except ValueError:
-            raise ValueError(f"metric filter {clause!r}: {raw!r} is not a number") from None
-        values = r.table.column(col, "metric filter column")
-        for i, v in enumerate(values):
-            try:
-                x = float(v) if v is not None and str(v).strip() else math.nan
-            except (TypeError, ValueError):
-                reason = f"metric filter value {v!r} is not a number"
-                raise DataError(
-                    r.table.source, reason, row=r.label_rows[i], id=r.ids[i], column=col
-                ) from None
-            keep[i] &= bool(_OPS[op](x, limit))  # NaN compares false: the row does not count
-    return keep
-
-
-def _weights(r: _Rows, col: str | None) -> np.ndarray | None:
-    if col is None:
-        return None
-    out = np.empty(len(r.ids), dtype=np.float32)
-    for i, v in enumerate(r.table.column(col, "weight column")):
-        w = _number(v, r.table.source, r.label_rows[i], r.ids[i], col, what="weight")
-        if w < 0:
-            raise DataError(
-                r.table.source, f"weight {w} is negative", row=r.label_rows[i], id=r.ids[i], column=col
-            )
-        out[i] = w
-    return out
-
-
 def _column_or_default(table: RowTable, given: str | None, default: str) -> str | None:
     if given is not None:
         table.column(given)  # raises naming the columns found
@@ -301,7 +129,7 @@ def _strings(table: RowTable, col: str, rows: Sequence[int], ids: Sequence[str])
     return out
 
 
-def _check_ids(r: _Rows) -> None:
+def _check_ids(r: AlignedRows) -> None:
     first: dict[str, int] = {}
     for i, rid in enumerate(r.ids):
         if rid in first:
@@ -314,7 +142,7 @@ def _check_ids(r: _Rows) -> None:
         first[rid] = i
 
 
-def _sequences(r: _Rows, column: str | None) -> tuple[list[str], int]:
+def _sequences(r: AlignedRows, column: str | None) -> tuple[list[str], int]:
     out, with_n = [], 0
     for i, s in enumerate(r.seqs):
         text = "" if s is None else str(s)
@@ -329,10 +157,10 @@ def _sequences(r: _Rows, column: str | None) -> tuple[list[str], int]:
     return out, with_n
 
 
-def _build(r: _Rows, opts: ReadOptions, seq_column: str | None) -> ReadResult:
+def _build(r: AlignedRows, opts: ReadOptions, seq_column: str | None) -> ReadResult:
     _check_ids(r)
     seqs, with_n = _sequences(r, seq_column)
-    task, labels = _labels(r, opts)
+    task, labels = parse_labels(r, opts.task, opts.label_columns, opts.class_names)
     chrom_col = _column_or_default(r.table, opts.chrom_column, "chrom")
     chroms = _strings(r.table, chrom_col, r.label_rows, r.ids) if chrom_col else r.chroms
     split_col = opts.split_column
@@ -341,9 +169,9 @@ def _build(r: _Rows, opts: ReadOptions, seq_column: str | None) -> ReadResult:
         ids=tuple(r.ids),
         sequences=tuple(seqs),
         labels=labels,
-        weights=_weights(r, opts.weight_column),
+        weights=row_weights(r, opts.weight_column),
         chroms=None if chroms is None else tuple(chroms),
-        metric_mask=_metric_mask(r, opts.metric_filter),
+        metric_mask=metric_mask(r, opts.metric_filter),
     )
     notes = []
     if with_n:
@@ -374,10 +202,10 @@ def load_table(
     ids = _strings(table, id_col, rows, [f"row{i}" for i in rows]) if id_col else [f"row{i}" for i in rows]
     if reference is None:
         seqs = table.column(opts.sequence_column, "sequence column")
-        return _build(_Rows(table.source, ids, seqs, rows, table, rows), opts, opts.sequence_column)
+        return _build(AlignedRows(table.source, ids, seqs, rows, table, rows), opts, opts.sequence_column)
     regions = _table_regions(table, ids)
     seqs = fetch_regions(reference, regions, source=table.source)
-    r = _Rows(table.source, ids, seqs, rows, table, rows, [g.chrom for g in regions])
+    r = AlignedRows(table.source, ids, seqs, rows, table, rows, [g.chrom for g in regions])
     return _build(r, opts, None)
 
 
@@ -387,8 +215,8 @@ def _table_regions(table: RowTable, ids: Sequence[str]) -> list[Region]:
     strands = table.data.get("strand", ["."] * len(table))
     out = []
     for i in range(len(table)):
-        start = int(_number(starts[i], table.source, i + 1, ids[i], "start", "start"))
-        end = int(_number(ends[i], table.source, i + 1, ids[i], "end", "end"))
+        start = int(number_cell(starts[i], table.source, i + 1, ids[i], "start", "start"))
+        end = int(number_cell(ends[i], table.source, i + 1, ids[i], "end", "end"))
         strand = str(strands[i] or ".").strip()
         if not (0 <= start < end) or strand not in ("+", "-", "."):
             reason = f"need 0 <= start < end and strand +, - or .; got {start}, {end}, {strand!r}"
@@ -434,7 +262,7 @@ def load_fasta(fasta: str, labels: str, opts: ReadOptions, *, format: str | None
     names, seqs = read_fasta(fasta)
     table = read_rows(labels, format=format)
     joined, label_rows = _join(names, table, opts.id_column or "id", fasta)
-    r = _Rows(fasta, list(names), seqs, list(range(1, len(names) + 1)), joined, label_rows)
+    r = AlignedRows(fasta, list(names), seqs, list(range(1, len(names) + 1)), joined, label_rows)
     return _build(r, opts, None)
 
 
@@ -447,7 +275,7 @@ def load_bed(
     seqs = fetch_regions(reference, regions, source=bed)
     names = [g.name for g in regions]
     joined, label_rows = _join(names, read_rows(labels, format=format), opts.id_column or "id", bed)
-    r = _Rows(
+    r = AlignedRows(
         bed, names, seqs, list(range(1, len(names) + 1)), joined, label_rows, [g.chrom for g in regions]
     )
     return _build(r, opts, None)
