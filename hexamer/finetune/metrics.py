@@ -12,7 +12,7 @@ precision, as scikit-learn's ``average_precision_score``), MCC, accuracy and F1 
   ``subset_accuracy`` (every label of a row right).
 
 A metric that is undefined on the rows given (constant predictions or labels, one class only, fewer
-than two rows) is ``None`` and its reason is in ``undefined`` under the same key; it is never NaN
+than two rows, NaN/inf predictions of a diverged model) is ``None`` and its reason is in ``undefined`` under the same key; it is never NaN
 passed on as a number, and a mean over targets or classes is ``None`` when one of its parts is.
 Rows outside ``mask`` (a :class:`LabelledSet`'s ``metric_mask``) are left out and counted in
 ``excluded``. Every value is equal to scipy's / scikit-learn's on the same rows (tested).
@@ -113,13 +113,13 @@ def _rows(mask: np.ndarray | None, n: int) -> np.ndarray:
     return mask
 
 
-def _as_2d(a: Any, name: str) -> np.ndarray:
+def _as_2d(a: Any, name: str, *, finite: bool = True) -> np.ndarray:
     arr = np.asarray(a, dtype=np.float64)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 1-D or 2-D, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
+    if finite and not np.isfinite(arr).all():
         raise ValueError(f"{name} holds NaN or inf")
     return arr
 
@@ -131,7 +131,7 @@ def regression_metrics(
     y_true: Any, y_pred: Any, names: Sequence[str] | None = None, *, mask: np.ndarray | None = None
 ) -> Metrics:
     """Per-target Pearson, Spearman and R², and their means (top-level ``pearson`` etc.)."""
-    y, p = _as_2d(y_true, "labels"), _as_2d(y_pred, "predictions")
+    y, p = _as_2d(y_true, "labels"), _as_2d(y_pred, "predictions", finite=False)
     if y.shape != p.shape:
         raise ValueError(f"labels have shape {y.shape}, predictions {p.shape}")
     names = list(names) if names is not None else [f"target_{i}" for i in range(y.shape[1])]
@@ -143,11 +143,14 @@ def regression_metrics(
     per: dict[str, dict[str, float | None]] = {}
     for j, name in enumerate(names):
         a, b = y[:, j], p[:, j]
-        spear = _pearson(_rank(a), _rank(b)) if a.size >= 2 else _pearson(a, b)
+        bad = int((~np.isfinite(b)).sum())
+        if bad:  # a diverged model: every metric of the target is undefined, the run goes on
+            results = [(None, f"{bad} prediction(s) are NaN or inf")] * 3
+        else:
+            spear = _pearson(_rank(a), _rank(b)) if a.size >= 2 else _pearson(a, b)
+            results = [_pearson(a, b), spear, _r2(a, b)]
         per[name] = {
-            "pearson": c.put(f"per_target.{name}.pearson", _pearson(a, b)),
-            "spearman": c.put(f"per_target.{name}.spearman", spear),
-            "r2": c.put(f"per_target.{name}.r2", _r2(a, b)),
+            m: c.put(f"per_target.{name}.{m}", r) for m, r in zip(REGRESSION_METRICS, results, strict=True)
         }
     out: Metrics = {"n": int(keep.sum()), "excluded": int((~keep).sum())}
     for m in REGRESSION_METRICS:
@@ -282,11 +285,12 @@ def classification_metrics(
     n_out = 2 if kind == "binary" else len(names)
     if prob.ndim != 2 or prob.shape[1] != n_out:
         raise ValueError(f"{kind} probabilities must have shape (rows, {n_out}), got {prob.shape}")
-    if not np.isfinite(prob).all():
-        raise ValueError("probabilities hold NaN or inf")
     keep = _rows(mask, prob.shape[0])
     c = _Collector()
-    if kind == "multilabel":
+    bad = int((~np.isfinite(prob[keep])).any(axis=1).sum())
+    if bad:  # a diverged model: every metric is undefined, the run goes on
+        out = _undefined(kind, names, f"{bad} row(s) of predictions are NaN or inf", c)
+    elif kind == "multilabel":
         t = np.asarray(y_true, dtype=np.float64)
         if t.shape != prob.shape:
             raise ValueError(f"multilabel labels have shape {t.shape}, probabilities {prob.shape}")
@@ -300,6 +304,14 @@ def classification_metrics(
     else:
         raise ValueError(f"unknown classification kind {kind!r}")
     return {"n": int(keep.sum()), "excluded": int((~keep).sum()), **out, "undefined": c.undefined}
+
+
+def _undefined(kind: str, names: Sequence[str], reason: str, c: _Collector) -> Metrics:
+    keys = [*_CLASS_METRICS, "subset_accuracy"] if kind == "multilabel" else list(_CLASS_METRICS)
+    out: Metrics = {k: c.put(k, (None, reason)) for k in keys}
+    if kind != "binary":
+        out["per_class"] = {name: dict.fromkeys(("auroc", "auprc", "f1")) for name in names}
+    return out
 
 
 # --------------------------------------------------------------------------- by task

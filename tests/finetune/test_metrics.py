@@ -155,7 +155,16 @@ def test_metric_for_and_evaluate_by_task() -> None:
     assert set(report["per_class"]) == {"x", "y"}
 
 
-def test_bad_shapes_and_nan_are_errors() -> None:
+def test_nan_predictions_make_metrics_undefined_not_an_error() -> None:
+    out = regression_metrics(np.arange(4.0), [1.0, np.nan, 2.0, 3.0], ["a"])
+    assert out["pearson"] is None and "1 prediction(s) are NaN" in out["undefined"]["per_target.a.pearson"]
+    fn, _ = metric_for(TaskSpec("binary", ("y",), ("0", "1")))
+    assert fn(np.array([0, 1]), np.array([[0.0, np.nan], [0.0, 1.0]])) is None
+    out = evaluate(TaskSpec("multiclass", ("y",), ("a", "b", "c")), [0, 1, 2], np.full((3, 3), np.nan))
+    assert out["auroc"] is None and out["per_class"]["a"]["auroc"] is None
+
+
+def test_bad_shapes_and_nan_labels_are_errors() -> None:
     with pytest.raises(ValueError, match="NaN"):
         regression_metrics([1.0, np.nan], [1.0, 2.0])
     with pytest.raises(ValueError, match="shape"):
