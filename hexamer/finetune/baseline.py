@@ -29,7 +29,7 @@ from hexamer.finetune.transform import LabelTransform
 __all__ = ["DEFAULT_ALPHAS", "DEFAULT_CS", "BaselineResult", "kmer_counts", "run_baseline"]
 
 #: ridge penalties tried (on z-scored labels and unit-variance counts)
-DEFAULT_ALPHAS: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0)
+DEFAULT_ALPHAS: tuple[float, ...] = (10.0, 100.0, 1000.0, 10000.0)
 #: inverse logistic penalties tried
 DEFAULT_CS: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0)
 
@@ -54,10 +54,15 @@ def kmer_counts(sequences: Sequence[str], k: int) -> Any:
     owner = np.repeat(np.arange(n), lengths + 1)[: codes.size]
     if codes.size < k:
         return sparse.csr_matrix((n, 4**k), dtype=np.float32)
-    windows = np.lib.stride_tricks.sliding_window_view(codes, k)
-    ok = (windows >= 0).all(axis=1)
-    index = windows[ok] @ (4 ** np.arange(k - 1, -1, -1))
-    rows = owner[: windows.shape[0]][ok]
+    m = codes.size - k + 1
+    index = np.zeros(m, dtype=np.int64)
+    ok = np.ones(m, dtype=bool)
+    for j in range(k):  # rolling base-4 number of each window; a window touching N is dropped
+        part = codes[j : j + m]
+        index = index * 4 + part
+        ok &= part >= 0
+    index = index[ok]
+    rows = owner[:m][ok]
     data = np.ones(index.size, dtype=np.float32)
     return sparse.coo_matrix((data, (rows, index)), shape=(n, 4**k)).tocsr()
 
@@ -69,10 +74,10 @@ def _scale(train: Any) -> np.ndarray:
     return np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0).astype(np.float32)
 
 
-def _features(seqs: Sequence[str], k: int, scale: np.ndarray) -> Any:
+def _scaled(counts: Any, scale: np.ndarray) -> Any:
     from scipy import sparse
 
-    return kmer_counts(seqs, k) @ sparse.diags(scale)
+    return (counts @ sparse.diags(scale)).tocsr()
 
 
 def _fit(task: TaskSpec, x: Any, y: np.ndarray, penalty: float, seed: int) -> Any:
@@ -169,8 +174,9 @@ def run_baseline(
     selection: list[dict[str, Any]] = []
     best: tuple[float, int, float] | None = None
     for k in ks:
-        scale = _scale(kmer_counts(fit_set.sequences, k))
-        x_fit, x_sel = _features(fit_set.sequences, k, scale), _features(sel_set.sequences, k, scale)
+        counts = kmer_counts(fit_set.sequences, k)
+        scale = _scale(counts)
+        x_fit, x_sel = _scaled(counts, scale), _scaled(kmer_counts(sel_set.sequences, k), scale)
         for p in grid:
             model = _fit(task, x_fit, _model_labels(task, transform, fit_set), p, seed)
             out = transform.inverse(_outputs(task, model, x_sel))
@@ -184,14 +190,15 @@ def run_baseline(
         notes.append(f"validation {key} undefined for every candidate: k={ks[0]}, penalty={grid[0]} kept")
     _, k, p = best
     transform = LabelTransform.fit(task, train.labels)
-    scale = _scale(kmer_counts(train.sequences, k))
-    model = _fit(task, _features(train.sequences, k, scale), _model_labels(task, transform, train), p, seed)
+    counts = kmer_counts(train.sequences, k)
+    scale = _scale(counts)
+    model = _fit(task, _scaled(counts, scale), _model_labels(task, transform, train), p, seed)
     outputs: dict[str, np.ndarray] = {}
     metrics: dict[str, dict[str, Any]] = {}
     for name, data in (("train", train), ("valid", valid), ("test", test)):
         if data is None or len(data) == 0:
             continue
-        out = transform.inverse(_outputs(task, model, _features(data.sequences, k, scale)))
+        out = transform.inverse(_outputs(task, model, _scaled(kmer_counts(data.sequences, k), scale)))
         metrics[name] = evaluate(task, data.labels, out, mask=data.metric_mask)
         outputs[name] = out
     kind = "ridge" if task.kind == "regression" else "logistic"
