@@ -9,6 +9,7 @@ from hexamer.cli import ism_cmd as _ism_cmd  # noqa: F401  (registers ism, calib
 from hexamer.cli import jobs as _jobs  # noqa: F401  (registers generate/score)
 from hexamer.cli import niah_cmd as _niah_cmd  # noqa: F401  (registers build-niah)
 from hexamer.cli import pipelines as _pipelines  # noqa: F401  (registers vep/embed/plot)
+from hexamer.cli import predict_cmd as _predict_cmd  # noqa: F401  (registers predict)
 from hexamer.cli import quantize_cmd as _quantize_cmd  # noqa: F401  (registers quantize, bench quant)
 from hexamer.cli import serve_cmd as _serve_cmd  # noqa: F401  (registers serve)
 from hexamer.cli import track_cmd as _track_cmd  # noqa: F401  (registers track)

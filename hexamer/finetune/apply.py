@@ -15,7 +15,7 @@ model cannot take (longer than its context). A bad record never stops the job.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from hexamer.finetune.inputs import Region, read_bed
 from hexamer.finetune.predict import predict
 from hexamer.finetune.task import TaskSpec
 from hexamer.finetune.transform import LabelTransform
-from hexamer.io import BadRecord, SequenceRecord, read_sequences, reverse_complement
+from hexamer.io import BadRecord, SequenceRecord, TableWriter, read_sequences, reverse_complement
 from hexamer.io.reference import Reference
 
 __all__ = [
@@ -41,6 +41,8 @@ __all__ = [
     "predict_records",
     "predict_regions",
     "prediction_rows",
+    "prediction_schema",
+    "write_predictions",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -263,3 +265,46 @@ def predict_regions(
 def _closing(reference: Reference, rows: Iterator[list[Row]]) -> Iterator[list[Row]]:
     with reference:
         yield from rows
+
+
+def prediction_schema(predictor: Predictor, *, regions: bool = False) -> Any:
+    """The Arrow schema of prediction rows: ``record``, ``id`` (and the region's ``chrom``,
+    ``start``, ``end``, ``strand``), ``status``, ``error``, then one float64 column per output."""
+    import pyarrow as pa
+
+    fields = [("record", pa.int64()), ("id", pa.string())]
+    if regions:
+        fields += [
+            ("chrom", pa.string()),
+            ("start", pa.int64()),
+            ("end", pa.int64()),
+            ("strand", pa.string()),
+        ]
+    fields += [("status", pa.string()), ("error", pa.string())]
+    names = {name for name, _ in fields}
+    clash = [c for c in predictor.columns if c in names]
+    if clash:
+        raise ValueError(f"output column(s) {', '.join(clash)} repeat a column of the prediction table")
+    return pa.schema([*fields, *((c, pa.float64()) for c in predictor.columns)])
+
+
+def write_predictions(
+    path: PathLike,
+    predictor: Predictor,
+    chunks: Iterable[list[Row]],
+    *,
+    regions: bool = False,
+    on_rows: Callable[[list[Row]], None] | None = None,
+) -> dict[str, int]:
+    """Stream prediction rows into a table (``.parquet``/``.tsv``/``.csv``/``.jsonl``, written
+    atomically: a failed job leaves no partial file); returns rows per status."""
+    schema = prediction_schema(predictor, regions=regions)
+    counts: dict[str, int] = {}
+    with TableWriter(path, schema=schema) as writer:
+        for rows in chunks:
+            writer.write_batch([{c: r.get(c) for c in schema.names} for r in rows])
+            for r in rows:
+                counts[r["status"]] = counts.get(r["status"], 0) + 1
+            if on_rows is not None:
+                on_rows(rows)
+    return counts
