@@ -10,7 +10,15 @@
 * :mod:`~hexamer.finetune.transform`: label z-scoring fitted on train, high-activity duplication;
 * :mod:`~hexamer.finetune.metrics`: regression and classification metrics, the selection metric;
 * :mod:`~hexamer.finetune.baseline`: the k-mer ridge / logistic baseline;
-* :mod:`~hexamer.finetune.report`: metrics.json, prediction tables, figures.
+* :mod:`~hexamer.finetune.report`: metrics.json, prediction tables, figures;
+* :mod:`~hexamer.finetune.fit`: `fit` (full / lora / probe) with `FitOptions`
+  (:mod:`~hexamer.finetune.options`), its losses (:mod:`~hexamer.finetune.losses`), loop
+  (:mod:`~hexamer.finetune.fit_loop`) and resumable checkpoints (:mod:`~hexamer.finetune.state`);
+* :mod:`~hexamer.finetune.predict`: `predict` (optionally averaged over both strands).
+
+    from hexamer.finetune import FitOptions, fit, predict
+    result = fit("Carbon-500M", train, valid, task, FitOptions(method="lora"), "runs/mpra")
+    values = predict(result.best_folder, sequences, rc_average=True)
 
 Import cost: the head modules pull in torch; ``hexamer.finetune.task`` alone does not.
 """
@@ -33,6 +41,7 @@ if TYPE_CHECKING:
         load_table,
         normalize_dna,
     )
+    from hexamer.finetune.fit import FitProgress, FitResult, fit
     from hexamer.finetune.folders import is_head_folder, load_classifier, new_classifier, save_classifier
     from hexamer.finetune.head import POOLINGS, HeadSettings, SequenceClassifier
     from hexamer.finetune.inputs import DataError
@@ -78,6 +87,13 @@ _LAZY = {
     "split_random": "hexamer.finetune.splits",
     "LabelTransform": "hexamer.finetune.transform",
     "duplicate_high_activity": "hexamer.finetune.transform",
+    "FitProgress": "hexamer.finetune.fit",
+    "FitResult": "hexamer.finetune.fit",
+    "fit": "hexamer.finetune.fit",
+    "LOSSES": "hexamer.finetune.losses",
+    "METHODS": "hexamer.finetune.options",
+    "FitOptions": "hexamer.finetune.options",
+    "predict": "hexamer.finetune.predict",
     "POOLINGS": "hexamer.finetune.head",
     "HeadSettings": "hexamer.finetune.head",
     "SequenceClassifier": "hexamer.finetune.head",
@@ -95,10 +111,15 @@ _LAZY = {
 
 __all__ = [
     "LORA_TARGETS",
+    "LOSSES",
+    "METHODS",
     "POOLINGS",
     "TASK_KINDS",
     "BaselineResult",
     "DataError",
+    "FitOptions",
+    "FitProgress",
+    "FitResult",
     "HeadSettings",
     "LabelTransform",
     "LabelledSet",
@@ -114,6 +135,7 @@ __all__ = [
     "check_lengths",
     "duplicate_high_activity",
     "evaluate",
+    "fit",
     "fold_summary",
     "is_head_folder",
     "kfold_splits",
@@ -126,6 +148,7 @@ __all__ = [
     "metric_for",
     "new_classifier",
     "normalize_dna",
+    "predict",
     "run_baseline",
     "save_adapter",
     "save_classifier",

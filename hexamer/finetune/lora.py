@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ __all__ = [
     "LoraOptions",
     "add_lora",
     "load_adapter",
+    "lora_merged",
     "lora_modules",
     "merge_lora",
     "save_adapter",
@@ -97,12 +100,18 @@ class LoraLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.base_layer(x) + self.lora_B(self.lora_A(self.dropout(x))) * self.scaling
 
-    def merged(self) -> nn.Linear:
-        """The base linear with ``scaling * B @ A`` added to its weight (computed in float32)."""
-        base = self.base_layer
-        delta = (self.lora_B.weight.float() @ self.lora_A.weight.float()) * self.scaling
+    def merged_weight(self) -> torch.Tensor:
+        """``W + scaling * B @ A`` (computed in float32, returned in the weight's dtype), detached."""
+        w = self.base_layer.weight
         with torch.no_grad():
-            base.weight.copy_((base.weight.float() + delta).to(base.weight.dtype))
+            delta = (self.lora_B.weight.float() @ self.lora_A.weight.float()) * self.scaling
+            return (w.float() + delta).to(w.dtype)
+
+    def merged(self) -> nn.Linear:
+        """The base linear with the adapter folded into its weight."""
+        base = self.base_layer
+        with torch.no_grad():
+            base.weight.copy_(self.merged_weight())
         return base
 
 
@@ -144,6 +153,33 @@ def merge_lora(model: SequenceClassifier) -> SequenceClassifier:
             setattr(parent, name, module.merged())
     model.lora_options = None
     return model
+
+
+@contextmanager
+def lora_merged(model: SequenceClassifier) -> Iterator[SequenceClassifier]:
+    """``model`` with its adapters folded in, inside the block only: each adapted projection is
+    swapped for a plain linear holding the merged weight, and the adapters (with their untouched
+    base weights) come back on exit. What a checkpoint saves mid-training without disturbing it."""
+    swapped: list[tuple[nn.Module, str, LoraLinear]] = []
+    options = model.lora_options
+    try:
+        for parent, name in _targets(model, LORA_TARGETS):
+            module = getattr(parent, name)
+            if isinstance(module, LoraLinear):
+                base = module.base_layer
+                plain = nn.Linear(
+                    base.in_features, base.out_features, bias=base.bias is not None, device="meta"
+                )
+                plain.weight = nn.Parameter(module.merged_weight(), requires_grad=False)
+                plain.bias = base.bias
+                setattr(parent, name, plain)
+                swapped.append((parent, name, module))
+        model.lora_options = None
+        yield model
+    finally:
+        for parent, name, module in swapped:
+            setattr(parent, name, module)
+        model.lora_options = options
 
 
 def _peft_name(module_name: str) -> str:
