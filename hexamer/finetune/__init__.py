@@ -10,7 +10,7 @@
 * :mod:`~hexamer.finetune.transform`: label z-scoring fitted on train, high-activity duplication;
 * :mod:`~hexamer.finetune.metrics`: regression and classification metrics, the selection metric;
 * :mod:`~hexamer.finetune.baseline`: the k-mer ridge / logistic baseline;
-* :mod:`~hexamer.finetune.report`: metrics.json, prediction tables, figures.
+* :mod:`~hexamer.finetune.report`: metrics.json, prediction tables, figures;
 * :mod:`~hexamer.finetune.fit`: `fit` (full / lora / probe) with `FitOptions`
   (:mod:`~hexamer.finetune.options`), its losses (:mod:`~hexamer.finetune.losses`), loop
   (:mod:`~hexamer.finetune.fit_loop`) and resumable checkpoints (:mod:`~hexamer.finetune.state`);

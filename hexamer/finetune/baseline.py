@@ -93,19 +93,16 @@ def _fit(task: TaskSpec, x: Any, y: np.ndarray, penalty: float, seed: int) -> An
 
 
 def _outputs(task: TaskSpec, model: Any, x: Any) -> np.ndarray:
-    """Model outputs in the form :func:`evaluate` takes: z-scored predictions, or logits (log
-    probabilities, whose softmax / sigmoid gives back the probabilities)."""
+    """Model outputs in the form :func:`evaluate` takes: z-scored predictions or class
+    probabilities (as :func:`hexamer.finetune.predict.predict` returns them)."""
     if task.kind == "regression":
         out = model.predict(x)
         return out.reshape(x.shape[0], -1)
-    eps = 1e-12
     if task.kind == "multilabel":
-        p = np.column_stack([m.predict_proba(x)[:, 1] for m in model])
-        p = np.clip(p, eps, 1 - eps)
-        return np.log(p) - np.log1p(-p)
+        return np.column_stack([m.predict_proba(x)[:, 1] for m in model])
     p = np.zeros((x.shape[0], task.num_labels))
     p[:, model.classes_] = model.predict_proba(x)  # a class absent from training keeps 0
-    return np.log(np.clip(p, eps, 1.0))
+    return p
 
 
 @dataclass(frozen=True)
@@ -162,7 +159,7 @@ def run_baseline(
     seed: int = 0,
 ) -> BaselineResult:
     """Fit the baseline (see the module text) and evaluate it on every set given. Regression
-    outputs are returned on the raw label scale; classification outputs are logits."""
+    outputs are returned on the raw label scale; classification outputs are class probabilities."""
     if not ks or any(not (1 <= k <= 6) for k in ks):
         raise ValueError(f"ks must be values in 1..6, got {list(ks)}")
     grid = tuple(penalties) if penalties else (DEFAULT_ALPHAS if task.kind == "regression" else DEFAULT_CS)

@@ -27,6 +27,8 @@ from hexamer.finetune.losses import check_loss, default_loss
 from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
+from hexamer.model.loading import read_folder_config
+from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitProgress", "FitResult", "fit"]
 
@@ -70,6 +72,22 @@ def _check_inputs(train: LabelledSet, valid: LabelledSet | None, task: TaskSpec,
     if options.probe_ridge is not None and (options.method != "probe" or loss != "mse"):
         raise ValueError("probe_ridge solves a regression probe trained with mse only")
     return loss
+
+
+def _check_lengths(base_folder: str | os.PathLike[str], sets: dict[str, LabelledSet | None]) -> None:
+    """Refuse an empty or over-long sequence by name, from config.json alone (before the load)."""
+    _, config = read_folder_config(base_folder)
+    k = CarbonTokenizer.from_pretrained(base_folder).layout.k
+    context = config.max_position_embeddings
+    for what, rows in sets.items():
+        for row_id, seq in zip(rows.ids if rows else (), rows.sequences if rows else (), strict=True):
+            tokens = 2 + -(-len(seq) // k)
+            if not seq or tokens > context:
+                problem = "is empty" if not seq else f"({len(seq)} bp) needs {tokens} tokens"
+                raise ValueError(
+                    f"{what} row {row_id!r} {problem}; the model's context is {context} tokens "
+                    f"(<dna> + {context - 2} {k}-mers + </dna> = {(context - 2) * k} bp)"
+                )
 
 
 def _build_model(
@@ -144,6 +162,7 @@ def fit(
             )
         if saved.get("fingerprint") != fingerprint:
             raise ValueError(f"{out}: the checkpoint was trained on other rows; not resuming")
+    _check_lengths(base_folder, {"training": train, "validation": valid})
     settings = {
         "label_transform": label_transform,
         "max_length": max(len(s) for s in train.sequences),

@@ -319,11 +319,11 @@ def _undefined(kind: str, names: Sequence[str], reason: str, c: _Collector) -> M
 
 def evaluate(task: TaskSpec, y_true: Any, outputs: Any, *, mask: np.ndarray | None = None) -> Metrics:
     """Every metric of ``task`` (a :class:`~hexamer.finetune.task.TaskSpec`) from model outputs:
-    predictions for regression (any common scale), logits for classification."""
+    predictions for regression (any common scale), class probabilities for classification — what
+    :func:`hexamer.finetune.predict.predict` returns (:func:`probabilities` turns logits into them)."""
     if task.kind == "regression":
         return regression_metrics(y_true, outputs, task.label_columns, mask=mask)
-    probs = probabilities(task.kind, outputs)
-    return classification_metrics(task.kind, y_true, probs, task.output_names, mask=mask)
+    return classification_metrics(task.kind, y_true, outputs, task.output_names, mask=mask)
 
 
 #: The metric that picks the best checkpoint, per task kind (see :func:`metric_for`).
@@ -332,21 +332,25 @@ SELECTION_METRIC = {"regression": "pearson", "binary": "mcc", "multiclass": "mcc
 
 def metric_for(
     task: TaskSpec, *, mask: np.ndarray | None = None
-) -> tuple[Callable[[np.ndarray, np.ndarray], float | None], bool]:
+) -> tuple[Callable[[np.ndarray, np.ndarray], float], bool]:
     """``(metric, higher_is_better)`` for picking the best checkpoint on the validation set.
 
     Regression: mean Pearson over targets (the published recipes' headline number; insensitive to
     the label z-scoring, so model-scale outputs can be passed). Binary and multiclass: MCC, the
     NT-benchmark's reported metric, one number that stays honest on unbalanced classes. Multilabel:
     macro AUROC, threshold-free, so rare labels that a 0.5 threshold never predicts still count.
-    The callable takes ``(labels, outputs)`` (logits for classification) and returns ``None`` when
-    the metric is undefined on those rows (e.g. constant predictions early in training): treat that
-    as never better. ``mask`` is the validation set's ``metric_mask``.
+    The callable takes ``(labels, outputs)`` (outputs as :func:`evaluate` takes them) and returns a
+    float, NaN when the metric is undefined on those rows (e.g. constant predictions early in
+    training): :func:`~hexamer.finetune.fit.fit` counts NaN as never better and records it as
+    ``None``; reports use :func:`evaluate`, whose undefined values are ``None`` with a reason.
+    ``mask`` selects rows (``fit`` applies the validation set's ``metric_mask`` itself before the
+    call, so leave it out there).
     """
     key = SELECTION_METRIC[task.kind]
 
-    def metric(y_true: np.ndarray, outputs: np.ndarray) -> float | None:
-        return evaluate(task, y_true, outputs, mask=mask)[key]
+    def metric(y_true: np.ndarray, outputs: np.ndarray) -> float:
+        value = evaluate(task, y_true, outputs, mask=mask)[key]
+        return float("nan") if value is None else float(value)
 
     metric.__name__ = key
     return metric, True

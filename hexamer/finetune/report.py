@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from hexamer.finetune.metrics import probabilities
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.io import atomic_path, write_table
 
@@ -74,7 +73,7 @@ def _target_columns(task: TaskSpec, labels: np.ndarray, outputs: np.ndarray, pre
                 cols[f"{name}_observed"] = labels[:, j].astype(np.float64)
             cols[f"{prefix}{name}"] = np.asarray(outputs[:, j], dtype=np.float64)
         return cols
-    prob = probabilities(task.kind, outputs)
+    prob = outputs
     if task.kind == "multilabel":
         for j, name in enumerate(task.label_columns):
             if not prefix:
@@ -99,7 +98,8 @@ def prediction_rows(
     baseline: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """One dict per row of ``data`` (see the module text). ``outputs``: raw-scale predictions for
-    regression, logits for classification, aligned with ``data``; ``baseline`` likewise."""
+    regression, class probabilities for classification (as ``predict`` returns them), aligned with
+    ``data``; ``baseline`` likewise."""
     n = len(data)
     if len(split_names) != n or len(outputs) != n or (baseline is not None and len(baseline) != n):
         raise ValueError(f"{n} rows but {len(split_names)} split names / {len(outputs)} outputs")
@@ -159,7 +159,7 @@ def _curves(
     task: TaskSpec, labels: np.ndarray, outputs: np.ndarray
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per curve name: (0/1 truth, score); binary has one curve (the positive class)."""
-    prob = probabilities(task.kind, outputs)
+    prob = np.asarray(outputs, dtype=np.float64)
     if task.kind == "binary":
         return {task.output_names[1]: (labels == 1, prob[:, 1])}
     if task.kind == "multilabel":

@@ -97,11 +97,12 @@ def test_resume_ends_on_the_same_weights(tiny_folder: Path, tmp_path: Path, meth
     assert not torch.equal(a["model.norm.weight"], start["model.norm.weight"]) or method == "lora"
 
 
-def test_gradient_checkpointing_gives_the_same_step(tiny_folder: Path, tmp_path: Path):
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_gradient_checkpointing_gives_the_same_step(tiny_folder: Path, tmp_path: Path, method):
     train = gc_set(8, 24, seed=4)
     runs = []
     for checkpointing in (False, True):
-        options = FitOptions(steps=2, batch_size=4, lr=1e-3, grad_checkpointing=checkpointing)
+        options = FitOptions(method=method, steps=2, batch_size=4, lr=1e-3, grad_checkpointing=checkpointing)
         runs.append(
             _weights(fit(tiny_folder, train, None, REG, options, tmp_path / str(checkpointing)).best_folder)
         )
@@ -157,3 +158,13 @@ def test_bad_inputs_fail_before_the_model_loads(tmp_path: Path):
         fit(missing, data, None, REG, FitOptions(class_weights=(1.0,)), tmp_path / "c")
     with pytest.raises(ValueError, match="batch_size >= 2"):
         fit(missing, data, None, REG, FitOptions(loss="pearson_huber", batch_size=1), tmp_path / "d")
+
+
+def test_over_long_and_empty_sequences_are_named_before_the_load(tiny_folder: Path, tmp_path: Path):
+    data = gc_set(3, 12, seed=10)
+    long = LabelledSet(data.ids, (data.sequences[0], "A" * 6 * 2047, data.sequences[2]), data.labels)
+    with pytest.raises(ValueError, match=r"training row 'row1' .* needs 2049 tokens"):
+        fit(tiny_folder, long, None, REG, FitOptions(), tmp_path / "a")
+    empty = LabelledSet(data.ids, ("", *data.sequences[1:]), data.labels)
+    with pytest.raises(ValueError, match="validation row 'row0' is empty"):
+        fit(tiny_folder, data, empty, REG, FitOptions(), tmp_path / "b")

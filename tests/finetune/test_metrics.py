@@ -147,8 +147,10 @@ def test_metric_for_and_evaluate_by_task() -> None:
     t = rng.integers(0, 2, 50)
     logits = np.c_[np.zeros(50), t + rng.normal(size=50)]
     pred = logits.argmax(1)
-    assert higher and fn(t, logits) == pytest.approx(skm.matthews_corrcoef(t[:40], pred[:40]))
-    assert fn(t, np.zeros((50, 2))) is None  # constant predictions: undefined, not NaN
+    prob = probabilities("binary", logits)
+    assert higher and fn(t, prob) == pytest.approx(skm.matthews_corrcoef(t[:40], pred[:40]))
+    assert math.isnan(fn(t, np.full((50, 2), 0.5)))  # constant predictions: NaN for fit, None in reports
+    assert evaluate(binary, t, np.full((50, 2), 0.5))["mcc"] is None
     ml = TaskSpec("multilabel", ("x", "y"))
     assert metric_for(ml)[0].__name__ == "auroc"
     report = evaluate(ml, np.eye(2)[t], rng.normal(size=(50, 2)))
@@ -159,7 +161,7 @@ def test_nan_predictions_make_metrics_undefined_not_an_error() -> None:
     out = regression_metrics(np.arange(4.0), [1.0, np.nan, 2.0, 3.0], ["a"])
     assert out["pearson"] is None and "1 prediction(s) are NaN" in out["undefined"]["per_target.a.pearson"]
     fn, _ = metric_for(TaskSpec("binary", ("y",), ("0", "1")))
-    assert fn(np.array([0, 1]), np.array([[0.0, np.nan], [0.0, 1.0]])) is None
+    assert math.isnan(fn(np.array([0, 1]), np.array([[0.0, np.nan], [0.0, 1.0]])))
     out = evaluate(TaskSpec("multiclass", ("y",), ("a", "b", "c")), [0, 1, 2], np.full((3, 3), np.nan))
     assert out["auroc"] is None and out["per_class"]["a"]["auroc"] is None
 

@@ -11,7 +11,7 @@ import pyarrow.csv as pacsv
 import pytest
 from scipy import stats
 
-from hexamer.finetune.metrics import evaluate
+from hexamer.finetune.metrics import evaluate, probabilities
 from hexamer.finetune.report import (
     plot_classification_curves,
     plot_history,
@@ -67,7 +67,7 @@ def test_regression_table_has_every_row_and_metrics_recompute_from_it(tmp_path: 
 def test_classification_table_and_curves(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     y = rng.integers(0, 3, 40)
-    logits = rng.normal(size=(40, 3))
+    logits = probabilities("multiclass", rng.normal(size=(40, 3)))
     task = TaskSpec("multiclass", ("class",), ("enh", "prom", "sil"))
     rows = prediction_rows(task, _data(y), ["test"] * 40, logits)
     assert rows[0]["class_observed"] == task.output_names[y[0]]
@@ -75,7 +75,9 @@ def test_classification_table_and_curves(tmp_path: Path) -> None:
     assert math.isclose(sum(rows[0][f"p_{c}"] for c in task.output_names), 1.0)
     plot_classification_curves(tmp_path / "roc.png", tmp_path / "pr.png", task, y, logits)
     binary = TaskSpec("binary", ("y",), ("0", "1"))
-    plot_classification_curves(tmp_path / "roc2.png", tmp_path / "pr2.png", binary, y % 2, logits[:, :2])
+    plot_classification_curves(
+        tmp_path / "roc2.png", tmp_path / "pr2.png", binary, y % 2, probabilities("binary", logits[:, :2])
+    )
     for name in ("roc.png", "pr.png", "roc2.png", "pr2.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
