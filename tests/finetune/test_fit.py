@@ -44,6 +44,11 @@ def test_probe_learns_on_the_demo_model(tmp_path: Path):
     trained = FitOptions(method="probe", pooling="mean", epochs=15, batch_size=16, lr=0.03, warmup=0.0)
     result = fit(DEMO, train, valid, REG, trained, tmp_path / "sgd", metric=pearson_metric)
     assert result.best_score > 0.7, result.best_score
+    # the folder holds the best evaluation's head (kept in memory, written at the end)
+    assert pearson_metric(valid.labels, predict(result.best_folder, valid.sequences)) == pytest.approx(
+        result.best_score, abs=1e-5
+    )
+    assert result.best_step < result.steps or result.history[-1]["best"]
     # the backbone is untouched: only the head differs from the base model
     saved = _weights(result.best_folder)
     base = load_file(str(DEMO / "model.safetensors"))
