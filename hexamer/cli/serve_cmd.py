@@ -93,15 +93,24 @@ def serve(
             help="6-mers the draft proposes per round (default: adaptive); requests may set num_draft_tokens.",
         ),
     ] = None,
+    head: Annotated[
+        str | None,
+        typer.Option(
+            help="A fine-tuned head folder (hexamer finetune) served beside the model at /v1/dna/predict."
+        ),
+    ] = None,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
     log_level: Annotated[
         Literal["debug", "info", "warning", "error"], typer.Option(help="Server log verbosity.")
     ] = "info",
 ) -> None:
-    """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep}."""
+    """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep},
+    and /v1/dna/predict with --head."""
     from hexamer.carbon import Carbon
     from hexamer.engine import EngineConfig
+    from hexamer.finetune.apply import check_head_folder
+    from hexamer.finetune.folders import is_head_folder
     from hexamer.server.app import create_app
     from hexamer.server.run import run_server
 
@@ -123,10 +132,17 @@ def serve(
         if draft_tokens is not None and draft_model is None:
             raise ValueError("--draft-tokens needs --draft-model")
         path = resolve_model(model)
+        if os.path.isdir(path) and is_head_folder(path):  # before any weights load
+            raise ValueError(
+                f"{path} is a fine-tuned head folder, not a language model: serve its base model with "
+                f"--model BASE and add --head {path} (answers /v1/dna/predict)"
+            )
+        if head is not None:
+            check_head_folder(head)
         carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
         if served_model_name is None:
             settings.served_model_name = model or os.path.basename(os.path.normpath(path))
-        application = create_app(carbon, settings, draft=draft_model)
+        application = create_app(carbon, settings, draft=draft_model, head=head)
     except (ValueError, TypeError, OSError) as exc:
         fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
