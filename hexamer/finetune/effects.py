@@ -21,6 +21,7 @@ positive class); for other heads it is empty and the per-output columns hold the
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ import torch
 
 from hexamer.finetune.apply import Predictor, output_columns
 from hexamer.finetune.data import normalize_dna
+from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.task import TaskSpec
 from hexamer.vep.planner import Row, result_row
 from hexamer.vep.recipes import WindowPair
@@ -91,12 +93,11 @@ class _HeadFacts:
         self._predictor = predictor
 
     def fingerprint(self) -> str:
-        """A short hash of the head's configuration, settings and a few weights (score included)
-        and of how it is run (strands): what a resumed job compares."""
+        """A short hash of the head's configuration, settings and a few weights (score included):
+        what a resumed job compares (how it is run, e.g. the strands, is in the job's settings)."""
         p = self._predictor
         h = hashlib.sha256(repr(p.model.backbone.config).encode())
         h.update(json.dumps(p.model.settings.to_json(), sort_keys=True).encode())
-        h.update(f"rc_average={p.rc_average}".encode())
         params = list(p.model.named_parameters())
         for name, param in [*params[:: max(1, len(params) // 8)], params[-1]]:
             h.update(name.encode())
@@ -111,6 +112,7 @@ class HeadVariantModel:
         self.predictor = predictor
         self.backend = _HeadFacts(predictor)
         self.layout = self.backend.layout
+        self.model = predictor.model
 
 
 class EffectRunner(Runner):
@@ -118,7 +120,10 @@ class EffectRunner(Runner):
 
     def __init__(self, predictor: Predictor, reference: Reference, settings: VepSettings) -> None:
         super().__init__(_HeadFacts(predictor), reference, settings, naive=True)
-        self.predictor = predictor
+        # the strands and batches the job's settings say, wherever the head was loaded (an actor)
+        self.predictor = dataclasses.replace(
+            predictor, rc_average=settings.rc_average, batch_size=settings.batch_size
+        )
         self.columns = output_columns(predictor.task)
         self.score_index = score_output(predictor.task)
 
@@ -140,11 +145,18 @@ class EffectRunner(Runner):
 
 
 def effect_settings(
-    predictor: Predictor, *, window: int | None = None, batch_size: int | None = None
+    head: HeadSettings,
+    *,
+    window: int | None = None,
+    rc_average: bool | None = None,
+    batch_size: int = 32,
+    block_records: int = 50_000,
 ) -> VepSettings:
-    """The VEP settings of a head's job: the window recipe, ``window`` (default: the training
-    length the folder records), the predictor's strands and batch size; range-checked."""
-    size = window if window is not None else predictor.training_length
+    """The VEP settings of a head's job, range-checked: the window recipe, ``window`` bp (default:
+    the training length the folder records), both strands averaged when ``rc_average`` (default:
+    the folder's setting), ``batch_size`` windows per forward, ``block_records`` records planned
+    at a time (a Ray shard holds whole blocks)."""
+    size = window if window is not None else head.max_length
     if size is None:
         raise ValueError(
             "the head folder records no training sequence length (hexamer_finetune max_length): "
@@ -153,10 +165,11 @@ def effect_settings(
     settings = VepSettings(
         recipe="window",
         window=size,
-        rc_average=bool(predictor.rc_average),
-        batch_size=batch_size or predictor.batch_size,
+        rc_average=head.rc_average if rc_average is None else rc_average,
+        batch_size=batch_size,
+        block_records=block_records,
     )
-    return settings.check(predictor.model.tokenizer.layout.k)
+    return settings.check()
 
 
 def run_effects(
@@ -173,11 +186,20 @@ def run_effects(
     on_note: Callable[[str], None] | None = None,
     renames: PathLike | Mapping[str, str] | None = None,
     info_fields: str | Sequence[str] | None = None,
+    settings: VepSettings | None = None,
 ) -> VepRunResult:
     """Variant effects of every ALT of ``vcf`` into ``output`` (annotated VCF/BCF or a table, by
     extension), with :func:`hexamer.vep.run_vep`'s statuses, reasons, checkpoints and ``resume``.
-    Rows carry one effect column per output (:func:`effect_columns`; VCF: ``HEXAMER_<column>``)."""
-    settings = effect_settings(predictor, window=window)
+    Rows carry one effect column per output (:func:`effect_columns`; VCF: ``HEXAMER_<column>``).
+    ``settings`` (default: :func:`effect_settings` of the folder, with ``window`` and the
+    predictor's strands and batch size) decide the windows, strands and batches."""
+    if settings is None:
+        settings = effect_settings(
+            predictor.model.settings,
+            window=window,
+            rc_average=predictor.rc_average,
+            batch_size=predictor.batch_size,
+        )
     columns = effect_columns(predictor.task)
     row_schema(columns)  # a label column named like a standard one fails now, not at the first chunk
     extra_info(columns)
