@@ -3,8 +3,9 @@ layer over :mod:`hexamer.finetune.apply` and :mod:`hexamer.finetune.effects`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -19,7 +20,11 @@ from hexamer.cli.app import (
     print_json,
 )
 from hexamer.cli.checks import MAX_BATCH_SIZE, check_runtime, check_vep_settings
+from hexamer.cli.ray_options import RayRun, ray_options
 from hexamer.cli.sequence_jobs import fail_if_none_ok, set_threads
+
+if TYPE_CHECKING:
+    from hexamer.vep.resume import VepRunResult
 
 __all__ = ["predict"]
 
@@ -59,6 +64,12 @@ def _check_out(out: Path, job: str) -> None:
 
 
 @app.command()
+@ray_options(
+    Annotated[
+        int | None,
+        typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
+    ]
+)
 def predict(
     model: Annotated[str, typer.Option("--model", "-m", help="A fine-tuned head folder (hexamer finetune).")],
     out: Annotated[
@@ -103,6 +114,7 @@ def predict(
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="--vcf: continue a killed run from its checkpoint.")
     ] = False,
+    ray: RayRun | None = None,  # the --ray options (ray_options)
     as_json: JsonFlag = False,
 ) -> None:
     """Predict with a fine-tuned head: one row per input record (its status, the values on the
@@ -110,8 +122,10 @@ def predict(
     from hexamer.finetune.apply import HeadFolderError, check_head_folder
     from hexamer.vep.settings import VepSettings
 
-    check_runtime(dtype=dtype, device=device, threads=threads)
+    check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     job = _check_inputs(input_file, bed, vcf, fasta, resume)
+    if ray is not None and job != "variants":
+        raise typer.BadParameter("--ray scales out --vcf jobs", param_hint="'--ray'")
     _check_out(out, job)
     if window is not None:
         if job != "variants":
@@ -122,7 +136,15 @@ def predict(
     except HeadFolderError as exc:
         fail(exc)
     set_threads(threads)
-    if job == "variants":
+    if job == "variants" and ray is not None:
+        assert vcf is not None and fasta is not None
+        from hexamer.cli.scaleout import ray_effects_runner
+
+        runner = ray_effects_runner(ray.pool(threads=threads, dtype=dtype, device=device), ray.shard_records)
+        options = {"window": window, "rc_average": rc_average, "batch_size": batch_size, "resume": resume}
+        result = _run_effects(lambda note: runner(model, vcf, fasta, out, on_note=note, **options))
+        summary = _variants_summary(out, result, model)
+    elif job == "variants":
         assert vcf is not None and fasta is not None
         summary = _variants(model, vcf, fasta, out, window, rc_average, batch_size, dtype, device, resume)
     else:
@@ -156,7 +178,7 @@ def _records(
     batch_size: int,
     dtype: str,
     device: str | None,
-) -> dict:
+) -> dict[str, Any]:
     from hexamer.finetune.apply import predict_records, predict_regions, write_predictions
     from hexamer.finetune.inputs import DataError
     from hexamer.io import SequenceInputError
@@ -182,6 +204,38 @@ def _records(
     }
 
 
+def _run_effects(job: Callable[[Callable[[str], None]], VepRunResult]) -> VepRunResult:
+    """``job(on_note)``, its notes on stderr; bad input or a refused resume ends the command."""
+    from hexamer.vep import FastaError, VcfInputError
+    from hexamer.vep.resume import ResumeError
+
+    def note(message: str) -> None:
+        err_console.print(f"[yellow]{message}[/yellow]")
+
+    try:
+        return job(note)
+    except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
+        fail(exc)
+
+
+def _variants_summary(out: Path, result: VepRunResult, head: str) -> dict[str, Any]:
+    from hexamer.finetune.apply import output_columns, read_head_settings
+    from hexamer.vep import status_summary
+
+    err_console.print(f"{result.n_rows:,} rows: {status_summary(result.status_counts, result.reason_counts)}")
+    return {
+        "output": str(out),
+        "n_rows": result.n_rows,
+        "status_counts": dict(sorted(result.status_counts.items())),
+        "reason_counts": {
+            status: {reason: n for (s, reason), n in sorted(result.reason_counts.items()) if s == status}
+            for status in sorted({s for s, _ in result.reason_counts})
+        },
+        "n_resumed": result.n_resumed,
+        "columns": list(output_columns(read_head_settings(head).task)),
+    }
+
+
 def _variants(
     model: str,
     vcf: Path,
@@ -193,30 +247,11 @@ def _variants(
     dtype: str,
     device: str | None,
     resume: bool,
-) -> dict:
+) -> dict[str, Any]:
     from hexamer.finetune.effects import run_effects
-    from hexamer.vep import FastaError, VcfInputError, status_summary
-    from hexamer.vep.resume import ResumeError
 
     predictor = _load(model, rc_average, batch_size, dtype, device)
-
-    def note(message: str) -> None:
-        err_console.print(f"[yellow]{message}[/yellow]")
-
-    try:
-        result = run_effects(predictor, vcf, fasta, out, window=window, resume=resume, on_note=note)
-    except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
-        fail(exc)
-    err_console.print(f"{result.n_rows:,} rows: {status_summary(result.status_counts, result.reason_counts)}")
-    return {
-        "output": str(out),
-        "n_rows": result.n_rows,
-        "status_counts": dict(sorted(result.status_counts.items())),
-        "reason_counts": {
-            status: {reason: n for (s, reason), n in sorted(result.reason_counts.items()) if s == status}
-            for status in sorted({s for s, _ in result.reason_counts})
-        },
-        "n_resumed": result.n_resumed,
-        "columns": list(predictor.columns),
-        "rc_average": predictor.rc_average,
-    }
+    result = _run_effects(
+        lambda note: run_effects(predictor, vcf, fasta, out, window=window, resume=resume, on_note=note)
+    )
+    return {**_variants_summary(out, result, model), "rc_average": predictor.rc_average}

@@ -24,13 +24,15 @@ import numpy as np
 
 from hexamer.finetune.data import normalize_dna
 from hexamer.finetune.folders import HEAD_ARCHITECTURE, is_head_folder, load_classifier
-from hexamer.finetune.head import SequenceClassifier
+from hexamer.finetune.folders import _settings_from as settings_from_config
+from hexamer.finetune.head import HeadSettings, SequenceClassifier
 from hexamer.finetune.inputs import Region, read_bed
 from hexamer.finetune.predict import predict
 from hexamer.finetune.task import TaskSpec
 from hexamer.finetune.transform import LabelTransform
 from hexamer.io import BadRecord, SequenceRecord, TableWriter, read_sequences, reverse_complement
 from hexamer.io.reference import Reference
+from hexamer.model.config import read_config_json
 
 __all__ = [
     "PREDICTION_STATUSES",
@@ -42,6 +44,7 @@ __all__ = [
     "predict_regions",
     "prediction_rows",
     "prediction_schema",
+    "read_head_settings",
     "write_predictions",
 ]
 
@@ -70,6 +73,14 @@ def check_head_folder(folder: PathLike) -> Path:
             "transformers' LlamaForSequenceClassification); score a language model with hexamer score or vep"
         )
     return path
+
+
+def read_head_settings(folder: PathLike) -> HeadSettings:
+    """What a head folder records (task, training length, strands), from its config.json alone:
+    a job can be planned, and its options checked, before any weights load."""
+    path = check_head_folder(folder)
+    raw = read_config_json(path / "config.json", path)
+    return settings_from_config(raw, path / "config.json")
 
 
 def output_columns(task: TaskSpec) -> tuple[str, ...]:

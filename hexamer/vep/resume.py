@@ -227,6 +227,31 @@ def _different_job(side: Path, old: object, meta: dict) -> str:
     return "; ".join(lines)
 
 
+def _job_meta(
+    vcf: PathLike,
+    fasta: PathLike,
+    out: Path,
+    checked: VepSettings,
+    model: str,
+    renames: Mapping[str, str] | None,
+    extra: Mapping[str, str],
+) -> dict[str, Any]:
+    """What makes a job this job (``meta.json``, compared on resume)."""
+    meta: dict[str, Any] = {
+        "version": _VERSION,
+        "settings": checked.as_dict(),
+        "vcf": _file_id(vcf),
+        "fasta": _file_id(fasta),
+        "model": model,
+        "output": out.name,
+    }
+    if renames:  # which records are scored depends on it
+        meta["renames"] = dict(sorted(renames.items()))
+    if extra:  # a fine-tuned head's outputs: another head is another job
+        meta["extra_columns"] = list(extra)
+    return meta
+
+
 def run_vep(
     carbon: Carbon,
     vcf: PathLike,
@@ -262,10 +287,8 @@ def run_vep(
     the job) and names in ``on_note`` the rejects table of records it could not hold.
     ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
     settings before any scoring) adds ``HEXAMER_RAW``/``HEXAMER_PHRED`` (a table: ``phred``).
-    ``make_runner`` and ``extra_columns`` let another model reuse the whole job (a fine-tuned head,
-    :func:`hexamer.finetune.effects.run_effects`): its runner computes the units (see
-    :func:`~hexamer.vep.engine.iter_record_blocks`) and its rows carry the ``extra_columns``
-    (``column -> description``), checkpointed and written beside the standard ones.
+    ``make_runner`` (see :func:`~hexamer.vep.engine.iter_record_blocks`) and ``extra_columns``
+    (``column -> description``: float columns its rows carry) reuse the job for a fine-tuned head.
     """
     note = on_note or (lambda _: None)
     out = Path(output)
@@ -274,20 +297,9 @@ def run_vep(
     if calibration is not None:
         calibration.check(carbon, checked)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
-    meta = {
-        "version": _VERSION,
-        "settings": checked.as_dict(),
-        "vcf": _file_id(vcf),
-        "fasta": _file_id(fasta),
-        "model": model_fingerprint(carbon),
-        "output": out.name,
-    }
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
-    if renames:  # which records are scored depends on it
-        meta["renames"] = dict(sorted(renames.items()))
     extra = dict(extra_columns or {})
-    if extra:  # a fine-tuned head's outputs: another head is another job
-        meta["extra_columns"] = list(extra)
+    meta = _job_meta(vcf, fasta, out, checked, model_fingerprint(carbon), renames, extra)
     command = _command()
     side = sidecar_dir(out)
     chunks = ChunkStore(side, note, tuple(extra))

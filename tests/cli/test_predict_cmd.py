@@ -45,9 +45,13 @@ def test_predict_bed_and_vcf(head: Path, tmp_path: Path) -> None:
     bed = tmp_path / "r.bed"
     bed.write_text("20\t62000\t62060\tplus\t0\t+\n20\t62000\t62060\tminus\t0\t-\n")
     out = tmp_path / "regions.parquet"
-    assert run_json(["predict", "-m", head, "--bed", bed, "--fasta", FASTA, "-o", out])["status_counts"] == {"ok": 2}
+    assert run_json(["predict", "-m", head, "--bed", bed, "--fasta", FASTA, "-o", out])["status_counts"] == {
+        "ok": 2
+    }
     vout = tmp_path / "eff.tsv"
-    summary = run_json(["predict", "-m", head, "--vcf", DATA / "edge_cases.vcf", "--fasta", FASTA, "-o", vout])
+    summary = run_json(
+        ["predict", "-m", head, "--vcf", DATA / "edge_cases.vcf", "--fasta", FASTA, "-o", vout]
+    )
     rows = _tsv(vout)
     assert summary["n_rows"] == len(rows) == 22 and "activity" in rows[0]
     assert summary["status_counts"] == {"ok": 13, "ref_mismatch": 2, "skipped": 7}
@@ -63,11 +67,17 @@ def test_errors_before_any_load(head: Path, tiny_folder: Path, tmp_path: Path) -
         usage_error(["predict", "-m", head, "-i", fa, "--vcf", fa, "-o", tmp_path / "p.tsv"])
     )
     assert "--fasta" in str(usage_error(["predict", "-m", head, "--bed", fa, "-o", tmp_path / "p.tsv"]))
-    assert "--resume is for --vcf" in str(usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.tsv", "--resume"]))
-    assert "at least 30 bp" in str(
-        usage_error(["predict", "-m", head, "--vcf", fa, "--fasta", FASTA, "-o", tmp_path / "p.tsv", "--window", "10"])
+    assert "--resume is for --vcf" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.tsv", "--resume"])
     )
-    assert "supported extensions" in str(usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.vcf"]))
+    assert "at least 30 bp" in str(
+        usage_error(
+            ["predict", "-m", head, "--vcf", fa, "--fasta", FASTA, "-o", tmp_path / "p.tsv", "--window", "10"]
+        )
+    )
+    assert "supported extensions" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.vcf"])
+    )
 
 
 def test_lm_commands_name_a_head_folder(head: Path) -> None:

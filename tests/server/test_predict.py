@@ -31,11 +31,17 @@ def test_predict_equals_the_library(head_url: str, head: Path) -> None:
     r = httpx.post(f"{head_url}/v1/dna/predict", json={"sequences": seqs}, timeout=60)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["object"] == "dna.predict" and body["columns"] == ["p_off", "p_on"] and body["task"] == "binary"
+    assert (
+        body["object"] == "dna.predict" and body["columns"] == ["p_off", "p_on"] and body["task"] == "binary"
+    )
     got = np.array([[d["values"]["p_off"], d["values"]["p_on"]] for d in body["data"]])
-    want = Predictor.load(head).predict(["ACGTACGTAAGGCTAGCTAGGATCGA", "GGCCTTAANNACGTNN", "TTTTAAAACCCCGGGG"])
+    want = Predictor.load(head).predict(
+        ["ACGTACGTAAGGCTAGCTAGGATCGA", "GGCCTTAANNACGTNN", "TTTTAAAACCCCGGGG"]
+    )
     np.testing.assert_allclose(got, want, rtol=1e-5)
-    both = httpx.post(f"{head_url}/v1/dna/predict", json={"sequences": seqs[0], "rc_average": True}, timeout=60)
+    both = httpx.post(
+        f"{head_url}/v1/dna/predict", json={"sequences": seqs[0], "rc_average": True}, timeout=60
+    )
     assert both.json()["rc_average"] is True
     want_rc = Predictor.load(head, rc_average=True).predict([seqs[0]])
     np.testing.assert_allclose([list(both.json()["data"][0]["values"].values())], want_rc, rtol=1e-5)
