@@ -46,6 +46,8 @@ def _check_inputs(
     if resume and job != "variants":
         raise typer.BadParameter("--resume is for --vcf jobs (sequence jobs are written in one pass)")
     for option, path in ((given[0], input_file or bed or vcf), ("--fasta", fasta)):
+        if path is not None and str(path) == "-" and option != "--input":
+            raise typer.BadParameter("standard input is for --input; give a file", param_hint=f"'{option}'")
         if path is not None and str(path) != "-" and not path.is_file():
             raise typer.BadParameter(f"{str(path)!r} is not a file", param_hint=f"'{option}'")
     return job

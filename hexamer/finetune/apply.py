@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from hexamer.finetune.data import normalize_dna
 from hexamer.finetune.folders import HEAD_ARCHITECTURE, is_head_folder, load_classifier
@@ -111,7 +112,7 @@ class Predictor:
         cls,
         folder: PathLike,
         *,
-        dtype: str = "float32",
+        dtype: str | torch.dtype = "float32",
         device: str = "cpu",
         rc_average: bool | None = None,
         batch_size: int = 32,

@@ -79,6 +79,13 @@ def test_errors_before_any_load(head: Path, tiny_folder: Path, tmp_path: Path) -
         usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.vcf"])
     )
 
+    assert "standard input is for --input" in str(
+        usage_error(["predict", "-m", head, "--vcf", "-", "--fasta", FASTA, "-o", tmp_path / "p.tsv"])
+    )
+    assert "--ray scales out --vcf jobs" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.tsv", "--ray", "auto"])
+    )
+
 
 def test_lm_commands_name_a_head_folder(head: Path) -> None:
     result = run(["score", "-m", head, "ACGTACGTACGT"])
