@@ -48,8 +48,9 @@ class ShardWorker:
             from hexamer.finetune.apply import Predictor
             from hexamer.finetune.effects import HeadVariantModel
 
-            head_dtype = "float32" if dtype == "auto" else dtype
-            self.head = Predictor.load(model, dtype=head_dtype, device=device or "cpu", batch_size=batch_size)
+            head_dtype = "float32" if dtype == "auto" else dtype  # as hexamer predict loads it
+            where = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self.head = Predictor.load(model, dtype=head_dtype, device=where, batch_size=batch_size)
             self.carbon = HeadVariantModel(self.head)
         else:
             self.carbon = Carbon.from_pretrained(model, dtype=dtype, device=device, max_batch_size=batch_size)
