@@ -175,6 +175,11 @@ class Trainer:
                 self.loss, self.logits(index, rc), self.train_labels[idx], weights=weights,
                 class_weights=self.class_weights, huber_delta=o.huber_delta, pearson_lambda=o.pearson_lambda,
             )  # fmt: skip
+            if not torch.isfinite(value.detach()):
+                raise FloatingPointError(
+                    f"training diverged at step {self.step + 1}: the loss is {float(value)} "
+                    "(lower lr, keep max_grad_norm, or check the labels' scale)"
+                )
             (value / o.grad_accum).backward()
             total += float(value.detach()) / o.grad_accum
         if o.max_grad_norm is not None:
@@ -297,7 +302,8 @@ class Trainer:
         if better:
             self.best_score, self.best_step, self.bad_evals, self.plateau_bad = score, self.step, 0, 0
             self.keep_best()
-        else:
+        elif not math.isnan(self.best_score) or math.isfinite(score):
+            # an undefined metric before any defined one (constant outputs early on) is no verdict
             self.bad_evals += 1
             self.plateau_bad += 1
             if o.schedule == "plateau" and self.plateau_bad >= o.plateau_patience:

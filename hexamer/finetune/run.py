@@ -158,9 +158,15 @@ def _split_train(first: ReadResult, spec: SplitSpec, *, want_valid: bool, want_t
 
 
 def _read_all(
-    train: InputSpec, valid: InputSpec | None, test: InputSpec | None, opts: ReadOptions, split: SplitSpec
+    model: str,
+    train: InputSpec,
+    valid: InputSpec | None,
+    test: InputSpec | None,
+    opts: ReadOptions,
+    split: SplitSpec,
 ) -> tuple[TaskSpec, LabelledSet, list[str], Split, list[str]]:
-    """Every row read (train input first), its set name, the split, and the notes."""
+    """Every row read (train input first), its set name, the split, and the notes; every input's
+    sequences checked against the model's context (its own rows named)."""
     if split.column is not None:
         opts = dataclasses.replace(opts, split_column=split.column)
     first = read_input(train, opts)
@@ -192,6 +198,9 @@ def _read_all(
     if index["train"].size == 0:
         raise SplitError(f"{sp.method}: the training set is empty")
     final = Split(index["train"], index["valid"], index["test"], sp.method, sp.notes)
+    max_bp = context_bp(model)
+    for res in (first, *extra.values()):
+        check_lengths(res.data, max_bp, source=res.source)
     notes += sp.notes
     return first.task, data, names, final, notes
 
@@ -267,8 +276,7 @@ def run_finetune(
 
     started = time.perf_counter()
     options = fit_options or FitOptions(seed=split.seed)
-    task, data, names, sp, notes = _read_all(train, valid, test, read, split)
-    check_lengths(data, context_bp(model), source=train.path)
+    task, data, names, sp, notes = _read_all(model, train, valid, test, read, split)
     sets = dict(zip(SETS, sp.sets(data), strict=True))
     transform = LabelTransform.fit(task, sets["train"].labels)
     sets["train_fit"] = sets["train"]
