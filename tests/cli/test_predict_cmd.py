@@ -90,6 +90,9 @@ def test_errors_before_any_load(head: Path, tiny_folder: Path, tmp_path: Path) -
 def test_lm_commands_name_a_head_folder(head: Path) -> None:
     result = run(["score", "-m", head, "ACGTACGTACGT"])
     assert result.exit_code == 2 and "fine-tuned sequence-classification head folder" in error_message(result)
+    vcf = DATA / "chr20_slice.vcf"
+    result = run(["vep", "-m", head, "--vcf", vcf, "--fasta", FASTA, "-o", head.parent / "x.tsv"])
+    assert result.exit_code == 2 and "fine-tuned sequence-classification head folder" in error_message(result)
 
 
 def test_serve_names_a_head_folder(head: Path) -> None:

@@ -134,3 +134,15 @@ def test_window_defaults_to_the_training_length(tmp_path: Path) -> None:
         run_effects(predictor, DATA / "chr20_slice.vcf", FASTA, tmp_path / "x.tsv")
     result = run_effects(predictor, DATA / "chr20_slice.vcf", FASTA, tmp_path / "x.tsv", window=40)
     assert result.status_counts.get("ok")
+
+
+def test_resume_refuses_another_head(predictor: Predictor, binary: Predictor, tmp_path: Path) -> None:
+    from hexamer.vep.resume import ResumeError
+
+    out = tmp_path / "eff.tsv"
+    with pytest.raises(Killed):
+        run_effects(
+            predictor, DATA / "edge_cases.vcf", FASTA, out, checkpoint_rows=1, on_progress=kill_after(12)
+        )
+    with pytest.raises(ResumeError, match="different job"):
+        run_effects(binary, DATA / "edge_cases.vcf", FASTA, out, resume=True, on_note=lambda _: None)
