@@ -142,7 +142,13 @@ def test_resume_refuses_another_head(predictor: Predictor, binary: Predictor, tm
     out = tmp_path / "eff.tsv"
     with pytest.raises(Killed):
         run_effects(
-            predictor, DATA / "edge_cases.vcf", FASTA, out, checkpoint_rows=1, on_progress=kill_after(12)
+            predictor,
+            DATA / "edge_cases.vcf",
+            FASTA,
+            out,
+            checkpoint_rows=1,
+            on_progress=kill_after(12),
+            on_note=print,
         )
     with pytest.raises(ResumeError, match="different job"):
         run_effects(binary, DATA / "edge_cases.vcf", FASTA, out, resume=True, on_note=lambda _: None)
