@@ -60,6 +60,14 @@ def ray_vep_runner(spec: PoolSpec, shard_records: int | None) -> Callable[..., A
     return _block_runner(run_vep, spec, shard_records)
 
 
+def ray_effects_runner(spec: PoolSpec, shard_records: int | None) -> Callable[..., Any]:
+    """A ``run_effects(folder, vcf, fasta, out, **options)`` (``hexamer predict --vcf``) on Ray
+    actors that load the head folder (:func:`hexamer.distributed.effects.run_effects`)."""
+    from hexamer.distributed.effects import run_effects
+
+    return _block_runner(run_effects, spec, shard_records)
+
+
 def ray_ism_runner(spec: PoolSpec, shard_records: int | None) -> Callable[..., Any]:
     """An ``ism(model, fasta, out, **options)`` (:func:`hexamer.distributed.ism`) on Ray actors."""
     from hexamer.distributed import ism

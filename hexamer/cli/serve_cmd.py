@@ -26,6 +26,25 @@ ResponseValuesOption = Annotated[
     ),
 ]
 
+HeadOption = Annotated[str | None, typer.Option(help="A fine-tuned head folder, served at /v1/dna/predict.")]
+
+
+def _model_path(given: str | None, head: str | None) -> str:
+    """The model folder to load; a head folder given as the model, or a --head that is not one,
+    is an error before any load."""
+    from hexamer.finetune.apply import check_head_folder
+    from hexamer.finetune.folders import is_head_folder
+
+    model = resolve_model(given)
+    if os.path.isdir(model) and is_head_folder(model):
+        raise ValueError(
+            f"{model} is a fine-tuned head folder, not a language model: serve its base model with "
+            f"--model BASE and add --head {model} (answers /v1/dna/predict)"
+        )
+    if head is not None:
+        check_head_folder(head)
+    return model
+
 
 @app.command()
 def serve(
@@ -107,13 +126,14 @@ def serve(
             help="6-mers the draft proposes per round (default: adaptive); requests may set num_draft_tokens.",
         ),
     ] = None,
+    head: HeadOption = None,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when present).")] = None,
     log_level: Annotated[
         Literal["debug", "info", "warning", "error"], typer.Option(help="Server log verbosity.")
     ] = "info",
 ) -> None:
-    """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep}."""
+    """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep,predict}."""
     from hexamer.carbon import Carbon
     from hexamer.engine import EngineConfig
     from hexamer.server.app import create_app
@@ -136,11 +156,11 @@ def serve(
         )
         if draft_tokens is not None and draft_model is None:
             raise ValueError("--draft-tokens needs --draft-model")
-        path = resolve_model(model)
+        path = _model_path(model, head)
         carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
         if served_model_name is None:
             settings.served_model_name = model or os.path.basename(os.path.normpath(path))
-        application = create_app(carbon, settings, draft=draft_model)
+        application = create_app(carbon, settings, draft=draft_model, head=head)
     except (ValueError, TypeError, OSError) as exc:
         fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:

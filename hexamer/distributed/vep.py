@@ -78,6 +78,7 @@ def run_vep(
     fault: FaultPlan | None = None,
     settings: VepSettings | None = None,
     calibration: Calibration | None = None,
+    extra_columns: Mapping[str, str] | None = None,
     **fields: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` on Ray actors; the output equals :func:`hexamer.vep.run_vep`'s.
@@ -93,7 +94,9 @@ def run_vep(
     ``failed`` rows with the reason. ``command`` is the ``##hexamer_command`` provenance
     (default: this process's command line without the scale-out options). ``settings`` (or
     its fields as keywords), ``calibration``, ``renames``, ``info_fields``, ``on_progress`` and ``on_note`` are as for
-    :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests).
+    :func:`hexamer.vep.run_vep`; ``fault`` injects failures (drills and tests). ``extra_columns``
+    (``column -> description``) are the float columns a fine-tuned head's rows carry (the actors
+    load a head folder as a head: :func:`hexamer.distributed.effects.run_effects`).
     """
     refuse_pool_keywords(fields)
     run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
@@ -107,6 +110,9 @@ def run_vep(
     job["command"] = command or single_process_command()
     if renames:
         job["renames"] = dict(sorted(renames.items()))
+    extra = dict(extra_columns or {})
+    if extra:
+        job["extra_columns"] = list(extra)
     with pool_for(pool, model, requested.batch_size) as workers_pool:
         checked, store, feed = score_blocks(
             workers_pool,
@@ -114,7 +120,7 @@ def run_vep(
             requested,
             calibration,
             job,
-            row_schema(),
+            row_schema(extra),
             lambda size: shards_of(read_vcf(vcf), size),
             fasta_path,
             renames,
@@ -122,7 +128,7 @@ def run_vep(
     return write_job_output(
         run.out,
         vcf,
-        store.rows(ROW_COLUMNS),
+        store.rows([*ROW_COLUMNS, *extra]),
         checked,
         model=workers_pool.fingerprint,
         command=str(store.meta.get("command") or job["command"]),
@@ -132,4 +138,5 @@ def run_vep(
         note=run.note,
         n_resumed=feed.n_resumed,
         clean_up=store.remove,
+        extra_columns=extra,
     )

@@ -6,6 +6,7 @@ tested and profiled without Ray.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,8 @@ Row = dict[str, Any]
 
 class ShardWorker:
     """One model copy; ``threads`` PyTorch threads (set explicitly: Ray's default of one per
-    reserved CPU would be wrong for fractional CPUs)."""
+    reserved CPU would be wrong for fractional CPUs). A fine-tuned head folder is loaded as a
+    head (:class:`hexamer.finetune.effects.HeadVariantModel`): its VEP shards are variant effects."""
 
     def __init__(
         self,
@@ -36,9 +38,22 @@ class ShardWorker:
         import torch
 
         from hexamer.carbon import Carbon
+        from hexamer.finetune.folders import is_head_folder
 
         torch.set_num_threads(threads)
-        self.carbon = Carbon.from_pretrained(model, dtype=dtype, device=device, max_batch_size=batch_size)
+        #: the head's predictor when ``model`` is a fine-tuned head folder, else None
+        self.head: Any = None
+        self.carbon: Any
+        if os.path.isdir(model) and is_head_folder(model):
+            from hexamer.finetune.apply import Predictor
+            from hexamer.finetune.effects import HeadVariantModel
+
+            head_dtype = "float32" if dtype == "auto" else dtype  # as hexamer predict loads it
+            where = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self.head = Predictor.load(model, dtype=head_dtype, device=where, batch_size=batch_size)
+            self.carbon = HeadVariantModel(self.head)
+        else:
+            self.carbon = Carbon.from_pretrained(model, dtype=dtype, device=device, max_batch_size=batch_size)
         self._references: dict[tuple[str, tuple[tuple[str, str], ...]], Reference] = {}
 
     def describe(self) -> dict[str, Any]:
@@ -92,12 +107,18 @@ class ShardWorker:
         if fault is not None:
             fault.apply(shard)
         notes: list[str] = []
+        make_runner = None
+        if self.head is not None:  # a head's units: its effects, the rest is the VEP job's
+            from hexamer.finetune.effects import EffectRunner
+
+            make_runner = functools.partial(EffectRunner, self.head)
         blocks = iter_record_blocks(
             self.carbon,
             records,
             self._reference(fasta, renames),
             VepSettings(**settings),
             on_note=notes.append,
+            make_runner=make_runner,
         )
         rows = [row for units in blocks for unit in units for row in unit]
         rows.sort(key=lambda r: (r["record"], r["alt_index"]))

@@ -29,17 +29,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hexamer.carbon import Carbon
 from hexamer.engine import Engine, EngineConfig
 from hexamer.engine.kv_manager import kv_bytes_per_token
+from hexamer.finetune.apply import Predictor, check_head_folder
 from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, format_bytes
 from hexamer.server.completions import create_completion
 from hexamer.server.detok import TokenStrings
 from hexamer.server.dna import dna_score, dna_vep, embeddings
 from hexamer.server.dna_generate import dna_generate
+from hexamer.server.dna_predict import dna_predict
 from hexamer.server.errors import ApiError, error_response, parse_body, read_body
 from hexamer.server.health import self_check
 from hexamer.server.metrics import ServerMetrics
 from hexamer.server.schemas import (
     CompletionRequest,
     DnaGenerateRequest,
+    DnaPredictRequest,
     DnaScoreRequest,
     DnaVepRequest,
     EmbeddingRequest,
@@ -61,6 +64,7 @@ ROUTES = (
     "/v1/dna/generate",
     "/v1/dna/score",
     "/v1/dna/vep",
+    "/v1/dna/predict",
 )
 OPEN_PATHS = frozenset({"/health"})
 #: what still answers while the server drains on shutdown (everything else gets 503)
@@ -139,10 +143,20 @@ def attach_draft(engine: Engine, carbon: Carbon, draft: str | os.PathLike[str] |
     engine.draft.ensure_like(engine.cache.cache)
 
 
+def load_head(head: str | os.PathLike[str] | Predictor, carbon: Carbon) -> tuple[Predictor, str]:
+    """The fine-tuned head served beside ``carbon`` (loaded on its device, in its dtype) and its name."""
+    if isinstance(head, Predictor):
+        return head, str(head.model.tokenizer.name_or_path or "head")
+    check_head_folder(head)
+    predictor = Predictor.load(head, dtype=carbon.model.dtype, device=str(carbon.backend.device))
+    return predictor, os.path.basename(os.path.normpath(os.fspath(head)))
+
+
 def build_state(
     model: str | os.PathLike[str] | Carbon,
     settings: ServerSettings,
     draft: str | os.PathLike[str] | Carbon | None = None,
+    head: str | os.PathLike[str] | Predictor | None = None,
 ) -> ServerState:
     if isinstance(model, Carbon):
         carbon, folder = model, None
@@ -179,6 +193,7 @@ def build_state(
     problem = self_check(engine, carbon.tokenizer)
     if problem is not None:
         log.error(json.dumps({"event": "model_self_check_failed", "reason": problem}))
+    predictor, head_name = load_head(head, carbon) if head is not None else (None, None)
     return ServerState(
         carbon=carbon,
         settings=settings,
@@ -189,6 +204,8 @@ def build_state(
         model_root=str(folder) if folder is not None else str(name),
         eos_ids=_eos_ids(carbon, folder if folder is not None and folder.is_dir() else None),
         model_problem=problem,
+        head=predictor,
+        head_name=head_name,
     )
 
 
@@ -302,16 +319,19 @@ def create_app(
     settings: ServerSettings | None = None,
     *,
     draft: str | os.PathLike[str] | Carbon | None = None,
+    head: str | os.PathLike[str] | Predictor | None = None,
     **options: Any,
 ) -> FastAPI:
     """The server app for a model folder (or a loaded :class:`Carbon`); ``options`` are
     :class:`ServerSettings` fields; ``draft`` (a smaller model with the same tokenizer) serves
-    ``/v1/dna/generate`` speculatively. The engine thread starts with the app and stops with it."""
+    ``/v1/dna/generate`` speculatively; ``head`` (a fine-tuned head folder, or a loaded
+    :class:`~hexamer.finetune.apply.Predictor`) is served beside the model at ``/v1/dna/predict``.
+    The engine thread starts with the app and stops with it."""
     if settings is None:
         settings = ServerSettings.from_options(**options)
     elif options:
         raise TypeError("give either settings or keyword options, not both")
-    state = build_state(model, settings, draft)
+    state = build_state(model, settings, draft, head)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -361,6 +381,7 @@ def create_app(
     post("/v1/dna/generate", DnaGenerateRequest, dna_generate)
     post("/v1/dna/score", DnaScoreRequest, dna_score)
     post("/v1/dna/vep", DnaVepRequest, dna_vep)
+    post("/v1/dna/predict", DnaPredictRequest, dna_predict)
 
     @app.get("/health", include_in_schema=False)
     async def health() -> Response:

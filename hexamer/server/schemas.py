@@ -135,6 +135,13 @@ class DnaScoreRequest(_Body):
     per_position: bool = False
 
 
+class DnaPredictRequest(_Body):
+    model: str | None = None
+    sequences: str | list[str]
+    #: average with the reverse complement; None = what the head folder was trained with
+    rc_average: bool | None = None
+
+
 class Variant(_Body):
     sequence: str
     pos: int

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from hexamer.carbon import Carbon
 from hexamer.engine import EngineConfig
+from hexamer.finetune.apply import Predictor
 from hexamer.server.detok import TokenStrings
 from hexamer.server.errors import ApiError
 from hexamer.server.metrics import ServerMetrics
@@ -36,6 +37,9 @@ class ServerState:
     eos_ids: tuple[int, ...]
     #: why the model cannot serve (its start-up self-check gave NaN/inf: :mod:`hexamer.server.health`)
     model_problem: str | None = None
+    #: a fine-tuned head served beside the language model (``hexamer serve --head``): /v1/dna/predict
+    head: Predictor | None = None
+    head_name: str | None = None
     #: parses, validates and tokenises request bodies, so the event loop (and ``/health``) never waits on them
     prep_pool: ThreadPoolExecutor = field(init=False)
 

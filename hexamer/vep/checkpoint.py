@@ -138,30 +138,31 @@ def chunk_name(first: int, last: int) -> str:
     return f"rows-{first:06d}.parquet" if first == last else f"rows-{first:06d}-{last:06d}.parquet"
 
 
-def _write_chunk(path: Path, rows: Iterable[Row]) -> None:
+def _write_chunk(path: Path, rows: Iterable[Row], extra: Sequence[str] = ()) -> None:
     """Write rows (plain values, in the order given) to a Parquet chunk, atomically."""
     import pyarrow as pa
 
-    schema = row_schema()
+    schema = row_schema(extra)
     it = iter(rows)
     with TableWriter(path, schema=schema) as writer:
         while batch := list(islice(it, _WRITE_ROWS)):
             writer.write_batch(pa.Table.from_pylist(batch, schema=schema))
 
 
-def _read_rows(path: Path, batch_rows: int) -> Iterator[Row]:
+def _read_rows(path: Path, batch_rows: int, extra: Sequence[str] = ()) -> Iterator[Row]:
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as pf:
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=list(ROW_COLUMNS)):
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=[*ROW_COLUMNS, *extra]):
             yield from batch.to_pylist()
 
 
-def merged_rows(paths: Sequence[Path]) -> Iterator[Row]:
-    """The rows of sorted chunks as one sorted stream, read lazily (a key met twice is kept once)."""
+def merged_rows(paths: Sequence[Path], extra: Sequence[str] = ()) -> Iterator[Row]:
+    """The rows of sorted chunks as one sorted stream, read lazily (a key met twice is kept once);
+    ``extra`` columns are read beside :data:`ROW_COLUMNS`."""
     batch_rows = max(256, _READ_ROWS // max(1, len(paths)))
     last: Key | None = None
-    for row in heapq.merge(*(_read_rows(p, batch_rows) for p in paths), key=row_key):
+    for row in heapq.merge(*(_read_rows(p, batch_rows, extra) for p in paths), key=row_key):
         key = row_key(row)
         if key != last:
             last = key
@@ -185,8 +186,12 @@ class ChunkStore:
     chunk itself, atomically); :meth:`scan` drops chunks it does not list or whose bytes changed.
     """
 
-    def __init__(self, side: Path, on_note: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, side: Path, on_note: Callable[[str], None] | None = None, extra_columns: Sequence[str] = ()
+    ) -> None:
         self.side = side
+        #: float64 columns the rows carry beyond ROW_COLUMNS (a fine-tuned head's effects)
+        self.extra_columns = tuple(extra_columns)
         self.chunks: list[Chunk] = []
         self.hashes: dict[str, str] = {}
         self._note = on_note or (lambda _: None)
@@ -214,7 +219,7 @@ class ChunkStore:
 
     def _store(self, path: Path, rows: Iterable[Row]) -> None:
         """Write a chunk and note its hash (committed by the next :meth:`save_manifest`)."""
-        _write_chunk(path, rows)
+        _write_chunk(path, rows, self.extra_columns)
         self.hashes[path.name] = file_sha256(path)
 
     def scan(self) -> None:
@@ -297,7 +302,7 @@ class ChunkStore:
     def _merge_last(self, n: int) -> None:
         group = self.chunks[-n:]
         merged = Chunk(group[0].first, group[-1].last, self.side / chunk_name(group[0].first, group[-1].last))
-        self._store(merged.path, merged_rows([c.path for c in group]))
+        self._store(merged.path, merged_rows([c.path for c in group], self.extra_columns))
         for chunk in group:
             self.hashes.pop(chunk.path.name, None)
         self.save_manifest()
@@ -326,4 +331,4 @@ class ChunkStore:
         """Every checkpointed row, sorted by ``(record, alt_index)``, read lazily."""
         while len(self.chunks) > _MAX_MERGE:  # only after unusual histories; see _compact
             self._merge_last(CHUNK_FANIN)
-        return merged_rows([c.path for c in self.chunks])
+        return merged_rows([c.path for c in self.chunks], self.extra_columns)

@@ -144,17 +144,24 @@ def iter_record_blocks(
     naive: bool = False,
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    make_runner: Callable[[Reference, VepSettings], Runner] | None = None,
 ) -> Iterator[Iterator[list[Row]]]:
     """Per block of ``records``, an iterator over the row lists of its units (the resume layer's
     view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
     ``settings`` are checked here unless they come from :meth:`VepSettings.checked` already.
     A record's ``index`` is its record number in the whole input (:func:`read_vcf` numbers them),
     so a shard of a VCF scored elsewhere gets the blocks, work units and numbers of a run over the
-    whole file when it starts on a block boundary (a multiple of ``settings.block_records``)."""
+    whole file when it starts on a block boundary (a multiple of ``settings.block_records``).
+    ``make_runner(reference, settings)`` gives the model work of the units (default: a
+    :class:`~hexamer.vep.runner.Runner` on ``carbon.backend``; a fine-tuned head brings its own,
+    :mod:`hexamer.finetune.effects`), so every other step is the one ``hexamer vep`` takes."""
     if not settings.is_checked:
         settings = settings.checked(carbon, on_note=on_note)
     planner = Planner(carbon.backend, reference, settings, on_note or _default_note)
-    runner = Runner(carbon.backend, reference, settings, naive)
+    if make_runner is None:
+        runner = Runner(carbon.backend, reference, settings, naive)
+    else:
+        runner = make_runner(reference, settings)
     return (
         _block_units(planner, runner, b, done, on_progress) for b in batched(records, settings.block_records)
     )

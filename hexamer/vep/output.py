@@ -107,11 +107,14 @@ def write_vep_output(
     provenance: Mapping[str, str] | None = None,
     info: Iterable[InfoField] | None = None,
     calibrated: bool = False,
+    extra_columns: Mapping[str, str] | None = None,
 ) -> VcfWriteResult | int:
     """Write rows as an annotated VCF or a table, by the extension of ``path``.
 
     ``presorted``, ``contigs`` and ``provenance`` are as for :func:`write_vcf`, ``info`` as for
     :func:`write_rows` (tables ignore ``contigs`` and ``provenance``; a VCF keeps its INFO anyway).
+    ``extra_columns`` (``column -> description``) are float64 values the rows carry beyond the
+    standard columns: table columns, or ``HEXAMER_<column>`` INFO fields in a VCF.
     """
     if output_kind(path) == "vcf":
         return write_vcf(
@@ -123,5 +126,14 @@ def write_vep_output(
             contigs=contigs,
             provenance=provenance,
             calibrated=calibrated,
+            extra_columns=extra_columns,
         )
-    return write_rows(path, rows, presorted=presorted, vcf_in=vcf_in, info=info or (), calibrated=calibrated)
+    return write_rows(
+        path,
+        rows,
+        presorted=presorted,
+        vcf_in=vcf_in,
+        info=info or (),
+        calibrated=calibrated,
+        extra_columns=tuple(extra_columns or ()),
+    )

@@ -61,6 +61,7 @@ from hexamer.vep.variants import FastaError, Reference, VcfInputError, read_vcf
 if TYPE_CHECKING:
     from hexamer.calibration import Calibration
     from hexamer.carbon import Carbon
+    from hexamer.vep.runner import Runner
 
 __all__ = [
     "CHUNK_FANIN",
@@ -226,6 +227,31 @@ def _different_job(side: Path, old: object, meta: dict) -> str:
     return "; ".join(lines)
 
 
+def _job_meta(
+    vcf: PathLike,
+    fasta: PathLike,
+    out: Path,
+    checked: VepSettings,
+    model: str,
+    renames: Mapping[str, str] | None,
+    extra: Mapping[str, str],
+) -> dict[str, Any]:
+    """What makes a job this job (``meta.json``, compared on resume)."""
+    meta: dict[str, Any] = {
+        "version": _VERSION,
+        "settings": checked.as_dict(),
+        "vcf": _file_id(vcf),
+        "fasta": _file_id(fasta),
+        "model": model,
+        "output": out.name,
+    }
+    if renames:  # which records are scored depends on it
+        meta["renames"] = dict(sorted(renames.items()))
+    if extra:  # a fine-tuned head's outputs: another head is another job
+        meta["extra_columns"] = list(extra)
+    return meta
+
+
 def run_vep(
     carbon: Carbon,
     vcf: PathLike,
@@ -241,6 +267,8 @@ def run_vep(
     info_fields: str | Sequence[str] | None = None,
     settings: VepSettings | None = None,
     calibration: Calibration | None = None,
+    make_runner: Callable[[Reference, VepSettings], Runner] | None = None,
+    extra_columns: Mapping[str, str] | None = None,
     **fields: Any,
 ) -> VepRunResult:
     """Score a VCF into ``output`` (annotated VCF/BCF or a table, by extension) with checkpoints.
@@ -259,6 +287,8 @@ def run_vep(
     the job) and names in ``on_note`` the rejects table of records it could not hold.
     ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
     settings before any scoring) adds ``HEXAMER_RAW``/``HEXAMER_PHRED`` (a table: ``phred``).
+    ``make_runner`` (see :func:`~hexamer.vep.engine.iter_record_blocks`) and ``extra_columns``
+    (``column -> description``: float columns its rows carry) reuse the job for a fine-tuned head.
     """
     note = on_note or (lambda _: None)
     out = Path(output)
@@ -267,20 +297,12 @@ def run_vep(
     if calibration is not None:
         calibration.check(carbon, checked)
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
-    meta = {
-        "version": _VERSION,
-        "settings": checked.as_dict(),
-        "vcf": _file_id(vcf),
-        "fasta": _file_id(fasta),
-        "model": model_fingerprint(carbon),
-        "output": out.name,
-    }
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
-    if renames:  # which records are scored depends on it
-        meta["renames"] = dict(sorted(renames.items()))
+    extra = dict(extra_columns or {})
+    meta = _job_meta(vcf, fasta, out, checked, model_fingerprint(carbon), renames, extra)
     command = _command()
     side = sidecar_dir(out)
-    chunks = ChunkStore(side, note)
+    chunks = ChunkStore(side, note, tuple(extra))
     done = DoneKeys()
     if side.exists() and resume:
         old = read_checkpoint_meta(side, "checkpoint")
@@ -319,6 +341,7 @@ def run_vep(
                 done=done if n_resumed else None,
                 on_progress=on_progress,
                 on_note=on_note,
+                make_runner=make_runner,
             ):
                 for unit_rows in units:
                     if n_resumed:  # rows of checkpointed units are stubs: their rows are in a chunk
@@ -353,6 +376,7 @@ def run_vep(
         note=note,
         n_resumed=n_resumed,
         clean_up=lambda: shutil.rmtree(side, ignore_errors=True),
+        extra_columns=extra,
     )
 
 
@@ -391,6 +415,7 @@ def write_job_output(
     note: Callable[[str], None],
     n_resumed: int,
     clean_up: Callable[[], None],
+    extra_columns: Mapping[str, str] | None = None,
 ) -> VepRunResult:
     """Write a finished job's rows (in input order) as ``out`` with its provenance, calibrated when
     asked, counting them as they go; ``clean_up`` then removes the job's checkpoint."""
@@ -408,7 +433,14 @@ def write_job_output(
         rows = calibration.annotate(rows)
     result: VcfWriteResult | int
     if info:
-        result = write_rows(out, rows, presorted=True, info=info, calibrated=calibration is not None)
+        result = write_rows(
+            out,
+            rows,
+            presorted=True,
+            info=info,
+            calibrated=calibration is not None,
+            extra_columns=tuple(extra_columns or ()),
+        )
     else:
         result = write_vep_output(
             out,
@@ -419,6 +451,7 @@ def write_job_output(
             contigs=contigs,
             provenance=provenance,
             calibrated=calibration is not None,
+            extra_columns=extra_columns,
         )
     collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
     clean_up()

@@ -17,13 +17,19 @@ if TYPE_CHECKING:
 __all__ = ["in_order", "ordered_rows", "row_key", "row_schema"]
 
 
-def row_schema() -> pa.Schema:
-    """Arrow schema of a result row (fixed, so every chunk and output agree on types)."""
+def row_schema(extra: Iterable[str] = ()) -> pa.Schema:
+    """Arrow schema of a result row (fixed, so every chunk and output agree on types); ``extra``
+    names float64 columns after :data:`ROW_COLUMNS` (a fine-tuned head's effect per output)."""
     import pyarrow as pa
 
     types = {"record": pa.int64(), "alt_index": pa.int64(), "pos": pa.int64(), "score": pa.float64()}
     types.update(n_scored_bp=pa.int64(), n_oov_bp=pa.int64())
-    return pa.schema([(name, types.get(name, pa.string())) for name in ROW_COLUMNS])
+    fields = [(name, types.get(name, pa.string())) for name in ROW_COLUMNS]
+    extra = list(extra)
+    clash = sorted(set(extra) & set(ROW_COLUMNS)) or sorted({c for c in extra if extra.count(c) > 1})
+    if clash:
+        raise ValueError(f"extra column(s) {', '.join(clash)} repeat a column of the result rows")
+    return pa.schema([*fields, *((name, pa.float64()) for name in extra)])
 
 
 def row_key(row: Mapping[str, Any]) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -132,12 +132,16 @@ class Runner:
         scores = self.window_scores([[p for _, p, _ in site] for site in members])
         for site, site_scores in zip(members, scores, strict=True):
             for (v, pair, n_oov), score in zip(site, site_scores, strict=True):
-                out.append(
-                    result_row(v, recipe, "ok", score, n_scored_bp=len(pair.ref) - n_oov, n_oov_bp=n_oov)
-                )
+                out.append(self.ok_row(v, score, n_scored_bp=len(pair.ref) - n_oov, n_oov_bp=n_oov))
         return out
 
-    def window_scores(self, sites: list[list[WindowPair]]) -> list[list[float]]:
+    def ok_row(self, v: Variant, value: Any, *, n_scored_bp: int, n_oov_bp: int) -> Row:
+        """The row of a scored variant from what :meth:`window_scores` gave it (here its score; a
+        scorer that gives more, e.g. one value per output of a fine-tuned head, says how they fill
+        the row)."""
+        return result_row(v, self.s.recipe, "ok", value, n_scored_bp=n_scored_bp, n_oov_bp=n_oov_bp)
+
+    def window_scores(self, sites: list[list[WindowPair]]) -> list[list[Any]]:
         return window_pair_scores(
             self.backend,
             sites,

@@ -8,7 +8,7 @@ columns. Presorted rows are streamed in batches of :data:`TABLE_BATCH_ROWS`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -159,6 +159,7 @@ def write_rows(
     vcf_in: PathLike | None = None,
     info: Iterable[InfoField] = (),
     calibrated: bool = False,
+    extra_columns: Sequence[str] = (),
 ) -> int:
     """Write result rows as a table (format by extension), in input order; returns the row count.
 
@@ -168,13 +169,14 @@ def write_rows(
     :func:`resolve_info_fields`) of the input ``vcf_in`` are added as ``info_<id>`` columns by
     :func:`join_info`; without ``vcf_in`` the rows carry those columns already (a job that counts
     its rows joins them first, so that a row failed by the join is counted as failed).
-    ``calibrated`` adds the rows' ``phred`` column.
+    ``calibrated`` adds the rows' ``phred`` column; ``extra_columns`` are float64 columns the rows
+    carry after the standard ones (a fine-tuned head's effect per output).
     """
     import pyarrow as pa
 
     info = list(info)
     ordered: Iterator[Mapping[str, Any]] = ordered_rows(rows, presorted)
-    schema = row_schema()
+    schema = row_schema(extra_columns)
     if calibrated:
         schema = schema.append(pa.field("phred", pa.float64()))
     if info:

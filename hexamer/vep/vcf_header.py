@@ -35,6 +35,8 @@ __all__ = [
     "declare_end",
     "declare_symbolic",
     "declared_source",
+    "extra_info",
+    "extra_info_id",
     "quiet_htslib",
     "vcf_escape",
 ]
@@ -112,9 +114,27 @@ def vcf_escape(text: str) -> str:
     return text.translate(_PERCENT)
 
 
-def add_hexamer_info(header: Any, calibrated: bool = False) -> None:
-    """Declare the ``HEXAMER_*`` INFO fields (and the calibrated ones when ``calibrated``)."""
-    for ident, number, kind, description in (*HEXAMER_INFO, *(CALIBRATED_INFO if calibrated else ())):
+def extra_info_id(column: str) -> str:
+    """The INFO field of an extra row column (a fine-tuned head's output): ``HEXAMER_<column>``,
+    any character an INFO ID may not hold replaced by ``_``."""
+    return "HEXAMER_" + re.sub(r"[^0-9A-Za-z_.]", "_", column)
+
+
+def extra_info(columns: Mapping[str, str]) -> tuple[tuple[str, str, str, str], ...]:
+    """INFO declarations (Number=A, Float) of extra columns given as ``column -> description``."""
+    out = tuple((extra_info_id(c), "A", "Float", d) for c, d in columns.items())
+    ids = [ident for ident, *_ in out]
+    taken = {ident for ident, *_ in (*HEXAMER_INFO, *CALIBRATED_INFO)}
+    if len(set(ids)) != len(ids) or taken & set(ids):
+        raise ValueError(f"columns {', '.join(columns)} give INFO fields that repeat: {', '.join(ids)}")
+    return out
+
+
+def add_hexamer_info(header: Any, calibrated: bool = False, extra: Mapping[str, str] | None = None) -> None:
+    """Declare the ``HEXAMER_*`` INFO fields (and the calibrated ones when ``calibrated``, and one
+    per ``extra`` column, ``column -> description``)."""
+    declared = (*HEXAMER_INFO, *(CALIBRATED_INFO if calibrated else ()), *extra_info(extra or {}))
+    for ident, number, kind, description in declared:
         if ident in header.info:
             have = header.info[ident]
             if str(have.number) != number or have.type != kind:

@@ -39,6 +39,8 @@ from hexamer.vep.vcf_header import (
     declare_end,
     declare_symbolic,
     declared_source,
+    extra_info,
+    extra_info_id,
     quiet_htslib,
     vcf_escape,
 )
@@ -88,6 +90,7 @@ def write_vcf(
     contigs: Iterable[str] | None = None,
     provenance: Mapping[str, str] | None = None,
     calibrated: bool = False,
+    extra_columns: Mapping[str, str] | None = None,
 ) -> VcfWriteResult:
     """Write ``vcf_in`` with the ``HEXAMER_*`` INFO fields of ``rows`` (from :func:`score_variants`).
 
@@ -99,7 +102,9 @@ def write_vcf(
     rows, which needs them in memory, so a presorted stream without ``contigs`` declares none
     (every record written keeps its own contig, already declared by the input's header).
     ``provenance`` items become ``##hexamer_KEY=VALUE`` header lines. ``calibrated`` declares
-    ``HEXAMER_RAW``/``HEXAMER_PHRED``, filled from rows that carry ``phred``.
+    ``HEXAMER_RAW``/``HEXAMER_PHRED``, filled from rows that carry ``phred``. ``extra_columns``
+    (``column -> description``: a fine-tuned head's effect per output) adds one Number=A Float INFO
+    field per column, ``HEXAMER_<column>`` (:func:`~hexamer.vep.vcf_header.extra_info_id`).
 
     Every input record is accounted for: written as it was (plus the INFO fields), or, when
     htslib cannot parse or write it, as a stand-in record (CHROM, POS, ID, REF or ``N``, ALT
@@ -121,17 +126,29 @@ def write_vcf(
         ordered = iter(in_memory)
     header, is_bcf, symbolic = complete_header(vcf_in)
     # an input scored before (a hexamer output) holds fields of that run: none may be left over
-    stale = tuple(ident for ident, *_ in (*HEXAMER_INFO, *CALIBRATED_INFO) if ident in header.info)
+    extra = dict(extra_columns or {})
+    known = (*HEXAMER_INFO, *CALIBRATED_INFO, *extra_info(extra))
+    stale = tuple(ident for ident, *_ in known if ident in header.info)
     with quiet_htslib():  # htslib warns about each odd contig name again whenever the header changes
         declare_end(header)
         declare_symbolic(header, symbolic)  # a BCF's; a text VCF's are found while it is copied
-        add_hexamer_info(header, calibrated)
+        add_hexamer_info(header, calibrated, extra)
         for chrom in dict.fromkeys(contigs or ()):
             if chrom and chrom not in header.contigs and CONTIG_NAME.match(chrom):
                 header.contigs.add(chrom)
         add_provenance(header, provenance)
     with declared_source(header, is_bcf, vcf_in) as (source, header):
-        return _write_records(out_path, mode, source, header, ordered, recipe, translate=is_bcf, stale=stale)
+        return _write_records(
+            out_path,
+            mode,
+            source,
+            header,
+            ordered,
+            recipe,
+            translate=is_bcf,
+            stale=stale,
+            extra={c: extra_info_id(c) for c in extra},
+        )
 
 
 class _RowCursor:
@@ -158,7 +175,13 @@ class _RowCursor:
             yield record, self.take(record)
 
 
-def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, recipe: str) -> None:
+def _hexamer_info(
+    rec: Any,
+    mine: Mapping[int, Mapping[str, Any]],
+    n_alts: int,
+    recipe: str,
+    extra: Mapping[str, str] | None = None,
+) -> None:
     """Set the HEXAMER_* fields: one value per ALT, or, for a record without ALT, the one of its
     single row (so that every record carries its status; htslib then counts the ``.`` of ALT as
     one allele, and the text written is the same)."""
@@ -168,6 +191,10 @@ def _hexamer_info(rec: Any, mine: Mapping[int, Mapping[str, Any]], n_alts: int, 
         if any(r is not None and "phred" in r for r in found):  # rows of a calibrated run
             rec.info[INFO_RAW] = rec.info[INFO_SCORE]
             rec.info[INFO_PHRED] = tuple(None if r is None else r.get("phred") for r in found)
+        for column, ident in (extra or {}).items():
+            values = tuple(None if r is None else r.get(column) for r in found)
+            if any(v is not None for v in values):
+                rec.info[ident] = values
     elif found[0] is not None:
         stop = rec.stop
         rec.alleles = (rec.ref or "N", ".")
@@ -278,6 +305,7 @@ def _write_records(
     *,
     translate: bool,
     stale: tuple[str, ...] = (),
+    extra: Mapping[str, str] | None = None,
 ) -> VcfWriteResult:
     import pysam
 
@@ -316,7 +344,7 @@ def _write_records(
                         for ident in stale:
                             if ident in rec.info:
                                 del rec.info[ident]
-                        _hexamer_info(rec, mine, len(rec.alts or ()), recipe)
+                        _hexamer_info(rec, mine, len(rec.alts or ()), recipe, extra)
                     except (OSError, ValueError, KeyError, TypeError):
                         rec = None
                 if rec is not None and _try_write(out, rec):

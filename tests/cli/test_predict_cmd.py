@@ -1,0 +1,100 @@
+"""``hexamer predict`` through the CLI: tables with every record, variant effects as hexamer vep
+writes them, one-line errors before any model loads."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from hexamer.finetune.apply import Predictor, predict_records
+from hexamer.testing.cli import error_message, run, run_json, usage_error
+from hexamer.testing.heads import build_head_folder
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
+FASTA = DATA / "chr20_slice.fa.gz"
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_head_folder(tmp_path_factory.mktemp("heads") / "reg")
+
+
+def _tsv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def test_predict_sequences_table(head: Path, tmp_path: Path) -> None:
+    fa = tmp_path / "in.fa"
+    fa.write_text(">a\nACGTACGTAAGGCTAGCTAGGATCGA\n>bad\nACGTXX\n>c\nGGGCCCTTTAAACGCG\n")
+    out = tmp_path / "pred.tsv"
+    summary = run_json(["predict", "-m", head, "-i", fa, "-o", out])
+    assert summary["status_counts"] == {"ok": 2, "skipped": 1} and summary["columns"] == ["activity"]
+    rows = _tsv(out)
+    assert list(rows[0]) == ["record", "id", "status", "error", "activity"]
+    assert [r["id"] for r in rows] == ["a", "bad", "c"] and rows[1]["status"] == "skipped"
+    want = [r for chunk in predict_records(Predictor.load(head), fa) for r in chunk]
+    assert [float(r["activity"]) for r in rows if r["status"] == "ok"] == pytest.approx(
+        [r["activity"] for r in want if r["status"] == "ok"], rel=1e-6
+    )
+
+
+def test_predict_bed_and_vcf(head: Path, tmp_path: Path) -> None:
+    bed = tmp_path / "r.bed"
+    bed.write_text("20\t62000\t62060\tplus\t0\t+\n20\t62000\t62060\tminus\t0\t-\n")
+    out = tmp_path / "regions.parquet"
+    assert run_json(["predict", "-m", head, "--bed", bed, "--fasta", FASTA, "-o", out])["status_counts"] == {
+        "ok": 2
+    }
+    vout = tmp_path / "eff.tsv"
+    summary = run_json(
+        ["predict", "-m", head, "--vcf", DATA / "edge_cases.vcf", "--fasta", FASTA, "-o", vout]
+    )
+    rows = _tsv(vout)
+    assert summary["n_rows"] == len(rows) == 22 and "activity" in rows[0]
+    assert summary["status_counts"] == {"ok": 13, "ref_mismatch": 2, "skipped": 7}
+
+
+def test_errors_before_any_load(head: Path, tiny_folder: Path, tmp_path: Path) -> None:
+    fa = tmp_path / "in.fa"
+    fa.write_text(">a\nACGT\n")
+    result = run(["predict", "-m", tiny_folder, "-i", fa, "-o", tmp_path / "p.tsv"])
+    assert result.exit_code == 2
+    assert "is a language model folder, not a fine-tuned head folder" in error_message(result)
+    assert "exactly one of --input, --bed and --vcf" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "--vcf", fa, "-o", tmp_path / "p.tsv"])
+    )
+    assert "--fasta" in str(usage_error(["predict", "-m", head, "--bed", fa, "-o", tmp_path / "p.tsv"]))
+    assert "--resume is for --vcf" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.tsv", "--resume"])
+    )
+    assert "at least 30 bp" in str(
+        usage_error(
+            ["predict", "-m", head, "--vcf", fa, "--fasta", FASTA, "-o", tmp_path / "p.tsv", "--window", "10"]
+        )
+    )
+    assert "supported extensions" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.vcf"])
+    )
+
+    assert "standard input is for --input" in str(
+        usage_error(["predict", "-m", head, "--vcf", "-", "--fasta", FASTA, "-o", tmp_path / "p.tsv"])
+    )
+    assert "--ray scales out --vcf jobs" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.tsv", "--ray", "auto"])
+    )
+
+
+def test_lm_commands_name_a_head_folder(head: Path) -> None:
+    result = run(["score", "-m", head, "ACGTACGTACGT"])
+    assert result.exit_code == 2 and "fine-tuned sequence-classification head folder" in error_message(result)
+    vcf = DATA / "chr20_slice.vcf"
+    result = run(["vep", "-m", head, "--vcf", vcf, "--fasta", FASTA, "-o", head.parent / "x.tsv"])
+    assert result.exit_code == 2 and "fine-tuned sequence-classification head folder" in error_message(result)
+
+
+def test_serve_names_a_head_folder(head: Path) -> None:
+    result = run(["serve", "-m", head])
+    assert result.exit_code == 2 and f"add --head {head}" in error_message(result)
