@@ -73,8 +73,7 @@ RcAverageOpt = Annotated[bool, _opt("Average predictions over both strands.", TR
 
 
 def _fit_options(method: str, epochs: int | None, steps: int | None, values: dict[str, Any]) -> Any:
-    from hexamer.finetune.lora import LoraOptions
-    from hexamer.finetune.options import FitOptions
+    from hexamer.finetune.options import FitOptions, LoraOptions
 
     if epochs is not None and steps is not None:
         raise typer.BadParameter("give --epochs or --steps, not both")
