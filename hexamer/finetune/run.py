@@ -91,6 +91,18 @@ class RunResult:
         """The one-line JSON of ``hexamer finetune --json``."""
         m = self.metrics
         key = m["selection_metric"]
+        if "folds" in m:  # a cross-validation (hexamer.finetune.kfold)
+            return {
+                "output_dir": str(self.output_dir),
+                "task": m["task"]["kind"],
+                "protocol": m["protocol"],
+                "folds": len(m["folds"]),
+                "selection_metric": key,
+                "model_test": m["model"][key],
+                "baseline_test": m.get("baseline", {}).get(key),
+                "files": [str(p) for p in self.files],
+                "seconds": round(self.seconds, 1),
+            }
         return {
             "output_dir": str(self.output_dir),
             "model": str(self.model_folder),
