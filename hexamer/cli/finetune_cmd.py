@@ -88,13 +88,17 @@ def _fit_options(method: str, epochs: int | None, steps: int | None, values: dic
 
 
 def _progress(quiet: bool) -> tuple[Any, Any]:
-    """A progress bar with ETA on stderr and the callback that moves it."""
+    """A progress bar with ETA on stderr, shown from the first training step (reading and checking
+    the inputs print nothing), and the callback that moves it."""
     from hexamer.progress import progress_bar
 
     bar = progress_bar("fine-tuning", "loss {task.fields[loss]}", console=err_console, disable=quiet)
-    task = bar.add_task("fit", total=None, loss="-")
+    task = bar.add_task("fit", total=None, loss="-", start=False)
 
     def update(p: Any) -> None:
+        if not bar.live.is_started:
+            bar.start()
+            bar.start_task(task)
         bar.update(task, completed=p.step, total=p.total_steps, loss=f"{p.train_loss:.4f}")
 
     return bar, update
@@ -198,7 +202,7 @@ def finetune(
         _check_kfold(valid, split, dup, resume)
     bar, update = _progress(quiet or as_json)
     try:
-        with bar:
+        try:
             if folds is not None:
                 result = run_kfold(
                     resolve_model(model), specs[0], output_dir, read, options, test=specs[2], folds=folds,
@@ -209,6 +213,8 @@ def finetune(
                     resolve_model(model), specs[0], output_dir, read, options, valid=specs[1], test=specs[2],
                     split=split, baseline=baseline, duplicate=dup, resume=resume, on_progress=update,
                 )  # fmt: skip
+        finally:
+            bar.stop()
     except (ValueError, FileNotFoundError) as exc:
         fail(exc)
     summary = result.summary()
