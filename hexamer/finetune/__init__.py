@@ -16,7 +16,8 @@
 * :mod:`~hexamer.finetune.metrics`: regression and classification metrics, the selection metric;
 * :mod:`~hexamer.finetune.baseline`: the k-mer ridge / logistic baseline;
 * :mod:`~hexamer.finetune.report`: metrics.json, prediction tables, figures;
-* :mod:`~hexamer.finetune.run`: ``run_finetune``, the whole run behind ``hexamer finetune``.
+* :mod:`~hexamer.finetune.run`: ``run_finetune``, the whole run behind ``hexamer finetune``;
+* :mod:`~hexamer.finetune.kfold`: ``run_kfold``, k-fold cross-validation (NT protocol).
 
 ``fit`` and ``predict`` are imported from their modules (a package attribute named like a
 submodule would be replaced by the submodule once it is imported)::
@@ -61,8 +62,10 @@ if TYPE_CHECKING:
     from hexamer.finetune.folders import is_head_folder, load_classifier, new_classifier, save_classifier
     from hexamer.finetune.head import HeadSettings, SequenceClassifier
     from hexamer.finetune.inputs import DataError
+    from hexamer.finetune.kfold import run_kfold
     from hexamer.finetune.lora import add_lora, load_adapter, merge_lora, save_adapter
     from hexamer.finetune.metrics import evaluate, metric_for
+    from hexamer.finetune.run import InputSpec, RunResult, SplitSpec, run_finetune
     from hexamer.finetune.splits import (
         Split,
         SplitError,
@@ -75,6 +78,11 @@ if TYPE_CHECKING:
     from hexamer.finetune.transform import LabelTransform, duplicate_high_activity
 
 _LAZY = {
+    "run_kfold": "hexamer.finetune.kfold",
+    "InputSpec": "hexamer.finetune.run",
+    "RunResult": "hexamer.finetune.run",
+    "SplitSpec": "hexamer.finetune.run",
+    "run_finetune": "hexamer.finetune.run",
     "BaselineResult": "hexamer.finetune.baseline",
     "run_baseline": "hexamer.finetune.baseline",
     "ReadOptions": "hexamer.finetune.data",
@@ -123,14 +131,17 @@ __all__ = [
     "FitProgress",
     "FitResult",
     "HeadSettings",
+    "InputSpec",
     "LabelTransform",
     "LabelledSet",
     "LoraOptions",
     "ReadOptions",
     "ReadResult",
+    "RunResult",
     "SequenceClassifier",
     "Split",
     "SplitError",
+    "SplitSpec",
     "TaskKind",
     "TaskSpec",
     "add_lora",
@@ -150,6 +161,8 @@ __all__ = [
     "new_classifier",
     "normalize_dna",
     "run_baseline",
+    "run_finetune",
+    "run_kfold",
     "save_adapter",
     "save_classifier",
     "split_by_chromosome",
