@@ -67,7 +67,17 @@ def test_finetune_errors_are_one_line_exit_2(tmp_path: Path) -> None:
 
 def test_finetune_kfold_classification(tmp_path: Path) -> None:
     data = write_motif_table(tmp_path / "motif.tsv", n=60)
-    args = ["finetune", "-m", DEMO, "--train", data, "--task", "classification", "--label-columns", "has_motif"]
+    args = [
+        "finetune",
+        "-m",
+        DEMO,
+        "--train",
+        data,
+        "--task",
+        "classification",
+        "--label-columns",
+        "has_motif",
+    ]
     summary = run_json([*args, "--output-dir", tmp_path / "cv", "--folds", "3", "--no-baseline", *PROBE])
     assert summary["folds"] == 3 and summary["selection_metric"] == "mcc"
     assert summary["model_test"]["folds"] == 3 and summary["baseline_test"] is None
@@ -79,5 +89,7 @@ def test_finetune_kfold_classification(tmp_path: Path) -> None:
 def test_finetune_reads_a_table_from_stdin(tmp_path: Path) -> None:
     data = write_motif_table(tmp_path / "motif.tsv", n=60)
     args = ["finetune", "-m", DEMO, "--train", "-", "--task", "regression", "--label-columns", "activity"]
-    summary = run_json([*args, "--output-dir", tmp_path / "o", "--no-baseline", *PROBE], input=data.read_text())
+    summary = run_json(
+        [*args, "--output-dir", tmp_path / "o", "--no-baseline", *PROBE], input=data.read_text()
+    )
     assert summary["split"]["train"] + summary["split"]["valid"] + summary["split"]["test"] == 60
