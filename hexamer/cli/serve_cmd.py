@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -134,9 +134,6 @@ def serve(
     ] = "info",
 ) -> None:
     """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep,predict}."""
-    from hexamer.carbon import Carbon
-    from hexamer.engine import EngineConfig
-    from hexamer.server.app import create_app
     from hexamer.server.run import run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(message)s", stream=sys.stderr)
@@ -149,18 +146,10 @@ def serve(
             keep_alive_s=keep_alive, max_connections=max_connections, shutdown_grace_s=shutdown_grace,
             draft_tokens=draft_tokens, max_response_values=max_response_values,
         )  # fmt: skip
-        # the engine's options, built once; rows, length and KV budget come from the settings above
-        given = {"compile_decode": compile_decode}
-        engine = EngineConfig.from_options(
-            max_batch_size=max_num_seqs, **{k: v for k, v in given.items() if v is not None}
-        )
-        if draft_tokens is not None and draft_model is None:
-            raise ValueError("--draft-tokens needs --draft-model")
-        path = _model_path(model, head)
-        carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
-        if served_model_name is None:
-            settings.served_model_name = model or os.path.basename(os.path.normpath(path))
-        application = create_app(carbon, settings, draft=draft_model, head=head)
+        application = _application(
+            settings, model=model, head=head, dtype=dtype, device=device, compile_decode=compile_decode,
+            draft_model=draft_model,
+        )  # fmt: skip
     except (ValueError, TypeError, OSError) as exc:
         fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
@@ -168,3 +157,32 @@ def serve(
             f"[yellow]warning:[/yellow] serving on {host} without --api-key: anyone who can reach it can use it"
         )
     run_server(application, host=host, port=port, log_level=log_level.lower())
+
+
+def _application(
+    settings: ServerSettings,
+    *,
+    model: str | None,
+    head: str | None,
+    dtype: str,
+    device: str | None,
+    compile_decode: bool | None,
+    draft_model: str | None,
+) -> Any:
+    """The app ``serve`` runs: the engine's options built once (rows, length and KV budget come from
+    ``settings``), the model opened, and the served name defaulted to the model's."""
+    from hexamer.carbon import Carbon
+    from hexamer.engine import EngineConfig
+    from hexamer.server.app import create_app
+
+    given = {"compile_decode": compile_decode}
+    engine = EngineConfig.from_options(
+        max_batch_size=settings.max_num_seqs, **{k: v for k, v in given.items() if v is not None}
+    )
+    if settings.draft_tokens is not None and draft_model is None:
+        raise ValueError("--draft-tokens needs --draft-model")
+    path = _model_path(model, head)
+    carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
+    if settings.served_model_name is None:
+        settings.served_model_name = model or os.path.basename(os.path.normpath(path))
+    return create_app(carbon, settings, draft=draft_model, head=head)
