@@ -45,7 +45,7 @@ def _names(text: str | None) -> tuple[str, ...]:
 
 
 Method = Annotated[Literal["full", "lora", "probe"], _opt("full fine-tuning, LoRA, or a linear probe.")]
-Epochs = Annotated[int | None, _opt("Epochs (default: per method, docs/finetune.md).", min=1, max=100_000)]
+Epochs = Annotated[int | None, _opt("Epochs (default 10).", min=1, max=100_000)]
 Steps = Annotated[int | None, _opt("Optimizer steps (instead of --epochs).", min=1, max=2**31)]
 Batch = Annotated[int | None, _opt("Rows per micro-batch (default 16).", min=1, max=1_000_000)]
 GradAccum = Annotated[int | None, _opt("Micro-batches per optimizer step (default 1).", min=1, max=100_000)]

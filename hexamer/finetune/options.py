@@ -115,7 +115,7 @@ class FitOptions:
     """
 
     method: str = "full"
-    epochs: int = 3
+    epochs: int = 10
     steps: int | None = None
     batch_size: int = 16
     lr: float | None = None
@@ -142,7 +142,7 @@ class FitOptions:
     eval_every: int | None = None
     checkpoint_every: int | None = None
     eval_batch_size: int = 32
-    pooling: str = "last"
+    pooling: str = "mean"
     layer: int = -1
     lora: LoraOptions = field(default_factory=LoraOptions)
     probe_ridge: float | None = None

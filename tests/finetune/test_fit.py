@@ -29,7 +29,14 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
 def test_full_fine_tuning_learns_gc_content(tiny_folder: Path, tmp_path: Path):
     train, valid = gc_set(96, 30, seed=0), gc_set(48, 30, seed=1)
     options = FitOptions(
-        method="full", epochs=3, batch_size=16, lr=3e-3, head_lr=3e-3, warmup=0.1, shift_augment=False
+        method="full",
+        epochs=3,
+        batch_size=16,
+        lr=3e-3,
+        head_lr=3e-3,
+        warmup=0.1,
+        shift_augment=False,
+        pooling="last",
     )
     result = fit(tiny_folder, train, valid, REG, options, tmp_path / "run", metric=pearson_metric)
     r = pearson_metric(valid.labels, predict(result.best_folder, valid.sequences))
@@ -187,8 +194,9 @@ def test_a_lora_run_reads_the_same_in_transformers_and_peft(tiny_folder: Path, t
     peft = pytest.importorskip("peft")
     data = gc_set(8, 30, seed=11)
     options = FitOptions(
-        method="lora", steps=3, batch_size=4, lr=1e-2, lora=LoraOptions(rank=2, targets=("q_proj", "up_proj"))
-    )
+        method="lora", steps=3, batch_size=4, lr=1e-2, pooling="last",  # what transformers computes
+        lora=LoraOptions(rank=2, targets=("q_proj", "up_proj")),
+    )  # fmt: skip
     result = fit(tiny_folder, data, None, REG, options, tmp_path / "run")
     model = load_classifier(result.best_folder)
     rows = model.encode(list(data.sequences))
