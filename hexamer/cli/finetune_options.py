@@ -75,6 +75,21 @@ MinLr = Annotated[
 GradNorm = Annotated[
     float | None, _opt("Gradient clipping norm (default 1.0).", min=0.0, max=1e9, callback=_above_zero)
 ]
+PlateauFactor = Annotated[
+    float | None,
+    _opt("plateau: multiply the rate by this after --plateau-patience bad evaluations (default 0.5).",
+         min=0.0, max=1.0, callback=lambda v: _below_one(_above_zero(v))),
+]  # fmt: skip
+PlateauPatience = Annotated[
+    int | None,
+    _opt("plateau: evaluations without improvement before the cut (default 1).", min=1, max=100_000),
+]
+CheckpointEvery = Annotated[
+    int | None, _opt("Steps between resumable checkpoints (default: at each evaluation).", min=1)
+]
+EvalBatch = Annotated[
+    int | None, _opt("Rows per forward when evaluating (default 32).", min=1, max=1_000_000)
+]
 Patience = Annotated[
     int | None, _opt("Stop after this many evaluations without improvement.", min=1, max=100_000)
 ]
@@ -197,7 +212,11 @@ fit_options = option_group(
         ("schedule", Schedule, None),
         ("min_lr_ratio", MinLr, None),
         ("max_grad_norm", GradNorm, None),
+        ("plateau_factor", PlateauFactor, None),
+        ("plateau_patience", PlateauPatience, None),
         ("patience", Patience, None),
+        ("checkpoint_every", CheckpointEvery, None),
+        ("eval_batch_size", EvalBatch, None),
         ("eval_every", EvalEvery, None),
         ("loss", Loss, None),
         ("huber_delta", HuberDelta, None),

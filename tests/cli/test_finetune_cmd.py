@@ -106,7 +106,8 @@ def test_finetune_training_options_reach_the_fit(tmp_path: Path) -> None:
              "--min-lr-ratio", "0.1", "--max-grad-norm", "0.5", "--patience", "3", "--eval-every", "1",
              "--loss", "huber", "--huber-delta", "2", "--pooling", "last", "--layer", "2", "--shift-augment",
              "--rc-augment", "--rc-average", "--lora-rank", "2", "--lora-alpha", "4", "--lora-dropout", "0.1",
-             "--lora-targets", "q_proj,v_proj", "--no-baseline", "--seed", "3"]  # fmt: skip
+             "--lora-targets", "q_proj,v_proj", "--no-baseline", "--seed", "3", "--plateau-factor", "0.25",
+             "--plateau-patience", "2", "--checkpoint-every", "1", "--eval-batch-size", "7"]  # fmt: skip
     summary = run_json([*args, "--output-dir", out, *tuned])
     assert summary["model_metrics"]["test"] is not None or summary["model_metrics"]["valid"] is None
     options = read_fit_state(out)["options"]
@@ -126,6 +127,12 @@ def test_finetune_training_options_reach_the_fit(tmp_path: Path) -> None:
         3,
     )
     assert options["shift_augment"] and options["rc_augment"] and options["rc_average"]
+    assert (options["plateau_factor"], options["plateau_patience"], options["checkpoint_every"]) == (
+        0.25,
+        2,
+        1,
+    )
+    assert options["eval_batch_size"] == 7
     assert options["lora"] == {"rank": 2, "alpha": 4.0, "dropout": 0.1, "targets": ["q_proj", "v_proj"]}
     config = json.loads((out / "best" / "config.json").read_text())["hexamer_finetune"]
     assert config["pooling"] == "last" and config["layer"] == 2
@@ -140,7 +147,8 @@ def test_finetune_option_ranges_are_checked_when_parsed(tmp_path: Path) -> None:
         ("--schedule", "linear"), ("--grad-accum", "0"), ("--patience", "0"), ("--max-grad-norm", "0"),
         ("--loss", "l1"), ("--pooling", "max"), ("--lora-rank", "0"), ("--lora-alpha", "0"),
         ("--lora-dropout", "1"), ("--min-lr-ratio", "2"), ("--huber-delta", "0"), ("--eval-every", "0"),
-        ("--batch-size", "0"), ("--probe-ridge", "-1"),
+        ("--batch-size", "0"), ("--probe-ridge", "-1"), ("--plateau-factor", "1"), ("--plateau-factor", "0"),
+        ("--plateau-patience", "0"), ("--checkpoint-every", "0"), ("--eval-batch-size", "0"),
     ):  # fmt: skip
         assert str(usage_error([*base, option, value])), (option, value)
     result = run([*base, "--lora-targets", "q_proj,foo"])
