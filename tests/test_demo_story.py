@@ -21,7 +21,7 @@ from hexamer.testing.cli import run, run_ok
 def result(tiny_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
     messages: list[str] = []
     res = run_demo(tmp_path_factory.mktemp("demo") / "out", model=tiny_folder, say=messages.append)
-    assert len(messages) == 8  # one per step
+    assert len(messages) == 9  # one per step
     return res
 
 
@@ -101,6 +101,35 @@ def test_numbers_are_consistent(result: DemoResult) -> None:
     # a Markov chain has no memory beyond 6 bases: the second copy scores like the first
     assert copy["random_copy2_markov6"] == pytest.approx(copy["random_copy1_markov6"], abs=0.05)
     assert steps["triplet_expansion"]["carbon_3b_accuracy"] == 0.852
+
+
+def test_finetune_step_compares_probe_and_baseline(result: DemoResult) -> None:
+    """The fine-tuning step's table holds both labels, its numbers are the run's metrics.json's,
+    and the task table holds every row it trained and tested on."""
+    out = result.out_dir
+    rows = _tsv(out / "finetune.tsv")
+    assert [r["label"] for r in rows] == ["activity", "gc"]
+    metrics = json.loads((out / "finetune" / "metrics.json").read_text())
+    for row in rows:
+        model = metrics["model"]["test"]["per_target"][row["label"]]["pearson"]
+        base = metrics["baseline"]["metrics"]["test"]["per_target"][row["label"]]["pearson"]
+        assert float(row["probe_test_pearson"]) == pytest.approx(model, abs=1e-4)
+        assert float(row["kmer_baseline_test_pearson"]) == pytest.approx(base, abs=1e-4)
+        assert result.steps["finetune"]["pearson"][row["label"]]["probe_test_pearson"] == pytest.approx(
+            model, abs=1e-4
+        )
+    task = _tsv(out / "motif_task.tsv")
+    step = result.steps["finetune"]
+    assert len(task) == step["rows"] and metrics["split"]["test"] == step["test_rows"] > 0
+    assert len(_tsv(out / "finetune" / "predictions.tsv")) == step["rows"]
+    # the labels are what the task says: planted sites + noise, the GC fraction of the window
+    assert all(
+        float(r["gc"]) == pytest.approx((r["sequence"].count("G") + r["sequence"].count("C")) / 120, abs=1e-4)
+        for r in task
+    )
+    assert all(r["sequence"].count("TGACTCA") >= 1 for r in task if r["has_motif"] == "1")
+    # a k-mer ridge reads a planted motif's count (test Pearson > 0.6 even on 240 training rows)
+    assert float(rows[0]["kmer_baseline_test_pearson"]) > 0.6
 
 
 def test_cli_demo_json_and_out(tiny_folder: Path, tmp_path: Path) -> None:

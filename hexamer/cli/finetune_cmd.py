@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 import typer
 
 from hexamer.cli.app import JsonFlag, ModelOption, app, console, err_console, fail, print_json, resolve_model
+from hexamer.cli.finetune_options import FitValues, fit_options
+from hexamer.cli.option_groups import FILLED
 
 __all__ = ["finetune"]
 
@@ -55,36 +57,11 @@ FoldsOpt = Annotated[
     _opt("k-fold cross-validation (NT protocol: 10); with --test, folds validate.", SPLIT, min=2, max=100),
 ]
 FractionOpt = Annotated[float, _opt("Fraction of --train for a random split.", SPLIT, min=0.0, max=0.9)]
-MethodOpt = Annotated[
-    Literal["full", "lora", "probe"], _opt("full fine-tuning, LoRA, or a linear probe.", TRAINING)
-]
-EpochsOpt = Annotated[int | None, _opt("Epochs (default 3).", TRAINING, min=1, max=100_000)]
-StepsOpt = Annotated[int | None, _opt("Optimizer steps (instead of --epochs).", TRAINING, min=1)]
-BatchOpt = Annotated[int | None, _opt("Batch size (default 8).", TRAINING, min=1, max=1_000_000)]
-LrOpt = Annotated[float | None, _opt("Peak learning rate (default 5e-5).", TRAINING, min=0.0, max=1.0)]
-SeedOpt = Annotated[int, _opt("Seed of the split, the head and the batches.", TRAINING, min=0)]
-PoolingOpt = Annotated[
-    Literal["last", "mean"], _opt("last: the </dna> token (transformers); mean: DNA tokens.", TRAINING)
-]
-LossOpt = Annotated[str | None, _opt("mse, huber, pearson_huber, ce or bce (default: the task's).", TRAINING)]
-LoraRankOpt = Annotated[int | None, _opt("LoRA rank (default 8).", TRAINING, min=1, max=4096)]
 DupQuantileOpt = Annotated[
     float | None, _opt("Repeat training rows above this label quantile.", TRAINING, min=0.01, max=0.999)
 ]
 DupCopiesOpt = Annotated[int, _opt("Extra copies of each high-activity row.", TRAINING, min=1, max=100)]
-RcAugmentOpt = Annotated[bool, _opt("Train on both strands (reverse-complement duplication).", TRAINING)]
-RcAverageOpt = Annotated[bool, _opt("Average predictions over both strands.", TRAINING)]
-
-
-def _fit_options(method: str, epochs: int | None, steps: int | None, values: dict[str, Any]) -> Any:
-    from hexamer.finetune.options import FitOptions, LoraOptions
-
-    if epochs is not None and steps is not None:
-        raise typer.BadParameter("give --epochs or --steps, not both")
-    kw = {k: v for k, v in values.items() if v is not None and k != "lora_rank"}
-    if values.get("lora_rank") is not None:
-        kw["lora"] = LoraOptions(rank=values["lora_rank"])
-    return FitOptions(method=method, epochs=epochs or 3, steps=steps, **kw)
+SeedOpt = Annotated[int, _opt("Seed of the split, the head and the batches.", TRAINING, min=0, max=2**63 - 1)]
 
 
 def _progress(quiet: bool) -> tuple[Any, Any]:
@@ -136,6 +113,7 @@ def _print_folds(summary: dict[str, Any]) -> None:
 
 
 @app.command("finetune")
+@fit_options
 def finetune(
     train: TrainOpt,
     task: TaskOpt,
@@ -159,17 +137,8 @@ def finetune(
     folds: FoldsOpt = None,
     valid_fraction: FractionOpt = 0.1,
     test_fraction: FractionOpt = 0.1,
-    method: MethodOpt = "full",
-    epochs: EpochsOpt = None,
-    steps: StepsOpt = None,
-    batch_size: BatchOpt = None,
-    lr: LrOpt = None,
+    fit: FitValues = FILLED,
     seed: SeedOpt = 0,
-    pooling: PoolingOpt = "last",
-    loss: LossOpt = None,
-    lora_rank: LoraRankOpt = None,
-    rc_augment: RcAugmentOpt = False,
-    rc_average: RcAverageOpt = False,
     duplicate_quantile: DupQuantileOpt = None,
     duplicate_copies: DupCopiesOpt = 1,
     baseline: Annotated[bool, _opt("Fit the k-mer baseline on the same split.", TRAINING)] = True,
@@ -191,9 +160,7 @@ def finetune(
         split = SplitSpec(
             split_column, _names(valid_chroms), _names(test_chroms), valid_fraction, test_fraction, seed
         )
-        values = {"batch_size": batch_size, "lr": lr, "seed": seed, "pooling": pooling, "loss": loss,
-                  "lora_rank": lora_rank, "rc_augment": rc_augment, "rc_average": rc_average, "device": device}  # fmt: skip
-        options = _fit_options(method, epochs, steps, values)
+        options = fit.options(seed, device)
     except ValueError as exc:
         fail(exc)
     specs = [None if p is None else InputSpec(p, labels, reference) for p in (train, valid, test)]
@@ -215,15 +182,18 @@ def finetune(
                 )  # fmt: skip
         finally:
             bar.stop()
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, ImportError) as exc:
         fail(exc)
     summary = result.summary()
     if as_json:
         print_json(summary)
-        return
-    if folds is not None:
+    elif folds is not None:
         _print_folds(summary)
-        return
+    else:
+        _print_run(summary, result)
+
+
+def _print_run(summary: dict[str, Any], result: Any) -> None:
     key = summary["selection_metric"]
     for name, value in summary["model_metrics"].items():
         base = summary["baseline_metrics"].get(name)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.carbon import Carbon
+from hexamer.demo.finetune_step import step_finetune
 from hexamer.demo.markov import NextBaseMarkov, acgt_codes
 from hexamer.io import atomic_path, write_fasta, write_table
 
@@ -53,6 +54,8 @@ OUTPUT_FILES = (
     "variants.tsv",
     "embeddings.tsv",
     "ism_heatmap.png",
+    "motif_task.tsv",
+    "finetune.tsv",
     "summary.json",
 )
 
@@ -508,6 +511,7 @@ def run_demo(
     result.steps["triplet_expansion"] = _step_triplet(carbon, data, out, speak)
     result.steps["variants_embeddings"] = _step_variants_and_embeddings(carbon, files, data, out, speak)
     result.steps["ism"] = _step_ism(carbon, files, out, speak)
+    result.steps["finetune"] = step_finetune(path, out, speak)
     result.seconds = time.perf_counter() - t0
     result.files = [out / n for n in OUTPUT_FILES if n == "summary.json" or (out / n).exists()]
     with atomic_path(out / "summary.json") as tmp:

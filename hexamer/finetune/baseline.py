@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.finetune.metrics import SELECTION_METRIC, evaluate
+from hexamer.finetune.report import require_packages
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.finetune.transform import LabelTransform
 
@@ -160,6 +161,7 @@ def run_baseline(
 ) -> BaselineResult:
     """Fit the baseline (see the module text) and evaluate it on every set given. Regression
     outputs are returned on the raw label scale; classification outputs are class probabilities."""
+    require_packages(figures=False)  # scikit-learn, with the install command
     if not ks or any(not (1 <= k <= 6) for k in ks):
         raise ValueError(f"ks must be values in 1..6, got {list(ks)}")
     grid = tuple(penalties) if penalties else (DEFAULT_ALPHAS if task.kind == "regression" else DEFAULT_CS)

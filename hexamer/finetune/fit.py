@@ -151,6 +151,7 @@ def fit(
     checkpointed in ``output_dir``; without it an existing checkpoint there is an error.
     """
     loss = _check_inputs(train, valid, task, options)
+    options = options.resolved(read_folder_config(base_folder)[1].hidden_size)  # default rates by size
     out = Path(output_dir)
     fingerprint = data_fingerprint(train, valid)
     saved = read_fit_state(out)

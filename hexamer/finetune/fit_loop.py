@@ -28,6 +28,7 @@ from hexamer.train.schedule import lr_factor
 __all__ = ["FitProgress", "Trainer"]
 
 _RC_STREAM = 1_000_003  # separates the strand draws from the epoch permutations
+_SHIFT_STREAM = 1_000_033  # and the shift draws from both
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Trainer:
         self.loss, self.metric = loss, metric
         self.higher_is_better = higher_is_better if metric is not None else False
         self.device = model.device
+        self.k = model.tokenizer.layout.k
         self.micro_per_epoch = math.ceil(len(train) / options.batch_size)
         self.steps_per_epoch = math.ceil(self.micro_per_epoch / options.grad_accum)
         self.total_steps = options.steps or options.epochs * self.steps_per_epoch
@@ -94,10 +96,14 @@ class Trainer:
     # ---------------------------------------------------------------- setup
 
     def _optimizer(self) -> torch.optim.AdamW:
+        """AdamW: decay on matrices only; the new head at ``head_lr`` (scaled with the schedule)."""
+        head = {id(p) for p in self.model.score.parameters()}
         params = [p for p in self.model.parameters() if p.requires_grad]
+        wd, ratio = self.options.weight_decay, self.options.head_lr / self.options.lr
         groups = [
-            {"params": [p for p in params if p.dim() >= 2], "weight_decay": self.options.weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+            {"params": [p for p in params if p.dim() >= 2 and id(p) not in head], "weight_decay": wd},
+            {"params": [p for p in params if p.dim() < 2 and id(p) not in head], "weight_decay": 0.0},
+            {"params": [p for p in params if id(p) in head], "weight_decay": wd, "lr_ratio": ratio},
         ]
         return torch.optim.AdamW([g for g in groups if g["params"]], lr=self.options.lr)
 
@@ -133,7 +139,13 @@ class Trainer:
         flags = np.random.default_rng([self.options.seed, _RC_STREAM, m]).random(len(index)) < 0.5
         return index, flags
 
-    def logits(self, index: np.ndarray, rc: np.ndarray) -> torch.Tensor:
+    def shifts(self, m: int, n: int) -> np.ndarray:
+        """Bases cut from the start of each row of micro-batch ``m`` (``shift_augment``: 0..k-1)."""
+        if not self.options.shift_augment:
+            return np.zeros(n, dtype=np.int64)
+        return np.random.default_rng([self.options.seed, _SHIFT_STREAM, m]).integers(0, self.k, n)
+
+    def logits(self, index: np.ndarray, rc: np.ndarray, shift: np.ndarray | None = None) -> torch.Tensor:
         if self.options.method == "probe":
             x = self.features["train"][index]
             if rc.any():
@@ -142,6 +154,8 @@ class Trainer:
             return self.model.score(torch.as_tensor(x, device=w.device, dtype=w.dtype)).float()
         seqs = self.train.sequences
         batch = [reverse_complement(seqs[i]) if f else seqs[i] for i, f in zip(index, rc, strict=True)]
+        if shift is not None:  # never the whole row: a row shorter than the shift keeps its last base
+            batch = [b[min(int(s), len(b) - 1) :] for b, s in zip(batch, shift, strict=True)]
         rows = self.model.encode(batch)
         with autocast_context(self.device, self.options.bf16):
             return self.model(rows.ids_on(self.device), rows.mask_on(self.device))
@@ -164,15 +178,17 @@ class Trainer:
         o = self.options
         lr = self.lr_at(self.step)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_ratio", 1.0)
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0
         for k in range(o.grad_accum):
-            index, rc = self.micro_batch(self.step * o.grad_accum + k)
+            m = self.step * o.grad_accum + k
+            index, rc = self.micro_batch(m)
+            shift = self.shifts(m, len(index)) if o.shift_augment else None
             idx = torch.as_tensor(index, device=self.device)
             weights = None if self.train_weights is None else self.train_weights[idx]
             value = compute_loss(
-                self.loss, self.logits(index, rc), self.train_labels[idx], weights=weights,
+                self.loss, self.logits(index, rc, shift), self.train_labels[idx], weights=weights,
                 class_weights=self.class_weights, huber_delta=o.huber_delta, pearson_lambda=o.pearson_lambda,
             )  # fmt: skip
             if not torch.isfinite(value.detach()):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hexamer.finetune.data import ReadOptions
-from hexamer.finetune.report import write_json
+from hexamer.finetune.report import require_packages, write_json
 from hexamer.finetune.run import InputSpec, RunResult, SplitSpec, TrainJob, read_all, train_on_split
 from hexamer.finetune.splits import fold_summary, kfold_splits
 
@@ -58,6 +58,7 @@ def run_kfold(
     fold's best model; every fold's model is in its own folder)."""
     from hexamer.finetune.options import FitOptions
 
+    require_packages(baseline=baseline)
     started = time.perf_counter()
     no_split = SplitSpec(valid_fraction=0.0, test_fraction=0.0, seed=seed)
     task, data, _, whole, notes = read_all(model, train, None, test, read, no_split)

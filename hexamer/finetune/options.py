@@ -8,10 +8,22 @@ make it a different run (the resume test is "the same final weights as an uninte
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-__all__ = ["LORA_TARGETS", "LOSSES", "METHODS", "POOLINGS", "SCHEDULES", "FitOptions", "LoraOptions"]
+__all__ = [
+    "DEFAULT_HEAD_LR_RATIO",
+    "DEFAULT_LR",
+    "LARGE_MODEL_LR",
+    "LORA_TARGETS",
+    "LOSSES",
+    "METHODS",
+    "POOLINGS",
+    "SCHEDULES",
+    "SMALL_HIDDEN",
+    "FitOptions",
+    "LoraOptions",
+]
 
 METHODS: tuple[str, ...] = ("full", "lora", "probe")
 SCHEDULES: tuple[str, ...] = ("cosine", "wsd", "constant", "plateau")
@@ -21,6 +33,16 @@ POOLINGS: tuple[str, ...] = ("last", "mean")
 LOSSES: tuple[str, ...] = ("mse", "huber", "pearson_huber", "ce", "bce")
 #: the projections LoRA may adapt (see :mod:`hexamer.finetune.lora`)
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+#: the peak learning rate of each method when ``lr`` is not given, for a model of hidden size up
+#: to :data:`SMALL_HIDDEN` (measured on the built-in demo model: docs/finetune.md, "Defaults")
+DEFAULT_LR: dict[str, float] = {"full": 1e-3, "lora": 3e-3, "probe": 1e-2}
+#: ... and for a larger model (Carbon-500M and up): the official recipes' full fine-tuning rate
+#: (DREAM, 2e-5), ten times that for LoRA's adapters; a probe's head alone is as fast as on a small model
+LARGE_MODEL_LR: dict[str, float] = {"full": 2e-5, "lora": 2e-4, "probe": 1e-2}
+SMALL_HIDDEN = 512
+#: ``head_lr / lr`` when ``head_lr`` is not given: the head starts from random weights while the
+#: backbone is pretrained, so under full fine-tuning it learns faster than the weights it reads
+DEFAULT_HEAD_LR_RATIO: dict[str, float] = {"full": 10.0, "lora": 1.0, "probe": 1.0}
 
 
 def _int(name: str, value: Any, lo: int, hi: int = 2**31) -> None:
@@ -73,6 +95,13 @@ class FitOptions:
 
     ``method``: ``full`` (every weight), ``lora`` (adapters + head, :class:`LoraOptions` in
     ``lora``), ``probe`` (frozen backbone: features computed once, then only the head).
+    ``lr`` None = the method's default for the model's size (:data:`DEFAULT_LR`,
+    :data:`LARGE_MODEL_LR`); ``head_lr`` (the new ``score`` head's rate) None = ``lr`` times
+    :data:`DEFAULT_HEAD_LR_RATIO`; :meth:`resolved` fills both once the model is known (``fit``
+    does, and stores the numbers in its checkpoint).
+    ``shift_augment``: cut 0..k-1 bases (k = 6) from the start of each training row, drawn from
+    the seed, so a motif is seen in every phase of the non-overlapping k-mers (None: on for
+    ``full`` and ``lora``, off for ``probe``, whose features are computed once).
     ``steps`` (optimizer steps) overrides ``epochs`` when set. ``warmup`` is a fraction of the
     steps. ``schedule``: ``cosine`` / ``wsd`` / ``constant`` after warm-up, or ``plateau``
     (multiply the learning rate by ``plateau_factor`` after ``plateau_patience`` evaluations
@@ -86,10 +115,11 @@ class FitOptions:
     """
 
     method: str = "full"
-    epochs: int = 3
+    epochs: int = 10
     steps: int | None = None
-    batch_size: int = 8
-    lr: float = 5e-5
+    batch_size: int = 16
+    lr: float | None = None
+    head_lr: float | None = None
     weight_decay: float = 0.01
     warmup: float = 0.05
     schedule: str = "cosine"
@@ -107,11 +137,12 @@ class FitOptions:
     pearson_lambda: float = 1.0
     rc_augment: bool = False
     rc_average: bool = False
+    shift_augment: bool | None = None
     patience: int | None = None
     eval_every: int | None = None
     checkpoint_every: int | None = None
     eval_batch_size: int = 32
-    pooling: str = "last"
+    pooling: str = "mean"
     layer: int = -1
     lora: LoraOptions = field(default_factory=LoraOptions)
     probe_ridge: float | None = None
@@ -122,6 +153,12 @@ class FitOptions:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.shift_augment is None:  # on where each step reads the rows afresh
+            object.__setattr__(self, "shift_augment", self.method != "probe")
+        if self.shift_augment and self.method == "probe":
+            raise ValueError(
+                "shift_augment cuts rows afresh at each step; a probe computes its features once"
+            )
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         _int("epochs", self.epochs, 1, 100_000)
@@ -134,7 +171,9 @@ class FitOptions:
         _int("plateau_patience", self.plateau_patience, 1, 100_000)
         _int("seed", self.seed, 0, 2**63 - 1)
         _int("layer", self.layer, -100_000, 100_000)
-        _float("lr", self.lr, 0.0, 1.0, lo_open=True)
+        for name in ("lr", "head_lr"):
+            if getattr(self, name) is not None:
+                _float(name, getattr(self, name), 0.0, 1.0, lo_open=True)
         _float("weight_decay", self.weight_decay, 0.0, 10.0)
         _float("warmup", self.warmup, 0.0, 1.0)
         _float("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
@@ -153,6 +192,17 @@ class FitOptions:
                 _float("each class weight", w, 0.0, 1e9, lo_open=True)
         if not isinstance(self.lora, LoraOptions):
             raise ValueError(f"lora must be a LoraOptions, got {type(self.lora).__name__}")
+
+    def resolved(self, hidden_size: int) -> FitOptions:
+        """These options with ``lr`` and ``head_lr`` set for a model of ``hidden_size`` (the
+        defaults where they were None; given values stay)."""
+        lr = self.lr
+        if lr is None:
+            lr = (DEFAULT_LR if hidden_size <= SMALL_HIDDEN else LARGE_MODEL_LR)[self.method]
+        head_lr = self.head_lr
+        if head_lr is None:
+            head_lr = min(1.0, lr * DEFAULT_HEAD_LR_RATIO[self.method])
+        return replace(self, lr=lr, head_lr=head_lr)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -31,10 +31,13 @@ from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.io import atomic_path, write_table
 
 __all__ = [
+    "INSTALL_HINT",
+    "MissingPackageError",
     "plot_classification_curves",
     "plot_history",
     "plot_observed_vs_predicted",
     "prediction_rows",
+    "require_packages",
     "write_json",
     "write_predictions",
 ]
@@ -119,6 +122,32 @@ def prediction_rows(
 def write_predictions(path: PathLike, rows: Sequence[Mapping[str, Any]]) -> None:
     """The prediction table (TSV, CSV, Parquet or JSONL by extension), atomically."""
     write_table(path, list(rows))
+
+
+# --------------------------------------------------------------------------- packages
+
+INSTALL_HINT = "pip install 'hexamer[finetune]'"
+
+
+class MissingPackageError(ImportError):
+    """A package the report or the baseline needs is not installed (the message says how to)."""
+
+
+def require_packages(*, baseline: bool = True, figures: bool = True) -> None:
+    """Refuse a run whose report (matplotlib, scikit-learn's curves) or k-mer baseline
+    (scikit-learn) could not be written, before any input is read or model loaded, with the
+    install command rather than a traceback at the end of training."""
+    import importlib.util
+
+    wanted = {"scikit-learn": "sklearn"} if baseline or figures else {}
+    if figures:
+        wanted["matplotlib"] = "matplotlib"
+    missing = [name for name, module in wanted.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        what = " and ".join(missing)
+        raise MissingPackageError(
+            f"a fine-tuning run's report and k-mer baseline need {what}: {INSTALL_HINT}"
+        )
 
 
 # --------------------------------------------------------------------------- figures

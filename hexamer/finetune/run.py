@@ -29,6 +29,7 @@ from hexamer.finetune.report import (
     plot_history,
     plot_observed_vs_predicted,
     prediction_rows,
+    require_packages,
     write_json,
     write_predictions,
 )
@@ -295,6 +296,7 @@ def run_finetune(
     ``(quantile, copies)`` repeats high-activity training rows (regression)."""
     from hexamer.finetune.options import FitOptions
 
+    require_packages(baseline=baseline)
     started = time.perf_counter()
     task, data, _, sp, notes = read_all(model, train, valid, test, read, split)
     inputs = {k: dataclasses.asdict(v) for k, v in (("train", train), ("valid", valid), ("test", test)) if v}

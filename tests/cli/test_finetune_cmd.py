@@ -93,3 +93,70 @@ def test_finetune_reads_a_table_from_stdin(tmp_path: Path) -> None:
         [*args, "--output-dir", tmp_path / "o", "--no-baseline", *PROBE], input=data.read_text()
     )
     assert summary["split"]["train"] + summary["split"]["valid"] + summary["split"]["test"] == 60
+
+
+def test_finetune_training_options_reach_the_fit(tmp_path: Path) -> None:
+    from hexamer.finetune.state import read_fit_state
+
+    data = write_motif_table(tmp_path / "motif.tsv", n=36)
+    out = tmp_path / "lora"
+    args = ["finetune", "-m", DEMO, "--train", data, "--task", "regression", "--label-columns", "activity"]
+    tuned = ["--method", "lora", "--steps", "2", "--batch-size", "4", "--grad-accum", "2", "--lr", "0.002",
+             "--head-lr", "0.01", "--weight-decay", "0", "--warmup", "0", "--schedule", "constant",
+             "--min-lr-ratio", "0.1", "--max-grad-norm", "0.5", "--patience", "3", "--eval-every", "1",
+             "--loss", "huber", "--huber-delta", "2", "--pooling", "last", "--layer", "2", "--shift-augment",
+             "--rc-augment", "--rc-average", "--lora-rank", "2", "--lora-alpha", "4", "--lora-dropout", "0.1",
+             "--lora-targets", "q_proj,v_proj", "--no-baseline", "--seed", "3", "--plateau-factor", "0.25",
+             "--plateau-patience", "2", "--checkpoint-every", "1", "--eval-batch-size", "7"]  # fmt: skip
+    summary = run_json([*args, "--output-dir", out, *tuned])
+    assert summary["model_metrics"]["test"] is not None or summary["model_metrics"]["valid"] is None
+    options = read_fit_state(out)["options"]
+    assert {k: options[k] for k in ("method", "steps", "batch_size", "grad_accum", "lr", "head_lr")} == {
+        "method": "lora", "steps": 2, "batch_size": 4, "grad_accum": 2, "lr": 0.002, "head_lr": 0.01,
+    }  # fmt: skip
+    assert (options["weight_decay"], options["warmup"], options["schedule"], options["min_lr_ratio"]) == (
+        0.0, 0.0, "constant", 0.1,
+    )  # fmt: skip
+    assert (options["max_grad_norm"], options["patience"], options["eval_every"], options["loss"]) == (
+        0.5, 3, 1, "huber",
+    )  # fmt: skip
+    assert (options["huber_delta"], options["pooling"], options["layer"], options["seed"]) == (
+        2.0,
+        "last",
+        2,
+        3,
+    )
+    assert options["shift_augment"] and options["rc_augment"] and options["rc_average"]
+    assert (options["plateau_factor"], options["plateau_patience"], options["checkpoint_every"]) == (
+        0.25,
+        2,
+        1,
+    )
+    assert options["eval_batch_size"] == 7
+    assert options["lora"] == {"rank": 2, "alpha": 4.0, "dropout": 0.1, "targets": ["q_proj", "v_proj"]}
+    config = json.loads((out / "best" / "config.json").read_text())["hexamer_finetune"]
+    assert config["pooling"] == "last" and config["layer"] == 2
+
+
+def test_finetune_option_ranges_are_checked_when_parsed(tmp_path: Path) -> None:
+    data = write_motif_table(tmp_path / "motif.tsv", n=12)
+    base = ["finetune", "-m", DEMO, "--train", data, "--task", "regression", "--label-columns", "activity",
+            "--output-dir", tmp_path / "o"]  # fmt: skip
+    for option, value in (
+        ("--lr", "0"), ("--lr", "2"), ("--head-lr", "-1"), ("--weight-decay", "-0.1"), ("--warmup", "1.5"),
+        ("--schedule", "linear"), ("--grad-accum", "0"), ("--patience", "0"), ("--max-grad-norm", "0"),
+        ("--loss", "l1"), ("--pooling", "max"), ("--lora-rank", "0"), ("--lora-alpha", "0"),
+        ("--lora-dropout", "1"), ("--min-lr-ratio", "2"), ("--huber-delta", "0"), ("--eval-every", "0"),
+        ("--batch-size", "0"), ("--probe-ridge", "-1"), ("--plateau-factor", "1"), ("--plateau-factor", "0"),
+        ("--plateau-patience", "0"), ("--checkpoint-every", "0"), ("--eval-batch-size", "0"),
+    ):  # fmt: skip
+        assert str(usage_error([*base, option, value])), (option, value)
+    result = run([*base, "--lora-targets", "q_proj,foo"])
+    assert result.exit_code == 2 and "LoRA targets must be distinct names" in error_message(result)
+    result = run([*base, "--class-weights", "1,x"])
+    assert result.exit_code == 2 and "--class-weights takes comma-separated numbers" in error_message(result)
+    result = run([*base, "--method", "probe", "--shift-augment"])
+    assert result.exit_code == 2 and "shift_augment" in error_message(result)
+    assert not (tmp_path / "o").exists()
+    result = run([*base, "--layer", "9"])
+    assert result.exit_code == 2 and "layer" in error_message(result)

@@ -28,7 +28,16 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
 
 def test_full_fine_tuning_learns_gc_content(tiny_folder: Path, tmp_path: Path):
     train, valid = gc_set(96, 30, seed=0), gc_set(48, 30, seed=1)
-    options = FitOptions(method="full", epochs=3, batch_size=16, lr=3e-3, warmup=0.1)
+    options = FitOptions(
+        method="full",
+        epochs=3,
+        batch_size=16,
+        lr=3e-3,
+        head_lr=3e-3,
+        warmup=0.1,
+        shift_augment=False,
+        pooling="last",
+    )
     result = fit(tiny_folder, train, valid, REG, options, tmp_path / "run", metric=pearson_metric)
     r = pearson_metric(valid.labels, predict(result.best_folder, valid.sequences))
     assert r > 0.3, r
@@ -70,7 +79,10 @@ def test_lora_learns_on_the_demo_model(tmp_path: Path):
 
 @pytest.mark.parametrize(
     "method, extra",
-    [("full", {"grad_accum": 2, "rc_augment": True}), ("lora", {"lora": LoraOptions(rank=2, dropout=0.1)})],
+    [
+        ("full", {"grad_accum": 2, "rc_augment": True, "shift_augment": True}),
+        ("lora", {"lora": LoraOptions(rank=2, dropout=0.1)}),
+    ],
 )
 def test_resume_ends_on_the_same_weights(tiny_folder: Path, tmp_path: Path, method, extra):
     train = gc_set(20, 24, seed=3)
@@ -182,8 +194,9 @@ def test_a_lora_run_reads_the_same_in_transformers_and_peft(tiny_folder: Path, t
     peft = pytest.importorskip("peft")
     data = gc_set(8, 30, seed=11)
     options = FitOptions(
-        method="lora", steps=3, batch_size=4, lr=1e-2, lora=LoraOptions(rank=2, targets=("q_proj", "up_proj"))
-    )
+        method="lora", steps=3, batch_size=4, lr=1e-2, pooling="last",  # what transformers computes
+        lora=LoraOptions(rank=2, targets=("q_proj", "up_proj")),
+    )  # fmt: skip
     result = fit(tiny_folder, data, None, REG, options, tmp_path / "run")
     model = load_classifier(result.best_folder)
     rows = model.encode(list(data.sequences))
@@ -215,3 +228,33 @@ def test_an_undefined_metric_before_any_defined_one_does_not_stop_the_run(tiny_f
     result = fit(tiny_folder, train, valid, REG, options, tmp_path / "run", metric=lambda y, p: next(values))
     assert [h["metric"] for h in result.history] == [None, None, 0.5, 0.4]
     assert result.best_step == 3 and result.best_score == 0.5 and result.stopped_early and result.steps == 4
+
+
+def test_head_lr_and_shift_augment(tiny_folder: Path, tmp_path: Path):
+    """The new head trains at ``head_lr`` (scaled by the same schedule as the backbone), and
+    ``shift_augment`` cuts 0..k-1 bases from the start of the training rows, drawn from the seed."""
+    from hexamer.finetune.fit import _build_model
+    from hexamer.finetune.fit_loop import Trainer
+
+    train = gc_set(16, 30, seed=4)
+    options = FitOptions(method="full", steps=3, batch_size=8, lr=1e-3, head_lr=5e-3, shift_augment=True)
+    assert FitOptions(method="full", lr=1e-3).resolved(256).head_lr == pytest.approx(1e-2)  # full: 10 x
+    assert FitOptions(method="lora", lr=1e-3).resolved(256).head_lr == pytest.approx(1e-3)
+    assert FitOptions(method="full").resolved(256).lr == 1e-3 and FitOptions().resolved(1024).lr == 2e-5
+    options = options.resolved(64)
+    model = _build_model(tiny_folder, REG, options, {})
+    trainer = Trainer(model, train, None, REG, options, "mse", None, False)
+    head = {id(p) for p in model.score.parameters()}
+    trainer.train_step()
+    for group in trainer.optimizer.param_groups:
+        in_head = {id(p) for p in group["params"]} <= head
+        assert group["lr"] == pytest.approx(trainer.lr_at(0) * (5.0 if in_head else 1.0))
+    shifts = np.concatenate([trainer.shifts(m, 8) for m in range(50)])
+    assert set(shifts.tolist()) == set(range(6))
+    assert (trainer.shifts(7, 8) == trainer.shifts(7, 8)).all()
+    plain_options = FitOptions(method="full", steps=3, batch_size=8, shift_augment=False).resolved(64)
+    plain = Trainer(model, train, None, REG, plain_options, "mse", None, False)
+    assert not plain.shifts(7, 8).any()
+    with pytest.raises(ValueError, match="shift_augment"):
+        FitOptions(method="probe", shift_augment=True)
+    assert FitOptions(method="lora").shift_augment and not FitOptions(method="probe").shift_augment

@@ -51,3 +51,21 @@ def test_options_and_task_stay_torch_free():
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_defaults_are_the_measured_ones():
+    """docs/finetune.md, "Defaults and why": the values its table measured on the demo model."""
+    full = FitOptions().resolved(256)
+    assert (full.method, full.epochs, full.batch_size, full.pooling) == ("full", 10, 16, "mean")
+    assert (full.lr, full.head_lr, full.shift_augment, full.warmup) == (1e-3, 1e-2, True, 0.05)
+    lora = FitOptions(method="lora").resolved(256)
+    assert (lora.lr, lora.head_lr, lora.shift_augment) == (3e-3, 3e-3, True)
+    probe = FitOptions(method="probe").resolved(256)
+    assert (probe.lr, probe.shift_augment) == (1e-2, False)
+    # a Carbon-sized model gets the official recipes' rate; given rates are kept
+    assert FitOptions().resolved(1536).lr == 2e-5 and FitOptions(method="lora").resolved(1536).lr == 2e-4
+    assert FitOptions(lr=5e-5, head_lr=1e-4).resolved(1536).head_lr == 1e-4
+    unresolved = FitOptions()
+    assert unresolved.lr is None and FitOptions.from_json(unresolved.to_json()) == unresolved
+    with pytest.raises(ValueError, match="head_lr"):
+        FitOptions(head_lr=0.0)

@@ -95,3 +95,45 @@ def test_scatter_and_history_figures(tmp_path: Path) -> None:
     assert (tmp_path / "scatter.png").stat().st_size > 1000 and (
         tmp_path / "curves.png"
     ).stat().st_size > 1000
+
+
+def test_missing_packages_give_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from hexamer.finetune.report import INSTALL_HINT, MissingPackageError, require_packages
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("sklearn", "matplotlib") else real(name, *a),
+    )
+    with pytest.raises(
+        MissingPackageError, match=r"need scikit-learn and matplotlib: pip install 'hexamer\[finetune\]'"
+    ):
+        require_packages()
+    with pytest.raises(MissingPackageError, match="need scikit-learn: "):
+        require_packages(figures=False)
+    require_packages(baseline=False, figures=False)  # nothing wanted, nothing missing
+    assert INSTALL_HINT in str(MissingPackageError(INSTALL_HINT))
+
+
+def test_a_run_without_scikit_learn_stops_before_reading(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import importlib.util
+
+    from hexamer.finetune.data import ReadOptions
+    from hexamer.finetune.report import MissingPackageError
+    from hexamer.finetune.run import InputSpec, run_finetune
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a)
+    )
+    with pytest.raises(MissingPackageError, match="hexamer\\[finetune\\]"):
+        run_finetune(
+            "no-such-model",
+            InputSpec(str(tmp_path / "absent.tsv")),
+            tmp_path / "o",
+            ReadOptions("regression", ("y",)),
+        )
+    assert not (tmp_path / "o").exists()
