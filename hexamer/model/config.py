@@ -193,6 +193,12 @@ def _check_architecture(raw: dict[str, Any]) -> None:
     if archs is not None:
         if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
             raise ValueError(f"'architectures' must be a list of strings, got {archs!r}")
+        if "LlamaForSequenceClassification" in archs:
+            raise ValueError(
+                "'architectures' is ['LlamaForSequenceClassification']: this is a fine-tuned "
+                "sequence-classification head folder, not a language model; load it with "
+                "hexamer.finetune.load_classifier (or predict with it through hexamer.finetune.predict)"
+            )
         if archs and not any(a in ("LlamaForCausalLM", "LlamaModel") for a in archs):
             raise ValueError(f"'architectures' is {archs}; hexamer only runs 'LlamaForCausalLM' checkpoints")
 

@@ -31,6 +31,7 @@ __all__ = [
     "CHECKPOINT_PREFIX",
     "OPTIMIZER_FILE",
     "STATE_FILE",
+    "atomic_folder",
     "checkpoint_path",
     "list_checkpoints",
     "load_training_state",
@@ -73,7 +74,7 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(fh.fileno())
 
 
-def _atomic_folder(target: Path, fill: Any) -> Path:
+def atomic_folder(target: Path, fill: Any) -> Path:
     """Call ``fill(tmp)`` on a fresh hidden folder next to ``target``, then swap it into place."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +131,7 @@ def write_model_folder(
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
 
-    return _atomic_folder(Path(target), fill)
+    return atomic_folder(Path(target), fill)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +199,7 @@ def write_checkpoint(
         save_file({**opt_tensors, **rng}, str(tmp / OPTIMIZER_FILE), metadata={"format": "pt"})
         _write_json(tmp / STATE_FILE, {**state, "step": step, "param_groups": groups})
 
-    return _atomic_folder(checkpoint_path(run_dir, step), fill)
+    return atomic_folder(checkpoint_path(run_dir, step), fill)
 
 
 def load_training_state(

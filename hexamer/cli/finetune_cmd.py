@@ -1,0 +1,179 @@
+"""``hexamer finetune``: a thin layer over :func:`hexamer.finetune.run.run_finetune`.
+
+Every input problem (a bad row, a split that matches nothing, a sequence longer than the model's
+context, an option out of range) is one ``error: ...`` line on stderr and exit status 2, before the
+model is loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from hexamer.cli.app import JsonFlag, ModelOption, app, console, err_console, fail, print_json, resolve_model
+
+__all__ = ["finetune"]
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
+
+
+DATA = "Data"
+SPLIT = "Split"
+TRAINING = "Training"
+
+
+def _opt(help_text: str, panel: str, *names: str, **kw: Any) -> Any:
+    return typer.Option(*names, help=help_text, rich_help_panel=panel, **kw)
+
+
+TrainOpt = Annotated[
+    str, _opt("Training input: Parquet/CSV/TSV table, FASTA or BED (with --labels); - = stdin.", DATA)
+]
+ValidOpt = Annotated[str | None, _opt("Validation input (else split off --train).", DATA)]
+TestOpt = Annotated[str | None, _opt("Test input (else split off --train).", DATA)]
+LabelsOpt = Annotated[str | None, _opt("Labels table joined by name to FASTA / BED inputs.", DATA)]
+ReferenceOpt = Annotated[str | None, _opt("Reference FASTA for BED inputs or tables of regions.", DATA)]
+TaskOpt = Annotated[Literal["regression", "classification"], _opt("Task kind (classes from the data).", DATA)]
+LabelColumnsOpt = Annotated[str, _opt("Label column(s), comma-separated.", DATA)]
+SequenceColumnOpt = Annotated[str, _opt("Sequence column of a table.", DATA)]
+IdColumnOpt = Annotated[
+    str | None, _opt("Id column (default: 'id' when present; the join key of --labels).", DATA)
+]
+ChromColumnOpt = Annotated[str | None, _opt("Chromosome column (default: 'chrom' when present).", DATA)]
+WeightColumnOpt = Annotated[str | None, _opt("Per-row loss weight column.", DATA)]
+FilterOpt = Annotated[
+    str | None, _opt("Rows that count in metrics, e.g. 'lfcSE_K562<=1,lfcSE_HepG2<=1'.", DATA)
+]
+ChromsOpt = Annotated[str | None, _opt("Chromosomes, comma-separated (chr prefix optional).", SPLIT)]
+SplitColumnOpt = Annotated[str | None, _opt("Column of train/valid/test values.", SPLIT)]
+FractionOpt = Annotated[float, _opt("Fraction of --train for a random split.", SPLIT, min=0.0, max=0.9)]
+MethodOpt = Annotated[
+    Literal["full", "lora", "probe"], _opt("full fine-tuning, LoRA, or a linear probe.", TRAINING)
+]
+EpochsOpt = Annotated[int | None, _opt("Epochs (default 3).", TRAINING, min=1, max=100_000)]
+StepsOpt = Annotated[int | None, _opt("Optimizer steps (instead of --epochs).", TRAINING, min=1)]
+BatchOpt = Annotated[int | None, _opt("Batch size (default 8).", TRAINING, min=1, max=1_000_000)]
+LrOpt = Annotated[float | None, _opt("Peak learning rate (default 5e-5).", TRAINING, min=0.0, max=1.0)]
+SeedOpt = Annotated[int, _opt("Seed of the split, the head and the batches.", TRAINING, min=0)]
+PoolingOpt = Annotated[
+    Literal["last", "mean"], _opt("last: the </dna> token (transformers); mean: DNA tokens.", TRAINING)
+]
+LossOpt = Annotated[str | None, _opt("mse, huber, pearson_huber, ce or bce (default: the task's).", TRAINING)]
+LoraRankOpt = Annotated[int | None, _opt("LoRA rank (default 8).", TRAINING, min=1, max=4096)]
+DupQuantileOpt = Annotated[
+    float | None, _opt("Repeat training rows above this label quantile.", TRAINING, min=0.01, max=0.999)
+]
+DupCopiesOpt = Annotated[int, _opt("Extra copies of each high-activity row.", TRAINING, min=1, max=100)]
+RcAugmentOpt = Annotated[bool, _opt("Train on both strands (reverse-complement duplication).", TRAINING)]
+RcAverageOpt = Annotated[bool, _opt("Average predictions over both strands.", TRAINING)]
+
+
+def _fit_options(method: str, epochs: int | None, steps: int | None, values: dict[str, Any]) -> Any:
+    from hexamer.finetune.lora import LoraOptions
+    from hexamer.finetune.options import FitOptions
+
+    if epochs is not None and steps is not None:
+        raise typer.BadParameter("give --epochs or --steps, not both")
+    kw = {k: v for k, v in values.items() if v is not None and k != "lora_rank"}
+    if values.get("lora_rank") is not None:
+        kw["lora"] = LoraOptions(rank=values["lora_rank"])
+    return FitOptions(method=method, epochs=epochs or 3, steps=steps, **kw)
+
+
+def _progress(quiet: bool) -> tuple[Any, Any]:
+    """A progress bar with ETA on stderr and the callback that moves it."""
+    from hexamer.progress import progress_bar
+
+    bar = progress_bar("fine-tuning", "loss {task.fields[loss]}", console=err_console, disable=quiet)
+    task = bar.add_task("fit", total=None, loss="-")
+
+    def update(p: Any) -> None:
+        bar.update(task, completed=p.step, total=p.total_steps, loss=f"{p.train_loss:.4f}")
+
+    return bar, update
+
+
+@app.command("finetune")
+def finetune(
+    train: TrainOpt,
+    task: TaskOpt,
+    label_columns: LabelColumnsOpt,
+    output_dir: Annotated[
+        Path, typer.Option(help="Folder for the model, metrics.json, predictions and figures.")
+    ],
+    model: ModelOption = None,
+    valid: ValidOpt = None,
+    test: TestOpt = None,
+    labels: LabelsOpt = None,
+    reference: ReferenceOpt = None,
+    sequence_column: SequenceColumnOpt = "sequence",
+    id_column: IdColumnOpt = None,
+    chrom_column: ChromColumnOpt = None,
+    weight_column: WeightColumnOpt = None,
+    metric_filter: FilterOpt = None,
+    split_column: SplitColumnOpt = None,
+    valid_chroms: ChromsOpt = None,
+    test_chroms: ChromsOpt = None,
+    valid_fraction: FractionOpt = 0.1,
+    test_fraction: FractionOpt = 0.1,
+    method: MethodOpt = "full",
+    epochs: EpochsOpt = None,
+    steps: StepsOpt = None,
+    batch_size: BatchOpt = None,
+    lr: LrOpt = None,
+    seed: SeedOpt = 0,
+    pooling: PoolingOpt = "last",
+    loss: LossOpt = None,
+    lora_rank: LoraRankOpt = None,
+    rc_augment: RcAugmentOpt = False,
+    rc_average: RcAverageOpt = False,
+    duplicate_quantile: DupQuantileOpt = None,
+    duplicate_copies: DupCopiesOpt = 1,
+    baseline: Annotated[bool, _opt("Fit the k-mer baseline on the same split.", TRAINING)] = True,
+    resume: Annotated[bool, _opt("Continue the run checkpointed in --output-dir.", TRAINING)] = False,
+    device: Annotated[str, _opt("cpu, cuda, cuda:1 ...", TRAINING)] = "cpu",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fine-tune a regression or classification head (docs/finetune.md)."""
+    from hexamer.finetune.data import ReadOptions
+    from hexamer.finetune.run import InputSpec, SplitSpec, run_finetune
+
+    try:
+        read = ReadOptions(
+            task, _names(label_columns), sequence_column, id_column, chrom_column, weight_column,
+            split_column, _names(metric_filter),
+        )  # fmt: skip
+        split = SplitSpec(
+            split_column, _names(valid_chroms), _names(test_chroms), valid_fraction, test_fraction, seed
+        )
+        values = {"batch_size": batch_size, "lr": lr, "seed": seed, "pooling": pooling, "loss": loss,
+                  "lora_rank": lora_rank, "rc_augment": rc_augment, "rc_average": rc_average, "device": device}  # fmt: skip
+        options = _fit_options(method, epochs, steps, values)
+    except ValueError as exc:
+        fail(exc)
+    specs = [None if p is None else InputSpec(p, labels, reference) for p in (train, valid, test)]
+    dup = None if duplicate_quantile is None else (duplicate_quantile, duplicate_copies)
+    bar, update = _progress(quiet or as_json)
+    try:
+        with bar:
+            result = run_finetune(
+                resolve_model(model), specs[0], output_dir, read, options, valid=specs[1], test=specs[2],
+                split=split, baseline=baseline, duplicate=dup, resume=resume, on_progress=update,
+            )  # fmt: skip
+    except (ValueError, FileNotFoundError) as exc:
+        fail(exc)
+    summary = result.summary()
+    if as_json:
+        print_json(summary)
+        return
+    key = summary["selection_metric"]
+    for name, value in summary["model_metrics"].items():
+        base = summary["baseline_metrics"].get(name)
+        shown = "undefined" if value is None else f"{value:.4f}"
+        console.print(f"{name}: {key} {shown}" + ("" if base is None else f" (k-mer baseline {base:.4f})"))
+    console.print(f"model: {result.model_folder}; metrics, predictions and figures in {result.output_dir}")

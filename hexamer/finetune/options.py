@@ -1,0 +1,141 @@
+"""`FitOptions`: every setting of a fine-tuning run, range-checked when built.
+
+A run's options are written into its checkpoints, so a resumed run can refuse options that would
+make it a different run (the resume test is "the same final weights as an uninterrupted run").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hexamer.finetune.head import POOLINGS
+from hexamer.finetune.lora import LoraOptions
+
+__all__ = ["METHODS", "SCHEDULES", "FitOptions"]
+
+METHODS: tuple[str, ...] = ("full", "lora", "probe")
+SCHEDULES: tuple[str, ...] = ("cosine", "wsd", "constant", "plateau")
+
+
+def _int(name: str, value: Any, lo: int, hi: int = 2**31) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+
+
+def _float(
+    name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False
+) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+        raise ValueError(f"{name} must be a number in {left}{lo}, {hi}{right}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How :func:`hexamer.finetune.fit` trains.
+
+    ``method``: ``full`` (every weight), ``lora`` (adapters + head, :class:`LoraOptions` in
+    ``lora``), ``probe`` (frozen backbone: features computed once, then only the head).
+    ``steps`` (optimizer steps) overrides ``epochs`` when set. ``warmup`` is a fraction of the
+    steps. ``schedule``: ``cosine`` / ``wsd`` / ``constant`` after warm-up, or ``plateau``
+    (multiply the learning rate by ``plateau_factor`` after ``plateau_patience`` evaluations
+    without improvement). ``loss`` None = the task's default (mse / ce / bce).
+    ``class_weights``: one per class (ce) or per label (bce: the positive weight).
+    ``patience``: stop after that many evaluations without improvement (None: never).
+    ``eval_every``: steps between evaluations on the validation set (None: once per epoch);
+    ``checkpoint_every``: steps between resumable checkpoints (None: at each evaluation).
+    ``probe_ridge``: for a regression probe with mse, solve the head in closed form with this
+    ridge penalty instead of training it.
+    """
+
+    method: str = "full"
+    epochs: int = 3
+    steps: int | None = None
+    batch_size: int = 8
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.05
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.0
+    plateau_factor: float = 0.5
+    plateau_patience: int = 1
+    grad_accum: int = 1
+    max_grad_norm: float | None = 1.0
+    grad_checkpointing: bool = False
+    bf16: bool = False
+    seed: int = 0
+    loss: str | None = None
+    class_weights: tuple[float, ...] | None = None
+    huber_delta: float = 1.0
+    pearson_lambda: float = 1.0
+    rc_augment: bool = False
+    rc_average: bool = False
+    patience: int | None = None
+    eval_every: int | None = None
+    checkpoint_every: int | None = None
+    eval_batch_size: int = 32
+    pooling: str = "last"
+    layer: int = -1
+    lora: LoraOptions = field(default_factory=LoraOptions)
+    probe_ridge: float | None = None
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        _int("epochs", self.epochs, 1, 100_000)
+        for name in ("steps", "patience", "eval_every", "checkpoint_every"):
+            if getattr(self, name) is not None:
+                _int(name, getattr(self, name), 1)
+        _int("batch_size", self.batch_size, 1, 1_000_000)
+        _int("eval_batch_size", self.eval_batch_size, 1, 1_000_000)
+        _int("grad_accum", self.grad_accum, 1, 100_000)
+        _int("plateau_patience", self.plateau_patience, 1, 100_000)
+        _int("seed", self.seed, 0, 2**63 - 1)
+        _int("layer", self.layer, -100_000, 100_000)
+        _float("lr", self.lr, 0.0, 1.0, lo_open=True)
+        _float("weight_decay", self.weight_decay, 0.0, 10.0)
+        _float("warmup", self.warmup, 0.0, 1.0)
+        _float("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        _float("plateau_factor", self.plateau_factor, 0.0, 1.0, lo_open=True, hi_open=True)
+        _float("huber_delta", self.huber_delta, 0.0, 1e9, lo_open=True)
+        _float("pearson_lambda", self.pearson_lambda, 0.0, 1e9)
+        if self.max_grad_norm is not None:
+            _float("max_grad_norm", self.max_grad_norm, 0.0, 1e9, lo_open=True)
+        if self.probe_ridge is not None:
+            _float("probe_ridge", self.probe_ridge, 0.0, 1e12)
+        if self.class_weights is not None:
+            object.__setattr__(self, "class_weights", tuple(self.class_weights))
+            if not self.class_weights:
+                raise ValueError("class_weights is empty")
+            for w in self.class_weights:
+                _float("each class weight", w, 0.0, 1e9, lo_open=True)
+        if not isinstance(self.lora, LoraOptions):
+            raise ValueError(f"lora must be a LoraOptions, got {type(self.lora).__name__}")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lora"] = {**asdict(self.lora), "targets": list(self.lora.targets)}
+        if self.class_weights is not None:
+            d["class_weights"] = list(self.class_weights)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FitOptions:
+        d = dict(d)
+        lora = d.pop("lora", None)
+        cw = d.pop("class_weights", None)
+        return cls(
+            **d,
+            lora=LoraOptions(**{**lora, "targets": tuple(lora["targets"])}) if lora else LoraOptions(),
+            class_weights=None if cw is None else tuple(cw),
+        )

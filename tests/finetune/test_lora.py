@@ -1,0 +1,111 @@
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hexamer.finetune.folders import load_classifier, new_classifier, save_classifier
+from hexamer.finetune.head import HeadSettings
+from hexamer.finetune.lora import (
+    LORA_TARGETS,
+    LoraOptions,
+    add_lora,
+    load_adapter,
+    lora_modules,
+    merge_lora,
+    save_adapter,
+)
+from hexamer.finetune.task import TaskSpec
+
+MULTI = TaskSpec("multiclass", ("y",), ("a", "b", "c"))
+
+
+def _lora_model(folder: Path, targets=LORA_TARGETS, seed: int = 1):
+    model = new_classifier(folder, HeadSettings(MULTI), seed=seed)
+    add_lora(model, LoraOptions(rank=4, alpha=8.0, targets=targets), seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # B starts at zero: give it values so the adapter changes the output
+        for module in lora_modules(model).values():
+            module.lora_B.weight.copy_(torch.randn(module.lora_B.weight.shape, generator=gen) * 0.05)
+    return model
+
+
+def test_options_are_range_checked():
+    for bad in ({"rank": 0}, {"alpha": 0.0}, {"dropout": 1.0}, {"targets": ("qkv",)}, {"targets": ()}):
+        with pytest.raises(ValueError):
+            LoraOptions(**bad)
+
+
+def test_only_adapters_and_head_train(tiny_folder: Path):
+    model = _lora_model(tiny_folder, targets=("q_proj", "down_proj"))
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert "score.weight" in trainable
+    assert all("lora_" in n or n == "score.weight" for n in trainable)
+    assert len(lora_modules(model)) == 2 * model.backbone.config.num_hidden_layers
+
+
+def test_merged_export_equals_adapter_forward(tiny_folder: Path, tmp_path: Path, dna):
+    model = _lora_model(tiny_folder)
+    rows = model.encode(dna)
+    with torch.no_grad():
+        plain = new_classifier(tiny_folder, HeadSettings(MULTI), seed=1)(rows.ids, rows.mask)
+        adapted = model(rows.ids, rows.mask)
+        assert (adapted - plain).abs().max() > 1e-3  # the adapter does change the output
+        merge_lora(model)
+        assert not lora_modules(model)
+        torch.testing.assert_close(model(rows.ids, rows.mask), adapted, atol=1e-5, rtol=0)
+    folder = save_classifier(model, tmp_path / "merged")
+    with torch.no_grad():
+        torch.testing.assert_close(load_classifier(folder)(rows.ids, rows.mask), adapted, atol=1e-5, rtol=0)
+
+
+def test_saving_an_unmerged_model_as_head_folder_is_refused(tiny_folder: Path, tmp_path: Path):
+    with pytest.raises(ValueError, match="merge"):
+        save_classifier(_lora_model(tiny_folder), tmp_path / "x")
+
+
+def test_adapter_round_trip_in_hexamer(tiny_folder: Path, tmp_path: Path, dna):
+    model = _lora_model(tiny_folder, targets=("v_proj", "up_proj"))
+    save_adapter(model, tmp_path / "adapter", base_model=str(tiny_folder))
+    other = load_adapter(new_classifier(tiny_folder, HeadSettings(MULTI), seed=9), tmp_path / "adapter")
+    rows = model.encode(dna)
+    with torch.no_grad():
+        torch.testing.assert_close(other(rows.ids, rows.mask), model(rows.ids, rows.mask), atol=1e-6, rtol=0)
+
+
+def test_one_step_equals_peft_on_transformers(tiny_folder: Path, tmp_path: Path, dna):
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    model = _lora_model(tiny_folder)
+    save_adapter(model, tmp_path / "adapter", base_model=str(tiny_folder))
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["modules_to_save"] == ["score"]
+
+    hf = transformers.LlamaForSequenceClassification.from_pretrained(
+        tiny_folder, num_labels=3, dtype=torch.float32
+    )
+    peer = peft.PeftModel.from_pretrained(hf, tmp_path / "adapter", is_trainable=True)
+    rows = model.encode(dna)
+    labels = torch.tensor([0, 2, 1, 2])
+    model.train()
+    peer.train()
+    ours = model(rows.ids, rows.mask)
+    out = peer(input_ids=rows.ids, attention_mask=rows.mask.long(), labels=labels)
+    torch.testing.assert_close(ours, out.logits, atol=1e-4, rtol=0)  # peft loads hexamer's adapter
+    loss = F.cross_entropy(ours, labels)
+    torch.testing.assert_close(loss, out.loss, atol=1e-5, rtol=0)
+    loss.backward()
+    out.loss.backward()
+    peer_grads = {n: p.grad for n, p in peer.named_parameters() if p.requires_grad}
+    checked = 0
+    for name, module in lora_modules(model).items():
+        for part in ("lora_A", "lora_B"):
+            key = f"base_model.model.model.{name.removeprefix('backbone.')}.{part}.default.weight"
+            torch.testing.assert_close(
+                getattr(module, part).weight.grad, peer_grads[key], atol=1e-5, rtol=1e-4
+            )
+            checked += 1
+    score_key = "base_model.model.score.modules_to_save.default.weight"
+    torch.testing.assert_close(model.score.weight.grad, peer_grads[score_key], atol=1e-5, rtol=1e-4)
+    assert checked == 2 * len(LORA_TARGETS) * model.backbone.config.num_hidden_layers
