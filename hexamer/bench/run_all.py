@@ -34,6 +34,7 @@ EXTERNAL = {
     "spec": ("hexamer.bench.spec", "run_spec_bench"),
     "serve": ("hexamer.bench.serve", "run_serve_bench"),
     "llamacpp": ("hexamer.bench.llamacpp", "run_llamacpp_bench"),
+    "finetune": ("hexamer.bench.finetune", "run_finetune_bench"),
 }
 
 #: Optional peers an EXTERNAL bench module needs: module -> its function returning (available, why).
@@ -45,6 +46,7 @@ PREREQUISITES = {"hexamer.bench.llamacpp": "llama_cpp_available"}
 #: synthetic pair (noise level), one bar per mode and decoding (as ``hexamer bench spec --plot``).
 EXTERNAL_PLOTS: dict[str, dict[str, Any]] = {
     "spec": {"x": "pair", "y": "speed-up", "group": "case"},
+    "finetune": {"x": "case", "y": "examples/s", "log_y": True},
 }
 
 
