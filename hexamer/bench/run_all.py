@@ -1,7 +1,7 @@
 """``hexamer bench all``: every benchmark table in one go, written to a folder with a Markdown summary.
 
-Each bench runs in turn and is isolated: one that is missing (the speculative-decoding, serving
-and llama.cpp benches live in their own modules) or fails is recorded with the reason and the rest
+Each bench runs in turn and is isolated: one that is missing (the speculative-decoding, serving,
+llama.cpp and fine-tuning benches live in their own modules) or fails is recorded with the reason and the rest
 go on. ``quick`` picks small shapes and short outputs so the whole set takes minutes on a laptop CPU;
 the figures are then about code paths, not about Carbon's speed.
 """
