@@ -259,11 +259,12 @@ def _notes(
         f"LoRA: rank {spec['lora_rank']}, alpha {2 * spec['lora_rank']}, on {targets} (hexamer's "
         "default; peft.get_peft_model with task_type SEQ_CLS on the peer side), head trained."
     )
-    report.notes.append(
-        f"Probe: features of the {probe_rows} rows computed once, then the head trained for "
-        f"{spec['epochs']} epochs; its s/epoch is that whole time / {spec['epochs']}. Full fine-tuning's "
-        f"s/epoch is its median step × {math.ceil(probe_rows / spec['batch_size'])} steps."
-    )
+    if any(case == "probe" for _, case, _ in plan):
+        report.notes.append(
+            f"Probe: features of the {probe_rows} rows computed once, then the head trained for "
+            f"{spec['epochs']} epochs; its s/epoch is that whole time / {spec['epochs']}. Full fine-tuning's "
+            f"s/epoch is its median step × {math.ceil(probe_rows / spec['batch_size'])} steps."
+        )
     for method in ("full", "lora"):
         for name, case, m in plan:
             speed = rows.get(name, {}).get("× transformers")
