@@ -50,6 +50,10 @@ FilterOpt = Annotated[
 ]
 ChromsOpt = Annotated[str | None, _opt("Chromosomes, comma-separated (chr prefix optional).", SPLIT)]
 SplitColumnOpt = Annotated[str | None, _opt("Column of train/valid/test values.", SPLIT)]
+FoldsOpt = Annotated[
+    int | None,
+    _opt("k-fold cross-validation (NT protocol: 10); with --test, folds validate.", SPLIT, min=2, max=100),
+]
 FractionOpt = Annotated[float, _opt("Fraction of --train for a random split.", SPLIT, min=0.0, max=0.9)]
 MethodOpt = Annotated[
     Literal["full", "lora", "probe"], _opt("full fine-tuning, LoRA, or a linear probe.", TRAINING)
@@ -73,8 +77,7 @@ RcAverageOpt = Annotated[bool, _opt("Average predictions over both strands.", TR
 
 
 def _fit_options(method: str, epochs: int | None, steps: int | None, values: dict[str, Any]) -> Any:
-    from hexamer.finetune.lora import LoraOptions
-    from hexamer.finetune.options import FitOptions
+    from hexamer.finetune.options import FitOptions, LoraOptions
 
     if epochs is not None and steps is not None:
         raise typer.BadParameter("give --epochs or --steps, not both")
@@ -85,16 +88,51 @@ def _fit_options(method: str, epochs: int | None, steps: int | None, values: dic
 
 
 def _progress(quiet: bool) -> tuple[Any, Any]:
-    """A progress bar with ETA on stderr and the callback that moves it."""
+    """A progress bar with ETA on stderr, shown from the first training step (reading and checking
+    the inputs print nothing), and the callback that moves it."""
     from hexamer.progress import progress_bar
 
     bar = progress_bar("fine-tuning", "loss {task.fields[loss]}", console=err_console, disable=quiet)
-    task = bar.add_task("fit", total=None, loss="-")
+    task = bar.add_task("fit", total=None, loss="-", start=False)
 
     def update(p: Any) -> None:
+        if not bar.live.is_started:
+            bar.start()
+            bar.start_task(task)
         bar.update(task, completed=p.step, total=p.total_steps, loss=f"{p.train_loss:.4f}")
 
     return bar, update
+
+
+def _check_kfold(valid: str | None, split: Any, dup: Any, resume: bool) -> None:
+    given = [
+        name
+        for name, on in (
+            ("--valid", valid is not None),
+            ("--split-column", split.column is not None),
+            ("--valid-chroms/--test-chroms", bool(split.valid_chroms or split.test_chroms)),
+            ("--duplicate-quantile", dup is not None),
+            ("--resume", resume),
+        )
+        if on
+    ]
+    if given:
+        raise typer.BadParameter(f"--folds makes its own splits; drop {', '.join(given)}")
+
+
+def _print_folds(summary: dict[str, Any]) -> None:
+    key, model, base = summary["selection_metric"], summary["model_test"], summary["baseline_test"]
+
+    def shown(s: dict[str, Any] | None) -> str:
+        if not s or s["mean"] is None:
+            return "undefined"
+        spread = "" if s["sd"] is None else f" ± {2 * s['sd']:.4f} (2 s.d.)"
+        return f"{s['mean']:.4f}{spread} over {s['defined']} of {s['folds']} folds"
+
+    console.print(f"{summary['protocol']}: test {key} {shown(model)}")
+    if base is not None:
+        console.print(f"k-mer baseline: test {key} {shown(base)}")
+    console.print(f"every fold's model, metrics and predictions in {summary['output_dir']}")
 
 
 @app.command("finetune")
@@ -118,6 +156,7 @@ def finetune(
     split_column: SplitColumnOpt = None,
     valid_chroms: ChromsOpt = None,
     test_chroms: ChromsOpt = None,
+    folds: FoldsOpt = None,
     valid_fraction: FractionOpt = 0.1,
     test_fraction: FractionOpt = 0.1,
     method: MethodOpt = "full",
@@ -141,6 +180,7 @@ def finetune(
 ) -> None:
     """Fine-tune a regression or classification head (docs/finetune.md)."""
     from hexamer.finetune.data import ReadOptions
+    from hexamer.finetune.kfold import run_kfold
     from hexamer.finetune.run import InputSpec, SplitSpec, run_finetune
 
     try:
@@ -158,18 +198,31 @@ def finetune(
         fail(exc)
     specs = [None if p is None else InputSpec(p, labels, reference) for p in (train, valid, test)]
     dup = None if duplicate_quantile is None else (duplicate_quantile, duplicate_copies)
+    if folds is not None:
+        _check_kfold(valid, split, dup, resume)
     bar, update = _progress(quiet or as_json)
     try:
-        with bar:
-            result = run_finetune(
-                resolve_model(model), specs[0], output_dir, read, options, valid=specs[1], test=specs[2],
-                split=split, baseline=baseline, duplicate=dup, resume=resume, on_progress=update,
-            )  # fmt: skip
+        try:
+            if folds is not None:
+                result = run_kfold(
+                    resolve_model(model), specs[0], output_dir, read, options, test=specs[2], folds=folds,
+                    seed=seed, baseline=baseline, on_progress=update,
+                )  # fmt: skip
+            else:
+                result = run_finetune(
+                    resolve_model(model), specs[0], output_dir, read, options, valid=specs[1], test=specs[2],
+                    split=split, baseline=baseline, duplicate=dup, resume=resume, on_progress=update,
+                )  # fmt: skip
+        finally:
+            bar.stop()
     except (ValueError, FileNotFoundError) as exc:
         fail(exc)
     summary = result.summary()
     if as_json:
         print_json(summary)
+        return
+    if folds is not None:
+        _print_folds(summary)
         return
     key = summary["selection_metric"]
     for name, value in summary["model_metrics"].items():

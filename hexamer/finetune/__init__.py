@@ -1,9 +1,14 @@
 """Supervised fine-tuning of Carbon models: regression and classification heads.
 
 * :mod:`~hexamer.finetune.task`: `TaskSpec` (kind, outputs) and `LabelledSet` (rows to train on);
+* :mod:`~hexamer.finetune.options`: `FitOptions` and `LoraOptions`, range-checked (torch-free);
 * :mod:`~hexamer.finetune.head`: `SequenceClassifier`, a score head on hexamer's Llama;
 * :mod:`~hexamer.finetune.folders`: head folders in ``transformers``' layout (save / load);
 * :mod:`~hexamer.finetune.lora`: LoRA adapters (``peft``'s maths and files), merged on export;
+* :mod:`~hexamer.finetune.fit`: ``fit`` (full / lora / probe), its losses
+  (:mod:`~hexamer.finetune.losses`), loop (:mod:`~hexamer.finetune.fit_loop`) and resumable
+  checkpoints (:mod:`~hexamer.finetune.state`);
+* :mod:`~hexamer.finetune.predict`: ``predict`` (optionally averaged over both strands);
 * :mod:`~hexamer.finetune.data` (with :mod:`~hexamer.finetune.inputs`, :mod:`~hexamer.finetune.labels`):
   labelled tables, FASTA + labels, BED + reference, checked before any training;
 * :mod:`~hexamer.finetune.splits`: chromosome, column, random and k-fold splits;
@@ -11,22 +16,34 @@
 * :mod:`~hexamer.finetune.metrics`: regression and classification metrics, the selection metric;
 * :mod:`~hexamer.finetune.baseline`: the k-mer ridge / logistic baseline;
 * :mod:`~hexamer.finetune.report`: metrics.json, prediction tables, figures;
-* :mod:`~hexamer.finetune.fit`: `fit` (full / lora / probe) with `FitOptions`
-  (:mod:`~hexamer.finetune.options`), its losses (:mod:`~hexamer.finetune.losses`), loop
-  (:mod:`~hexamer.finetune.fit_loop`) and resumable checkpoints (:mod:`~hexamer.finetune.state`);
-* :mod:`~hexamer.finetune.predict`: `predict` (optionally averaged over both strands).
+* :mod:`~hexamer.finetune.run`: ``run_finetune``, the whole run behind ``hexamer finetune``;
+* :mod:`~hexamer.finetune.kfold`: ``run_kfold``, k-fold cross-validation (NT protocol).
 
-    from hexamer.finetune import FitOptions, fit, predict
+``fit`` and ``predict`` are imported from their modules (a package attribute named like a
+submodule would be replaced by the submodule once it is imported)::
+
+    from hexamer.finetune import FitOptions
+    from hexamer.finetune.fit import fit
+    from hexamer.finetune.predict import predict
     result = fit("Carbon-500M", train, valid, task, FitOptions(method="lora"), "runs/mpra")
     values = predict(result.best_folder, sequences, rc_average=True)
 
-Import cost: the head modules pull in torch; ``hexamer.finetune.task`` alone does not.
+Import cost: ``task`` and ``options`` are torch-free; the other names load torch on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hexamer.finetune.options import (
+    LORA_TARGETS,
+    LOSSES,
+    METHODS,
+    POOLINGS,
+    SCHEDULES,
+    FitOptions,
+    LoraOptions,
+)
 from hexamer.finetune.task import TASK_KINDS, LabelledSet, TaskKind, TaskSpec
 from hexamer.lazy import lazy_getattr
 
@@ -41,19 +58,14 @@ if TYPE_CHECKING:
         load_table,
         normalize_dna,
     )
-    from hexamer.finetune.fit import FitProgress, FitResult, fit
+    from hexamer.finetune.fit import FitProgress, FitResult
     from hexamer.finetune.folders import is_head_folder, load_classifier, new_classifier, save_classifier
-    from hexamer.finetune.head import POOLINGS, HeadSettings, SequenceClassifier
+    from hexamer.finetune.head import HeadSettings, SequenceClassifier
     from hexamer.finetune.inputs import DataError
-    from hexamer.finetune.lora import (
-        LORA_TARGETS,
-        LoraOptions,
-        add_lora,
-        load_adapter,
-        merge_lora,
-        save_adapter,
-    )
+    from hexamer.finetune.kfold import run_kfold
+    from hexamer.finetune.lora import add_lora, load_adapter, merge_lora, save_adapter
     from hexamer.finetune.metrics import evaluate, metric_for
+    from hexamer.finetune.run import InputSpec, RunResult, SplitSpec, run_finetune
     from hexamer.finetune.splits import (
         Split,
         SplitError,
@@ -66,6 +78,11 @@ if TYPE_CHECKING:
     from hexamer.finetune.transform import LabelTransform, duplicate_high_activity
 
 _LAZY = {
+    "run_kfold": "hexamer.finetune.kfold",
+    "InputSpec": "hexamer.finetune.run",
+    "RunResult": "hexamer.finetune.run",
+    "SplitSpec": "hexamer.finetune.run",
+    "run_finetune": "hexamer.finetune.run",
     "BaselineResult": "hexamer.finetune.baseline",
     "run_baseline": "hexamer.finetune.baseline",
     "ReadOptions": "hexamer.finetune.data",
@@ -89,20 +106,12 @@ _LAZY = {
     "duplicate_high_activity": "hexamer.finetune.transform",
     "FitProgress": "hexamer.finetune.fit",
     "FitResult": "hexamer.finetune.fit",
-    "fit": "hexamer.finetune.fit",
-    "LOSSES": "hexamer.finetune.losses",
-    "METHODS": "hexamer.finetune.options",
-    "FitOptions": "hexamer.finetune.options",
-    "predict": "hexamer.finetune.predict",
-    "POOLINGS": "hexamer.finetune.head",
     "HeadSettings": "hexamer.finetune.head",
     "SequenceClassifier": "hexamer.finetune.head",
     "is_head_folder": "hexamer.finetune.folders",
     "load_classifier": "hexamer.finetune.folders",
     "new_classifier": "hexamer.finetune.folders",
     "save_classifier": "hexamer.finetune.folders",
-    "LORA_TARGETS": "hexamer.finetune.lora",
-    "LoraOptions": "hexamer.finetune.lora",
     "add_lora": "hexamer.finetune.lora",
     "load_adapter": "hexamer.finetune.lora",
     "merge_lora": "hexamer.finetune.lora",
@@ -114,6 +123,7 @@ __all__ = [
     "LOSSES",
     "METHODS",
     "POOLINGS",
+    "SCHEDULES",
     "TASK_KINDS",
     "BaselineResult",
     "DataError",
@@ -121,21 +131,23 @@ __all__ = [
     "FitProgress",
     "FitResult",
     "HeadSettings",
+    "InputSpec",
     "LabelTransform",
     "LabelledSet",
     "LoraOptions",
     "ReadOptions",
     "ReadResult",
+    "RunResult",
     "SequenceClassifier",
     "Split",
     "SplitError",
+    "SplitSpec",
     "TaskKind",
     "TaskSpec",
     "add_lora",
     "check_lengths",
     "duplicate_high_activity",
     "evaluate",
-    "fit",
     "fold_summary",
     "is_head_folder",
     "kfold_splits",
@@ -148,8 +160,9 @@ __all__ = [
     "metric_for",
     "new_classifier",
     "normalize_dna",
-    "predict",
     "run_baseline",
+    "run_finetune",
+    "run_kfold",
     "save_adapter",
     "save_classifier",
     "split_by_chromosome",

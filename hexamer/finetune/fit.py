@@ -21,7 +21,7 @@ import torch
 
 from hexamer.finetune.fit_loop import FitProgress, Trainer
 from hexamer.finetune.folders import new_classifier, save_classifier
-from hexamer.finetune.head import HeadSettings, SequenceClassifier
+from hexamer.finetune.head import HeadSettings, SequenceClassifier, layer_index
 from hexamer.finetune.lora import add_lora, lora_merged, save_adapter
 from hexamer.finetune.losses import check_loss, default_loss
 from hexamer.finetune.options import FitOptions
@@ -74,9 +74,13 @@ def _check_inputs(train: LabelledSet, valid: LabelledSet | None, task: TaskSpec,
     return loss
 
 
-def _check_lengths(base_folder: str | os.PathLike[str], sets: dict[str, LabelledSet | None]) -> None:
-    """Refuse an empty or over-long sequence by name, from config.json alone (before the load)."""
+def _check_against_model(
+    base_folder: str | os.PathLike[str], options: FitOptions, sets: dict[str, LabelledSet | None]
+) -> None:
+    """Refuse a hidden layer the model lacks and an empty or over-long sequence (by name), from
+    the folder's JSON files alone, before the weights are loaded."""
     _, config = read_folder_config(base_folder)
+    layer_index(options.layer, config.num_hidden_layers)
     k = CarbonTokenizer.from_pretrained(base_folder).layout.k
     context = config.max_position_embeddings
     for what, rows in sets.items():
@@ -162,7 +166,7 @@ def fit(
             )
         if saved.get("fingerprint") != fingerprint:
             raise ValueError(f"{out}: the checkpoint was trained on other rows; not resuming")
-    _check_lengths(base_folder, {"training": train, "validation": valid})
+    _check_against_model(base_folder, options, {"training": train, "validation": valid})
     settings = {
         "label_transform": label_transform,
         "max_length": max(len(s) for s in train.sequences),

@@ -83,7 +83,11 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.fingerprint = ""
         self.save_best: Callable[[], None] = lambda: None
+        #: probe: the best head so far, written (with the frozen backbone) at checkpoints and at the end
+        #: rather than at every improvement, which would rewrite the whole model each epoch
+        self.best_head: torch.Tensor | None = None
         self.features: dict[str, np.ndarray] = {}
+        self._order: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=np.int64))  # (epoch, its row order)
         if options.method == "probe":
             self._cache_features()
 
@@ -120,7 +124,12 @@ class Trainer:
     def micro_batch(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and reverse-complement flags of micro-batch ``m`` of the run."""
         epoch, pos = divmod(m, self.micro_per_epoch)
-        perm = np.random.default_rng([self.options.seed, epoch]).permutation(len(self.train))
+        if self._order[0] != epoch:
+            self._order = (
+                epoch,
+                np.random.default_rng([self.options.seed, epoch]).permutation(len(self.train)),
+            )
+        perm = self._order[1]
         index = perm[pos * self.options.batch_size : (pos + 1) * self.options.batch_size]
         if not self.options.rc_augment:
             return index, np.zeros(len(index), dtype=bool)
@@ -169,6 +178,11 @@ class Trainer:
                 self.loss, self.logits(index, rc), self.train_labels[idx], weights=weights,
                 class_weights=self.class_weights, huber_delta=o.huber_delta, pearson_lambda=o.pearson_lambda,
             )  # fmt: skip
+            if not torch.isfinite(value.detach()):
+                raise FloatingPointError(
+                    f"training diverged at step {self.step + 1}: the loss is {float(value)} "
+                    "(lower lr, keep max_grad_norm, or check the labels' scale)"
+                )
             (value / o.grad_accum).backward()
             total += float(value.detach()) / o.grad_accum
         if o.max_grad_norm is not None:
@@ -186,6 +200,7 @@ class Trainer:
                 self.step = 1
                 if self.valid is not None:
                     self.evaluate(1.0, math.nan)
+                self.flush_best()
             return
         self.model.train(o.method != "probe")
         while self.step < self.total_steps and not self.stopped_early:
@@ -194,8 +209,12 @@ class Trainer:
             due = self.step % (o.eval_every or self.steps_per_epoch) == 0
             evaluated = self.valid is not None and (due or last)
             record = self.evaluate(lr, train_loss) if evaluated else {}
-            ckpt_due = self.step % o.checkpoint_every == 0 if o.checkpoint_every else evaluated
+            if o.checkpoint_every:
+                ckpt_due = self.step % o.checkpoint_every == 0
+            else:  # a probe's steps are cheap: it checkpoints at the end only
+                ckpt_due = evaluated and o.method != "probe"
             if ckpt_due or last or self.stopped_early:
+                self.flush_best()
                 save_fit_state(out, self.model, self.optimizer, self.state_json())
             if on_progress is not None:
                 on_progress(
@@ -204,7 +223,30 @@ class Trainer:
                         record.get("valid_loss"), record.get("metric"), bool(record.get("best")),
                     )
                 )  # fmt: skip
+        self.flush_best()
         self.model.eval()
+
+    def keep_best(self) -> None:
+        """Record the model of this evaluation as the best (see :attr:`best_head`)."""
+        if self.options.method == "probe":
+            self.best_head = self.model.score.weight.detach().clone()
+        else:
+            self.save_best()
+
+    def flush_best(self) -> None:
+        """Write a best probe head kept in memory, leaving the current head in place."""
+        if self.best_head is None:
+            return
+        weight = self.model.score.weight
+        current = weight.detach().clone()
+        try:
+            with torch.no_grad():
+                weight.copy_(self.best_head)
+            self.save_best()
+        finally:
+            with torch.no_grad():
+                weight.copy_(current)
+        self.best_head = None
 
     # ---------------------------------------------------------------- evaluation
 
@@ -262,8 +304,9 @@ class Trainer:
         )
         if better:
             self.best_score, self.best_step, self.bad_evals, self.plateau_bad = score, self.step, 0, 0
-            self.save_best()
-        else:
+            self.keep_best()
+        elif not math.isnan(self.best_score) or math.isfinite(score):
+            # an undefined metric before any defined one (constant outputs early on) is no verdict
             self.bad_evals += 1
             self.plateau_bad += 1
             if o.schedule == "plateau" and self.plateau_bad >= o.plateau_patience:

@@ -19,13 +19,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from hexamer.finetune.options import POOLINGS
 from hexamer.finetune.task import TaskSpec
 from hexamer.model import LlamaModel, PaddedRows, pad_rows
 from hexamer.tokenizer import CarbonTokenizer, encode_dna
 
 __all__ = ["POOLINGS", "HeadSettings", "SequenceClassifier"]
-
-POOLINGS: tuple[str, ...] = ("last", "mean")
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,8 @@ class HeadSettings:
     def from_json(cls, d: dict[str, Any]) -> HeadSettings:
         if not isinstance(d, dict) or "task" not in d:
             raise ValueError("hexamer_finetune must be an object with a 'task'")
+        if d.get("format", 1) != 1:
+            raise ValueError(f"format {d.get('format')!r} is not one this hexamer reads (1); update hexamer")
         return cls(
             task=TaskSpec.from_json(d["task"]),
             pooling=d.get("pooling", "last"),

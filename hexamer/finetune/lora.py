@@ -16,7 +16,6 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from hexamer.finetune.head import SequenceClassifier
+from hexamer.finetune.options import LORA_TARGETS, LoraOptions
 from hexamer.train.checkpoint import atomic_folder
 
 __all__ = [
@@ -42,38 +42,9 @@ __all__ = [
     "save_adapter",
 ]
 
-LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 _PREFIX = "base_model.model."
-
-
-@dataclass(frozen=True)
-class LoraOptions:
-    """Rank ``rank``, scale ``alpha / rank``, input ``dropout``, on the projections ``targets``."""
-
-    rank: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.0
-    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "targets", tuple(self.targets))
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or not 1 <= self.rank <= 4096:
-            raise ValueError(f"LoRA rank must be an integer in [1, 4096], got {self.rank!r}")
-        if not (math.isfinite(self.alpha) and self.alpha > 0):
-            raise ValueError(f"LoRA alpha must be > 0, got {self.alpha!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout!r}")
-        bad = [t for t in self.targets if t not in LORA_TARGETS]
-        if bad or not self.targets or len(set(self.targets)) != len(self.targets):
-            raise ValueError(
-                f"LoRA targets must be distinct names among {', '.join(LORA_TARGETS)}, got {list(self.targets)}"
-            )
-
-    @property
-    def scaling(self) -> float:
-        return self.alpha / self.rank
 
 
 class LoraLinear(nn.Module):

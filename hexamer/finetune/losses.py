@@ -13,11 +13,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from hexamer.finetune.options import LOSSES
 from hexamer.finetune.task import TaskSpec
 
 __all__ = ["LOSSES", "check_loss", "compute_loss", "default_loss", "outputs_of"]
 
-LOSSES: tuple[str, ...] = ("mse", "huber", "pearson_huber", "ce", "bce")
 _FOR_KIND = {
     "regression": ("mse", "huber", "pearson_huber"),
     "binary": ("ce",),

@@ -1,6 +1,7 @@
 """`FitOptions`: every setting of a fine-tuning run, range-checked when built.
 
-A run's options are written into its checkpoints, so a resumed run can refuse options that would
+Torch-free, so a command line can build and check them without loading torch. A run's options
+are written into its checkpoints, so a resumed run can refuse options that would
 make it a different run (the resume test is "the same final weights as an uninterrupted run").
 """
 
@@ -10,13 +11,16 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hexamer.finetune.head import POOLINGS
-from hexamer.finetune.lora import LoraOptions
-
-__all__ = ["METHODS", "SCHEDULES", "FitOptions"]
+__all__ = ["LORA_TARGETS", "LOSSES", "METHODS", "POOLINGS", "SCHEDULES", "FitOptions", "LoraOptions"]
 
 METHODS: tuple[str, ...] = ("full", "lora", "probe")
 SCHEDULES: tuple[str, ...] = ("cosine", "wsd", "constant", "plateau")
+#: how the head reads the hidden states (see :mod:`hexamer.finetune.head`)
+POOLINGS: tuple[str, ...] = ("last", "mean")
+#: the training losses (see :mod:`hexamer.finetune.losses`)
+LOSSES: tuple[str, ...] = ("mse", "huber", "pearson_huber", "ce", "bce")
+#: the projections LoRA may adapt (see :mod:`hexamer.finetune.lora`)
+LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def _int(name: str, value: Any, lo: int, hi: int = 2**31) -> None:
@@ -33,6 +37,34 @@ def _float(
     if not ok:
         left, right = "(" if lo_open else "[", ")" if hi_open else "]"
         raise ValueError(f"{name} must be a number in {left}{lo}, {hi}{right}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class LoraOptions:
+    """Rank ``rank``, scale ``alpha / rank``, input ``dropout``, on the projections ``targets``."""
+
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(self.targets))
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or not 1 <= self.rank <= 4096:
+            raise ValueError(f"LoRA rank must be an integer in [1, 4096], got {self.rank!r}")
+        if not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"LoRA alpha must be > 0, got {self.alpha!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout!r}")
+        bad = [t for t in self.targets if t not in LORA_TARGETS]
+        if bad or not self.targets or len(set(self.targets)) != len(self.targets):
+            raise ValueError(
+                f"LoRA targets must be distinct names among {', '.join(LORA_TARGETS)}, got {list(self.targets)}"
+            )
+
+    @property
+    def scaling(self) -> float:
+        return self.alpha / self.rank
 
 
 @dataclass(frozen=True)

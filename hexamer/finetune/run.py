@@ -36,7 +36,17 @@ from hexamer.finetune.splits import Split, SplitError, split_by_chromosome, spli
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.finetune.transform import LabelTransform, duplicate_high_activity
 
-__all__ = ["InputSpec", "RunResult", "SplitSpec", "context_bp", "read_input", "run_finetune"]
+__all__ = [
+    "InputSpec",
+    "RunResult",
+    "SplitSpec",
+    "TrainJob",
+    "context_bp",
+    "read_all",
+    "read_input",
+    "run_finetune",
+    "train_on_split",
+]
 
 _FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fq", ".fastq")
 SETS = ("train", "valid", "test")
@@ -81,6 +91,18 @@ class RunResult:
         """The one-line JSON of ``hexamer finetune --json``."""
         m = self.metrics
         key = m["selection_metric"]
+        if "folds" in m:  # a cross-validation (hexamer.finetune.kfold)
+            return {
+                "output_dir": str(self.output_dir),
+                "task": m["task"]["kind"],
+                "protocol": m["protocol"],
+                "folds": len(m["folds"]),
+                "selection_metric": key,
+                "model_test": m["model"][key],
+                "baseline_test": m.get("baseline", {}).get(key),
+                "files": [str(p) for p in self.files],
+                "seconds": round(self.seconds, 1),
+            }
         return {
             "output_dir": str(self.output_dir),
             "model": str(self.model_folder),
@@ -157,10 +179,16 @@ def _split_train(first: ReadResult, spec: SplitSpec, *, want_valid: bool, want_t
     )
 
 
-def _read_all(
-    train: InputSpec, valid: InputSpec | None, test: InputSpec | None, opts: ReadOptions, split: SplitSpec
+def read_all(
+    model: str,
+    train: InputSpec,
+    valid: InputSpec | None,
+    test: InputSpec | None,
+    opts: ReadOptions,
+    split: SplitSpec,
 ) -> tuple[TaskSpec, LabelledSet, list[str], Split, list[str]]:
-    """Every row read (train input first), its set name, the split, and the notes."""
+    """Every row read (train input first), its set name, the split, and the notes; every input's
+    sequences checked against the model's context (its own rows named)."""
     if split.column is not None:
         opts = dataclasses.replace(opts, split_column=split.column)
     first = read_input(train, opts)
@@ -192,6 +220,9 @@ def _read_all(
     if index["train"].size == 0:
         raise SplitError(f"{sp.method}: the training set is empty")
     final = Split(index["train"], index["valid"], index["test"], sp.method, sp.notes)
+    max_bp = context_bp(model)
+    for res in (first, *extra.values()):
+        check_lengths(res.data, max_bp, source=res.source)
     notes += sp.notes
     return first.task, data, names, final, notes
 
@@ -263,26 +294,54 @@ def run_finetune(
     :class:`~hexamer.finetune.options.FitOptions` (default: its defaults); ``duplicate`` =
     ``(quantile, copies)`` repeats high-activity training rows (regression)."""
     from hexamer.finetune.options import FitOptions
-    from hexamer.finetune.predict import predict
 
     started = time.perf_counter()
-    options = fit_options or FitOptions(seed=split.seed)
-    task, data, names, sp, notes = _read_all(train, valid, test, read, split)
-    check_lengths(data, context_bp(model), source=train.path)
+    task, data, _, sp, notes = read_all(model, train, valid, test, read, split)
+    inputs = {k: dataclasses.asdict(v) for k, v in (("train", train), ("valid", valid), ("test", test)) if v}
+    job = TrainJob(
+        model, task, data, fit_options or FitOptions(seed=split.seed), notes, inputs, baseline, duplicate,
+        resume, on_progress, split.seed,
+    )  # fmt: skip
+    result = train_on_split(job, sp, Path(output_dir))
+    return dataclasses.replace(result, seconds=time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """What every split of one run shares (:func:`train_on_split`)."""
+
+    model: str
+    task: TaskSpec
+    data: LabelledSet
+    options: Any
+    notes: list[str]
+    inputs: dict[str, Any]
+    baseline: bool = True
+    duplicate: tuple[float, int] | None = None
+    resume: bool = False
+    on_progress: Callable[[Any], None] | None = None
+    seed: int = 0
+
+
+def train_on_split(job: TrainJob, sp: Split, out: Path) -> RunResult:
+    """z-score on the split's training rows → baseline → fit → predict every row → report in ``out``."""
+    from hexamer.finetune.predict import predict
+
+    task, data, options, notes = job.task, job.data, job.options, list(job.notes)
     sets = dict(zip(SETS, sp.sets(data), strict=True))
     transform = LabelTransform.fit(task, sets["train"].labels)
     sets["train_fit"] = sets["train"]
-    if duplicate is not None:
-        sets["train_fit"], n_dup = duplicate_high_activity(
-            sets["train"], quantile=duplicate[0], copies=duplicate[1]
-        )
-        notes.append(f"{n_dup} high-activity training rows repeated {duplicate[1]} more time(s)")
-    out = Path(output_dir)
+    if job.duplicate is not None:
+        quantile, copies = job.duplicate
+        sets["train_fit"], n_dup = duplicate_high_activity(sets["train"], quantile=quantile, copies=copies)
+        notes.append(f"{n_dup} high-activity training rows repeated {copies} more time(s)")
     out.mkdir(parents=True, exist_ok=True)
     base = (
-        run_baseline(task, sets["train"], sets["valid"], sets["test"], seed=split.seed) if baseline else None
+        run_baseline(task, sets["train"], sets["valid"], sets["test"], seed=job.seed)
+        if job.baseline
+        else None
     )
-    result = _fit_model(model, task, sets, transform, options, out, resume, on_progress)
+    result = _fit_model(job.model, task, sets, transform, options, out, job.resume, job.on_progress)
     outputs = predict(
         result.best_folder, data.sequences, batch_size=options.eval_batch_size, bf16=options.bf16,
         device=options.device,
@@ -303,20 +362,17 @@ def run_finetune(
             "history": _finite(result.history),
         },
         "label_transform": transform.to_json(),
-        "inputs": {
-            k: dataclasses.asdict(v) for k, v in (("train", train), ("valid", valid), ("test", test)) if v
-        },
+        "inputs": job.inputs,
         "notes": notes + (list(base.notes) if base else []),
     }
-    if base is not None:
-        metrics["baseline"] = base.to_json()
     base_all = None
     if base is not None:
+        metrics["baseline"] = base.to_json()
         base_all = np.zeros_like(raw)
         for s, values in base.outputs.items():
             base_all[getattr(sp, s)] = values
     files = [out / "metrics.json", out / "predictions.tsv"]
     write_json(files[0], metrics)
-    write_predictions(files[1], prediction_rows(task, data, names, raw, baseline=base_all))
+    write_predictions(files[1], prediction_rows(task, data, sp.labels(len(data)), raw, baseline=base_all))
     files += _figures(out, task, sets, preds, result.history)
-    return RunResult(out, result.best_folder, metrics, files, time.perf_counter() - started)
+    return RunResult(out, result.best_folder, metrics, files)

@@ -1,7 +1,7 @@
 """Resumable fine-tuning checkpoints: trainable weights, optimizer state, RNG and loop state.
 
 One folder, ``<output_dir>/checkpoint``, replaced atomically at each save: ``state.safetensors``
-(trainable parameters by name, AdamW moments as ``<name>::<field>``, the torch RNG) and
+(trainable parameters by name, AdamW moments as ``<name>::<field>``, the torch CPU and CUDA RNG) and
 ``fit_state.json`` (step, history, best score, early-stopping and plateau counters, the options
 and a fingerprint of the data). Frozen weights are not stored: a resumed run rebuilds them from
 the base folder and the seed, exactly as the first run did. A checkpoint of another run (other
@@ -66,6 +66,8 @@ def save_fit_state(
                 value = value if isinstance(value, torch.Tensor) else torch.tensor(value)
                 tensors[f"{names[id(p)]}::{key}"] = value.detach().to("cpu").contiguous()
     tensors["rng::torch_cpu"] = torch.get_rng_state()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        tensors["rng::torch_cuda"] = torch.cuda.get_rng_state()
     payload = {**state, "trainable": sorted(params)}
 
     def fill(tmp: Path) -> None:
@@ -114,3 +116,5 @@ def load_fit_state(
             if fields:
                 optimizer.state[p] = {k: v.to(p.device) if v.dim() else v for k, v in fields.items()}
     torch.set_rng_state(stored["rng::torch_cpu"])
+    if "rng::torch_cuda" in stored and torch.cuda.is_available():
+        torch.cuda.set_rng_state(stored["rng::torch_cuda"])

@@ -233,6 +233,12 @@ def load_float_model(
         for name in sorted(present):
             if _ignorable(name, config):
                 continue
+            if name == "score.weight":
+                raise ValueError(
+                    f"{file} holds 'score.weight': these are the weights of a fine-tuned "
+                    "sequence-classification head, not a language model; load the folder with "
+                    "hexamer.finetune.load_classifier"
+                )
             if name not in expected:
                 raise ValueError(f"unexpected tensor '{name}' in {file} (not part of a {_arch(config)})")
             if name in owner:

@@ -39,3 +39,21 @@ def test_finetune_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and error_message(result) == f"{bad}: row 2 (id 'b'): column 'y': label is NaN"
     assert "--epochs or --steps" in str(usage_error([*base, "--label-columns", "activity", "--epochs", "1", "--steps", "2"]))
     assert not (tmp_path / "o").exists()
+
+
+def test_finetune_kfold_classification(tmp_path: Path) -> None:
+    data = write_motif_table(tmp_path / "motif.tsv", n=60)
+    args = ["finetune", "-m", DEMO, "--train", data, "--task", "classification", "--label-columns", "has_motif"]
+    summary = run_json([*args, "--output-dir", tmp_path / "cv", "--folds", "3", "--no-baseline", *PROBE])
+    assert summary["folds"] == 3 and summary["selection_metric"] == "mcc"
+    assert summary["model_test"]["folds"] == 3 and summary["baseline_test"] is None
+    assert (tmp_path / "cv" / "fold_03" / "predictions.tsv").is_file()
+    err = usage_error([*args, "--output-dir", tmp_path / "x", "--folds", "3", "--test-chroms", "7"])
+    assert "--folds makes its own splits; drop --valid-chroms/--test-chroms" in str(err)
+
+
+def test_finetune_reads_a_table_from_stdin(tmp_path: Path) -> None:
+    data = write_motif_table(tmp_path / "motif.tsv", n=60)
+    args = ["finetune", "-m", DEMO, "--train", "-", "--task", "regression", "--label-columns", "activity"]
+    summary = run_json([*args, "--output-dir", tmp_path / "o", "--no-baseline", *PROBE], input=data.read_text())
+    assert summary["split"]["train"] + summary["split"]["valid"] + summary["split"]["test"] == 60

@@ -44,6 +44,11 @@ def test_probe_learns_on_the_demo_model(tmp_path: Path):
     trained = FitOptions(method="probe", pooling="mean", epochs=15, batch_size=16, lr=0.03, warmup=0.0)
     result = fit(DEMO, train, valid, REG, trained, tmp_path / "sgd", metric=pearson_metric)
     assert result.best_score > 0.7, result.best_score
+    # the folder holds the best evaluation's head (kept in memory, written at the end)
+    assert pearson_metric(valid.labels, predict(result.best_folder, valid.sequences)) == pytest.approx(
+        result.best_score, abs=1e-5
+    )
+    assert result.best_step < result.steps or result.history[-1]["best"]
     # the backbone is untouched: only the head differs from the base model
     saved = _weights(result.best_folder)
     base = load_file(str(DEMO / "model.safetensors"))
@@ -165,6 +170,48 @@ def test_over_long_and_empty_sequences_are_named_before_the_load(tiny_folder: Pa
     long = LabelledSet(data.ids, (data.sequences[0], "A" * 6 * 2047, data.sequences[2]), data.labels)
     with pytest.raises(ValueError, match=r"training row 'row1' .* needs 2049 tokens"):
         fit(tiny_folder, long, None, REG, FitOptions(), tmp_path / "a")
+    with pytest.raises(ValueError, match="layer 5 is out of range"):
+        fit(tiny_folder, data, None, REG, FitOptions(layer=5), tmp_path / "c")
     empty = LabelledSet(data.ids, ("", *data.sequences[1:]), data.labels)
     with pytest.raises(ValueError, match="validation row 'row0' is empty"):
         fit(tiny_folder, data, empty, REG, FitOptions(), tmp_path / "b")
+
+
+def test_a_lora_run_reads_the_same_in_transformers_and_peft(tiny_folder: Path, tmp_path: Path):
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    data = gc_set(8, 30, seed=11)
+    options = FitOptions(
+        method="lora", steps=3, batch_size=4, lr=1e-2, lora=LoraOptions(rank=2, targets=("q_proj", "up_proj"))
+    )
+    result = fit(tiny_folder, data, None, REG, options, tmp_path / "run")
+    model = load_classifier(result.best_folder)
+    rows = model.encode(list(data.sequences))
+    with torch.no_grad():
+        ours = model(rows.ids, rows.mask)
+        merged = transformers.AutoModelForSequenceClassification.from_pretrained(result.best_folder)
+        mask = rows.mask.long() if rows.mask is not None else None
+        torch.testing.assert_close(
+            merged(input_ids=rows.ids, attention_mask=mask).logits, ours, atol=1e-4, rtol=0
+        )
+        base = transformers.LlamaForSequenceClassification.from_pretrained(tiny_folder, num_labels=1)
+        adapted = peft.PeftModel.from_pretrained(base, result.adapter_folder)
+        torch.testing.assert_close(
+            adapted(input_ids=rows.ids, attention_mask=mask).logits, ours, atol=1e-4, rtol=0
+        )
+
+
+def test_a_diverging_run_stops_with_an_error(tiny_folder: Path, tmp_path: Path):
+    data = gc_set(4, 12, seed=12)
+    huge = LabelledSet(data.ids, data.sequences, np.full((4, 1), 3e38, dtype=np.float32))
+    with pytest.raises(FloatingPointError, match="diverged at step 1"):
+        fit(tiny_folder, huge, None, REG, FitOptions(steps=2, batch_size=4), tmp_path / "run")
+
+
+def test_an_undefined_metric_before_any_defined_one_does_not_stop_the_run(tiny_folder: Path, tmp_path: Path):
+    train, valid = gc_set(8, 24, seed=13), gc_set(4, 24, seed=14)
+    options = FitOptions(steps=4, batch_size=4, lr=1e-3, eval_every=1, patience=1)
+    values = iter([float("nan"), float("nan"), 0.5, 0.4])
+    result = fit(tiny_folder, train, valid, REG, options, tmp_path / "run", metric=lambda y, p: next(values))
+    assert [h["metric"] for h in result.history] == [None, None, 0.5, 0.4]
+    assert result.best_step == 3 and result.best_score == 0.5 and result.stopped_early and result.steps == 4

@@ -86,6 +86,12 @@ def test_folder_kinds_are_told_apart(tiny_folder: Path, tmp_path: Path):
         new_classifier(folder, HeadSettings(TaskSpec("binary", ("y",))))
     with pytest.raises(ValueError, match="not a sequence-classification head folder"):
         load_classifier(tiny_folder)
+    # a head folder whose config.json does not say so is still told apart by its weights
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("architectures")
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"score\.weight"):
+        load_model(folder)
 
 
 def test_too_long_sequence_is_refused(tiny_folder: Path):

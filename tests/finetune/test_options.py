@@ -1,7 +1,9 @@
+import subprocess
+import sys
+
 import pytest
 
-from hexamer.finetune.lora import LoraOptions
-from hexamer.finetune.options import FitOptions
+from hexamer.finetune.options import FitOptions, LoraOptions
 
 
 @pytest.mark.parametrize(
@@ -39,3 +41,13 @@ def test_json_round_trip():
         method="lora", lora=LoraOptions(rank=4, targets=("q_proj", "up_proj")), class_weights=(1, 2)
     )
     assert FitOptions.from_json(options.to_json()) == options
+
+
+def test_options_and_task_stay_torch_free():
+    code = (
+        "import sys\n"
+        "import hexamer.finetune as f\n"
+        "f.FitOptions(method='lora', lora=f.LoraOptions(rank=4)); f.TaskSpec('binary', ('y',))\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -114,4 +114,11 @@ def test_bad_input_fails_before_the_model_loads(tmp_path: Path) -> None:
         run_finetune(
             str(DEMO), InputSpec(str(long)), tmp_path / "o", ReadOptions("regression", ("y",)), PROBE
         )
+    short = tmp_path / "short.tsv"
+    short.write_text("id\tsequence\ty\na\tACGTAC\t1\nb\tACGTAA\t2\nc\tACGTTT\t3\n")
+    with pytest.raises(DataError, match=r"long.tsv: row 1 \(id 'a'\): sequence of 8000 bp"):
+        run_finetune(
+            str(DEMO), InputSpec(str(short)), tmp_path / "o", ReadOptions("regression", ("y",)), PROBE,
+            valid=InputSpec(str(long)),
+        )  # fmt: skip
     assert not (tmp_path / "o").exists()
