@@ -1,7 +1,7 @@
 """``hexamer bench all``: every benchmark table in one go, written to a folder with a Markdown summary.
 
-Each bench runs in turn and is isolated: one that is missing (the speculative-decoding, serving
-and llama.cpp benches live in their own modules) or fails is recorded with the reason and the rest
+Each bench runs in turn and is isolated: one that is missing (the speculative-decoding, serving,
+llama.cpp and fine-tuning benches live in their own modules) or fails is recorded with the reason and the rest
 go on. ``quick`` picks small shapes and short outputs so the whole set takes minutes on a laptop CPU;
 the figures are then about code paths, not about Carbon's speed.
 """
@@ -34,6 +34,7 @@ EXTERNAL = {
     "spec": ("hexamer.bench.spec", "run_spec_bench"),
     "serve": ("hexamer.bench.serve", "run_serve_bench"),
     "llamacpp": ("hexamer.bench.llamacpp", "run_llamacpp_bench"),
+    "finetune": ("hexamer.bench.finetune", "run_finetune_bench"),
 }
 
 #: Optional peers an EXTERNAL bench module needs: module -> its function returning (available, why).
@@ -45,6 +46,7 @@ PREREQUISITES = {"hexamer.bench.llamacpp": "llama_cpp_available"}
 #: synthetic pair (noise level), one bar per mode and decoding (as ``hexamer bench spec --plot``).
 EXTERNAL_PLOTS: dict[str, dict[str, Any]] = {
     "spec": {"x": "pair", "y": "speed-up", "group": "case"},
+    "finetune": {"x": "case", "y": "examples/s", "log_y": True},
 }
 
 

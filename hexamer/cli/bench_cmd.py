@@ -367,7 +367,8 @@ def bench_all(
     only: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated subset: tokenizer, generate, throughput, fns, roofline, spec, serve, llamacpp."
+            help="Comma-separated subset: tokenizer, generate, throughput, fns, roofline, spec, serve, llamacpp, "
+            "finetune."
         ),
     ] = None,
     threads: ThreadsOption = 0,

@@ -1,0 +1,289 @@
+"""``hexamer bench finetune``: training speed and peak memory of :func:`hexamer.finetune.fit.fit`
+against ``transformers.Trainer`` (with ``peft`` for LoRA), and the probe's cost per epoch.
+
+Same weights, same rows (windows of real human DNA, 230 bp as the Malinois MPRA oligos, three
+regression targets), same batch size, threads and dtype (float32) on both sides. Every case of
+every round runs in a fresh process (:mod:`hexamer.bench.finetune_cases`), so its peak RSS is its
+own and a full fine-tune's optimizer state is gone before the next case loads; rounds alternate
+the order of the cases (A B C, C B A, ...) as :func:`hexamer.bench.timing.run_rounds` does. Each
+process warms up with untimed steps first; model loading and the final checkpoint are not timed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hexamer.bench.common import BenchOptionError, bench_model_folder
+from hexamer.bench.report import BenchReport
+from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first
+from hexamer.cache import cache_root
+
+__all__ = ["METHODS", "TARGETS", "run_finetune_bench"]
+
+#: the methods a run can time (``--methods``)
+METHODS: tuple[str, ...] = ("full", "lora", "probe")
+#: the issue's goals: speed-up over the peer (full, LoRA), probe over full per epoch, LoRA peak RSS
+TARGETS = {"full": 1.5, "lora": 1.5, "probe": 10.0, "lora_gib": 8.0}
+_GIB = 1024**3
+
+
+def _check(name: str, value: Any, lo: float, hi: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise BenchOptionError(f"{name} must be an integer in [{lo:g}, {hi:g}], got {value!r}")
+
+
+def _peer_missing(methods: Sequence[str]) -> str | None:
+    """Why the peer cannot run (transformers, or peft for LoRA, not installed), else None."""
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is None:
+        return "transformers is not installed: peer skipped (pip install 'hexamer[hf]')"
+    if "lora" in methods and importlib.util.find_spec("peft") is None:
+        return "peft is not installed: the LoRA peer is skipped (pip install peft)"
+    return None
+
+
+def _case_plan(methods: Sequence[str], peer: bool) -> list[tuple[str, str, str]]:
+    """(row name, case, method) of every case to time."""
+    plan = []
+    for method in methods:
+        if method == "probe":
+            plan.append(("hexamer fit, probe", "probe", "probe"))
+            continue
+        label = "full" if method == "full" else "LoRA"
+        plan.append((f"hexamer fit, {label}", "hexamer", method))
+        if peer:
+            peer_name = "transformers Trainer" + (" + peft" if method == "lora" else "")
+            plan.append((f"{peer_name}, {label}", "transformers", method))
+    return plan
+
+
+def run_in_process(spec: dict[str, Any]) -> dict[str, Any]:
+    """One case in this process (no memory figure of its own: the process holds earlier cases)."""
+    from hexamer.bench.finetune_cases import run_case
+
+    result = run_case(spec)
+    result["peak_rss_bytes"] = None
+    return result
+
+
+def run_in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
+    """One case in a fresh Python process; its failure is raised with the tail of its stderr."""
+    with tempfile.TemporaryDirectory(prefix="hexamer-bench-finetune-") as tmp:
+        spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
+        spec_path.write_text(json.dumps(spec))
+        proc = subprocess.run(
+            [sys.executable, "-m", "hexamer.bench.finetune_cases", str(spec_path), str(result_path)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+        )
+        if proc.returncode != 0 or not result_path.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            why = "killed (out of memory?)" if proc.returncode < 0 else f"exit status {proc.returncode}"
+            raise RuntimeError(f"{why}: {' | '.join(tail)}")
+        return json.loads(result_path.read_text())
+
+
+def run_finetune_bench(
+    *,
+    model: str | None = None,
+    shape: str = "500m",
+    methods: Sequence[str] = METHODS,
+    peer: bool = True,
+    batch_size: int = 16,
+    length: int = 230,
+    rows: int = 64,
+    steps: int = 2,
+    warmup_steps: int = 1,
+    epochs: int = 3,
+    rounds: int = MIN_ROUNDS,
+    lora_rank: int = 8,
+    threads: int = 0,
+    quick: bool = False,
+    isolate: bool = True,
+    log: Callable[[str], None] = lambda _: None,
+) -> BenchReport:
+    """Examples/s of ``fit`` (full, LoRA) and of the transformers peer, the probe's seconds per
+    epoch against full fine-tuning's, and each case's peak RSS (``isolate``: one process per case
+    and round; without it the cases run here and no memory is reported)."""
+    from hexamer.finetune.lora import LoraOptions
+    from hexamer.testing import SHAPES
+
+    if model is None and shape not in SHAPES:
+        raise BenchOptionError(f"--shape must be one of {sorted(SHAPES)}")
+    if not methods or not set(methods) <= set(METHODS):
+        raise BenchOptionError(f"--methods must be a comma-separated subset of {list(METHODS)}")
+    for name, value, lo, hi in (
+        ("--batch-size", batch_size, 1, 4096),
+        ("--length", length, 6, 1_000_000),
+        ("--rows", rows, 1, 10_000_000),
+        ("--steps", steps, 1, 100_000),
+        ("--warmup-steps", warmup_steps, 1, 1000),
+        ("--epochs", epochs, 1, 1000),
+        ("--rounds", rounds, MIN_ROUNDS, 1000),
+        ("--lora-rank", lora_rank, 1, 4096),
+        ("--threads", threads, 0, 4096),
+    ):
+        _check(name, value, lo, hi)
+    if quick:
+        shape = "tiny" if model is None else shape
+        rows, steps, length = min(rows, 32), min(steps, 2), min(length, 230)
+    methods = [m for m in METHODS if m in methods]
+    why_no_peer = _peer_missing(methods) if peer else None
+    folder = model or str(bench_model_folder(shape, cache_root()))
+    lora_targets = list(LoraOptions().targets)
+    spec_base = {
+        "folder": str(folder), "rows": max(rows, (warmup_steps + steps + 1) * batch_size),
+        "length": length, "batch_size": batch_size, "lr": 5e-5, "lora_rank": lora_rank,
+        "lora_targets": lora_targets, "warmup_steps": warmup_steps, "steps": steps,
+        "epochs": epochs, "threads": threads, "seed": 0,
+    }  # fmt: skip
+    probe_rows = rows
+    plan = _case_plan(methods, peer and why_no_peer is None)
+    run = run_in_subprocess if isolate else run_in_process
+    timings = {name: Timing() for name, _, _ in plan}
+    peaks: dict[str, list[int]] = {name: [] for name, _, _ in plan}
+    failed: dict[str, str] = {}
+    for r in range(rounds):
+        for name, case, method in plan if r % 2 == 0 else list(reversed(plan)):
+            if name in failed:
+                continue
+            spec = {**spec_base, "case": case, "method": method}
+            if case == "probe":
+                spec.update(rows=probe_rows, steps=1)
+            try:
+                result = run(spec)
+            except Exception as exc:  # one case failing (a peer, memory) must not lose the others
+                failed[name] = f"{type(exc).__name__}: {exc}"
+                log(f"{name}: failed — {failed[name]}")
+                continue
+            step = sorted(result["step_seconds"])[len(result["step_seconds"]) // 2]
+            timings[name].seconds.append(step)
+            if result.get("peak_rss_bytes"):
+                peaks[name].append(int(result["peak_rss_bytes"]))
+            log(f"round {r + 1}/{rounds}: {name} {step:.3g} s/{'epoch' if case == 'probe' else 'step'}")
+    return _report(
+        plan, timings, peaks, failed, spec_base, probe_rows, folder=str(folder), why_no_peer=why_no_peer
+    )
+
+
+def _report(
+    plan: list[tuple[str, str, str]],
+    timings: dict[str, Timing],
+    peaks: dict[str, list[int]],
+    failed: dict[str, str],
+    spec: dict[str, Any],
+    probe_rows: int,
+    *,
+    folder: str,
+    why_no_peer: str | None,
+) -> BenchReport:
+    import torch
+
+    batch = spec["batch_size"]
+    steps_per_epoch = math.ceil(probe_rows / batch)
+    threads = spec["threads"] or torch.get_num_threads()
+    report = BenchReport(
+        name="finetune",
+        title=(
+            f"fine-tuning speed ({Path(folder).name}, float32, batch {batch} × {spec['length']} bp, "
+            f"{threads} threads; epoch = {probe_rows} rows)"
+        ),
+        columns=(
+            "case", "s/step (min / median / max)", "examples/s", "s/epoch", "× transformers",
+            "× full per epoch", "peak RSS (GiB)",
+        ),
+        formats={"examples/s": "{:,.2f}", "s/epoch": "{:,.3g}", "× transformers": "{:.2f}×",
+                 "× full per epoch": "{:.1f}×", "peak RSS (GiB)": "{:.2f}"},
+    )  # fmt: skip
+    by_method: dict[tuple[str, str], float] = {}
+    for name, case, method in plan:
+        t = timings[name]
+        if not t.seconds:
+            continue
+        epoch = t.median if case == "probe" else t.median * steps_per_epoch
+        by_method[(case, method)] = epoch
+    full_epoch = by_method.get(("hexamer", "full"))
+    for name, case, method in plan:
+        t = timings[name]
+        row: dict[str, Any] = {"case": name, "method": method, "backend": case, "status": "ok"}
+        if not t.seconds:
+            row.update(status="failed", reason=failed.get(name, "no timed round"))
+            report.rows.append(row)
+            continue
+        epoch = by_method[(case, method)]
+        peer_epoch = by_method.get(("transformers", method))
+        row.update(
+            {
+                "s/step (min / median / max)": None if case == "probe" else t.summary(),
+                "examples/s": probe_rows / epoch,
+                "s/epoch": epoch,
+                "× transformers": peer_epoch / epoch if case == "hexamer" and peer_epoch else None,
+                "× full per epoch": full_epoch / epoch if case == "probe" and full_epoch else None,
+                "peak RSS (GiB)": max(peaks[name]) / _GIB if peaks[name] else None,
+                "steps_timed_per_round": 1 if case == "probe" else spec["steps"],
+                **t.as_dict(),
+            }
+        )
+        report.rows.append(row)
+    _notes(report, plan, timings, failed, spec, probe_rows, why_no_peer)
+    return report
+
+
+def _notes(
+    report: BenchReport,
+    plan: list[tuple[str, str, str]],
+    timings: dict[str, Timing],
+    failed: dict[str, str],
+    spec: dict[str, Any],
+    probe_rows: int,
+    why_no_peer: str | None,
+) -> None:
+    rows = {r["case"]: r for r in report.rows}
+    targets = ", ".join(spec["lora_targets"])
+    report.notes.append(
+        f"Each case and round is a fresh process: {spec['warmup_steps']} untimed warm-up step(s), then "
+        f"{spec['steps']} timed optimizer steps (median per round; min / median / max over the rounds, "
+        "which alternate the order of the cases). hexamer: fit() itself, steps stamped by on_progress. "
+        "Peer: transformers.Trainer.train() on AutoModelForSequenceClassification (its default "
+        "optimizer, max_grad_norm 1.0, the same token ids), steps stamped by a TrainerCallback. "
+        f"LoRA: rank {spec['lora_rank']}, alpha {2 * spec['lora_rank']}, on {targets} (hexamer's "
+        "default; peft.get_peft_model with task_type SEQ_CLS on the peer side), head trained."
+    )
+    if any(case == "probe" for _, case, _ in plan):
+        report.notes.append(
+            f"Probe: features of the {probe_rows} rows computed once, then the head trained for "
+            f"{spec['epochs']} epochs; its s/epoch is that whole time / {spec['epochs']}. Full fine-tuning's "
+            f"s/epoch is its median step × {math.ceil(probe_rows / spec['batch_size'])} steps."
+        )
+    for method in ("full", "lora"):
+        for name, case, m in plan:
+            speed = rows.get(name, {}).get("× transformers")
+            if case == "hexamer" and m == method and speed is not None:
+                goal = TARGETS[method]
+                met = "met" if speed >= goal else "NOT met"
+                report.notes.append(f"{name}: {speed:.2f}× transformers (goal ≥ {goal:g}×: {met})")
+    probe = rows.get("hexamer fit, probe", {}).get("× full per epoch")
+    if probe is not None:
+        met = "met" if probe >= TARGETS["probe"] else "NOT met"
+        report.notes.append(
+            f"probe: {probe:.1f}× faster per epoch than full (goal ≥ {TARGETS['probe']:g}×: {met})"
+        )
+    lora_gib = rows.get("hexamer fit, LoRA", {}).get("peak RSS (GiB)")
+    if lora_gib is not None:
+        met = "met" if lora_gib <= TARGETS["lora_gib"] else "NOT met"
+        report.notes.append(f"LoRA peak RSS {lora_gib:.2f} GiB (goal ≤ {TARGETS['lora_gib']:g} GiB: {met})")
+    for name, why in failed.items():
+        report.notes.append(f"{name}: failed — {why}")
+    if why_no_peer is not None:
+        report.notes.append(why_no_peer)
+    put_spread_warning_first(report.notes, {k: t for k, t in timings.items() if len(t.seconds) > 1})
