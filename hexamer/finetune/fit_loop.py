@@ -196,7 +196,7 @@ class Trainer:
             )  # fmt: skip
             if not torch.isfinite(value.detach()):
                 raise FloatingPointError(
-                    f"training diverged at step {self.step + 1}: the loss is {float(value)} "
+                    f"training diverged at step {self.step + 1}: the loss is {float(value.detach())} "
                     "(lower lr, keep max_grad_norm, or check the labels' scale)"
                 )
             (value / o.grad_accum).backward()
