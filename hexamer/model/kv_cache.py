@@ -10,14 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from hexamer.model.llama import LlamaModel
+from hexamer.model.config import ModelConfig
 
-__all__ = ["AttentionPlan", "KVCache", "build_mask"]
+__all__ = ["AttentionPlan", "CacheShape", "KVCache", "build_mask"]
+
+
+class CacheShape(Protocol):
+    """What :meth:`KVCache.for_model` reads of a model (the decoder satisfies it; the cache does
+    not import the decoder, which imports the cache)."""
+
+    @property
+    def config(self) -> ModelConfig: ...
+
+    @property
+    def kv_dtype(self) -> torch.dtype: ...
+
+    @property
+    def device(self) -> torch.device: ...
 
 
 @dataclass
@@ -63,7 +76,7 @@ class KVCache:
     @classmethod
     def for_model(
         cls,
-        model: LlamaModel,
+        model: CacheShape,
         batch_size: int,
         max_len: int,
         *,
@@ -149,7 +162,7 @@ class KVCache:
         valid = self.valid if rows is None else self.valid.index_select(0, rows)
         return valid.sum(1)
 
-    def _rows(
+    def row_index(
         self, rows: Sequence[int] | torch.Tensor | None, batch: int
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """CPU row indices and their device copy (None when the forward covers every row in order)."""
@@ -168,7 +181,7 @@ class KVCache:
             raise ValueError(f"cache_rows must not repeat a row, got {cpu.tolist()}")
         return cpu, cpu.to(self.device)
 
-    def _plan(
+    def plan_forward(
         self, rows: Sequence[int] | torch.Tensor | None, batch: int, t: int, new_valid: torch.Tensor | None
     ) -> AttentionPlan:
         """Reserve slots for ``t`` new tokens per row, record their validity and build the mask.
@@ -177,7 +190,7 @@ class KVCache:
         empty (a fresh prefill), attention needs only the new keys with a plain causal mask, so no
         ``(B, 1, T, S)`` mask is materialised and SDPA can take its fastest (flash) path.
         """
-        rows_cpu, rows_dev = self._rows(rows, batch)
+        rows_cpu, rows_dev = self.row_index(rows, batch)
         start = self.lengths[rows_cpu]
         end = int(start.max()) + t if batch else t
         if end > self.max_len:
@@ -197,7 +210,7 @@ class KVCache:
         mask = build_mask(slots, valid)
         return AttentionPlan(mask=mask, cache=self, rows=rows_dev, slots=slots, kv_len=end)
 
-    def _write(self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: AttentionPlan) -> None:
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: AttentionPlan) -> None:
         """Write this forward's keys/values ``(B, n_kv, T, head_dim)`` into their slots."""
         assert plan.slots is not None
         kc, vc = self.k[layer], self.v[layer]
@@ -206,10 +219,10 @@ class KVCache:
         kc[row_idx[:, None], :, plan.slots] = k.transpose(1, 2).to(kc.dtype)
         vc[row_idx[:, None], :, plan.slots] = v.transpose(1, 2).to(vc.dtype)
 
-    def _read(
+    def read(
         self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: AttentionPlan
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The keys/values attention must read after :meth:`_write` (``k``/``v``: the new ones)."""
+        """The keys/values attention must read after :meth:`write` (``k``/``v``: the new ones)."""
         kc, vc = self.k[layer], self.v[layer]
         if plan.new_only:
             return k, v

@@ -133,8 +133,8 @@ class Attention(nn.Module):
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         if plan.cache is not None:
-            plan.cache._write(self.layer_idx, k, v, plan)
-            k, v = plan.cache._read(self.layer_idx, k, v, plan)
+            plan.cache.write(self.layer_idx, k, v, plan)
+            k, v = plan.cache.read(self.layer_idx, k, v, plan)
         dtype = q.dtype
         if q.device.type == "cpu" and dtype != torch.float32:
             # PyTorch's CPU attention kernel is ~3x slower in bf16/fp16 than in fp32 at decode
@@ -400,7 +400,7 @@ class LlamaModel(nn.Module):
         if positions is None:
             start: torch.Tensor | int = 0
             if kv_cache is not None:
-                _, rows_dev = kv_cache._rows(cache_rows, b)
+                _, rows_dev = kv_cache.row_index(cache_rows, b)
                 start = kv_cache.num_real_tokens(rows_dev).to(device)
             ones = torch.ones(b, t, dtype=torch.bool, device=device)
             positions = positions_from_mask(ones if new_valid is None else new_valid, start)
@@ -417,7 +417,7 @@ class LlamaModel(nn.Module):
                     f"KV cache dtype {kv_cache.k[0].dtype} is neither the model's {self.dtype} "
                     f"nor its KV dtype {self.kv_dtype}"
                 )
-            plan = kv_cache._plan(cache_rows, b, t, new_valid)
+            plan = kv_cache.plan_forward(cache_rows, b, t, new_valid)
         elif new_valid is not None:
             slots = torch.arange(t, device=device).expand(b, t)
             plan = AttentionPlan(mask=build_mask(slots, new_valid))
