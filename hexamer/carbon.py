@@ -35,7 +35,7 @@ from hexamer.model.cpu import use_cpu_linears
 from hexamer.model.finite import NonFiniteOutputError, non_finite_output
 from hexamer.tokenizer import CarbonTokenizer, resolve_model_dir
 from hexamer.tokenizer.tags import check_prefix
-from hexamer.validate import check_generation_fits, check_new_length, parse_device
+from hexamer.validate import check_new_length, parse_device
 
 if TYPE_CHECKING:
     from hexamer.engine.speculative import SpecStats
@@ -236,7 +236,7 @@ class Carbon:
         :class:`~hexamer.backend.inputs.Prompt`; ``ValueError`` naming the prompt when it cannot run."""
         p = self.parse_prompt(full_prompt(text, prefix), index)
         try:
-            check_generation_fits(len(p.ids), len(p.forced), params, self.layout.k, self.engine.max_len)
+            params.check_fits(len(p.ids), len(p.forced), self.layout.k, self.engine.max_len)
             req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
             if params.repetition_penalty != 1:
                 start, stop = self.layout.kmer_start, self.layout.kmer_stop

@@ -14,14 +14,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from hexamer.engine.params import SamplingParams
 
 __all__ = [
     "DTYPES",
     "SEED_MAX",
     "SEED_MIN",
     "check_dtype",
-    "check_generation_fits",
     "check_new_length",
     "check_seed",
     "check_threads",
@@ -115,25 +113,3 @@ def check_new_length(
             f"(at most {most} even after an empty prompt)"
         )
     return n_new
-
-
-def check_generation_fits(
-    prompt_tokens: int,
-    n_forced: int,
-    params: SamplingParams,
-    k: int,
-    context: int,
-    limit: str = "model's context",
-) -> None:
-    """A generation request must fit the model's context, checked before its per-base constraint
-    table (``max_bp`` x 4 booleans) is allocated: ``ceil((n_forced + max_bp) / k)`` new tokens, or
-    ``max_new_tokens``, plus the prompt."""
-    max_bp = params.max_bp
-    n_tokens = -(-(n_forced + max_bp) // k) if max_bp is not None else int(params.max_new_tokens or 0)
-    if prompt_tokens + n_tokens > context:
-        new = f"{n_tokens} new tokens" + (f" ({max_bp} bp)" if max_bp is not None else "")
-        room = max(0, context - prompt_tokens)
-        raise ValueError(
-            f"prompt of {prompt_tokens} tokens + {new} = {prompt_tokens + n_tokens} exceeds the {limit} "
-            f"of {context} tokens (at most {max(0, room * k - n_forced)} new bp after this prompt)"
-        )

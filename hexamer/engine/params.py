@@ -209,3 +209,19 @@ class SamplingParams:
     def mask_atcg(self) -> np.ndarray | None:
         """The mask as ``(n, 4)`` bool in A,T,C,G column order (vocabulary order)."""
         return getattr(self, "_mask_atcg", None)
+
+    def check_fits(
+        self, prompt_tokens: int, n_forced: int, k: int, context: int, limit: str = "model's context"
+    ) -> None:
+        """The request must fit the model's context, checked before its per-base constraint table
+        (``max_bp`` x 4 booleans) is allocated: ``ceil((n_forced + max_bp) / k)`` new tokens, or
+        ``max_new_tokens``, plus the prompt."""
+        max_bp = self.max_bp
+        n_tokens = -(-(n_forced + max_bp) // k) if max_bp is not None else int(self.max_new_tokens or 0)
+        if prompt_tokens + n_tokens > context:
+            new = f"{n_tokens} new tokens" + (f" ({max_bp} bp)" if max_bp is not None else "")
+            room = max(0, context - prompt_tokens)
+            raise ValueError(
+                f"prompt of {prompt_tokens} tokens + {new} = {prompt_tokens + n_tokens} exceeds the {limit} "
+                f"of {context} tokens (at most {max(0, room * k - n_forced)} new bp after this prompt)"
+            )

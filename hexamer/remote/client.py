@@ -45,7 +45,7 @@ from hexamer.remote.backend import RemoteBackend, load_server_tokenizer
 from hexamer.remote.errors import RemoteError
 from hexamer.remote.marginals import kmer_rows
 from hexamer.remote.protocol import VllmFormat
-from hexamer.validate import check_generation_fits, check_new_length
+from hexamer.validate import check_new_length
 
 __all__ = ["RemoteCarbon", "Sampler", "load_server_tokenizer"]
 
@@ -199,9 +199,7 @@ class RemoteCarbon:
         per-base table is allocated)."""
         p = parse_prompt(self.tokenizer, full_prompt(text, prefix), index)
         try:
-            check_generation_fits(
-                len(p.ids), len(p.forced), params, self.layout.k, self.context_length, "served context"
-            )
+            params.check_fits(len(p.ids), len(p.forced), self.layout.k, self.context_length, "served context")
         except ValueError as exc:
             raise ValueError(f"prompt {index}: {exc}") from None
         req = Request(p.ids, params, forced=p.forced, k=self.layout.k)
