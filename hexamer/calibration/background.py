@@ -73,8 +73,6 @@ def calibrate(
     """Score every SNV of ``n_regions`` sampled regions of ``region_bp`` bp with ``settings`` and
     make the :class:`Calibration` of their ``ok`` scores (overlapping draws are scored once each
     time they are drawn, as CADD's background counts each variant it draws)."""
-    from hexamer.vep.resume import model_fingerprint
-
     checked = settings.checked(carbon, on_note=on_note)
     with Reference(fasta) as reference:
         regions = sample_regions(reference, n_regions, region_bp, seed)
@@ -93,5 +91,5 @@ def calibrate(
         "regions": [str(r) for r in regions],
     }
     return Calibration.from_scores(
-        scores, model=model_fingerprint(carbon), settings=checked, provenance=provenance
+        scores, model=carbon.backend.fingerprint(), settings=checked, provenance=provenance
     )

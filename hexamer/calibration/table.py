@@ -14,7 +14,7 @@ raw score into deleteriousness. The mapping is monotone (a step function read of
 background, exact at its points), 0 at or below the background's least deleterious score and
 capped at ``10 * log10(n)`` above its most deleterious one.
 
-A table belongs to one model (:func:`hexamer.vep.resume.model_fingerprint`) and one set of
+A table belongs to one model (its backend's ``fingerprint()``) and one set of
 recipe settings; :meth:`Calibration.check` refuses any other, so PHRED values never silently mix.
 """
 
@@ -155,9 +155,7 @@ class Calibration:
     def check(self, carbon: Carbon | str, settings: VepSettings | Mapping[str, Any]) -> None:
         """Raise :class:`CalibrationMismatch` unless this table was made with this model (or
         fingerprint) and the same score-deciding settings."""
-        from hexamer.vep.resume import model_fingerprint
-
-        fingerprint = carbon if isinstance(carbon, str) else model_fingerprint(carbon)
+        fingerprint = carbon if isinstance(carbon, str) else carbon.backend.fingerprint()
         problems = []
         if fingerprint != self.model:
             problems.append(f"model fingerprint {fingerprint} (the calibration's: {self.model})")

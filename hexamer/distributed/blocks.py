@@ -16,7 +16,7 @@ from hexamer.vep.engine import VepSettings
 from hexamer.vep.planner import result_row
 
 if TYPE_CHECKING:
-    from hexamer.calibration import Calibration
+    from hexamer.calibration.table import Calibration
     from hexamer.vep.variants import VcfRecord
 
 __all__ = ["block_shards", "score_blocks"]

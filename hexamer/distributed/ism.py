@@ -38,7 +38,7 @@ from hexamer.vep.engine import VepSettings
 from hexamer.vep.variants import Reference, VcfRecord
 
 if TYPE_CHECKING:
-    from hexamer.calibration import Calibration
+    from hexamer.calibration.table import Calibration
 
 __all__ = ["IsmRunResult", "ism"]
 

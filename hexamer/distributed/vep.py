@@ -29,7 +29,7 @@ from hexamer.vep.resume import VepRunResult, check_job_paths, write_job_output
 from hexamer.vep.variants import read_vcf
 
 if TYPE_CHECKING:
-    from hexamer.calibration import Calibration
+    from hexamer.calibration.table import Calibration
 
 __all__ = ["SCALE_OUT_OPTIONS", "run_vep", "single_process_command"]
 

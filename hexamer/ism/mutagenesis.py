@@ -27,7 +27,7 @@ from hexamer.vep.settings import ROW_COLUMNS
 from hexamer.vep.variants import Reference, read_vcf
 
 if TYPE_CHECKING:
-    from hexamer.calibration import Calibration
+    from hexamer.calibration.table import Calibration
     from hexamer.carbon import Carbon
 
 __all__ = [

@@ -59,7 +59,7 @@ from hexamer.vep.summary import reason_category
 from hexamer.vep.variants import FastaError, Reference, VcfInputError, read_vcf
 
 if TYPE_CHECKING:
-    from hexamer.calibration import Calibration
+    from hexamer.calibration.table import Calibration
     from hexamer.carbon import Carbon
     from hexamer.vep.runner import Runner
 
