@@ -143,6 +143,10 @@ class Engine:
             logits = self.runner.decode(requests, tokens, full, only_rows=only_rows)
         finished = []
         ok = finite_rows(logits)
+        if kind == "prefill" and any(r.prompt_logprobs is not None for r in requests):
+            # a prompt position's NaN/inf logits fail the request as the sampled row's would
+            prompt_ok = [r.prompt_logprobs is None or r.prompt_logprobs.finite for r in requests]
+            ok = ok & torch.tensor(prompt_ok, device=ok.device)
         if not bool(ok.all()):  # a NaN/inf row ends its request as failed; the others sample on
             keep = ok.cpu().tolist()
             for req, good in zip(requests, keep, strict=True):

@@ -13,13 +13,16 @@ import torch
 
 from hexamer.engine.request import TokenLogprobs
 from hexamer.model import LlamaModel
+from hexamer.model.finite import finite_rows
 
 #: float32 elements of one chunk of log-softmax rows (64 MiB)
 CHUNK_ELEMENTS = 1 << 24
 
 
 def logprobs_of(logits: torch.Tensor, targets: torch.Tensor, top_n: int) -> TokenLogprobs:
-    """Log-probability, rank and top-N of ``targets`` ``(T,)`` under ``logits`` ``(T, V)``."""
+    """Log-probability, rank and top-N of ``targets`` ``(T,)`` under ``logits`` ``(T, V)``; a NaN or
+    infinite logit makes the result not ``finite`` (the rule of a generation's logits)."""
+    finite = bool(finite_rows(logits).all())
     lp = torch.log_softmax(logits.to(torch.float32), dim=-1)
     tgt = targets.to(device=lp.device, dtype=torch.int64)
     chosen = lp.gather(1, tgt[:, None])[:, 0]
@@ -37,6 +40,7 @@ def logprobs_of(logits: torch.Tensor, targets: torch.Tensor, top_n: int) -> Toke
         rank=rank.cpu().numpy(),
         top_ids=top_ids.cpu().numpy(),
         top_logprobs=top_lp.cpu().numpy(),
+        finite=finite,
     )
 
 
@@ -47,6 +51,7 @@ def concat(parts: list[TokenLogprobs]) -> TokenLogprobs:
         rank=np.concatenate([p.rank for p in parts]),
         top_ids=np.concatenate([p.top_ids for p in parts]),
         top_logprobs=np.concatenate([p.top_logprobs for p in parts]),
+        finite=all(p.finite for p in parts),
     )
 
 
