@@ -57,6 +57,13 @@ class Engine:
         #: the draft model for speculative requests (:meth:`attach_draft`), or None
         self.draft: DraftRunner | None = None
 
+    def take_last_step(self) -> list[Request]:
+        """The requests the latest step advanced, handed over once: the engine keeps no reference
+        to them afterwards, so a finished request (its prompt log-probabilities: tens of megabytes
+        at top-4096) lives only as long as its answer, not until the next step of an idle server."""
+        advanced, self.last_step_requests = self.last_step_requests, []
+        return advanced
+
     def check(self, request: Request) -> None:
         if request.speculative is not None:
             if self.draft is None:
