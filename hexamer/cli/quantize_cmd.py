@@ -37,15 +37,21 @@ def quantize(
     ] = "int8",
     as_json: JsonFlag = False,
 ) -> None:
-    """Write an int8 copy of a model folder that hexamer loads directly (docs/quantization.md)."""
+    """Write an int8 copy of a model folder that hexamer loads directly (docs/quantization.md).
+
+    Exit status 2 for what the user can fix (not a model folder, a broken or already quantized
+    checkpoint, an output folder in the way), 1 when writing the folder fails (disk, a folder that
+    does not load back); every error is one ``error:`` line."""
     from hexamer.model.quant import QUANT_METHOD, quantize_folder
 
     if not (source / "config.json").is_file():
-        raise typer.BadParameter(f"{source} is not a model folder (no config.json)")
+        fail(f"{source} is not a model folder (no config.json)")
     try:
         folder = quantize_folder(source, out)
-    except (ValueError, FileExistsError, FileNotFoundError) as exc:
-        fail(exc, code=1)
+    except (ValueError, FileExistsError, FileNotFoundError) as exc:  # ModelFolderError is a ValueError
+        fail(exc)
+    except (OSError, RuntimeError) as exc:
+        fail(f"writing {out} failed: {exc}", code=1)
     before = sum(p.stat().st_size for p in source.glob("*.safetensors"))
     after = (folder / "model.safetensors").stat().st_size
     summary = {

@@ -57,6 +57,13 @@ class Engine:
         #: the draft model for speculative requests (:meth:`attach_draft`), or None
         self.draft: DraftRunner | None = None
 
+    def take_last_step(self) -> list[Request]:
+        """The requests the latest step advanced, handed over once: the engine keeps no reference
+        to them afterwards, so a finished request (its prompt log-probabilities: tens of megabytes
+        at top-4096) lives only as long as its answer, not until the next step of an idle server."""
+        advanced, self.last_step_requests = self.last_step_requests, []
+        return advanced
+
     def check(self, request: Request) -> None:
         if request.speculative is not None:
             if self.draft is None:
@@ -143,6 +150,10 @@ class Engine:
             logits = self.runner.decode(requests, tokens, full, only_rows=only_rows)
         finished = []
         ok = finite_rows(logits)
+        if kind == "prefill" and any(r.prompt_logprobs is not None for r in requests):
+            # a prompt position's NaN/inf logits fail the request as the sampled row's would
+            prompt_ok = [r.prompt_logprobs is None or r.prompt_logprobs.finite for r in requests]
+            ok = ok & torch.tensor(prompt_ok, device=ok.device)
         if not bool(ok.all()):  # a NaN/inf row ends its request as failed; the others sample on
             keep = ok.cpu().tolist()
             for req, good in zip(requests, keep, strict=True):

@@ -27,7 +27,9 @@ class TokenLogprobs:
 
     Row i: ``logprob[i]`` of the token at that position, its 1-based ``rank`` in the vocabulary
     (tokens with a log-probability at least as high), and the ``top_ids``/``top_logprobs`` of the
-    N most likely tokens (N columns, best first; N may be 0).
+    N most likely tokens (N columns, best first; N may be 0). ``finite``: every logit they came from
+    was finite (False: the model's output was NaN or infinite at some position, and the request
+    that asked for them fails, as a generation with such logits does).
     """
 
     token_ids: np.ndarray
@@ -35,6 +37,7 @@ class TokenLogprobs:
     rank: np.ndarray
     top_ids: np.ndarray
     top_logprobs: np.ndarray
+    finite: bool = True
 
     def __len__(self) -> int:
         return len(self.token_ids)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.engine.request import TokenLogprobs
-from hexamer.server.streaming import JsonPieces, RawJSON, dumps
+from hexamer.server.streaming import JsonPieces, RawJSON, dumps, json_number
 
 __all__ = [
     "LOGPROB_FLOOR",
@@ -27,8 +27,18 @@ LOGPROB_FLOOR = -9999.0  # what OpenAI and vLLM send instead of -inf
 
 
 def floor_logprob(x: float) -> float:
-    """``x``, or :data:`LOGPROB_FLOOR` for anything lower (JSON has no -inf)."""
+    """``x``, or :data:`LOGPROB_FLOOR` for anything lower (JSON has no -inf; a NaN stays NaN and is
+    written ``null``)."""
     return max(float(x), LOGPROB_FLOOR)
+
+
+def _floored_texts(values: np.ndarray) -> list[str]:
+    """``values`` floored (:func:`floor_logprob`, vectorised) as JSON numbers; ``null`` for a NaN
+    (checked once per row: the per-value test runs only for a row that has one)."""
+    floored = np.maximum(values, LOGPROB_FLOOR)
+    if bool(np.isfinite(floored).all()):
+        return list(map(repr, floored.tolist()))
+    return [json_number(v) for v in floored.tolist()]
 
 
 def _top_entry(
@@ -134,12 +144,12 @@ def prompt_logprobs_json(lp: TokenLogprobs | None, json_of: Callable[[int], str]
         for i in range(len(lp)):
             tid = int(lp.token_ids[i])
             items = [
-                f'"{tid}":{{"logprob":{floor_logprob(lp.logprob[i])!r},"rank":{int(lp.rank[i])},"decoded_token":{json_of(tid)}}}'
+                f'"{tid}":{{"logprob":{json_number(floor_logprob(lp.logprob[i]))},"rank":{int(lp.rank[i])},"decoded_token":{json_of(tid)}}}'
             ]
             tops = lp.top_ids[i].tolist()
-            top_lps = np.maximum(lp.top_logprobs[i], LOGPROB_FLOOR).tolist()  # floor_logprob, vectorised
+            top_lps = _floored_texts(lp.top_logprobs[i])
             items += [
-                f'"{t}":{{"logprob":{v!r},"rank":{rank},"decoded_token":{json_of(t)}}}'
+                f'"{t}":{{"logprob":{v},"rank":{rank},"decoded_token":{json_of(t)}}}'
                 for rank, (t, v) in enumerate(zip(tops, top_lps, strict=True), start=1)
                 if t != tid
             ]

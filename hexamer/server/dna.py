@@ -30,7 +30,7 @@ from hexamer.server.errors import ApiError
 from hexamer.server.response_size import check_response_values, score_terms
 from hexamer.server.schemas import DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
-from hexamer.server.streaming import JsonPieces, dumps, json_response, json_stream
+from hexamer.server.streaming import JsonPieces, dumps, json_number, json_response, json_stream
 from hexamer.vep.engine import score_window_pairs
 from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows
 from hexamer.vep.settings import VepSettings, VepSettingsError
@@ -64,12 +64,6 @@ def _tokens(state: ServerState, seqs: list[str], prefix: str) -> int:
     return sum(extra + 1 + -(-len(s.strip()) // k) for s in seqs)
 
 
-def _array(values: np.ndarray | None) -> list[float | None] | None:
-    if values is None:
-        return None
-    return [None if not np.isfinite(v) else float(v) for v in values.tolist()]
-
-
 #: per-position values written per piece of a streamed score answer
 _ARRAY_PIECE = 8192
 #: padded tokens per scoring forward: its (rows, tokens, 4,096) logits and their FNS marginals are
@@ -79,14 +73,15 @@ SCORE_TOKEN_BUDGET = 2048
 
 
 def _array_json(values: np.ndarray | None) -> JsonPieces | None:
-    """:func:`_array` written lazily, a slice at a time, while the answer is sent."""
+    """``values`` as a JSON array (``null`` where a value is NaN or infinite: an unscored base),
+    written lazily, a slice at a time, while the answer is sent."""
     if values is None:
         return None
 
     def write() -> Iterator[str]:
         yield "["
         for start in range(0, len(values), _ARRAY_PIECE):
-            text = dumps(_array(values[start : start + _ARRAY_PIECE]))[1:-1]
+            text = ",".join(map(json_number, values[start : start + _ARRAY_PIECE].tolist()))
             yield text if start == 0 else "," + text
         yield "]"
 

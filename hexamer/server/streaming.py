@@ -45,6 +45,12 @@ def _clean(obj: Any, raws: list[RawJSON | JsonPieces], tag: str) -> Any:
     return obj
 
 
+def json_number(x: float) -> str:
+    """A float as JSON text: ``repr`` (what ``json.dumps`` writes), ``null`` for NaN and ±inf,
+    which RFC 8259 has no literal for (Python's ``NaN``/``Infinity`` break strict clients)."""
+    return repr(x) if math.isfinite(x) else "null"
+
+
 def iter_json(obj: Any) -> Iterator[str]:
     """Compact JSON of ``obj`` in pieces: NaN/inf become null, :class:`RawJSON` values are spliced
     in as they are, :class:`JsonPieces` are written when their turn comes."""

@@ -225,7 +225,7 @@ class EngineWorker:
                     sub.error, sub.error_status = f"engine error: {exc}", 500
                     self._publish(sub, finished=True)
             return
-        advanced = self.engine.last_step_requests
+        advanced = self.engine.take_last_step()
         self.metrics.generated_tokens.inc(len(advanced))
         for req in advanced:
             sub = self._subs.get(req.request_id)

@@ -57,7 +57,8 @@ class VcfRecord:
     """One data line of the input; ``problem`` is set when it could not be parsed.
 
     ``line`` is the 1-based line number in the file (text VCF only). ``record`` is the pysam
-    record when the reader was asked to keep it (for writing the annotated VCF).
+    record when the reader was asked to keep it (for writing the annotated VCF), and ``text`` the
+    line as written beside it (text VCF only): htslib reads a malformed number as missing.
     """
 
     index: int
@@ -69,6 +70,7 @@ class VcfRecord:
     line: int | None = None
     problem: str | None = None
     record: Any = field(default=None, repr=False)
+    text: str | None = field(default=None, repr=False)
 
     def variants(self) -> list[Variant]:
         """One :class:`Variant` per ALT allele (one row with ALT ``.`` when there is none)."""

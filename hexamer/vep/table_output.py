@@ -8,6 +8,7 @@ columns. Presorted rows are streamed in batches of :data:`TABLE_BATCH_ROWS`.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -118,17 +119,22 @@ def join_info(
 ) -> Iterator[dict[str, Any]]:
     """Rows (sorted by record) with the ``info_*`` columns of their input record, read alongside.
 
-    A chosen field whose value is not UTF-8 text makes the row ``failed``, its reason naming the
-    line and the field, as a record with such bytes in its other fields is (docs/vep.md): its
-    cell cannot be filled, and an empty one would read as "the record has no such field"."""
+    A chosen field whose value is not UTF-8 text, or not a number where the header declares an
+    Integer or Float (htslib reads ``AF=high`` as missing and ``DP=12x`` as 12), makes the row
+    ``failed``, its reason naming the line and the field, as a record with such bytes in its
+    other fields is (docs/vep.md): its cell cannot be filled, and an empty one would read as "the
+    record has no such field"."""
     fields = list(fields)
+    numeric = [f for f in fields if f.type in ("Integer", "Float")]
     records = read_vcf(vcf_in, keep_records=True)
     current = None
+    malformed: str | None = None
     for row in rows:
         while current is None or current.index < row["record"]:
             current = next(records, None)
             if current is None:
                 break
+            malformed = malformed_number(current, numeric) if numeric else None
         found = current if current is not None and current.index == row["record"] else None
         out = dict(row)
         for field in fields:
@@ -138,17 +144,53 @@ def join_info(
             try:
                 out[field.column] = field.value(found.record, int(row["alt_index"]))
             except UnicodeDecodeError as exc:
-                out.update(
-                    status="failed", score=None, n_scored_bp=None, n_oov_bp=None,
-                    reason=_undecodable_info(found, field, exc),
-                )  # fmt: skip
+                _fail(out, _undecodable_info(found, field, exc))
+        if found is not None and malformed is not None and out.get("status") != "failed":
+            _fail(out, malformed)
         yield out
+
+
+def _fail(row: dict[str, Any], reason: str) -> None:
+    row.update(status="failed", score=None, n_scored_bp=None, n_oov_bp=None, reason=reason)
+
+
+def _where(record: VcfRecord) -> str:
+    return f"line {record.line}" if record.line is not None else f"record {record.chrom}:{record.pos}"
 
 
 def _undecodable_info(record: VcfRecord, field: InfoField, error: UnicodeDecodeError) -> str:
     byte = f"0x{error.object[error.start]:02x}" if error.start < len(error.object) else "?"
-    where = f"line {record.line}" if record.line is not None else f"record {record.chrom}:{record.pos}"
-    return f"malformed VCF {where}: INFO field {field.id} holds byte {byte}, not UTF-8 text"
+    return f"malformed VCF {_where(record)}: INFO field {field.id} holds byte {byte}, not UTF-8 text"
+
+
+_NUMBER = {
+    "Integer": re.compile(r"[+-]?[0-9]+"),
+    "Float": re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.I),
+}
+
+
+def malformed_number(record: VcfRecord, fields: Iterable[InfoField]) -> str | None:
+    """Why ``record``'s line holds a value of an Integer or Float field of ``fields`` that is not a
+    number (``.`` is missing, not malformed), or None. Read from the line as written
+    (``record.text``): htslib reads ``AF=high`` as missing and ``DP=12x`` as 12, so pysam's value
+    cannot tell. A record without its text (BCF, whose values are typed) is never malformed."""
+    if record.text is None:
+        return None
+    info = record.text.rstrip("\r\n").split("\t")[7:8]
+    if not info or info[0] == ".":
+        return None
+    raw = dict(item.partition("=")[::2] for item in info[0].split(";"))
+    for field in fields:
+        values = raw.get(field.id)
+        if not values:
+            continue
+        for value in values.split(","):
+            if value != "." and not _NUMBER[field.type].fullmatch(value):
+                return (
+                    f"malformed VCF {_where(record)}: INFO field {field.id} value {value!r} is not "
+                    f"{'an' if field.type == 'Integer' else 'a'} {field.type}"
+                )
+    return None
 
 
 def write_rows(

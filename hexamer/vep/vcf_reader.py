@@ -202,6 +202,7 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
                 alts=alts,
                 line=line[0] if line is not None else None,
                 record=rec if keep else None,
+                text=line[1] if keep and line is not None else None,
             )
             index += 1
     finally:

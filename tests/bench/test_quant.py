@@ -80,7 +80,7 @@ def test_quantize_command_writes_a_loadable_folder(tiny_folder: Path, tmp_path: 
     assert folder_quantization(out)["quant_method"] == QUANT_METHOD  # type: ignore[index]
     assert summary["out_bytes"] < summary["source_bytes"]
     result = run(["quantize", str(out), str(tmp_path / "again")])
-    assert result.exit_code == 1 and not (tmp_path / "again").exists()
+    assert result.exit_code == 2 and not (tmp_path / "again").exists()  # a usage error
     result = run(["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int4"])
     assert result.exit_code != 0 and not (tmp_path / "x").exists()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -64,3 +65,26 @@ def test_text_options_refused_in_dna_modes() -> None:
         SamplingParams(max_bp=5, logprobs=2)
     with pytest.raises(ValueError, match="takes max_new_tokens"):
         SamplingParams(mode="text", max_bp=5)
+
+
+def test_prompt_logprobs_are_compact_and_not_kept_by_the_engine(tiny_folder: Path) -> None:
+    """Token ids and ranks are int32 beside float32 values (a vocabulary is far below 2**31), and
+    once the last step is handed over the engine holds no finished request: an idle server does
+    not keep the last answer's arrays."""
+    import gc
+    import weakref
+
+    carbon = Carbon.from_pretrained(tiny_folder)
+    ids = carbon.tokenizer.encode("<dna>" + "ACGTAC" * 8)
+    req = Request(list(ids), SamplingParams(mode="text", max_new_tokens=1, temperature=0, prompt_logprobs=7))
+    carbon.engine.run([req])
+    lp = req.prompt_logprobs
+    assert lp is not None and lp.finite and len(lp) == len(ids) - 1
+    assert (lp.token_ids.dtype, lp.rank.dtype, lp.top_ids.dtype) == (np.int32,) * 3
+    assert lp.top_logprobs.dtype == np.float32 and lp.top_ids.shape == (len(ids) - 1, 7)
+    assert lp.token_ids.tolist() == ids[1:]
+    assert carbon.engine.take_last_step() == [req] and carbon.engine.take_last_step() == []
+    gone = weakref.ref(req)
+    del req, lp
+    gc.collect()
+    assert gone() is None

@@ -17,6 +17,7 @@ UNREADABLE_VCF = DATA / "unreadable_fields.vcf"
 SAUREUS_FASTA = DATA / "saureus_nctc8325_slice.fa.gz"
 SAUREUS_VCF = DATA / "saureus_rn4220.vcf"
 REF_EQUALS_ALT_VCF = DATA / "ref_equals_alt.vcf"
+MALFORMED_NUMBERS_VCF = DATA / "malformed_numbers.vcf"
 
 
 @pytest.fixture(scope="session")
