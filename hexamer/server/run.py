@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from hexamer.server.state import ServerState
+from hexamer.server.streaming import pin_mmap_threshold
 
 log = logging.getLogger("hexamer.server")
 
@@ -153,4 +154,5 @@ def run_server(app: FastAPI, *, host: str, port: int, log_level: str = "info") -
     # collector's full passes, which would otherwise walk it all (0.1-0.5 s, every thread stalled)
     gc.collect()
     gc.freeze()
+    pin_mmap_threshold()  # large buffers go back to the system when freed (RSS near rest)
     HexamerServer(config, app.state.hexamer).run()

@@ -122,3 +122,14 @@ def test_health_answers_while_a_large_answer_is_written(
     assert out["response"].status_code == 200, out["response"].text[:300]
     out["response"].json()
     assert threads and "uvicorn" not in threads[0] and threads[0] != "MainThread"
+
+
+def test_pin_mmap_threshold_takes_on_glibc_and_refuses_nonsense() -> None:
+    """The server maps large buffers alone so they leave RSS when freed (docs/server.md)."""
+    import platform
+
+    from hexamer.server.streaming import MMAP_THRESHOLD_BYTES, pin_mmap_threshold
+
+    assert pin_mmap_threshold(0) is False
+    if platform.libc_ver()[0] == "glibc":
+        assert pin_mmap_threshold(MMAP_THRESHOLD_BYTES) is True
