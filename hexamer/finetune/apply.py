@@ -24,8 +24,7 @@ import numpy as np
 import torch
 
 from hexamer.finetune.data import normalize_dna
-from hexamer.finetune.folders import HEAD_ARCHITECTURE, is_head_folder, load_classifier
-from hexamer.finetune.folders import _settings_from as settings_from_config
+from hexamer.finetune.folders import HEAD_ARCHITECTURE, is_head_folder, load_classifier, settings_from_config
 from hexamer.finetune.head import HeadSettings, SequenceClassifier
 from hexamer.finetune.inputs import Region, read_bed
 from hexamer.finetune.predict import predict

@@ -35,6 +35,7 @@ __all__ = [
     "load_classifier",
     "new_classifier",
     "save_classifier",
+    "settings_from_config",
 ]
 
 HEAD_ARCHITECTURE = "LlamaForSequenceClassification"
@@ -152,7 +153,7 @@ def save_classifier(
     return atomic_folder(Path(folder), fill)
 
 
-def _settings_from(raw: dict[str, Any], config_path: Path) -> HeadSettings:
+def settings_from_config(raw: dict[str, Any], config_path: Path) -> HeadSettings:
     """The folder's ``hexamer_finetune`` entry, or what ``transformers``' own fields imply."""
     if "hexamer_finetune" in raw:
         try:
@@ -209,7 +210,7 @@ def load_classifier(
             f"{raw.get('architectures')!r}, not {HEAD_ARCHITECTURE!r}); a language model folder is "
             "fine-tuned with hexamer.finetune.fit or loaded with hexamer.model.load_model"
         )
-    settings = _settings_from(raw, config_path)
+    settings = settings_from_config(raw, config_path)
     config = ModelConfig.from_dict(
         {**raw, "architectures": ["LlamaForCausalLM"], "tie_word_embeddings": True}
     )
