@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hexamer.finetune.data import ReadOptions
+from hexamer.finetune.options import FitOptions
 from hexamer.finetune.report import require_packages, write_json
 from hexamer.finetune.run import InputSpec, RunResult, SplitSpec, TrainJob, read_all, train_on_split
 from hexamer.finetune.splits import fold_summary, kfold_splits
@@ -46,7 +47,7 @@ def run_kfold(
     train: InputSpec,
     output_dir: str | os.PathLike[str],
     read: ReadOptions,
-    fit_options: Any = None,
+    fit_options: FitOptions | None = None,
     *,
     test: InputSpec | None = None,
     folds: int = 10,
@@ -56,8 +57,6 @@ def run_kfold(
 ) -> RunResult:
     """Cross-validate (see the module text); returns the summary run (``model_folder``: the first
     fold's best model; every fold's model is in its own folder)."""
-    from hexamer.finetune.options import FitOptions
-
     require_packages(baseline=baseline)
     started = time.perf_counter()
     no_split = SplitSpec(valid_fraction=0.0, test_fraction=0.0, seed=seed)

@@ -24,6 +24,7 @@ from hexamer.finetune.baseline import run_baseline
 from hexamer.finetune.data import ReadOptions, ReadResult, check_lengths, load_bed, load_fasta, load_table
 from hexamer.finetune.inputs import DataError
 from hexamer.finetune.metrics import evaluate, metric_for
+from hexamer.finetune.options import FitOptions
 from hexamer.finetune.report import (
     plot_classification_curves,
     plot_history,
@@ -229,7 +230,7 @@ def read_all(
 
 
 def _fit_model(
-    model: str, task: TaskSpec, sets: dict[str, LabelledSet], transform: LabelTransform, fit_options: Any,
+    model: str, task: TaskSpec, sets: dict[str, LabelledSet], transform: LabelTransform, fit_options: FitOptions,
     out: Path, resume: bool, on_progress: Callable[[Any], None] | None,
 ) -> Any:  # fmt: skip
     from hexamer.finetune.fit import fit
@@ -281,7 +282,7 @@ def run_finetune(
     train: InputSpec,
     output_dir: str | os.PathLike[str],
     read: ReadOptions,
-    fit_options: Any = None,
+    fit_options: FitOptions | None = None,
     *,
     valid: InputSpec | None = None,
     test: InputSpec | None = None,
@@ -294,8 +295,6 @@ def run_finetune(
     """Fine-tune ``model`` on ``train`` (see the module text); ``fit_options`` a
     :class:`~hexamer.finetune.options.FitOptions` (default: its defaults); ``duplicate`` =
     ``(quantile, copies)`` repeats high-activity training rows (regression)."""
-    from hexamer.finetune.options import FitOptions
-
     require_packages(baseline=baseline)
     started = time.perf_counter()
     task, data, _, sp, notes = read_all(model, train, valid, test, read, split)
