@@ -81,12 +81,14 @@ class Engine:
         """:class:`ContextExceeded` when a prompt of ``prompt_tokens`` plus ``new_tokens`` new tokens
         does not fit one row (``max_len``: ``max_model_len``, at most the model's context)."""
         if prompt_tokens + new_tokens > self.max_len:
-            limit = (
-                "model's context"
-                if self.max_len == self.model.config.max_position_embeddings
-                else "max_model_len"
-            )
-            raise ContextExceeded(prompt_tokens, new_tokens, self.max_len, limit)
+            raise ContextExceeded(prompt_tokens, new_tokens, self.max_len, self.limit_name)
+
+    @property
+    def limit_name(self) -> str:
+        """What ``max_len`` is, for messages: the model's context, or the ``max_model_len`` below it."""
+        if self.max_len == self.model.config.max_position_embeddings:
+            return "model's context"
+        return "max_model_len"
 
     def check(self, request: Request) -> None:
         """The one validation of a request this engine is asked to run: it fits a row
@@ -111,7 +113,7 @@ class Engine:
         x 4 booleans) is allocated; a DNA request with a ``repetition_penalty`` knows its prompt's
         k-mers. Speculative settings are the caller's to add (then :meth:`check` again)."""
         k = self.layout.k
-        self.check_length(len(prompt_ids), params.new_tokens(len(forced), k))
+        params.check_fits(len(prompt_ids), len(forced), k, self.max_len, self.limit_name)
         if params.mode == "text":
             req = Request(list(prompt_ids), params, eos_token_ids=eos_token_ids)
         else:
