@@ -20,6 +20,7 @@ from typing import Literal
 
 import torch
 
+from hexamer.engine.admission import SpeculationRefused
 from hexamer.engine.kv_manager import kv_bytes_per_token
 from hexamer.engine.request import Request
 from hexamer.engine.sampler import allowed_masks, kmer_filter
@@ -199,18 +200,20 @@ class DraftRunner:
 
     # ------------------------------------------------------------------ admission
     def check(self, request: Request) -> None:
-        """Raise ``ValueError`` if ``request`` cannot be decoded speculatively."""
+        """Raise :class:`SpeculationRefused` if ``request`` cannot be decoded speculatively."""
         p = request.params
         if p.mode == "text":
-            raise ValueError("speculative decoding continues DNA (mode 'bp' or 'token'), not mode='text'")
+            raise SpeculationRefused(
+                "speculative decoding continues DNA (mode 'bp' or 'token'), not mode='text'"
+            )
         if p.stop_at_end_tag:
-            raise ValueError("speculative decoding does not support stop_at_end_tag")
+            raise SpeculationRefused("speculative decoding does not support stop_at_end_tag")
         if p.repetition_penalty != 1 or p.return_logprobs:
-            raise ValueError("speculative decoding takes no repetition_penalty or logprobs")
+            raise SpeculationRefused("speculative decoding takes no repetition_penalty or logprobs")
         for name, model in (("target", self.target), ("draft", self.model)):
             limit = model.config.max_position_embeddings
             if request.total_len > limit:
-                raise ValueError(
+                raise SpeculationRefused(
                     f"prompt of {len(request.prompt_ids)} tokens + {request.n_tokens} new tokens exceeds the "
                     f"{name} model's context of {limit} tokens"
                 )

@@ -6,6 +6,12 @@
 Requests are admitted into free cache rows as they free up (continuous batching); each decode step
 advances every running request by one 6-mer (or, for ``mode="text"`` requests, one token of the
 whole vocabulary; both kinds share steps).
+
+A server drives it step by step through its serving door, and nothing else: :meth:`Engine.reserve`
+once, then :meth:`~Engine.make_request` / :meth:`~Engine.check` (the one place a request is
+validated), :meth:`~Engine.add` (the only way in), :meth:`~Engine.cancel`, :attr:`~Engine.has_work`,
+the counts (:attr:`~Engine.n_waiting`, :attr:`~Engine.n_running`, :attr:`~Engine.n_free_rows`) and
+:meth:`~Engine.step`, which returns what it did (:class:`StepOutput`).
 """
 
 from __future__ import annotations
@@ -16,10 +22,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hexamer.engine.admission import ContextExceeded, SpeculationRefused
 from hexamer.engine.config import EngineConfig
 from hexamer.engine.draft import DraftRunner
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import logprobs_of
+from hexamer.engine.params import SamplingParams
 from hexamer.engine.request import Request, RequestState
 from hexamer.engine.runner import ModelRunner
 from hexamer.engine.sampler import END, sample_next, sample_text
@@ -40,6 +48,19 @@ class EngineStats:
     step_seconds: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class StepOutput:
+    """What one :meth:`Engine.step` did: ``kind`` (``"prefill"``, ``"decode"`` or ``"idle"``), the
+    requests it advanced (each gained a token, or finished) and those that finished in it. The engine
+    keeps no reference to them afterwards, so a finished request (its prompt log-probabilities: tens
+    of megabytes at top-4096) lives only as long as its answer, not until the next step of an idle
+    server."""
+
+    kind: str
+    advanced: tuple[Request, ...] = ()
+    finished: tuple[Request, ...] = ()
+
+
 class Engine:
     def __init__(self, model: LlamaModel, layout: DnaLayout, config: EngineConfig | None = None) -> None:
         self.model = model
@@ -52,41 +73,117 @@ class Engine:
         context = model.config.max_position_embeddings
         #: longest sequence (prompt + new tokens) taken: ``config.max_model_len``, at most the context
         self.max_len = min(config.max_model_len or context, context)
-        #: the requests the latest step advanced (what a streaming server reports after a step)
-        self.last_step_requests: list[Request] = []
         #: the draft model for speculative requests (:meth:`attach_draft`), or None
         self.draft: DraftRunner | None = None
 
-    def take_last_step(self) -> list[Request]:
-        """The requests the latest step advanced, handed over once: the engine keeps no reference
-        to them afterwards, so a finished request (its prompt log-probabilities: tens of megabytes
-        at top-4096) lives only as long as its answer, not until the next step of an idle server."""
-        advanced, self.last_step_requests = self.last_step_requests, []
-        return advanced
+    # ------------------------------------------------------------------ the serving door
+    def check_length(self, prompt_tokens: int, new_tokens: int) -> None:
+        """:class:`ContextExceeded` when a prompt of ``prompt_tokens`` plus ``new_tokens`` new tokens
+        does not fit one row (``max_len``: ``max_model_len``, at most the model's context)."""
+        if prompt_tokens + new_tokens > self.max_len:
+            raise ContextExceeded(prompt_tokens, new_tokens, self.max_len, self.limit_name)
+
+    @property
+    def limit_name(self) -> str:
+        """What ``max_len`` is, for messages: the model's context, or the ``max_model_len`` below it."""
+        if self.max_len == self.model.config.max_position_embeddings:
+            return "model's context"
+        return "max_model_len"
 
     def check(self, request: Request) -> None:
+        """The one validation of a request this engine is asked to run: it fits a row
+        (:class:`ContextExceeded`), and a speculative one can run on the draft model
+        (:class:`SpeculationRefused`; it may still run without it). Reads only settings fixed at
+        start-up, so a server may call it from any thread."""
+        self.check_length(len(request.prompt_ids), request.n_tokens)
         if request.speculative is not None:
             if self.draft is None:
-                raise ValueError("a speculative request needs a draft model (Engine.attach_draft)")
+                raise SpeculationRefused("a speculative request needs a draft model (Engine.attach_draft)")
             self.draft.check(request)
-        if request.total_len > self.max_len:
-            limit = (
-                "model's context"
-                if self.max_len == self.model.config.max_position_embeddings
-                else "max_model_len"
-            )
-            raise ValueError(
-                f"prompt of {len(request.prompt_ids)} tokens + {request.n_tokens} new tokens = {request.total_len} "
-                f"exceeds the {limit} of {self.max_len} tokens"
-            )
+
+    def make_request(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        *,
+        forced: str = "",
+        eos_token_ids: tuple[int, ...] = (),
+    ) -> Request:
+        """A checked request: its length is refused before its per-base constraint table (``max_bp``
+        x 4 booleans) is allocated; a DNA request with a ``repetition_penalty`` knows its prompt's
+        k-mers. Speculative settings are the caller's to add (then :meth:`check` again)."""
+        k = self.layout.k
+        params.check_fits(len(prompt_ids), len(forced), k, self.max_len, self.limit_name)
+        if params.mode == "text":
+            req = Request(list(prompt_ids), params, eos_token_ids=eos_token_ids)
+        else:
+            req = Request(list(prompt_ids), params, forced=forced, k=k)
+        if params.repetition_penalty != 1:
+            start, stop = self.layout.kmer_start, self.layout.kmer_stop
+            req.prompt_kmers = tuple(i - start for i in prompt_ids if start <= i < stop)
+        self.check(req)
+        return req
 
     def add(self, request: Request) -> None:
+        """The only way in: the request is checked (:meth:`check`), then waits for a free row."""
         self.check(request)
         self.scheduler.add(request)
 
     def cancel(self, request: Request) -> None:
         """Drop a request (waiting or running); its cache row is free for the next one at once."""
         self.scheduler.cancel(request)
+
+    def cancel_running(self) -> list[Request]:
+        """Cancel every running request (after a failed step) and return them; waiting ones stay."""
+        failed = list(self.scheduler.running)
+        for req in failed:
+            self.scheduler.cancel(req)
+        return failed
+
+    @property
+    def has_work(self) -> bool:
+        """Requests are waiting or running."""
+        return self.scheduler.has_work
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    @property
+    def n_running(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the KV cache (0 before one is allocated): at most this many requests run at once."""
+        cache = self.cache.cache
+        return cache.batch_size if cache is not None else 0
+
+    @property
+    def n_free_rows(self) -> int:
+        return len(self.cache.free_rows)
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes the KV cache holds."""
+        return self.cache.used_bytes
+
+    @property
+    def has_draft(self) -> bool:
+        return self.draft is not None
+
+    @property
+    def draft_model(self) -> LlamaModel | None:
+        return self.draft.model if self.draft is not None else None
+
+    def reserve(self) -> int:
+        """Allocate, once, the KV cache a server keeps: ``max_batch_size`` rows of ``max_len`` tokens
+        (fewer rows when the KV budget holds fewer), and the draft model's like it when one is
+        attached, so a request never meets an allocation; returns the rows."""
+        cache = self.cache.ensure(self.max_len, self.config.max_batch_size)
+        if self.draft is not None:
+            self.draft.ensure_like(cache)
+        return cache.batch_size
 
     def _pick(self, logits: torch.Tensor, requests: list[Request], full: bool) -> list[int]:
         """Next pick per request: a k-mer index (or END) for DNA modes, a token id for text mode."""
@@ -113,12 +210,11 @@ class Engine:
             picks[i] = v
         return picks
 
-    def step(self) -> list[Request]:
-        """Run one prefill or decode step; returns the requests that finished in it."""
+    def step(self) -> StepOutput:
+        """Run one prefill or decode step; returns the requests it advanced and those that finished."""
         step = self.scheduler.next_step()
         if step is None:
-            self.last_step_requests = []
-            return []
+            return StepOutput("idle")
         start = time.perf_counter()
         spec, plain = self._split_speculative(step.kind, step.requests)
         finished = self._advance(step.kind, plain, only_rows=bool(spec)) if plain else []
@@ -137,8 +233,7 @@ class Engine:
             self.stats.decode_tokens += emitted
             self.stats.decode_seconds += elapsed
         self.stats.step_seconds.append(elapsed)
-        self.last_step_requests = step.requests
-        return finished
+        return StepOutput(step.kind, tuple(step.requests), tuple(finished))
 
     def _advance(self, kind: str, requests: list[Request], only_rows: bool = False) -> list[Request]:
         """One token for each (non-speculative) request: prefill or decode, then sample."""
@@ -239,4 +334,4 @@ class Engine:
             while self.scheduler.has_work:
                 done = self.step()
                 if on_step is not None:
-                    on_step(done)
+                    on_step(list(done.finished))

@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from hexamer.engine.admission import ContextExceeded
 from hexamer.validate import check_seed
 
 # IUPAC nucleotide codes -> allowed bases
@@ -210,18 +211,29 @@ class SamplingParams:
         """The mask as ``(n, 4)`` bool in A,T,C,G column order (vocabulary order)."""
         return getattr(self, "_mask_atcg", None)
 
+    def new_tokens(self, n_forced: int = 0, k: int = 6) -> int:
+        """Tokens a request with these options generates: ``ceil((n_forced + max_bp) / k)``, or
+        ``max_new_tokens`` (``n_forced``: bases of a prompt's partial last k-mer, forced first)."""
+        if self.max_bp is not None:
+            return -(-(n_forced + self.max_bp) // k)
+        return int(self.max_new_tokens or 0)
+
     def check_fits(
         self, prompt_tokens: int, n_forced: int, k: int, context: int, limit: str = "model's context"
     ) -> None:
         """The request must fit the model's context, checked before its per-base constraint table
         (``max_bp`` x 4 booleans) is allocated: ``ceil((n_forced + max_bp) / k)`` new tokens, or
-        ``max_new_tokens``, plus the prompt."""
+        ``max_new_tokens``, plus the prompt; :class:`ContextExceeded` (a ``ValueError``) when not."""
         max_bp = self.max_bp
-        n_tokens = -(-(n_forced + max_bp) // k) if max_bp is not None else int(self.max_new_tokens or 0)
+        n_tokens = self.new_tokens(n_forced, k)
         if prompt_tokens + n_tokens > context:
             new = f"{n_tokens} new tokens" + (f" ({max_bp} bp)" if max_bp is not None else "")
             room = max(0, context - prompt_tokens)
-            raise ValueError(
+            raise ContextExceeded(
+                prompt_tokens,
+                n_tokens,
+                context,
+                limit,
                 f"prompt of {prompt_tokens} tokens + {new} = {prompt_tokens + n_tokens} exceeds the {limit} "
-                f"of {context} tokens (at most {max(0, room * k - n_forced)} new bp after this prompt)"
+                f"of {context} tokens (at most {max(0, room * k - n_forced)} new bp after this prompt)",
             )

@@ -104,10 +104,7 @@ class Request:
         if any(b not in BASES for b in self.forced) or len(self.forced) >= self.k:
             raise ValueError(f"forced prefix must be fewer than {self.k} of A/C/G/T, got {self.forced!r}")
         p = self.params
-        if p.max_bp is not None:
-            self.n_tokens = -(-(len(self.forced) + p.max_bp) // self.k)
-        else:
-            self.n_tokens = int(p.max_new_tokens or 0)
+        self.n_tokens = p.new_tokens(len(self.forced), self.k)
         total = self.n_tokens * self.k
         constraint = np.ones((total, 4), dtype=bool)
         for i, base in enumerate(self.forced):

@@ -36,7 +36,7 @@ from hexamer.server.detok import TokenStrings
 from hexamer.server.dna import dna_score, dna_vep, embeddings
 from hexamer.server.dna_generate import dna_generate
 from hexamer.server.dna_predict import dna_predict
-from hexamer.server.errors import ApiError, error_response, parse_body, read_body
+from hexamer.server.errors import ApiError, error_response, parse_request
 from hexamer.server.health import self_check
 from hexamer.server.metrics import ServerMetrics
 from hexamer.server.schemas import (
@@ -139,8 +139,7 @@ def attach_draft(engine: Engine, carbon: Carbon, draft: str | os.PathLike[str] |
         draft = Carbon.from_pretrained(draft, dtype=carbon.model.dtype, device=carbon.model.device)
     check_compatible(carbon, draft)
     engine.attach_draft(draft.model)
-    assert engine.draft is not None and engine.cache.cache is not None
-    engine.draft.ensure_like(engine.cache.cache)
+    engine.reserve()  # the draft's cache, like the target's
 
 
 def load_head(head: str | os.PathLike[str] | Predictor, carbon: Carbon) -> tuple[Predictor, str]:
@@ -189,7 +188,7 @@ def build_state(
             )
         )
     metrics.kv_rows.set(worker.rows)
-    metrics.kv_bytes.set(engine.cache.used_bytes)
+    metrics.kv_bytes.set(engine.kv_bytes)
     problem = self_check(engine, carbon.tokenizer)
     if problem is not None:
         log.error(json.dumps({"event": "model_self_check_failed", "reason": problem}))
@@ -367,11 +366,13 @@ def create_app(
 
     def post(path: str, schema: type[BaseModel], handler: Handler) -> None:
         async def endpoint(request: HttpRequest) -> Response:
-            raw = await read_body(request, settings.max_body_bytes)
-            if len(raw) > OFFLOAD_BODY_BYTES:
-                body = await state.offload(lambda: parse_body(schema, raw))
-            else:
-                body = parse_body(schema, raw)
+            body = await parse_request(
+                request,
+                schema,
+                settings.max_body_bytes,
+                offload=state.offload,
+                offload_above=OFFLOAD_BODY_BYTES,
+            )
             return await handler(state, request, body)
 
         app.add_api_route(path, endpoint, methods=["POST"], include_in_schema=False)

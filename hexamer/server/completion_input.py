@@ -1,12 +1,15 @@
 """A ``/v1/completions`` request checked before anything is queued: parameters this server does not
-support are refused by name, limits are enforced, and the prompts (text or token ids) are tokenised."""
+support are refused by name, the server's limits are enforced, the prompts (text or token ids) are
+tokenised, and the engine requests are built. :func:`prepare_completion` is the one entry: every
+check runs there, in one pass, and whether the engine can run a prompt (its length) is the
+engine's own check (``Engine.check_length``, ``Engine.make_request``), worded as vLLM words it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hexamer.engine import ContextExceeded, Request, SamplingParams
 from hexamer.engine.request import TokenLogprobs
-from hexamer.server.detok import prompt_in_region
 from hexamer.server.errors import ApiError
 from hexamer.server.response_size import check_response_values, completion_terms
 from hexamer.server.schemas import CompletionRequest
@@ -16,8 +19,10 @@ __all__ = [
     "MAX_STOP_STRINGS",
     "OFFLOAD_PROMPT_SIZE",
     "CompletionPrompt",
+    "PreparedCompletion",
     "check_limits",
     "check_token_ids",
+    "prepare_completion",
     "prompt_size",
     "refuse_unsupported",
     "stop_strings",
@@ -27,12 +32,77 @@ __all__ = [
 
 @dataclass
 class CompletionPrompt:
-    """One prompt: its token ids, its text when given as text, whether it ends inside ``<dna>``."""
+    """One prompt: its token ids and its text when given as text."""
 
     ids: list[int]
     text: str | None
-    in_region: bool
     logprobs: TokenLogprobs | None = None  # filled from the choice that computed them
+
+
+@dataclass
+class PreparedCompletion:
+    """A checked completion request: its prompts, one engine request per choice (choice
+    ``i * n + j`` is sample j of prompt i), ``max_tokens`` per choice, the stop strings and the
+    prompt log-probabilities asked for (``prompt_logprobs``, else ``logprobs`` with ``echo``)."""
+
+    prompts: list[CompletionPrompt]
+    requests: list[Request]
+    max_tokens: int
+    stops: list[str]
+    prompt_logprobs: int | None
+
+
+async def prepare_completion(state: ServerState, body: CompletionRequest) -> PreparedCompletion:
+    """Check and tokenise ``body`` and build its engine requests; on the preparation threads when
+    its prompts are long (tokenising is CPU work: never on the event loop)."""
+    if prompt_size(body) > OFFLOAD_PROMPT_SIZE:
+        return await state.offload(lambda: prepare_completion_now(state, body))
+    return prepare_completion_now(state, body)
+
+
+def prepare_completion_now(state: ServerState, body: CompletionRequest) -> PreparedCompletion:
+    """:func:`prepare_completion` on this thread: unsupported parameters and the stop strings
+    first (cheap), then the prompts, the limits, and the engine requests."""
+    refuse_unsupported(body)
+    stops = stop_strings(body)
+    prompts = tokenize_prompts(state, body)
+    max_tokens = check_limits(state, body, prompts)
+    prompt_lp = (
+        body.prompt_logprobs if body.prompt_logprobs is not None else (body.logprobs if body.echo else None)
+    )
+    requests = completion_requests(state, body, prompts, max_tokens, prompt_lp)
+    return PreparedCompletion(prompts, requests, max_tokens, stops, prompt_lp)
+
+
+def completion_requests(
+    state: ServerState,
+    body: CompletionRequest,
+    prompts: list[CompletionPrompt],
+    max_tokens: int,
+    prompt_lp: int | None,
+) -> list[Request]:
+    """One engine request per choice (seed ``seed + j`` for sample j, vLLM's rule for ``n > 1``);
+    only the first sample of a prompt computes its prompt log-probabilities."""
+    out = []
+    for p in prompts:
+        for j in range(body.n):
+            params = SamplingParams(
+                mode="text",
+                temperature=1.0 if body.temperature is None else body.temperature,
+                top_p=1.0 if body.top_p is None else body.top_p,
+                top_k=max(body.top_k or 0, 0),
+                min_p=body.min_p or 0.0,
+                max_new_tokens=max(max_tokens, 1),
+                seed=None if body.seed is None else body.seed + j,
+                ignore_eos=body.ignore_eos,
+                stop_token_ids=tuple(body.stop_token_ids or ()),
+                min_tokens=body.min_tokens,
+                logprobs=body.logprobs,
+                prompt_logprobs=prompt_lp if j == 0 else None,
+                allowed_token_ids=tuple(body.allowed_token_ids) if body.allowed_token_ids else None,
+            )
+            out.append(state.engine.make_request(p.ids, params, eos_token_ids=state.eos_ids))
+    return out
 
 
 def refuse_unsupported(body: CompletionRequest) -> None:
@@ -122,7 +192,7 @@ def tokenize_prompts(state: ServerState, body: CompletionRequest) -> list[Comple
         if body.truncate_prompt_tokens is not None:
             ids = ids[-body.truncate_prompt_tokens :]
             text = None
-        out.append(CompletionPrompt(ids, text, prompt_in_region(tok, ids)))
+        out.append(CompletionPrompt(ids, text))
     return out
 
 
@@ -157,14 +227,16 @@ def check_limits(state: ServerState, body: CompletionRequest, prompts: list[Comp
     else:
         max_tokens = body.max_tokens
     need = max(max_tokens, 1)
-    if longest + need > state.max_len:
+    try:
+        state.engine.check_length(longest, need)
+    except ContextExceeded as exc:
         raise ApiError(
             400,
-            f"This model's maximum context length is {state.max_len} tokens. However, you requested "
+            f"This model's maximum context length is {exc.limit} tokens. However, you requested "
             f"{longest + need} tokens ({longest} in the prompt, {need} in the completion). "
             "Please reduce the prompt or max_tokens.",
             "prompt",
-        )
+        ) from None
     check_response_values(
         completion_terms(
             [len(p.ids) for p in prompts],

@@ -7,8 +7,9 @@ distribution. ``prompt_logprobs`` (a vLLM extra) lists, per prompt token, ``None
 and then ``{token_id: {"logprob", "rank", "decoded_token"}}`` with the actual token first and the
 top-N after it; those are computed from the single prefill forward.
 
-The request is checked and tokenised by :mod:`~hexamer.server.completion_input`; log-probabilities
-are shaped by :mod:`~hexamer.server.completion_logprobs`.
+The request is checked and tokenised, and its engine requests built, in one pass by
+:func:`~hexamer.server.completion_input.prepare_completion`; log-probabilities are shaped by
+:mod:`~hexamer.server.completion_logprobs`.
 """
 
 from __future__ import annotations
@@ -23,17 +24,9 @@ from typing import Any
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
-from hexamer.engine import Request, RequestState, SamplingParams
+from hexamer.engine import Request, RequestState
 from hexamer.engine.request import TokenLogprobs
-from hexamer.server.completion_input import (
-    OFFLOAD_PROMPT_SIZE,
-    CompletionPrompt,
-    check_limits,
-    prompt_size,
-    refuse_unsupported,
-    stop_strings,
-    tokenize_prompts,
-)
+from hexamer.server.completion_input import CompletionPrompt, PreparedCompletion, prepare_completion
 from hexamer.server.completion_logprobs import (
     LOGPROB_FLOOR,
     legacy_logprobs,
@@ -80,55 +73,33 @@ class CompletionRun:
     """One completion request from submission to the response (plain or streamed)."""
 
     def __init__(
-        self, state: ServerState, http: HttpRequest, body: CompletionRequest, prompts: list[CompletionPrompt]
+        self, state: ServerState, http: HttpRequest, body: CompletionRequest, prepared: PreparedCompletion
     ) -> None:
         self.state = state
         self.http = http
         self.body = body
-        self.prompts = prompts
-        self.max_tokens = check_limits(state, body, self.prompts)
+        self.prompts = prepared.prompts
+        self.max_tokens = prepared.max_tokens
         self.echo_only = bool(body.echo) and body.max_tokens == 0
-        self.stops = stop_strings(body)
+        self.stops = prepared.stops
         self.hold = max((len(s) for s in self.stops), default=1) - 1
         self.as_ids = bool(body.return_tokens_as_token_ids)
         self.id = f"cmpl-{body.request_id or secrets.token_hex(16)}"
         self.created = int(time.time())
         self.queue: asyncio.Queue[tuple[int, int, bool]] = asyncio.Queue()
         self.deadline = state.deadline(http.scope)
-        prompt_lp = (
-            body.prompt_logprobs
-            if body.prompt_logprobs is not None
-            else (body.logprobs if body.echo else None)
-        )
-        self.prompt_lp = prompt_lp
+        self.prompt_lp = prepared.prompt_logprobs
         loop = asyncio.get_running_loop()
         self.choices: list[_Choice] = []
         self.subs: list[Submission] = []
         tok = state.tokenizer
-        for p in self.prompts:
-            for j in range(body.n):
-                params = SamplingParams(
-                    mode="text",
-                    temperature=1.0 if body.temperature is None else body.temperature,
-                    top_p=1.0 if body.top_p is None else body.top_p,
-                    top_k=max(body.top_k or 0, 0),
-                    min_p=body.min_p or 0.0,
-                    max_new_tokens=max(self.max_tokens, 1),
-                    seed=None if body.seed is None else body.seed + j,
-                    ignore_eos=body.ignore_eos,
-                    stop_token_ids=tuple(body.stop_token_ids or ()),
-                    min_tokens=body.min_tokens,
-                    logprobs=body.logprobs,
-                    prompt_logprobs=prompt_lp if j == 0 else None,
-                    allowed_token_ids=tuple(body.allowed_token_ids) if body.allowed_token_ids else None,
-                )
-                req = Request(list(p.ids), params, eos_token_ids=state.eos_ids)
-                index = len(self.choices)
-                detok = IncrementalDetokenizer(
-                    tok, skip_special_tokens=body.skip_special_tokens, in_region=p.in_region
-                )
-                self.choices.append(_Choice(index, p, req, detok))
-                self.subs.append(Submission(req, index, loop, self.queue))
+        for index, req in enumerate(prepared.requests):
+            p = self.prompts[index // body.n]
+            detok = IncrementalDetokenizer.after_prompt(
+                tok, p.ids, skip_special_tokens=body.skip_special_tokens
+            )
+            self.choices.append(_Choice(index, p, req, detok))
+            self.subs.append(Submission(req, index, loop, self.queue))
         state.submit(self.subs, self.deadline)
         state.metrics.prompt_tokens.inc(sum(len(p.ids) for p in self.prompts))
 
@@ -391,11 +362,5 @@ class CompletionRun:
 
 async def create_completion(state: ServerState, http: HttpRequest, body: CompletionRequest) -> Response:
     state.check_model(body.model)
-    refuse_unsupported(body)
-    stop_strings(body)  # cheap checks before the prompts are tokenised
-    if prompt_size(body) > OFFLOAD_PROMPT_SIZE:  # tokenising is CPU work: never on the event loop
-        prompts = await state.offload(lambda: tokenize_prompts(state, body))
-    else:
-        prompts = tokenize_prompts(state, body)
-    run = CompletionRun(state, http, body, prompts)
-    return await run.respond()
+    prepared = await prepare_completion(state, body)
+    return await CompletionRun(state, http, body, prepared).respond()

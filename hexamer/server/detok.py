@@ -31,6 +31,17 @@ class IncrementalDetokenizer:
         self.special = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
         self._run: list[int] = []
 
+    @classmethod
+    def after_prompt(
+        cls, tokenizer: CarbonTokenizer, prompt_ids: list[int], *, skip_special_tokens: bool = True
+    ) -> IncrementalDetokenizer:
+        """The detokenizer of what follows ``prompt_ids`` (inside a ``<dna>`` region if it left one open)."""
+        return cls(
+            tokenizer,
+            skip_special_tokens=skip_special_tokens,
+            in_region=prompt_in_region(tokenizer, prompt_ids),
+        )
+
     def push(self, ids: Iterable[int]) -> str:
         parts: list[str] = []
         layout = self.layout

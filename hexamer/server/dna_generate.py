@@ -13,7 +13,8 @@ from typing import Any
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
-from hexamer.engine import Request, RequestState, SamplingParams
+from hexamer.backend.inputs import Prompt, full_prompt, parse_prompt
+from hexamer.engine import ContextExceeded, Request, RequestState, SamplingParams, SpeculationRefused
 from hexamer.engine.spec_config import SpecConfig, SpecStats
 from hexamer.server.dna_requests import OFFLOAD_CHARS, as_list, dna_problem, tag_prefix
 from hexamer.server.errors import ApiError
@@ -37,8 +38,9 @@ __all__ = [
 # ---------------------------------------------------------------------------------------- generate
 def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tuple[Request, int]]:
     """Validate a generation request and build its engine requests ``(request, prompt index)``,
-    choice ``c = i * n + j`` at position c. Cheap checks (counts, lengths) come before any
-    prompt is scanned or tokenised."""
+    choice ``c = i * n + j`` at position c. Cheap checks (the server's limits: counts, lengths) come
+    before any prompt is scanned or tokenised; whether the serving engine can run a request (its
+    length, the draft) is the engine's one check (``Engine.make_request``, ``Engine.check``)."""
     s = state.settings
     prompts = as_list(body.prompt, "prompt", s.max_prompts)
     if body.n > s.max_n:
@@ -63,7 +65,6 @@ def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tup
             )
     prefix = tag_prefix(body.tags, body.prefix)
     spec = speculative_config(state, body)
-    carbon = state.carbon
     out: list[tuple[Request, int]] = []
     for i, text in enumerate(prompts):
         where = "prompt" if len(prompts) == 1 else f"prompt[{i}]"
@@ -71,6 +72,7 @@ def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tup
         problem = dna_problem(dna)
         if problem:
             raise ApiError(400, f"{where}: {problem}", "prompt")
+        parsed: Prompt | None = None
         for j in range(body.n):
             c = i * body.n + j
             try:
@@ -84,16 +86,18 @@ def prepare_generation(state: ServerState, body: DnaGenerateRequest) -> list[tup
                     seed=None if body.seed is None else body.seed + c,
                     stop_at_end_tag=body.stop_at_end_tag,
                 )
-                req, _ = carbon.make_request(text, i, prefix, params)
-            except (ValueError, TypeError) as exc:
-                raise ApiError(400, f"{where}: {exc}", "prompt") from None
-            if req.total_len > state.max_len:
+                if parsed is None:  # once per prompt, after its first choice's options are checked
+                    parsed = parse_prompt(state.tokenizer, full_prompt(text, prefix), i)
+                req = state.engine.make_request(parsed.ids, params, forced=parsed.forced)
+            except ContextExceeded as exc:
                 raise ApiError(
                     400,
-                    f"{where}: {len(req.prompt_ids)} prompt tokens + {req.n_tokens} new tokens exceed "
-                    f"the server's max_model_len of {state.max_len}",
+                    f"{where}: {exc.prompt_tokens} prompt tokens + {exc.new_tokens} new tokens exceed "
+                    f"the server's max_model_len of {exc.limit}",
                     "prompt",
-                )
+                ) from None
+            except (ValueError, TypeError) as exc:
+                raise ApiError(400, f"{where}: {exc}", "prompt") from None
             if spec is not None:
                 use_draft(state, body, req, spec, where)
             out.append((req, i))
@@ -106,7 +110,7 @@ def speculative_config(state: ServerState, body: DnaGenerateRequest) -> SpecConf
     ``draft`` unset: speculative whenever the server has a draft model (the output's law is the
     same either way); ``true``: required (400 without one); ``false``: off. ``num_draft_tokens``
     (else ``--draft-tokens``, else adaptive) fixes the 6-mers drafted per round."""
-    has_draft = state.worker.engine.draft is not None
+    has_draft = state.engine.has_draft
     if body.draft and not has_draft:
         raise ApiError(400, "draft: this server has no draft model (start it with --draft-model)", "draft")
     if body.num_draft_tokens is not None and not (has_draft and body.draft is not False):
@@ -124,12 +128,10 @@ def use_draft(
 ) -> None:
     """Mark ``req`` speculative when the draft can run it; a request the draft cannot run (such as
     ``stop_at_end_tag``) is a 400 when ``draft`` was asked for, else decoded without it."""
-    draft = state.worker.engine.draft
-    assert draft is not None
     req.speculative = spec
     try:
-        draft.check(req)
-    except ValueError as exc:
+        state.engine.check(req)
+    except SpeculationRefused as exc:
         req.speculative = None
         if body.draft:
             raise ApiError(400, f"{where}: {exc}", "draft") from None

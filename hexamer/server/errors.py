@@ -7,6 +7,7 @@ shape vLLM and OpenAI use) naming the field at fault; nothing a client sends yie
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -133,5 +134,18 @@ def parse_body(model: type[M], body: bytes) -> M:
         raise ApiError(400, message, param) from None
 
 
-async def parse_request(request: Request, model: type[M], limit: int) -> M:
-    return parse_body(model, await read_body(request, limit))
+async def parse_request(
+    request: Request,
+    model: type[M],
+    limit: int,
+    *,
+    offload: Callable[[Callable[[], M]], Awaitable[M]] | None = None,
+    offload_above: int = 0,
+) -> M:
+    """The body read (:func:`read_body`) and validated (:func:`parse_body`); one larger than
+    ``offload_above`` bytes is parsed by ``offload`` (the preparation threads), so a large body never
+    holds up the event loop (and ``/health``)."""
+    raw = await read_body(request, limit)
+    if offload is not None and len(raw) > offload_above:
+        return await offload(lambda: parse_body(model, raw))
+    return parse_body(model, raw)

@@ -27,8 +27,7 @@ def self_check(engine: Engine, tokenizer: CarbonTokenizer) -> str | None:
     """``None`` when the serving engine's model (and its draft model, if any) give finite logits
     for :data:`SELF_CHECK_DNA`, else the reason the server is not healthy."""
     ids = tokenizer.encode_dna(SELF_CHECK_DNA).tolist()
-    draft = engine.draft.model if engine.draft is not None else None
-    for name, model in (("model", engine.model), ("draft model", draft)):
+    for name, model in (("model", engine.model), ("draft model", engine.draft_model)):
         if model is None:
             continue
         logits = model(torch.tensor([ids], device=model.device), logits_at="all").logits

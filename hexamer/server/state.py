@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hexamer.carbon import Carbon
-from hexamer.engine import EngineConfig
+from hexamer.engine import Engine, EngineConfig
 from hexamer.finetune.apply import Predictor
 from hexamer.server.detok import TokenStrings
 from hexamer.server.errors import ApiError
@@ -91,6 +91,11 @@ class ServerState:
     def max_len(self) -> int:
         """Tokens one sequence may hold (prompt + output): the KV cache's row length."""
         return self.worker.max_len
+
+    @property
+    def engine(self) -> Engine:
+        """The serving engine; endpoints use its door only (``check``, ``make_request``, ``has_draft``)."""
+        return self.worker.engine
 
     @property
     def engine_config(self) -> EngineConfig:

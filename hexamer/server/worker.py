@@ -5,8 +5,12 @@ running sequence advances one token per decode step, whatever endpoint it came f
 one-shot jobs (scoring, embeddings, VEP) between steps. After each step it posts
 ``(tokens so far, finished)`` to each advanced request's asyncio queue with
 ``call_soon_threadsafe``; it never waits for a client, so a slow or vanished reader cannot stall
-anyone else. Cancelling (a client disconnect, a timeout) drops the request from the scheduler
+anyone else. Cancelling (a client disconnect, a timeout) drops the request from the engine
 before the next step and frees its KV-cache row at once.
+
+Coroutines talk to the thread by commands, one small frozen dataclass each (:class:`Add`,
+:class:`Cancel`, :class:`RunJob`, :class:`Abort`, :class:`Shutdown`); the thread drives the engine
+only through its serving door (``add``, ``cancel``, ``has_work``, the counts, ``step``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import torch
 
@@ -59,12 +63,50 @@ class Submission:
 
 
 @dataclass(eq=False)
-class _Job:
+class Job:
+    """A one-shot function for the engine thread and the future its result goes to."""
+
     fn: Callable[[], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
     #: ``time.monotonic()`` after which the job is not started (its client has been answered 504)
     deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class Add:
+    """Hand these submissions' requests to the engine (``Engine.add``)."""
+
+    subs: tuple[Submission, ...]
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Drop these submissions' requests wherever they are (a no-op for finished ones)."""
+
+    subs: tuple[Submission, ...]
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """Run a job between engine steps."""
+
+    job: Job
+
+
+@dataclass(frozen=True)
+class Abort:
+    """End everything in flight with ``reason`` (the server stops taking work)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Stop the engine thread."""
+
+
+Command: TypeAlias = Add | Cancel | RunJob | Abort | Shutdown
 
 
 class EngineWorker:
@@ -75,14 +117,12 @@ class EngineWorker:
         self.max_queue = max_queue
         self.metrics = metrics
         # preallocated once, as the engine config sizes it: never resized while serving
-        engine.cache.ensure(engine.max_len, engine.config.max_batch_size)
-        assert engine.cache.cache is not None
-        self.max_len = engine.cache.cache.max_len
-        self.rows = engine.cache.cache.batch_size
-        self._commands: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.rows = engine.reserve()
+        self.max_len = engine.max_len
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._subs: dict[int, Submission] = {}
-        self._jobs: list[_Job] = []
-        self._pending = 0  # submitted, not yet handed to the scheduler
+        self._jobs: list[Job] = []
+        self._pending = 0  # submitted, not yet handed to the engine
         self._pending_lock = threading.Lock()
         self._stop = threading.Event()
         self.accepting = True
@@ -94,15 +134,15 @@ class EngineWorker:
 
     @property
     def waiting(self) -> int:
-        return self._pending + len(self.engine.scheduler.waiting)
+        return self._pending + self.engine.n_waiting
 
     @property
     def running(self) -> int:
-        return len(self.engine.scheduler.running)
+        return self.engine.n_running
 
     @property
     def rows_used(self) -> int:
-        return self.rows - len(self.engine.cache.free_rows)
+        return self.rows - self.engine.n_free_rows
 
     @property
     def busy(self) -> bool:
@@ -112,7 +152,7 @@ class EngineWorker:
     def abort(self, reason: str) -> None:
         """Stop taking work and end everything in flight with ``reason`` (streams get an error event)."""
         self.accepting = False
-        self._commands.put(("abort", reason))
+        self._commands.put(Abort(reason))
 
     def submit(self, subs: list[Submission]) -> None:
         """Queue requests for the engine; all or none (429 when the queue is full)."""
@@ -124,12 +164,12 @@ class EngineWorker:
             )
         with self._pending_lock:
             self._pending += len(subs)
-        self._commands.put(("add", subs))
+        self._commands.put(Add(tuple(subs)))
 
     def cancel(self, subs: list[Submission]) -> None:
         """Drop requests wherever they are (a no-op for finished ones)."""
         if subs:
-            self._commands.put(("cancel", subs))
+            self._commands.put(Cancel(tuple(subs)))
 
     async def run_job(self, fn: Callable[[], T], deadline: float | None = None) -> T:
         """Run ``fn`` on the engine thread between steps (it owns the model) and await its result.
@@ -139,8 +179,8 @@ class EngineWorker:
         if not self.accepting:
             raise ShuttingDown("the server is shutting down")
         loop = asyncio.get_running_loop()
-        job = _Job(fn, loop, loop.create_future(), deadline)
-        self._commands.put(("job", job))
+        job = Job(fn, loop, loop.create_future(), deadline)
+        self._commands.put(RunJob(job))
         if deadline is None:
             return await job.future
         try:
@@ -154,18 +194,18 @@ class EngineWorker:
         deadline = time.monotonic() + grace_s
         while self.busy and time.monotonic() < deadline:
             time.sleep(0.02)
-        self._commands.put(("shutdown", None))
+        self._commands.put(Shutdown())
         self._thread.join(timeout=30)
 
     # ------------------------------------------------------------------ engine thread
     def _run(self) -> None:
         with torch.inference_mode():
             while not self._stop.is_set():
-                busy = self.engine.scheduler.has_work or bool(self._jobs)
+                busy = self.engine.has_work or bool(self._jobs)
                 self._drain(block=not busy)
                 if self._jobs:
                     self._run_job(self._jobs.pop(0))
-                if self.engine.scheduler.has_work:
+                if self.engine.has_work:
                     self._step()
                 self._update_gauges()
         self._abort_all("the server shut down")
@@ -176,32 +216,42 @@ class EngineWorker:
         except queue.Empty:
             return
         while True:
-            self._handle(*command)
+            self._handle(command)
             try:
                 command = self._commands.get_nowait()
             except queue.Empty:
                 return
 
-    def _handle(self, kind: str, payload: Any) -> None:
-        if kind == "add":
+    def _handle(self, command: Command) -> None:
+        if isinstance(command, Add):
             with self._pending_lock:
-                self._pending -= len(payload)
-            for sub in payload:
-                self._subs[sub.request.request_id] = sub
-                self.engine.scheduler.add(sub.request)
-        elif kind == "cancel":
-            for sub in payload:
+                self._pending -= len(command.subs)
+            for sub in command.subs:
+                self._add(sub)
+        elif isinstance(command, Cancel):
+            for sub in command.subs:
                 known = self._subs.pop(sub.request.request_id, None) is not None
                 if known and sub.request.state is not RequestState.FINISHED:
                     self.engine.cancel(sub.request)
-        elif kind == "job":
-            self._jobs.append(payload)
-        elif kind == "abort":
-            self._abort_all(payload)
-        elif kind == "shutdown":
+        elif isinstance(command, RunJob):
+            self._jobs.append(command.job)
+        elif isinstance(command, Abort):
+            self._abort_all(command.reason)
+        else:
             self._stop.set()
 
-    def _run_job(self, job: _Job) -> None:
+    def _add(self, sub: Submission) -> None:
+        """``Engine.add``, the engine's one way in; a request it refuses (the endpoint checked it
+        with ``Engine.check`` first, so this does not happen) ends at once with a 400 naming why."""
+        try:
+            self.engine.add(sub.request)
+        except ValueError as exc:
+            sub.error, sub.error_status = str(exc), 400
+            self._publish(sub, finished=True)
+            return
+        self._subs[sub.request.request_id] = sub
+
+    def _run_job(self, job: Job) -> None:
         if job.deadline is not None and time.monotonic() >= job.deadline:
             job.loop.call_soon_threadsafe(_set_exception, job.future, TimedOut("the job's deadline passed"))
             return  # its client has its 504 already: the model's time goes to the others
@@ -214,20 +264,17 @@ class EngineWorker:
 
     def _step(self) -> None:
         try:
-            self.engine.step()
+            output = self.engine.step()
         except Exception as exc:  # fail the step's requests, keep serving the others
             log.exception("engine step failed")
-            failed = list(self.engine.scheduler.running)
-            for req in failed:
-                self.engine.cancel(req)
+            for req in self.engine.cancel_running():
                 sub = self._subs.pop(req.request_id, None)
                 if sub is not None:
                     sub.error, sub.error_status = f"engine error: {exc}", 500
                     self._publish(sub, finished=True)
             return
-        advanced = self.engine.take_last_step()
-        self.metrics.generated_tokens.inc(len(advanced))
-        for req in advanced:
+        self.metrics.generated_tokens.inc(len(output.advanced))
+        for req in output.advanced:
             sub = self._subs.get(req.request_id)
             if sub is None:
                 continue

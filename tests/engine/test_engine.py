@@ -1,4 +1,5 @@
-"""Engine internals: static-shape decode, compiled decode, cache budget, cancellation."""
+"""Engine internals: static-shape decode, compiled decode, cache budget, cancellation, and the
+serving door a server drives the engine through."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from hexamer import Carbon
-from hexamer.engine import Request, SamplingParams
+from hexamer.engine import (
+    ContextExceeded,
+    Engine,
+    EngineConfig,
+    Request,
+    SamplingParams,
+    SpecConfig,
+    SpeculationRefused,
+)
 
 PROMPTS = ["ACGTAC", "TTGACATTGACATTGACA", "GGGCCCAAATTT" * 3, "A", "<dna>", "CATCATCATCATCAT"]
 LENGTHS = [5, 30, 12, 7, 19, 1]
@@ -72,9 +81,9 @@ def test_cancel_frees_the_row(tiny_folder: Path) -> None:
         engine.add(r)
     engine.step()  # prefill of the first two
     assert sorted(r.row for r in reqs[:2]) == [0, 1] and reqs[2].row is None
-    engine.scheduler.cancel(reqs[0])
+    engine.cancel(reqs[0])
     assert reqs[0].finish_reason == "cancelled" and 0 in engine.cache.free_rows
-    while engine.scheduler.has_work:
+    while engine.has_work:
         engine.step()
     assert len(reqs[1].bases()) == 60 and len(reqs[2].bases()) == 60
     assert len(reqs[0].bases()) < 60
@@ -111,3 +120,39 @@ def test_prefill_chunk_default_is_cpu_only(tiny_folder: Path) -> None:
 
     carbon = Carbon.from_pretrained(tiny_folder)
     assert carbon.engine.runner.prefill_chunk_tokens == PREFILL_CHUNK_TOKENS_CPU
+
+
+def test_the_serving_door(tiny_folder: Path) -> None:
+    """What a server uses: reserve once, make checked requests, add, step (which hands over what it
+    advanced and finished), the counts, cancel_running; refusals are typed and carry the numbers."""
+    carbon = Carbon.from_pretrained(tiny_folder)
+    engine = Engine(carbon.model, carbon.layout, EngineConfig(max_batch_size=2, max_model_len=64))
+    assert engine.rows == 0 and engine.reserve() == 2 and engine.rows == 2 and engine.n_free_rows == 2
+    assert engine.kv_bytes > 0 and not engine.has_draft and engine.draft_model is None
+    p = carbon.parse_prompt("ACGTACGTAC", 0)
+    with pytest.raises(ContextExceeded) as exc:  # refused before its per-base table is allocated
+        engine.make_request(p.ids, SamplingParams(max_bp=10**6), forced=p.forced)
+    assert (exc.value.prompt_tokens, exc.value.limit, exc.value.limit_name) == (
+        len(p.ids),
+        64,
+        "max_model_len",
+    )
+    assert exc.value.new_tokens == -(-(len(p.forced) + 10**6) // 6)
+    with pytest.raises(SpeculationRefused, match="draft model"):
+        req = engine.make_request(p.ids, SamplingParams(max_bp=6), forced=p.forced)
+        req.speculative = SpecConfig()
+        engine.add(req)
+    reqs = [engine.make_request(p.ids, SamplingParams(max_bp=12, seed=i), forced=p.forced) for i in range(3)]
+    for r in reqs:
+        engine.add(r)
+    assert (engine.n_waiting, engine.n_running, engine.has_work) == (3, 0, True)
+    first = engine.step()
+    assert first.kind == "prefill" and first.advanced == tuple(reqs[:2]) and first.finished == ()
+    assert (engine.n_waiting, engine.n_running, engine.n_free_rows) == (1, 2, 0)
+    assert engine.cancel_running() == reqs[:2] and engine.n_free_rows == 2
+    assert all(r.finish_reason == "cancelled" for r in reqs[:2])
+    finished: list[Request] = []
+    while engine.has_work:
+        finished += engine.step().finished
+    assert finished == [reqs[2]] and len(reqs[2].bases()) == 12
+    assert engine.step().kind == "idle"

@@ -104,8 +104,7 @@ def test_speculative_and_plain_requests_share_steps(pair: tuple[Carbon, Carbon])
     mixed_steps = 0
     with torch.inference_mode():
         while engine.scheduler.has_work:
-            engine.step()
-            kinds = {r.spec_stats is not None for r in engine.last_step_requests}
+            kinds = {r.spec_stats is not None for r in engine.step().advanced}
             mixed_steps += kinds == {True, False}
     assert mixed_steps > 3  # 4 plain rows of 6: the plain decode must leave the draft's rows alone
     for seed, ((prompt, mode, temperature, spec), r) in enumerate(zip(plan, reqs, strict=True)):

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 
 import pytest
 
+from hexamer.engine import Request, RequestState, SamplingParams
 from hexamer.server.app import create_app
 from hexamer.server.testing import running_server
-from hexamer.server.worker import TimedOut
+from hexamer.server.worker import Abort, Add, Cancel, Shutdown, Submission, TimedOut
 
 
 def test_a_job_still_queued_at_its_deadline_never_runs(tiny_folder: Path) -> None:
@@ -34,3 +36,34 @@ def test_a_job_still_queued_at_its_deadline_never_runs(tiny_folder: Path) -> Non
         waited = asyncio.run(main())
     assert 0.15 < waited < 1.0, f"the waiter got TimedOut after {waited:.2f} s, not at its 0.2 s deadline"
     assert ran == [], "a job whose client had its 504 still ran"
+
+
+def test_commands_are_typed_and_requests_enter_only_through_engine_add(tiny_folder: Path) -> None:
+    """The engine thread takes typed commands; a request reaches the engine only by ``Engine.add``,
+    so one the engine refuses (here: longer than ``max_model_len``, sent without the endpoint's
+    check) ends at once with a 400 naming why, and the engine never holds it."""
+    app = create_app(tiny_folder, max_num_seqs=2, max_model_len=64)
+    with running_server(app):
+        state = app.state.hexamer
+        worker = state.worker
+        long = Request([state.tokenizer.layout.begin_id] * 60, SamplingParams(max_bp=60))
+        ok = state.engine.make_request([state.tokenizer.layout.begin_id], SamplingParams(max_bp=12, seed=0))
+
+        async def main() -> list[tuple[int, int, bool]]:
+            events: asyncio.Queue[tuple[int, int, bool]] = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            subs = [Submission(long, 0, loop, events), Submission(ok, 1, loop, events)]
+            worker.submit(subs)
+            seen = []
+            while not any(finished and index == 1 for index, _, finished in seen):
+                seen.append(await asyncio.wait_for(events.get(), 30))
+            assert subs[0].error_status == 400 and "max_model_len" in (subs[0].error or "")
+            assert subs[1].error is None
+            return seen
+
+        seen = asyncio.run(main())
+    assert seen[0] == (0, 0, True)  # refused at the door, before any step
+    assert len(ok.bases()) == 12 and long.state is not RequestState.RUNNING
+    with pytest.raises(dataclasses.FrozenInstanceError):  # commands are values
+        Abort("stop").reason = "other"  # type: ignore[misc]
+    assert Add(()) == Add(()) and Cancel(()) != Add(()) and Shutdown() == Shutdown()
