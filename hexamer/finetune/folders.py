@@ -36,6 +36,8 @@ __all__ = [
     "new_classifier",
     "save_classifier",
     "settings_from_config",
+    "weight_files",
+    "write_head_files",
 ]
 
 HEAD_ARCHITECTURE = "LlamaForSequenceClassification"
@@ -137,20 +139,31 @@ def save_classifier(
     tensors = head_tensors(model, target)
     if any("lora_" in name for name in tensors):
         raise ValueError("the model still holds LoRA adapters: merge them before saving a head folder")
-    config = head_config(model, target)
-    source = Path(model.tokenizer.name_or_path) if model.tokenizer.name_or_path else None
 
     def fill(tmp: Path) -> None:
-        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        model.tokenizer.copy_files_to(tmp)
-        for name in _EXTRA_TOKENIZER_FILES:
-            if source is not None and (source / name).is_file():
-                shutil.copy2(source / name, tmp / name)
+        write_head_files(model, tmp, target)
         save_file(tensors, str(tmp / _WEIGHTS), metadata={"format": "pt"})
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
 
     return atomic_folder(Path(folder), fill)
+
+
+def write_head_files(model: SequenceClassifier, folder: Path, dtype: torch.dtype) -> None:
+    """Everything of a head folder but its weights: config.json (declaring ``dtype``) and the
+    base folder's tokenizer files."""
+    config = head_config(model, dtype)
+    source = Path(model.tokenizer.name_or_path) if model.tokenizer.name_or_path else None
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    model.tokenizer.copy_files_to(folder)
+    for name in _EXTRA_TOKENIZER_FILES:
+        if source is not None and (source / name).is_file():
+            shutil.copy2(source / name, folder / name)
+
+
+def weight_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The safetensors files of a model folder: those its index names, else ``model.safetensors``."""
+    return _weight_files(Path(folder))
 
 
 def settings_from_config(raw: dict[str, Any], config_path: Path) -> HeadSettings:
