@@ -69,6 +69,10 @@ def _check_inputs(train: LabelledSet, valid: LabelledSet | None, task: TaskSpec,
         raise ValueError("the pearson_huber loss needs batch_size >= 2 (Pearson r over the batch)")
     if options.probe_ridge is not None and (options.method != "probe" or loss != "mse"):
         raise ValueError("probe_ridge solves a regression probe trained with mse only")
+    if options.probe_logistic and (options.method != "probe" or loss not in ("ce", "bce")):
+        raise ValueError("probe_logistic fits a classification probe (ce or bce loss) only")
+    if options.probe_logistic and options.probe_ridge is not None:
+        raise ValueError("give probe_ridge (regression) or probe_logistic (classification), not both")
     return loss
 
 

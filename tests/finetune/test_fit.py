@@ -131,7 +131,9 @@ def test_gradient_checkpointing_gives_the_same_step(tiny_folder: Path, tmp_path:
 def test_early_stopping_and_progress(tiny_folder: Path, tmp_path: Path):
     train, valid = gc_set(8, 24, seed=5), gc_set(4, 24, seed=6)
     seen = []
-    options = FitOptions(steps=10, batch_size=4, lr=1e-3, eval_every=1, patience=2, schedule="plateau")
+    options = FitOptions(
+        steps=10, batch_size=4, lr=1e-3, eval_every=1, patience=2, schedule="plateau", plateau_patience=1
+    )
     result = fit(
         tiny_folder, train, valid, REG, options, tmp_path / "run",
         metric=lambda y, p: 0.0, on_progress=seen.append,
