@@ -34,6 +34,7 @@ __all__ = [
     "is_head_folder",
     "load_classifier",
     "new_classifier",
+    "pad_token_of",
     "save_classifier",
     "settings_from_config",
     "weight_files",
@@ -82,12 +83,14 @@ def new_classifier(
     ):
         raise ValueError(f"{folder}: fine-tuning needs a float model, not an int8 one")
     tokenizer = CarbonTokenizer.from_pretrained(folder)
-    model = SequenceClassifier(backbone, settings, tokenizer, raw, _pad_id(raw, tokenizer, folder))
+    model = SequenceClassifier(backbone, settings, tokenizer, raw, pad_token_of(raw, tokenizer, folder))
     init_score(model.score, float(raw.get("initializer_range", 0.02)), seed)
     return model
 
 
-def _pad_id(raw: dict[str, Any], tokenizer: CarbonTokenizer, folder: Path) -> int:
+def pad_token_of(raw: dict[str, Any], tokenizer: CarbonTokenizer, folder: Path) -> int:
+    """The pad id a head folder's rows use: config.json's ``pad_token_id``, else the tokenizer's
+    pad (or eos) token."""
     pad = raw.get("pad_token_id")
     if isinstance(pad, int) and not isinstance(pad, bool):
         return pad
@@ -236,7 +239,7 @@ def load_classifier(
     tokenizer = CarbonTokenizer.from_pretrained(folder)
     with torch.device("meta"):
         backbone = LlamaModel(config)
-    model = SequenceClassifier(backbone, settings, tokenizer, raw, _pad_id(raw, tokenizer, folder))
+    model = SequenceClassifier(backbone, settings, tokenizer, raw, pad_token_of(raw, tokenizer, folder))
     model.to_empty(device=device)
     model.to(target)
     _read_weights(model, folder, target, torch.device(device))
