@@ -3,6 +3,9 @@ layer over :mod:`hexamer.finetune.apply` and :mod:`hexamer.finetune.effects`."""
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -19,7 +22,7 @@ from hexamer.cli.app import (
     fail,
     print_json,
 )
-from hexamer.cli.checks import MAX_BATCH_SIZE, check_plot_path, check_runtime, check_vep_settings
+from hexamer.cli.checks import MAX_BATCH_SIZE, check_plot_path, check_runtime, check_vep_settings, is_stdio
 from hexamer.cli.ray_options import RayRun, ray_options
 from hexamer.cli.sequence_jobs import count_records, fail_if_none_ok, progress_bar, set_threads
 
@@ -45,18 +48,28 @@ def _check_inputs(
         raise typer.BadParameter(f"{given[0]} needs the reference: add --fasta", param_hint="'--fasta'")
     if resume and job != "variants":
         raise typer.BadParameter("--resume is for --vcf jobs (sequence jobs are written in one pass)")
+    if resume and is_stdio(vcf):
+        raise typer.BadParameter("--resume needs a VCF file, not - (standard input)")
     for option, path in ((given[0], input_file or bed or vcf), ("--fasta", fasta)):
-        if path is not None and str(path) == "-" and option != "--input":
-            raise typer.BadParameter("standard input is for --input; give a file", param_hint=f"'{option}'")
+        if path is not None and str(path) == "-" and option not in ("--input", "--vcf"):
+            raise typer.BadParameter(
+                "standard input is for --input and --vcf; give a file", param_hint=f"'{option}'"
+            )
         if path is not None and str(path) != "-" and not path.is_file():
             raise typer.BadParameter(f"{str(path)!r} is not a file", param_hint=f"'{option}'")
     return job
 
 
-def _check_out(out: Path, job: str) -> None:
+def _check_out(out: Path, job: str, resume: bool) -> None:
     from hexamer.io import table_format
-    from hexamer.vep.output import output_kind
+    from hexamer.vep import output_kind
 
+    if is_stdio(out):  # as hexamer vep: the annotated VCF on standard output
+        if job != "variants":
+            raise typer.BadParameter("-o - writes the VCF of a --vcf job; give a file", param_hint="'--out'")
+        if resume:
+            raise typer.BadParameter("--resume needs an output file, not - (standard output)")
+        return
     try:
         output_kind(out) if job == "variants" else table_format(out)
     except ValueError as exc:
@@ -77,7 +90,9 @@ def predict(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", "-o", help=".parquet, .tsv, .csv or .jsonl; with --vcf also .vcf, .vcf.gz or .bcf."
+            "--out",
+            "-o",
+            help=".parquet, .tsv, .csv or .jsonl; with --vcf also .vcf, .vcf.gz or .bcf, or - (VCF on stdout).",
         ),
     ],
     input_file: Annotated[
@@ -91,7 +106,9 @@ def predict(
     ] = None,
     vcf: Annotated[
         Path | None,
-        typer.Option("--vcf", help="Variant effects: prediction(alt) - prediction(ref), with --fasta."),
+        typer.Option(
+            "--vcf", help="Variant effects: prediction(alt) - prediction(ref), with --fasta; - reads stdin."
+        ),
     ] = None,
     fasta: Annotated[
         Path | None, typer.Option("--fasta", help="Reference FASTA for --bed and --vcf.")
@@ -151,7 +168,7 @@ def predict(
     job = _check_inputs(input_file, bed, vcf, fasta, resume)
     if ray is not None and job != "variants":
         raise typer.BadParameter("--ray scales out --vcf jobs", param_hint="'--ray'")
-    _check_out(out, job)
+    _check_out(out, job, resume)
     vcf_only = {
         "--window": window,
         "--info-fields": info_fields,
@@ -177,10 +194,15 @@ def predict(
         summary["plot"] = _plot(plot, summary.pop("result"), model)
     else:
         summary = _records(model, input_file, bed, fasta, out, rc_average, batch_size, dtype, device)
-    if as_json:
+    if as_json and is_stdio(out):  # standard output carries the VCF itself
+        print(json.dumps(summary, default=str), file=sys.stderr)
+    elif as_json:
         print_json(summary)
     else:
-        console.print(f"wrote {out} ({describe_counts(summary['status_counts'])})")
+        shown = "standard output" if is_stdio(out) else str(out)
+        (err_console if is_stdio(out) else console).print(
+            f"wrote {shown} ({describe_counts(summary['status_counts'])})"
+        )
     fail_if_none_ok(summary["status_counts"], "predicted", table=True)
 
 
@@ -195,24 +217,46 @@ def _variants(
     dtype: str,
     device: str | None,
 ) -> dict[str, Any]:
-    """The variant job, in this process or on Ray actors: its summary, and ``result``."""
-    if ray is not None:
-        from hexamer.cli.scaleout import ray_effects_runner
+    """The variant job, in this process or on Ray actors: its summary, and ``result``. ``-`` as
+    the VCF or the output goes through a file in a temporary folder, as ``hexamer vep`` does."""
+    from hexamer.io.stdio import copy_to_stdout, spool_stdin
 
-        runner = ray_effects_runner(ray.pool(threads=threads, dtype=dtype, device=device), ray.shard_records)
-        result = _run_effects(
-            vcf, lambda tick, note: runner(model, vcf, fasta, out, on_progress=tick, on_note=note, **options)
-        )
-        return {**_variants_summary(out, result, model), "result": result}
-    from hexamer.finetune.effects import run_effects
+    with tempfile.TemporaryDirectory(prefix="hexamer-predict-") as tmp:
+        target = Path(tmp) / "stdout.vcf" if is_stdio(out) else out
+        if is_stdio(vcf):
+            vcf = Path(tmp) / "stdin.vcf"
+            spool_stdin(vcf)
+        if ray is not None:
+            from hexamer.cli.scaleout import ray_effects_runner
 
-    predictor = _load(model, options["rc_average"], options["batch_size"], dtype, device)
-    local = {k: v for k, v in options.items() if k not in ("rc_average", "batch_size")}
-    result = _run_effects(
-        vcf,
-        lambda tick, note: run_effects(predictor, vcf, fasta, out, on_progress=tick, on_note=note, **local),
-    )
-    return {**_variants_summary(out, result, model), "rc_average": predictor.rc_average, "result": result}
+            runner = ray_effects_runner(
+                ray.pool(threads=threads, dtype=dtype, device=device), ray.shard_records
+            )
+            result = _run_effects(
+                vcf,
+                lambda tick, note: runner(
+                    model, vcf, fasta, target, on_progress=tick, on_note=note, **options
+                ),
+            )
+            extra: dict[str, Any] = {}
+        else:
+            from hexamer.finetune.effects import run_effects
+
+            predictor = _load(model, options["rc_average"], options["batch_size"], dtype, device)
+            local = {k: v for k, v in options.items() if k not in ("rc_average", "batch_size")}
+            result = _run_effects(
+                vcf,
+                lambda tick, note: run_effects(
+                    predictor, vcf, fasta, target, on_progress=tick, on_note=note, **local
+                ),
+            )
+            extra = {"rc_average": predictor.rc_average}
+        if is_stdio(out):
+            copy_to_stdout(target)
+    summary = _variants_summary(out, result, model)
+    if is_stdio(out):
+        summary["output"] = "standard output"
+    return {**summary, **extra, "result": result}
 
 
 def _variant_options(

@@ -4,12 +4,13 @@ writes them, one-line errors before any model loads."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
 
 from hexamer.finetune.apply import Predictor, predict_records
-from hexamer.testing.cli import error_message, run, run_json, usage_error
+from hexamer.testing.cli import error_message, run, run_json, run_ok, usage_error
 from hexamer.testing.heads import build_head_folder
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
@@ -79,8 +80,8 @@ def test_errors_before_any_load(head: Path, tiny_folder: Path, tmp_path: Path) -
         usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.vcf"])
     )
 
-    assert "standard input is for --input" in str(
-        usage_error(["predict", "-m", head, "--vcf", "-", "--fasta", FASTA, "-o", tmp_path / "p.tsv"])
+    assert "standard input is for --input and --vcf" in str(
+        usage_error(["predict", "-m", head, "--bed", "-", "--fasta", FASTA, "-o", tmp_path / "p.tsv"])
     )
     assert "--ray scales out --vcf jobs" in str(
         usage_error(["predict", "-m", head, "-i", fa, "-o", tmp_path / "p.tsv", "--ray", "auto"])
@@ -199,3 +200,28 @@ def test_vcf_only_options_checked_before_load(head: Path, tmp_path: Path) -> Non
         usage_error(["predict", "-m", multi, "--vcf", vcf, "--fasta", FASTA, "-o", tmp_path / "m.tsv",
                      "--plot", tmp_path / "m.png"])
     )  # fmt: skip
+
+
+def test_vcf_from_stdin_to_stdout(head: Path, tmp_path: Path) -> None:
+    vcf = _small_vcf(tmp_path / "v.vcf")
+    result = run_ok(
+        ["predict", "-m", head, "--vcf", "-", "--fasta", FASTA, "-o", "-", "--json"], input=vcf.read_text()
+    )
+    records = [line.split("\t") for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert len(records) == 3 and all("HEXAMER_activity=" in r[7] for r in records)
+    summary = json.loads(result.stderr.strip().splitlines()[-1])  # stdout carries the VCF itself
+    assert summary["output"] == "standard output" and summary["status_counts"] == {"ok": 4}
+    file_out = tmp_path / "eff.vcf"
+    run_ok(["predict", "-m", head, "--vcf", vcf, "--fasta", FASTA, "-o", file_out])
+    body = [line for line in file_out.read_text().splitlines() if not line.startswith("#")]
+    assert body == [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    fa = tmp_path / "in.fa"
+    fa.write_text(">a\nACGT\n")
+    assert "-o - writes the VCF of a --vcf job" in str(
+        usage_error(["predict", "-m", head, "-i", fa, "-o", "-"])
+    )
+    assert "--resume needs a VCF file" in str(
+        usage_error(
+            ["predict", "-m", head, "--vcf", "-", "--fasta", FASTA, "-o", tmp_path / "r.tsv", "--resume"]
+        )
+    )
