@@ -134,3 +134,29 @@ def test_lora_writes_the_adapter_per_improvement_and_merges_once(
     torch.testing.assert_close(
         _logits(again.best_folder, valid.sequences), _logits_of(merged, valid.sequences)
     )
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_killed_probe_resumes_to_the_same_linked_folder(tiny_folder: Path, tmp_path: Path) -> None:
+    train, valid = gc_set(16, 30, seed=2), gc_set(8, 30, seed=3)
+    options = FitOptions(method="probe", steps=6, batch_size=4, lr=0.03, eval_every=1, checkpoint_every=2)
+    straight = fit(tiny_folder, train, valid, REG, options, tmp_path / "a", metric=pearson_metric)
+
+    def stop(progress) -> None:
+        if progress.step == 3:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        fit(tiny_folder, train, valid, REG, options, tmp_path / "b", metric=pearson_metric, on_progress=stop)
+    resumed = fit(tiny_folder, train, valid, REG, options, tmp_path / "b", metric=pearson_metric, resume=True)
+    assert resumed.best_step == straight.best_step
+    for result in (straight, resumed):
+        assert _inode(result.best_folder / "backbone-00001.safetensors") == _inode(
+            tiny_folder / "model.safetensors"
+        )
+    a = load_file(str(straight.best_folder / "score.safetensors"))["score.weight"]
+    b = load_file(str(resumed.best_folder / "score.safetensors"))["score.weight"]
+    assert torch.equal(a, b)
