@@ -273,7 +273,7 @@ def _variant_options(
     from hexamer.finetune.apply import read_head_settings
     from hexamer.finetune.effects import score_output
     from hexamer.io.contigs import RenameFileError, read_rename_file
-    from hexamer.vep.settings import VepSettings
+    from hexamer.vep import VepSettings
 
     if window is not None:
         check_vep_settings(VepSettings(window=window))
