@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from hexamer.finetune.best_folder import BEST_ADAPTER_DIR, BEST_DIR, BestWriter
 from hexamer.finetune.fit_loop import FitProgress, Trainer
-from hexamer.finetune.folders import new_classifier, save_classifier
+from hexamer.finetune.folders import new_classifier
 from hexamer.finetune.head import HeadSettings, SequenceClassifier, layer_index
-from hexamer.finetune.lora import add_lora, lora_merged, save_adapter
+from hexamer.finetune.lora import add_lora
 from hexamer.finetune.losses import check_loss, default_loss
 from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
@@ -31,9 +32,6 @@ from hexamer.model.loading import read_folder_config
 from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitProgress", "FitResult", "fit"]
-
-BEST_DIR = "best"
-BEST_ADAPTER_DIR = "best_adapter"
 
 
 @dataclass(frozen=True)
@@ -71,6 +69,10 @@ def _check_inputs(train: LabelledSet, valid: LabelledSet | None, task: TaskSpec,
         raise ValueError("the pearson_huber loss needs batch_size >= 2 (Pearson r over the batch)")
     if options.probe_ridge is not None and (options.method != "probe" or loss != "mse"):
         raise ValueError("probe_ridge solves a regression probe trained with mse only")
+    if options.probe_logistic and (options.method != "probe" or loss not in ("ce", "bce")):
+        raise ValueError("probe_logistic fits a classification probe (ce or bce loss) only")
+    if options.probe_logistic and options.probe_ridge is not None:
+        raise ValueError("give probe_ridge (regression) or probe_logistic (classification), not both")
     return loss
 
 
@@ -177,13 +179,15 @@ def fit(
     model = _build_model(base_folder, task, options, settings)
     trainer = Trainer(model, train, valid, task, options, loss, metric, higher_is_better)
     trainer.fingerprint = fingerprint
-    trainer.save_best = lambda: _save_best(model, out, options, base_folder)
+    best = BestWriter(model, out, options, base_folder)
+    trainer.save_best = best.save
     if saved is not None:
         trainer.restore(out, saved)
     trainer.run(out, on_progress)
     if valid is None or trainer.best_step < 0:
-        _save_best(model, out, options, base_folder)
+        best.save()
         trainer.best_step = trainer.step
+    best.finish()  # LoRA: the merged head folder, once
     return FitResult(
         best_folder=out / BEST_DIR,
         best_step=trainer.best_step,
@@ -193,14 +197,3 @@ def fit(
         history=list(trainer.history),
         adapter_folder=out / BEST_ADAPTER_DIR if options.method == "lora" else None,
     )
-
-
-def _save_best(
-    model: SequenceClassifier, out: Path, options: FitOptions, base_folder: str | os.PathLike[str]
-) -> None:
-    if options.method == "lora":
-        save_adapter(model, out / BEST_ADAPTER_DIR, base_model=str(base_folder))
-        with lora_merged(model):
-            save_classifier(model, out / BEST_DIR)
-    else:
-        save_classifier(model, out / BEST_DIR)

@@ -36,6 +36,7 @@ __all__ = [
     "LoraOptions",
     "add_lora",
     "load_adapter",
+    "load_adapter_weights",
     "lora_merged",
     "lora_modules",
     "merge_lora",
@@ -235,6 +236,13 @@ def load_adapter(model: SequenceClassifier, folder: str | os.PathLike[str]) -> S
         int(raw["r"]), float(raw["lora_alpha"]), float(raw.get("lora_dropout", 0.0)), tuple(targets)
     )
     add_lora(model, options)
+    return load_adapter_weights(model, folder)
+
+
+def load_adapter_weights(model: SequenceClassifier, folder: str | os.PathLike[str]) -> SequenceClassifier:
+    """Copy the adapter saved at ``folder`` into the adapters ``model`` already has (same targets
+    and rank), in place: how a run puts its best adapter back before merging it."""
+    folder = Path(folder)
     expected = adapter_tensors(model)
     with safe_open(str(folder / ADAPTER_WEIGHTS), framework="pt", device="cpu") as f:
         stored = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
