@@ -100,6 +100,7 @@ def device_facts(device: torch.device) -> dict[str, Any]:
             cuda=torch.version.cuda,
             cudnn=torch.backends.cudnn.version(),
             gpus=torch.cuda.device_count(),
+            tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
         )
     else:
         from hexamer.machine import cpu_name

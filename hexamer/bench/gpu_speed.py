@@ -283,8 +283,14 @@ def speculative_report(
                 "bp/s": new_bp / seconds,
                 "speed-up": alone_s / seconds,
                 "same bases": seq == alone,
-                "pass": seq == alone,
+                # exact in float32 (tests/engine); in bf16 the verify and decode kernels round apart
+                "pass": seq == alone if dtype == "float32" else None,
             }
+        )
+    if dtype != "float32":
+        report.notes.append(
+            f"same bases: reported, not a pass/fail check in {dtype} (a near-tie may round apart between the "
+            "draft's verify forward and the plain decode step; exactness is tested in float32)"
         )
     report.notes.append(
         "synthetic pair (hexamer.bench.spec): the target is the draft plus extra layers, so drafts are often accepted"
