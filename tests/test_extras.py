@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: every optional package (and what pulls them in); typer's own pydantic stays importable
 HIDDEN = sorted({*EXTRAS, "openai", "scipy", "peft", "hypothesis"})
 
+#: imports of a hidden package fail as for an absent one; ``importlib.util.find_spec`` says None
 BLOCKER = """
-import sys
+import importlib.util, sys
 HIDDEN = set({hidden!r})
 class Blocker:
     def find_spec(self, name, path=None, target=None):
@@ -27,6 +28,12 @@ class Blocker:
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
         return None
 sys.meta_path.insert(0, Blocker())
+_find_spec = importlib.util.find_spec
+def find_spec(name, package=None):
+    if name.split(".")[0] in HIDDEN:
+        return None
+    return _find_spec(name, package)
+importlib.util.find_spec = find_spec
 """
 
 

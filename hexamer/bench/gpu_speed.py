@@ -70,6 +70,18 @@ def fits(config: Any, device: torch.device, *, batch: int, tokens: int, itemsize
     return None
 
 
+TRANSFORMERS_HINT = "transformers is not installed (pip install 'transformers>=4.56')"
+
+
+def _has_transformers() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("transformers") is not None
+    except ImportError:
+        return False
+
+
 def _load(folder: Path, device: torch.device, dtype: str, **engine: Any) -> Any:
     from hexamer.carbon import Carbon
 
@@ -103,6 +115,9 @@ def throughput_report(
         formats={"seconds": "{:.2f}", "bp/s": "{:,.0f}", "× transformers": "{:.2f}×"},
     )
     tokens = -(-(prompt_bp + new_bp) // 6) + 4
+    if not _has_transformers():
+        peer_batches = ()
+        report.notes.append(f"transformers peer skipped: {TRANSFORMERS_HINT}")
     for shape, folder in folders.items():
         carbon = _load(folder, device, dtype, max_batch_size=max(batches), max_model_len=tokens)
         hf = None
@@ -167,16 +182,19 @@ def scoring_report(
         b = bench_vep(carbon, vcf, reference, recipe="window", window=window)
         del carbon
         _free(device)
-        scorer = PublishedScorer(folder, dtype=dtype, device=device)
-        t0 = time.perf_counter()
-        published = scorer.scores(vcf, reference, recipe="window", window=window)
-        published_s = time.perf_counter() - t0
-    rate = len(published) / published_s if published_s else math.inf
-    for method, n, seconds in (
-        ("hexamer engine", b.n_variants, b.engine_s),
-        ("naive (hexamer model)", b.n_variants, b.naive_s),
-        ("published recipe (transformers)", len(published), published_s),
-    ):
+        runs = [
+            ("hexamer engine", b.n_variants, b.engine_s),
+            ("naive (hexamer model)", b.n_variants, b.naive_s),
+        ]
+        if _has_transformers():
+            scorer = PublishedScorer(folder, dtype=dtype, device=device)
+            t0 = time.perf_counter()
+            published = scorer.scores(vcf, reference, recipe="window", window=window)
+            runs.append(("published recipe (transformers)", len(published), time.perf_counter() - t0))
+        else:
+            report.notes.append(f"published recipe skipped: {TRANSFORMERS_HINT}")
+    rate = runs[-1][1] / runs[-1][2] if len(runs) == 3 and runs[-1][2] else None
+    for method, n, seconds in runs:
         per_s = n / seconds if seconds else math.inf
         report.rows.append(
             {
@@ -184,7 +202,7 @@ def scoring_report(
                 "variants": n,
                 "seconds": seconds,
                 "variants/s": per_s,
-                "× published": per_s / rate,
+                "× published": per_s / rate if rate else None,
             }
         )
     report.notes.append(f"engine vs naive: max abs score difference = {b.max_abs_diff:.2e}")

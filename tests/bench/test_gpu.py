@@ -185,3 +185,33 @@ def test_cli_json_summary(tmp_path: Path) -> None:
     summary = json.loads(done.stdout)
     assert summary["steps"] == {"environment": "ok"}
     assert (tmp_path / "rep" / "gpu-report.md").is_file()
+
+
+def test_without_transformers_the_peers_fail_softly(tmp_path: Path) -> None:
+    """A GPU node without transformers: the checks against it fail with the install hint, and
+    hexamer's own throughput is still measured."""
+    from tests.test_extras import BLOCKER, HIDDEN
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER.format(hidden=HIDDEN))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+        "HEXAMER_CACHE": str(tmp_path / "cache"),
+    }
+    args = ["--device", "cpu", "--quick", "--steps", "greedy,throughput", "--json", "--out", "rep"]
+    done = subprocess.run(
+        [sys.executable, "-m", "hexamer", "bench", "gpu", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr  # a step raised
+    assert json.loads(done.stdout)["steps"] == {"greedy": "error", "throughput": "ok"}
+    steps = {s["name"]: s for s in _strict_json((tmp_path / "rep" / "gpu-report.json").read_text())["steps"]}
+    assert "pip install 'transformers>=4.56'" in steps["greedy"]["error"]
+    assert [r["backend"] for r in steps["throughput"]["rows"]] == ["hexamer", "hexamer"]
+    assert any("transformers peer skipped" in note for note in steps["throughput"]["notes"])
