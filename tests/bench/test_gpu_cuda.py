@@ -17,7 +17,6 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
-transformers = pytest.importorskip("transformers")
 
 VEP_DATA = Path(__file__).resolve().parents[1] / "data" / "vep"
 PROMPTS = ["ACGTACGGATTA", "TTGACATTGACAGGCATC" * 3, "CCCCCC" * 5, "GATTACA" * 9]
@@ -29,6 +28,7 @@ def peers(tiny_folder: Path) -> Peers:
 
 
 def test_engine_parity_logits(peers: Peers) -> None:
+    pytest.importorskip("transformers")
     layout = peers.carbon("float32").layout
     ids = random_dna_rows(layout, 3, 64, seed=1)
     with torch.inference_mode():
@@ -38,6 +38,7 @@ def test_engine_parity_logits(peers: Peers) -> None:
 
 
 def test_engine_parity_greedy(peers: Peers) -> None:
+    pytest.importorskip("transformers")
     from hexamer.bench.gpu_checks import greedy_report
 
     report = greedy_report(peers, PROMPTS, 16)
@@ -83,13 +84,16 @@ def test_bf16_scoring_close_to_the_cpu(tiny_folder: Path) -> None:
         assert np.nanmax(np.abs(rounded.per_base - ref.per_base)) <= 0.5
 
 
-def test_vep_path_on_cuda(tiny_folder: Path, job_vcf: Path) -> None:
+def test_vep_path_on_cuda(tiny_folder: Path) -> None:
+    pytest.importorskip("pysam")  # VCF reading
     from hexamer.vep.engine import score_variants
 
     fasta = VEP_DATA / "chr20_slice.fa.gz"
 
     def rows(carbon: Carbon) -> list[dict]:
-        return list(score_variants(carbon, job_vcf, fasta, window=600, on_note=lambda _: None))
+        return list(
+            score_variants(carbon, VEP_DATA / "chr20_slice.vcf", fasta, window=600, on_note=lambda _: None)
+        )
 
     cpu = rows(Carbon.from_pretrained(tiny_folder))
     gpu = rows(Carbon.from_pretrained(tiny_folder, device="cuda", dtype="float32"))
