@@ -114,6 +114,9 @@ def embed_sequences(
 ) -> Iterator[tuple[str, np.ndarray | None]]:
     """Yield ``(id, vector)`` per record, in input order; ``vector`` is float32 ``(hidden,)``.
 
+    ``carbon`` is a :class:`hexamer.Carbon` (any front end with a ``backend``); its backend must
+    give hidden states (``supports_embeddings``), else :class:`UnsupportedOperation`.
+
     Records are :class:`~hexamer.io.SequenceRecord`/:class:`~hexamer.io.BadRecord` (as
     :func:`~hexamer.io.read_sequences` yields them), ``(id, sequence)`` pairs or plain strings. A
     bad record (reported by the reader, or empty), or one whose vector is not finite (the model's
