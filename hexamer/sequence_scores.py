@@ -60,8 +60,8 @@ def score_record_rows(
     """Score a chunk of records (at most :data:`SCORE_CHUNK` for ``hexamer score``'s batches):
     a row per record with ``status`` ok, skipped (a bad record, nothing scorable) or failed (a
     sequence the model cannot take, a non-finite model output), ``error``, ``length``, ``mean_logprob``, ``n_scored``,
-    ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size`` bounds a local
-    model's forward (``batch_size`` x 1,024 tokens); a served model batches on the server."""
+    ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size`` x 1,024 tokens
+    bound a local model's forward, and the prompt tokens in flight to a served one."""
     from hexamer.backend.results import FailedResultWarning
     from hexamer.carbon import UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence

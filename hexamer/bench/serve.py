@@ -315,7 +315,7 @@ def run_serve_bench(
     prompts offline (``Carbon.generate``, token mode, same lengths and temperature, in batches of
     the server's concurrency)
     after each server round, and the report gives both throughputs per round and their ratio."""
-    from hexamer.remote.client import load_server_tokenizer
+    from hexamer.remote.backend import load_server_tokenizer
     from hexamer.remote.protocol import detect
 
     if quick:

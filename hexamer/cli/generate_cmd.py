@@ -282,7 +282,7 @@ def generate(
 
 
 def _check_served_options(draft: str | None, repetition_penalty: float) -> None:
-    """What ``RemoteCarbon.generate`` cannot do, refused by name before any request."""
+    """What a served model's ``Carbon.generate`` cannot do, refused by name before any request."""
     if draft is not None:
         raise typer.BadParameter(
             "--draft decodes with two local models; --server takes no --draft", param_hint="'--draft'"

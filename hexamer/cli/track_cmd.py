@@ -139,7 +139,7 @@ def track(
         err_console.print(f"[yellow]warning:[/yellow] {escape(problem)}")
     carbon = served.open_model(server, model, dtype, device, 1, command)
     if server is not None:  # the server's per-base log-probabilities, window by window
-        name = Path(carbon.served_model).name
+        name = Path(carbon.backend.served_model).name  # type: ignore[attr-defined]
     else:
         name = Path(carbon.tokenizer.name_or_path or "model").name
     try:
