@@ -79,6 +79,7 @@ import torch
 
 from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.fns.tables import BASE_INDEX
+from hexamer.io import reverse_complement
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -103,7 +104,6 @@ __all__ = [
     "non_acgt_positions",
     "oov_bp",
     "pair_oov_bp",
-    "reverse_complement",
     "unscored_allele",
     "variant_windows",
     "window_bounds",
@@ -132,14 +132,6 @@ def min_window(k: int = 6) -> int:
 def min_context(k: int = 6) -> int:
     """The shortest next-base context: :data:`MIN_FLANK_KMERS` whole k-mers (12 bp for 6-mers)."""
     return MIN_FLANK_KMERS * k
-
-
-_COMPLEMENT = str.maketrans("ACGTNacgtn", "TGCANtgcan")
-
-
-def reverse_complement(seq: str) -> str:
-    """Reverse complement (A<->T, C<->G, N stays N; case kept)."""
-    return seq.translate(_COMPLEMENT)[::-1]
 
 
 # --------------------------------------------------------------------------- window recipe
