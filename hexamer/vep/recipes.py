@@ -111,6 +111,7 @@ __all__ = [
     "window_delta",
     "window_ll",
     "window_pair_bounds",
+    "window_placement",
     "window_tokens",
 ]
 
@@ -156,6 +157,13 @@ def window_centre(p0: int, grid: int = 1) -> int:
     if grid <= 1:
         return p0
     return grid * (p0 // grid) + grid // 2
+
+
+def window_placement(grid: int) -> str:
+    """How windows are placed, as outputs name it: ``centred`` on each variant (``grid`` 1, the
+    published recipe) or ``grid:G``, centred on G-bp tiles (:func:`window_centre`). The same variant
+    scores differently under two placements, so rows, headers and calibration tables say which."""
+    return "centred" if grid <= 1 else f"grid:{grid}"
 
 
 def window_pair_bounds(
