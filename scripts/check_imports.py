@@ -20,7 +20,8 @@ top-level module such as ``hexamer.cache`` is its own package). Listed apart, as
 without type information: ``obj._y`` on an object (not ``self``/``cls``) where ``_y`` is defined
 only in other packages, such as a private method of another package's class. Also listed:
 product modules that import the benchmarks (``hexamer.bench``); only ``hexamer.cli`` and
-``hexamer.testing`` may.
+``hexamer.testing`` may; and modules that import the test helpers (``hexamer.testing``), which only
+tests may (product code builds synthetic models with ``hexamer.synthetic``).
 
     python scripts/check_imports.py            # the hexamer/ package of this checkout
     python scripts/check_imports.py --json     # the same, machine-readable
@@ -223,6 +224,21 @@ def product_imports_of_bench(modules: dict[str, ModuleInfo]) -> dict[str, list[s
     return found
 
 
+def imports_of_testing(modules: dict[str, ModuleInfo]) -> dict[str, list[str]]:
+    """Modules outside ``hexamer.testing`` that import it: test helpers are for tests; what product
+    code needs from them (model folders with random weights, random VCFs) is ``hexamer.synthetic``."""
+    found: dict[str, list[str]] = {}
+    for name, info in sorted(modules.items()):
+        if top_package(name) == "hexamer.testing":
+            continue
+        targets = sorted(
+            t for t in info.module_edges | info.function_edges if top_package(t) == "hexamer.testing"
+        )
+        if targets:
+            found[name] = targets
+    return found
+
+
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's algorithm (iterative); components with more than one module, sorted."""
     index: dict[str, int] = {}
@@ -302,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         "cross_package_private_uses": private,
         "foreign_private_attributes": foreign_private_attributes(modules),
         "product_imports_of_bench": product_imports_of_bench(modules),
+        "imports_of_testing": imports_of_testing(modules),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -335,6 +352,10 @@ def _print_text(report: dict) -> None:
     bench = report["product_imports_of_bench"]
     print(f"\nproduct modules importing hexamer.bench: {len(bench)}")
     for module, targets in bench.items():
+        print(f"  {module} -> {', '.join(targets)}")
+    testing = report["imports_of_testing"]
+    print(f"\nproduct modules importing hexamer.testing: {len(testing)}")
+    for module, targets in testing.items():
         print(f"  {module} -> {', '.join(targets)}")
     foreign = report["foreign_private_attributes"]
     total = sum(len(v) for v in foreign.values())
