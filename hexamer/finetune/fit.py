@@ -30,7 +30,7 @@ from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.model.checkpoint import read_folder_config
 from hexamer.tokenizer import CarbonTokenizer
 
-__all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitProgress", "FitResult", "fit"]
+__all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitResult", "fit"]
 
 BEST_DIR = "best"
 BEST_ADAPTER_DIR = "best_adapter"
