@@ -88,7 +88,7 @@ cache_dir = cache_root
 
 def builtin_tiny_model() -> Path:
     """A tiny random-weight Carbon-format folder, built once into the cache (atomically)."""
-    from hexamer.testing import build_carbon_folder_once
+    from hexamer.synthetic import build_carbon_folder_once
 
     return build_carbon_folder_once(cache_dir() / f"tiny-random-{__version__}")
 

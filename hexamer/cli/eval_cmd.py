@@ -148,7 +148,6 @@ def eval_cmd(
     from hexamer.evals.report import default_meta, write_report
     from hexamer.evals.runner import EvalResult, run_suite, run_task, write_json
     from hexamer.evals.task import DatasetSchemaError
-    from hexamer.vep.resume import model_fingerprint
 
     names = _task_list(task, suite)
     if level not in LEVELS:
@@ -207,7 +206,7 @@ def eval_cmd(
             results = run_suite(carbon, root, tasks=names, levels=levels, progress=progress, **run_options)
 
     _print_table(results, screen)
-    meta = default_meta(str(path), model_fingerprint(carbon), " ".join(["hexamer", *sys.argv[1:]]))
+    meta = default_meta(str(path), carbon.backend.fingerprint(), " ".join(["hexamer", *sys.argv[1:]]))
     out.mkdir(parents=True, exist_ok=True)
     write_json(results, out / "summary.json", {"meta": meta})
     screen.print(f"wrote {out / 'summary.json'}")

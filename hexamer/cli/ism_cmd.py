@@ -45,12 +45,13 @@ WindowOption = Annotated[
     int, typer.Option(max=1_000_000, help="Window recipe: bp around the variant's tile (at least 30).")
 ]
 WindowGridOption = Annotated[
-    int | None,
+    int,
     typer.Option(
         min=1,
         max=500_000,
-        help="Window recipe: centre windows on tiles of this many bp; the SNVs of a tile share one reference "
-        "forward (default 128, at most half the window; 1 = centred on each variant, the published recipe).",
+        help="Window recipe: 1 = windows centred on each variant (as hexamer vep; the published recipe); G = "
+        "centred on G-bp tiles, so the SNVs of a tile share one reference forward (faster, other numbers; "
+        "rows say window_placement=grid:G). At most half the window.",
     ),
 ]
 ContextOption = Annotated[
@@ -81,7 +82,7 @@ def _recipe_settings(**options: Any) -> VepSettings:
 #: The window and context options of ``ism``, ``calibrate`` and ``bench ism``.
 _WINDOW_OPTIONS = (
     ("window", WindowOption, 8192),
-    ("window_grid", WindowGridOption, None),
+    ("window_grid", WindowGridOption, 1),
     ("rc_average", RcOption, False),
     ("context", ContextOption, 24576),
     ("context_grid", ContextGridOption, 6144),

@@ -64,7 +64,7 @@ def build_niah_cmd(
         parse_list,
         prompt_length_bp,
     )
-    from hexamer.evals.tasks.niah import parse_ctx
+    from hexamer.evals.tasks.niah_cells import parse_ctx
 
     try:
         cfg = NiahBuildConfig(
@@ -92,7 +92,7 @@ def build_niah_cmd(
         table.add_column(col, justify="right" if col in ("rows", "prompt bp") else "left")
     for path in paths:
         rel = path.relative_to(out)
-        from hexamer.evals.tasks.niah import parse_cell
+        from hexamer.evals.tasks.niah_cells import parse_cell
 
         cell = parse_cell(rel.parts[0])
         assert cell is not None

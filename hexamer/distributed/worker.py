@@ -58,10 +58,8 @@ class ShardWorker:
 
     def describe(self) -> dict[str, Any]:
         """Where this worker runs and which model it holds (its fingerprint)."""
-        from hexamer.vep.resume import model_fingerprint
-
         return {
-            "fingerprint": model_fingerprint(self.carbon),
+            "fingerprint": self.carbon.backend.fingerprint(),
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "device": str(self.carbon.model.device),

@@ -23,7 +23,7 @@ from hexamer.engine.speculative import (
     check_compatible,
 )
 from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, token_sampling_probs
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from hexamer.testing.cli import run, run_ok
 from hexamer.tokenizer import DnaLayout
 
