@@ -29,8 +29,6 @@ from hexamer.cli.checks import (
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
 from hexamer.cli.scaleout import ResumeOption
 from hexamer.cli.sequence_jobs import (
-    JobOutput,
-    check_score_output,
     chunks,
     count_records,
     fail_if_none_ok,
@@ -38,6 +36,7 @@ from hexamer.cli.sequence_jobs import (
     read_job_records,
     report_skipped,
 )
+from hexamer.job_output import JobOutput, check_table_output
 
 
 @app.command()
@@ -91,7 +90,7 @@ def score(
     if as_json and out is None:
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
-        check_output("--out", out, check_score_output)  # before scoring, not after
+        check_output("--out", out, check_table_output)  # before scoring, not after
     check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray

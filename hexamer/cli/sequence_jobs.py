@@ -30,16 +30,9 @@ if TYPE_CHECKING:
     from hexamer.io import BadRecord, SequenceRecord
 
 __all__ = [
-    "CHUNK",
-    "FASTA_SUFFIXES",
-    "MAX_SAMPLES",
-    "JobOutput",
-    "check_generate_output",
-    "check_score_output",
     "chunks",
     "count_records",
     "fail_if_none_ok",
-    "is_fasta_name",
     "load_calibration",
     "load_carbon",
     "progress_bar",
@@ -47,10 +40,6 @@ __all__ = [
     "report_skipped",
     "set_threads",
 ]
-
-CHUNK = 256  # sequences per engine call (records x samples): bounds memory on huge inputs
-#: Largest ``generate --n``: samples per prompt (the server's default limit is 64).
-MAX_SAMPLES = 1024
 
 
 def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int) -> Carbon:
@@ -155,71 +144,6 @@ def progress_bar() -> Progress:
     return make_progress_bar(
         "[bold]{task.description}", "{task.fields[rate]}", console=err_console, transient=False
     )
-
-
-class JobOutput:
-    """FASTA (good records only) or a table (every record, with status) at ``path``; stdout FASTA
-    when no path is given."""
-
-    def __init__(self, path: Path | None) -> None:
-        from hexamer.io import TableWriter
-
-        path = None if is_stdio(path) else path  # "-o -": stdout
-        self.path = path
-        self.fasta: list[tuple[str, str, str]] = []
-        self.table: TableWriter | None = None
-        self.is_fasta = path is None or is_fasta_name(path)
-        if path is not None and not self.is_fasta:
-            self.table = TableWriter(path)
-
-    def add(self, rows: list[dict[str, Any]], fasta_key: str | None) -> None:
-        if self.table is not None:
-            self.table.write_batch(rows)
-        elif fasta_key is not None:  # sample j of a record (--n) is named ID_j
-            self.fasta.extend(
-                (r["id"] if "sample" not in r else f"{r['id']}_{r['sample']}", r[fasta_key], "")
-                for r in rows
-                if r["status"] == "ok"
-            )
-
-    def close(self) -> None:
-        from hexamer.io import write_fasta
-
-        if self.table is not None:
-            self.table.close()
-        elif self.path is not None:
-            write_fasta(self.path, self.fasta)
-        else:
-            for ident, seq, desc in self.fasta:
-                print(f">{ident}{' ' + desc if desc else ''}\n{seq}")
-
-    def abort(self) -> None:
-        if self.table is not None:
-            self.table.abort()
-
-
-def is_fasta_name(path: Path) -> bool:
-    return path.name.lower().endswith(FASTA_SUFFIXES)
-
-
-FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")
-
-
-def check_generate_output(path: Path) -> None:
-    """``generate -o``: FASTA or a table, by extension."""
-    if not is_fasta_name(path):
-        from hexamer.io import table_format
-
-        table_format(path)
-
-
-def check_score_output(path: Path) -> None:
-    """``score -o``: a table (scores are no sequences)."""
-    from hexamer.io import table_format
-
-    if is_fasta_name(path):
-        raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
-    table_format(path)
 
 
 def report_skipped(bad: list[str]) -> None:
