@@ -44,6 +44,7 @@ from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carb
 from hexamer.io.stdio import copy_to_stdout
 
 if TYPE_CHECKING:
+    from hexamer.embedding_job import EmbeddingSettings
     from hexamer.vep import VepSettings
 
 
@@ -322,7 +323,51 @@ def vep(
         fail(f"no variant was scored ({in_words}); the reasons are in the output", code=1)
 
 
+def _embedding_settings(**options: Any) -> EmbeddingSettings:
+    from hexamer.embedding_job import EmbeddingSettings
+
+    return EmbeddingSettings(**options)
+
+
+#: The options that decide the vectors, handed to ``embed`` as one
+#: :class:`~hexamer.embedding_job.EmbeddingSettings` (the local and the ``--ray`` job take it whole).
+embedding_options = option_group(
+    "settings",
+    (
+        (
+            "pool",
+            Annotated[
+                Literal["mean", "last", "sep"],
+                typer.Option(help="mean (content tokens), last (content token) or sep (</dna>)."),
+            ],
+            "mean",
+        ),
+        (
+            "layer",
+            Annotated[
+                int, typer.Option(help="Hidden layer; negative counts from the end (-1 = final norm).")
+            ],
+            -1,
+        ),
+        (
+            "max_tokens",
+            Annotated[int | None, typer.Option(min=1, help="Chunk length in tokens (default: the context).")],
+            None,
+        ),
+        (
+            "chunk_overlap",
+            Annotated[int | None, typer.Option(min=0, help="Overlap between chunks, bp.")],
+            None,
+        ),
+        ("prefix", PrefixOption, ""),
+        ("batch_size", Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)], 8),
+    ),
+    _embedding_settings,
+)
+
+
 @app.command()
+@embedding_options
 @ray_options(
     Annotated[
         int | None,
@@ -337,19 +382,7 @@ def embed(
         Path, typer.Option("--out", "-o", help=".parquet, or .npy (+ .ids.txt); - writes Parquet to stdout.")
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
-    pool: Annotated[
-        Literal["mean", "last", "sep"],
-        typer.Option(help="mean (content tokens), last (content token) or sep (</dna>)."),
-    ] = "mean",
-    layer: Annotated[
-        int, typer.Option(help="Hidden layer; negative counts from the end (-1 = final norm).")
-    ] = -1,
-    max_tokens: Annotated[
-        int | None, typer.Option(min=1, help="Chunk length in tokens (default: the context).")
-    ] = None,
-    chunk_overlap: Annotated[int | None, typer.Option(min=0, help="Overlap between chunks, bp.")] = None,
-    prefix: PrefixOption = "",
-    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
+    settings: EmbeddingSettings = FILLED,  # the embedding options (embedding_options)
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
@@ -361,29 +394,18 @@ def embed(
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
-    from hexamer.embed import embed_sequences, write_embeddings
-    from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
+    from hexamer.embedding_job import run_embedding
+    from hexamer.io import SequenceInputError
 
     served.refuse_server(
         server,
         "embeddings are the model's hidden states, which a vLLM / SGLang / hexamer server does not "
         "return (only log-probabilities); embed with a local --model",
     )
-
-    check_choice("--pool", pool, ("mean", "last", "sep"))
+    check_choice("--pool", settings.pool, ("mean", "last", "sep"))
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    if is_stdio(out) and as_json:
-        raise typer.BadParameter(
-            "--out - writes the Parquet table to standard output; drop --json (or give a file)"
-        )
-    if is_stdio(out) and ray is not None:
-        raise typer.BadParameter(
-            "--ray writes the embeddings to a file (its shards are kept for --resume); give --out FILE",
-            param_hint="'--out'",
-        )
-    if not is_stdio(out):
-        check_output("--out", out, _check_embedding_output)
+    _check_embed_output(out, as_json, ray)
     check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import embed_on_ray
@@ -396,65 +418,52 @@ def embed(
             shard_records=ray.shard_records,
             as_json=as_json,
             resume=resume,
-            pooling=pool,
-            layer=layer,
-            max_tokens=max_tokens,
-            chunk_overlap=chunk_overlap,
-            prefix=prefix,
-            batch_size=batch_size,
+            **settings.driver_options(),
         )
     set_threads(threads)
-    carbon = load_carbon(model, dtype, device, batch_size)
-    errors: dict[str, str] = {}
-
-    def records():  # a bad input record stays in the output, with no vector and its reason
-        for rec in read_sequences(str(input_file)):
-            if isinstance(rec, BadRecord):
-                ident = rec.id or f"record{rec.index}"
-                errors[ident] = rec.reason
-                err_console.print(f"[yellow]skipped[/yellow] {rec}")
-                yield SequenceRecord(id=ident, sequence="", index=rec.index)
-            else:
-                yield rec
-
-    def on_error(ident: str, reason: str) -> None:
-        if ident not in errors:
-            errors[ident] = reason
-            err_console.print(f"[yellow]failed[/yellow] {ident}: {reason}")
-
+    carbon = load_carbon(model, dtype, device, settings.batch_size)
     try:
-        with progress_bar() as progress:
+        with progress_bar() as progress, tempfile.TemporaryDirectory(prefix="hexamer-embed-") as tmp:
             task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
-            items = embed_sequences(
+            target = Path(tmp) / "embeddings.parquet" if is_stdio(out) else out  # "-o -": Parquet on stdout
+            result = run_embedding(
                 carbon,
-                records(),
-                pool=pool,  # type: ignore[arg-type]
-                layer=layer,
-                max_tokens=max_tokens,
-                chunk_overlap=chunk_overlap,
-                prefix=prefix,
-                batch_size=batch_size,
-                on_error=on_error,
+                input_file,
+                target,
+                settings,
+                on_progress=lambda n: progress.update(task, advance=n),
+                on_bad_record=lambda rec: err_console.print(f"[yellow]skipped[/yellow] {rec}"),
+                on_failed=lambda ident, why: err_console.print(f"[yellow]failed[/yellow] {ident}: {why}"),
             )
-            with tempfile.TemporaryDirectory(prefix="hexamer-embed-") as tmp:
-                target = (
-                    Path(tmp) / "embeddings.parquet" if is_stdio(out) else out
-                )  # "-o -": Parquet on stdout
-                n = write_embeddings(
-                    target, items, errors=errors, on_item=lambda _: progress.update(task, advance=1)
-                )
-                if is_stdio(out):
-                    copy_to_stdout(target)
+            if is_stdio(out):
+                copy_to_stdout(target)
     except (SequenceInputError, ValueError) as exc:
         fail(exc)
+    n, bad = result.n_records, len(result.errors)
     if as_json:
-        print_json({"output": str(out), "n_records": n, "n_without_vector": len(errors)})
+        print_json({"output": str(out), "n_records": n, "n_without_vector": bad})
     else:
         (err_console if is_stdio(out) else console).print(
-            f"wrote {out} ({n:,} records, {len(errors):,} without a vector)"
+            f"wrote {out} ({n:,} records, {bad:,} without a vector)"
         )
-    if n and len(errors) >= n:  # written, every row with its reason: but nothing was embedded
+    if n and bad >= n:  # written, every row with its reason: but nothing was embedded
         fail(f"no record was embedded; the reasons are in {out} and above", code=1)
+
+
+def _check_embed_output(out: Path, as_json: bool, ray: RayRun | None) -> None:
+    """``--out``: a file of a supported format, or ``-`` (Parquet on standard output) without
+    ``--json`` or ``--ray``."""
+    if is_stdio(out) and as_json:
+        raise typer.BadParameter(
+            "--out - writes the Parquet table to standard output; drop --json (or give a file)"
+        )
+    if is_stdio(out) and ray is not None:
+        raise typer.BadParameter(
+            "--ray writes the embeddings to a file (its shards are kept for --resume); give --out FILE",
+            param_hint="'--out'",
+        )
+    if not is_stdio(out):
+        check_output("--out", out, _check_embedding_output)
 
 
 def _check_embedding_output(path: Path) -> None:

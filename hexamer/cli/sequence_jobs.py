@@ -1,5 +1,5 @@
 """What ``hexamer generate``, ``hexamer score`` and the pipeline commands share: loading the model
-(its threads, a ``--calibration`` file), reading records, chunks, the progress bar, the output.
+(its threads, a ``--calibration`` file), reading records, the progress bar, the report.
 
 A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
 outputs) and every other record is processed. Outputs are written atomically.
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import Progress
 
-from hexamer.batching import batched
 from hexamer.cli.app import (
     describe_counts,
     err_console,
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from hexamer.io import BadRecord, SequenceRecord
 
 __all__ = [
-    "chunks",
     "count_records",
     "fail_if_none_ok",
     "load_calibration",
@@ -132,11 +130,6 @@ def count_records(inputs: list[str] | None, input_file: Path | None) -> int | No
         return sum(1 for _ in read_sequences(str(input_file)))
     except (SequenceInputError, OSError, ValueError):
         return None
-
-
-def chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    """Records in lists of ``size`` (the last one shorter)."""
-    return batched(records, size)
 
 
 def progress_bar() -> Progress:
