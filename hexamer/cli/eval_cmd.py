@@ -190,6 +190,19 @@ eval_job_options = option_group(
 )
 
 
+def _levels(
+    level: str, names: list[str], suite: str | None, data: str | None, data_root: Path | None
+) -> tuple[Any, ...]:
+    """The levels ``--level`` asks for, once the data options are known to make sense together."""
+    if level not in LEVELS:
+        raise typer.BadParameter(f"--level must be one of {', '.join(LEVELS)}")
+    if suite is None and data is None and data_root is None:
+        raise typer.BadParameter("give --data PATH (one task) or --data-root DATA")
+    if suite is None and data is not None and len(names) > 1:
+        raise typer.BadParameter("--data is one task's data; for several tasks use --data-root")
+    return ("token", "bp") if level == "both" else (level,)
+
+
 @app.command("eval")
 @eval_job_options
 def eval_cmd(
@@ -237,13 +250,7 @@ def eval_cmd(
     from hexamer.vep.resume import model_fingerprint
 
     names = _task_list(task, suite)
-    if level not in LEVELS:
-        raise typer.BadParameter(f"--level must be one of {', '.join(LEVELS)}")
-    levels: tuple[Any, ...] = ("token", "bp") if level == "both" else (level,)
-    if suite is None and data is None and data_root is None:
-        raise typer.BadParameter("give --data PATH (one task) or --data-root DATA")
-    if suite is None and data is not None and len(names) > 1:
-        raise typer.BadParameter("--data is one task's data; for several tasks use --data-root")
+    levels = _levels(level, names, suite, data, data_root)
     report_to_stdout = is_stdio(settings.report)
     screen = err_console if report_to_stdout else console  # stdout then carries the report alone
     path = resolve_model(model)

@@ -39,8 +39,8 @@ from hexamer.cli.scaleout import ResumeOption
 from hexamer.cli.sequence_jobs import (
     count_records,
     fail_if_none_ok,
+    job_progress,
     load_carbon,
-    progress_bar,
     read_job_records,
     report_skipped,
 )
@@ -226,10 +226,8 @@ def generate(
     Exits with status 1 (after writing the whole output) when no record is ok."""
     served.check_server_choice(server, model, ray, command)
     check_runtime(dtype=dtype, device=None if ray else device)  # --ray: the workers' device
-    check_choice("--mode", settings.mode, ("bp", "token"))
-    _check_spec_k(spec_k)  # with or without --draft: a wrong value is wrong either way
     out = None if is_stdio(out) else out
-    _check_options(settings, out, as_json, draft, sampler, server, ray)
+    _check_options(settings, out, as_json, draft, spec_k, sampler, server, ray)
     check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import generate_on_ray
@@ -249,28 +247,19 @@ def generate(
     records = read_job_records(sequences or [], input_file)  # an unusable file stops us before the load
     carbon = served.open_model(server, model, dtype, device, batch_size, command)
     speculative = _speculative_options(carbon, draft, spec_k, dtype, device, batch_size)
-    if server is not None:
-        settings = replace(settings, sampler=sampler)
+    settings = replace(settings, sampler=None if server is None else sampler)
     _check_lengths(carbon, settings)
     from hexamer.generation_job import run_generation
 
-    with progress_bar() as progress:
-        task = progress.add_task("generating", total=count_records(sequences, input_file), rate="")
-        generated = [0]
-
-        def tick(n_bp: int) -> None:
-            generated[0] += n_bp
-            elapsed = progress.tasks[task].elapsed or 1e-9
-            progress.update(task, advance=0, rate=f"{generated[0] / elapsed:,.0f} bp/s")
-
+    with job_progress("generating", count_records(sequences, input_file)) as bar:
         result = run_generation(
             carbon,
             records,
             out,
             settings,
             speculative=speculative,
-            on_progress=lambda n: progress.update(task, advance=n),
-            on_bases=tick,
+            on_progress=bar.advance,
+            on_bases=lambda n_bp: bar.count(n_bp, "bp"),
         )
     _report(result, settings.n, as_json)
 
@@ -280,11 +269,14 @@ def _check_options(
     out: Path | None,
     as_json: bool,
     draft: str | None,
+    spec_k: str,
     sampler: str,
     server: served.Server | None,
     ray: RayRun | None,
 ) -> None:
     """The usage errors of option combinations, before any file is read or model loaded."""
+    check_choice("--mode", settings.mode, ("bp", "token"))
+    _check_spec_k(spec_k)  # with or without --draft: a wrong value is wrong either way
     if as_json and out is None:
         raise typer.BadParameter("--json needs --out FILE: stdout carries the sequences")
     if out is not None:

@@ -32,7 +32,7 @@ from hexamer.cli.scaleout import ResumeOption
 from hexamer.cli.sequence_jobs import (
     count_records,
     fail_if_none_ok,
-    progress_bar,
+    job_progress,
     read_job_records,
     report_skipped,
 )
@@ -140,22 +140,9 @@ def score(
         )
     records = read_job_records(sequences or [], input_file)  # an unusable file stops us before the load
     carbon = served.open_model(server, model, dtype, device, settings.batch_size, command)
-    with progress_bar() as progress:
-        task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
-        scored = [0]
-
-        def tick(n_bp: int) -> None:
-            scored[0] += n_bp
-            elapsed = progress.tasks[task].elapsed or 1e-9
-            progress.update(task, rate=f"{scored[0] / elapsed:,.0f} bp/s")
-
+    with job_progress("scoring", count_records(sequences, input_file)) as bar:
         result = run_scoring(
-            carbon,
-            records,
-            out,
-            settings,
-            on_progress=lambda n: progress.update(task, advance=n),
-            on_bases=tick,
+            carbon, records, out, settings, on_progress=bar.advance, on_bases=lambda n: bar.count(n, "bp")
         )
     statuses = result.status_counts
     if out is None:

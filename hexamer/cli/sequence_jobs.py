@@ -7,9 +7,10 @@ outputs) and every other record is processed. Outputs are written atomically.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import Progress
@@ -29,8 +30,10 @@ if TYPE_CHECKING:
     from hexamer.io import BadRecord, SequenceRecord
 
 __all__ = [
+    "JobProgress",
     "count_records",
     "fail_if_none_ok",
+    "job_progress",
     "load_calibration",
     "load_carbon",
     "progress_bar",
@@ -130,6 +133,35 @@ def count_records(inputs: list[str] | None, input_file: Path | None) -> int | No
         return sum(1 for _ in read_sequences(str(input_file)))
     except (SequenceInputError, OSError, ValueError):
         return None
+
+
+class JobProgress:
+    """One task of the job's progress bar: ``advance`` moves it by records done, ``count`` shows
+    the rate of something else (bases, variants) per second of the task."""
+
+    def __init__(self, progress: Progress, task: Any, digits: int) -> None:
+        self.progress, self.task, self.digits = progress, task, digits
+        self.counted = 0
+
+    def advance(self, n: int) -> None:
+        self.progress.update(self.task, advance=n)
+
+    def tick(self, n: int, unit: str) -> None:
+        """``n`` more records done, each one ``unit`` of the rate."""
+        self.advance(n)
+        self.count(n, unit)
+
+    def count(self, n: int, unit: str) -> None:
+        self.counted += n
+        elapsed = self.progress.tasks[self.task].elapsed or 1e-9
+        self.progress.update(self.task, rate=f"{self.counted / elapsed:,.{self.digits}f} {unit}/s")
+
+
+@contextlib.contextmanager
+def job_progress(what: str, total: int | None, digits: int = 0) -> Iterator[JobProgress]:
+    """The job's progress bar with one task, ``what`` of ``total`` (None: unknown)."""
+    with progress_bar() as progress:
+        yield JobProgress(progress, progress.add_task(what, total=total, rate=""), digits)
 
 
 def progress_bar() -> Progress:
