@@ -121,22 +121,12 @@ def predict(
 ) -> None:
     """Predict with a fine-tuned head: one row per input record (its status, the values on the
     raw label scale or class probabilities), or variant effects of a VCF."""
-    from hexamer.finetune.apply import HeadFolderError, check_head_folder
-    from hexamer.vep.settings import VepSettings
-
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     job = _check_inputs(input_file, bed, vcf, fasta, resume)
     if ray is not None and job != "variants":
         raise typer.BadParameter("--ray scales out --vcf jobs", param_hint="'--ray'")
     _check_out(out, job)
-    if window is not None:
-        if job != "variants":
-            raise typer.BadParameter("--window is for --vcf jobs", param_hint="'--window'")
-        check_vep_settings(VepSettings(window=window))
-    try:
-        check_head_folder(model)  # a plain LM folder is a usage error before any weights load
-    except HeadFolderError as exc:
-        fail(exc)
+    _check_window_and_head(window, job, model)
     set_threads(threads)
     if job == "variants" and ray is not None:
         assert vcf is not None and fasta is not None
@@ -156,6 +146,22 @@ def predict(
     else:
         console.print(f"wrote {out} ({describe_counts(summary['status_counts'])})")
     fail_if_none_ok(summary["status_counts"], "predicted", table=True)
+
+
+def _check_window_and_head(window: int | None, job: str, model: str) -> None:
+    """``--window`` (a --vcf job's, in the VEP range), and that ``--model`` is a head folder: a
+    plain LM folder is a usage error before any weights load."""
+    from hexamer.finetune.apply import HeadFolderError, check_head_folder
+    from hexamer.vep.settings import VepSettings
+
+    if window is not None:
+        if job != "variants":
+            raise typer.BadParameter("--window is for --vcf jobs", param_hint="'--window'")
+        check_vep_settings(VepSettings(window=window))
+    try:
+        check_head_folder(model)
+    except HeadFolderError as exc:
+        fail(exc)
 
 
 def _load(model: str, rc_average: bool | None, batch_size: int, dtype: str, device: str | None):
