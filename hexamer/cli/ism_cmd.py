@@ -175,9 +175,7 @@ def ism(
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_resume(resume, ray)
-    _check_ism_inputs(fasta, out, region, vcf, plot, logo)
-    if indels and settings.recipe == "next_base":
-        _note("--indels: the next_base recipe scores SNVs only; indel rows will be skipped")
+    _check_ism_inputs(fasta, out, region, vcf, plot, logo, indels and settings.recipe == "next_base")
     on_ray = None
     if ray is not None:
         from hexamer.cli.scaleout import ray_ism_runner
@@ -195,11 +193,11 @@ def ism(
     try:
         with job_progress("scoring variants", None, digits=1) as bar:
             tick = functools.partial(bar.tick, unit="variants")
-            common = {"indels": indels, "calibration": cal, "on_note": _note, "on_progress": tick}
+            common = {"indels": indels, "calibration": cal, "on_note": _note, "on_progress": tick, **where}
             if on_ray is not None:  # the actors score, the driver writes the file
-                scan = on_ray(carbon, fasta, out, resume=resume, settings=settings, **where, **common)
+                scan = on_ray(carbon, fasta, out, resume=resume, settings=settings, **common)
             else:
-                scan = scan_mutagenesis(carbon, fasta, settings, **where, **common)
+                scan = scan_mutagenesis(carbon, fasta, settings, **common)
         rows, unplaced = scan.rows, scan.unplaced
         regions = [str(r) for r in scan.regions] if vcf is not None else list(region or [])
         n_written = scan.n_written if on_ray is not None else write_ism(out, rows)
@@ -213,10 +211,16 @@ def _note(message: str) -> None:
 
 
 def _check_ism_inputs(
-    fasta: Path, out: Path, region: list[str] | None, vcf: Path | None, plot: Path | None, logo: Path | None
+    fasta: Path,
+    out: Path,
+    region: list[str] | None,
+    vcf: Path | None,
+    plot: Path | None,
+    logo: Path | None,
+    snv_only_indels: bool,
 ) -> None:
     """Where ``ism`` looks (regions or VCF sites, not both) and the files it reads and writes,
-    before any model loads."""
+    before any model loads; a note when ``--indels`` meets the SNV-only next_base recipe."""
     from hexamer.ism import output_format
 
     if (region is None) == (vcf is None):
@@ -228,6 +232,8 @@ def _check_ism_inputs(
     check_output("--out", out, output_format)
     check_plot_path(plot)
     check_plot_path(logo, "--logo")
+    if snv_only_indels:
+        _note("--indels: the next_base recipe scores SNVs only; indel rows will be skipped")
 
 
 def _report_ism(
