@@ -341,7 +341,7 @@ def run_serve_bench(
         **(server_settings or {}),
     }
     if url is None and model is None:  # hexamer's own server on the default model
-        from hexamer.cli.app import builtin_tiny_model, default_model
+        from hexamer.default_model import builtin_tiny_model, default_model
 
         model = str(builtin_tiny_model() if quick else default_model()[0])
     carbon = None

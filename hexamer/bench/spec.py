@@ -188,9 +188,9 @@ def run_spec_bench(
         pairs.append(("given", target, draft))
     else:
         if cache_root is None:
-            from hexamer.cli.app import cache_dir
+            from hexamer.cache import cache_root as hexamer_cache
 
-            cache_root = cache_dir()
+            cache_root = hexamer_cache()
         shape = shape or (QUICK_PAIR if quick else FULL_PAIR)
         for noise in (
             noises if noises is not None else ((0.0, 0.003) if quick else (0.0, 0.001, 0.002, 0.004))

@@ -141,6 +141,34 @@ class ShardWorker:
             out.append((scored.rows, scored.problems, scored.scored_bp))
         return out
 
+    def generate_shard(
+        self,
+        shard: int,
+        records: Sequence[Any],
+        settings: Mapping[str, Any],
+        fault: FaultPlan | None = None,
+    ) -> list[dict[str, Any]]:
+        """``hexamer generate`` rows of a shard, chunk by chunk (as the command batches them): per
+        chunk its rows, each record's status, the problems and the bases written."""
+        from hexamer.generation_job import GenerationSettings, chunk_records, generate_record_rows
+
+        if fault is not None:
+            fault.apply(shard)
+        options = GenerationSettings(**{**settings, "stop": tuple(settings.get("stop", ()))})
+        size = chunk_records(options.n)
+        out = []
+        for at in range(0, len(records), size):
+            done = generate_record_rows(self.carbon, records[at : at + size], options)
+            out.append(
+                {
+                    "rows": done.rows,
+                    "statuses": done.statuses,
+                    "problems": done.problems,
+                    "written_bp": done.written_bp,
+                }
+            )
+        return out
+
     def embed_geometry(self, options: Mapping[str, Any]) -> tuple[Any, int, int]:
         """The tokenizer layout, DNA tokens per chunk and overlap ``embed_sequences`` uses with
         these options (the driver counts prompts with them to cut shards on group boundaries)."""
