@@ -14,7 +14,7 @@ from hexamer import Carbon
 from hexamer.backend import UnsupportedOperation
 from hexamer.remote import TopNWarning
 from hexamer.server.testing import serve_in_thread
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from hexamer.tracks import strided_score
 from hexamer.tracks.windows import window_capacity
 
