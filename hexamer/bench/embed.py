@@ -32,7 +32,7 @@ def run_embed_bench(
     from hexamer.bench.tokenizer import random_dna
     from hexamer.carbon import Carbon
     from hexamer.embed import embed_sequences
-    from hexamer.testing import SHAPES
+    from hexamer.synthetic import SHAPES
 
     if model is None and shape not in SHAPES:
         raise BenchOptionError(f"--shape must be one of {sorted(SHAPES)}")

@@ -201,7 +201,7 @@ def _steps(plan: GpuPlan, device: torch.device, root: Path) -> list[tuple[str, C
     from hexamer.bench.common import bench_model_folder
     from hexamer.bench.spec import PairShape
     from hexamer.bench.suite import suite_prompts
-    from hexamer.testing import SHAPES, build_carbon_folder_once
+    from hexamer.synthetic import SHAPES, build_carbon_folder_once
 
     state: dict[str, Any] = {}
 

@@ -160,7 +160,7 @@ def scoring_report(
     from hexamer.bench.baselines.published_vep import PublishedScorer
     from hexamer.bench.vep import bench_vep
     from hexamer.demo import demo_data_files
-    from hexamer.testing.vcf import write_random_vcf
+    from hexamer.synthetic.vcf import write_random_vcf
     from hexamer.vep.variants import Reference
 
     carbon = _load(folder, device, dtype)

@@ -71,7 +71,7 @@ def bench_scaleout(
     from hexamer.carbon import Carbon
     from hexamer.distributed import PoolSpec, WorkerPool, connect
     from hexamer.distributed import run_vep as run_on_ray
-    from hexamer.testing.vcf import write_random_vcf
+    from hexamer.synthetic.vcf import write_random_vcf
     from hexamer.vep import run_vep
     from hexamer.vep.variants import Reference
 

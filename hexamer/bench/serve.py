@@ -315,7 +315,7 @@ def run_serve_bench(
     prompts offline (``Carbon.generate``, token mode, same lengths and temperature, in batches of
     the server's concurrency)
     after each server round, and the report gives both throughputs per round and their ratio."""
-    from hexamer.remote.client import load_server_tokenizer
+    from hexamer.remote.backend import load_server_tokenizer
     from hexamer.remote.protocol import detect
 
     if quick:
@@ -341,7 +341,7 @@ def run_serve_bench(
         **(server_settings or {}),
     }
     if url is None and model is None:  # hexamer's own server on the default model
-        from hexamer.cli.app import builtin_tiny_model, default_model
+        from hexamer.default_model import builtin_tiny_model, default_model
 
         model = str(builtin_tiny_model() if quick else default_model()[0])
     carbon = None

@@ -21,7 +21,7 @@ import torch
 from hexamer.bench.report import BenchReport
 from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first, run_rounds
 from hexamer.bench.tokenizer import random_dna
-from hexamer.testing import ModelShape
+from hexamer.synthetic import ModelShape
 
 __all__ = ["FULL_PAIR", "QUICK_PAIR", "TINY_PAIR", "PairShape", "build_spec_pair", "run_spec_bench"]
 
@@ -67,7 +67,7 @@ def build_spec_pair(
     root: str | Path, shape: PairShape = FULL_PAIR, noise: float = 0.0, seed: int = 0
 ) -> tuple[Path, Path]:
     """``(draft_dir, target_dir)`` under ``root``, each built once (atomically) and reused."""
-    from hexamer.testing import build_carbon_folder_once
+    from hexamer.synthetic import build_carbon_folder_once
 
     root = Path(root)
     base = build_carbon_folder_once(root / f"spec-base-{shape.tag}-{seed}", shape=shape.draft, seed=seed)
@@ -78,7 +78,7 @@ def build_spec_pair(
         _write_folder(draft, shape.draft, weights)
     target = root / f"spec-target-{shape.tag}-{seed}-noise{noise:g}"
     if not (target / "config.json").is_file():
-        from hexamer.testing import llama_config, random_llama_weights
+        from hexamer.synthetic import llama_config, random_llama_weights
 
         weights = _load_weights(draft)
         gen = torch.Generator().manual_seed(seed + 1)
@@ -107,7 +107,7 @@ def _write_folder(folder: Path, shape: Any, weights: dict[str, torch.Tensor]) ->
     import shutil
     import tempfile
 
-    from hexamer.testing import build_carbon_folder, save_safetensors
+    from hexamer.synthetic import build_carbon_folder, save_safetensors
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
@@ -188,9 +188,9 @@ def run_spec_bench(
         pairs.append(("given", target, draft))
     else:
         if cache_root is None:
-            from hexamer.cli.app import cache_dir
+            from hexamer.cache import cache_root as hexamer_cache
 
-            cache_root = cache_dir()
+            cache_root = hexamer_cache()
         shape = shape or (QUICK_PAIR if quick else FULL_PAIR)
         for noise in (
             noises if noises is not None else ((0.0, 0.003) if quick else (0.0, 0.001, 0.002, 0.004))

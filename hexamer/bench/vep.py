@@ -5,7 +5,7 @@ way, so the two runs must agree to rounding; the published-scripts baseline (``t
 vocabulary) is :mod:`hexamer.bench.baselines.published_vep`.
 
     from hexamer.bench.vep import bench_vep
-    from hexamer.testing.vcf import write_random_vcf
+    from hexamer.synthetic.vcf import write_random_vcf
     write_random_vcf("ref.fa", "sites.vcf", n_sites=200)
     print(bench_vep(carbon, "sites.vcf", "ref.fa", recipe="window").as_dict())
 """
@@ -131,8 +131,8 @@ def run_vep_bench(
     from hexamer.bench.vep import bench_vep
     from hexamer.carbon import Carbon
     from hexamer.demo import demo_data_files
-    from hexamer.testing import SHAPES
-    from hexamer.testing.vcf import write_random_vcf
+    from hexamer.synthetic import SHAPES
+    from hexamer.synthetic.vcf import write_random_vcf
 
     bad = [r for r in recipes if r not in ("window", "next_base")]
     if not recipes or bad:

@@ -58,10 +58,8 @@ class ShardWorker:
 
     def describe(self) -> dict[str, Any]:
         """Where this worker runs and which model it holds (its fingerprint)."""
-        from hexamer.vep.resume import model_fingerprint
-
         return {
-            "fingerprint": model_fingerprint(self.carbon),
+            "fingerprint": self.carbon.backend.fingerprint(),
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "device": str(self.carbon.model.device),
@@ -141,6 +139,34 @@ class ShardWorker:
         for at in range(0, len(records), SCORE_CHUNK):
             scored = score_record_rows(self.carbon, records[at : at + SCORE_CHUNK], **options)
             out.append((scored.rows, scored.problems, scored.scored_bp))
+        return out
+
+    def generate_shard(
+        self,
+        shard: int,
+        records: Sequence[Any],
+        settings: Mapping[str, Any],
+        fault: FaultPlan | None = None,
+    ) -> list[dict[str, Any]]:
+        """``hexamer generate`` rows of a shard, chunk by chunk (as the command batches them): per
+        chunk its rows, each record's status, the problems and the bases written."""
+        from hexamer.generation_job import GenerationSettings, chunk_records, generate_record_rows
+
+        if fault is not None:
+            fault.apply(shard)
+        options = GenerationSettings(**{**settings, "stop": tuple(settings.get("stop", ()))})
+        size = chunk_records(options.n)
+        out = []
+        for at in range(0, len(records), size):
+            done = generate_record_rows(self.carbon, records[at : at + size], options)
+            out.append(
+                {
+                    "rows": done.rows,
+                    "statuses": done.statuses,
+                    "problems": done.problems,
+                    "written_bp": done.written_bp,
+                }
+            )
         return out
 
     def embed_geometry(self, options: Mapping[str, Any]) -> tuple[Any, int, int]:

@@ -63,7 +63,8 @@ if TYPE_CHECKING:
         load_table,
         normalize_dna,
     )
-    from hexamer.finetune.fit import FitProgress, FitResult
+    from hexamer.finetune.fit import FitResult
+    from hexamer.finetune.fit_loop import FitProgress
     from hexamer.finetune.folders import is_head_folder, load_classifier, new_classifier, save_classifier
     from hexamer.finetune.head import HeadSettings, SequenceClassifier
     from hexamer.finetune.inputs import DataError
@@ -109,7 +110,7 @@ _LAZY = {
     "split_random": "hexamer.finetune.splits",
     "LabelTransform": "hexamer.finetune.transform",
     "duplicate_high_activity": "hexamer.finetune.transform",
-    "FitProgress": "hexamer.finetune.fit",
+    "FitProgress": "hexamer.finetune.fit_loop",
     "FitResult": "hexamer.finetune.fit",
     "HeadSettings": "hexamer.finetune.head",
     "SequenceClassifier": "hexamer.finetune.head",

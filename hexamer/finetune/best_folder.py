@@ -29,7 +29,7 @@ from hexamer.finetune.folders import save_classifier, weight_files, write_head_f
 from hexamer.finetune.head import SequenceClassifier
 from hexamer.finetune.lora import load_adapter_weights, lora_merged, save_adapter
 from hexamer.finetune.options import FitOptions
-from hexamer.model.loading import read_safetensors_header
+from hexamer.model.checkpoint import read_safetensors_header
 from hexamer.train.checkpoint import atomic_folder
 
 __all__ = ["BACKBONE_STORE", "BEST_ADAPTER_DIR", "BEST_DIR", "BestWriter", "save_linked_head"]

@@ -28,10 +28,10 @@ from hexamer.finetune.losses import check_loss, default_loss
 from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
-from hexamer.model.loading import read_folder_config
+from hexamer.model.checkpoint import read_folder_config
 from hexamer.tokenizer import CarbonTokenizer
 
-__all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitProgress", "FitResult", "fit"]
+__all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitResult", "fit"]
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from safetensors.torch import save_file
 from hexamer.finetune.head import HeadSettings, SequenceClassifier, init_score
 from hexamer.finetune.task import TaskSpec
 from hexamer.model import LlamaModel, ModelConfig, load_model, resolve_dtype
+from hexamer.model.checkpoint import read_safetensors_header
 from hexamer.model.config import read_config_json
-from hexamer.model.loading import read_safetensors_header
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.train.checkpoint import atomic_folder
 

@@ -31,9 +31,7 @@ from hexamer.train.checkpoint import atomic_folder
 __all__ = [
     "ADAPTER_CONFIG",
     "ADAPTER_WEIGHTS",
-    "LORA_TARGETS",
     "LoraLinear",
-    "LoraOptions",
     "add_lora",
     "load_adapter",
     "load_adapter_weights",

@@ -135,7 +135,7 @@ def read_input(spec: InputSpec, opts: ReadOptions) -> ReadResult:
 
 def context_bp(model: str | os.PathLike[str]) -> int:
     """Bases the model's context holds: ``<dna>`` + 6-mers + ``</dna>`` in its positions."""
-    from hexamer.model.loading import read_folder_config
+    from hexamer.model.checkpoint import read_folder_config
     from hexamer.tokenizer import CarbonTokenizer
 
     _, config = read_folder_config(model)

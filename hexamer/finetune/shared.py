@@ -33,8 +33,8 @@ from hexamer.finetune.folders import (
 )
 from hexamer.finetune.head import SequenceClassifier
 from hexamer.model import LlamaModel, ModelConfig
+from hexamer.model.checkpoint import read_safetensors_header
 from hexamer.model.config import read_config_json
-from hexamer.model.loading import read_safetensors_header
 from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = ["backbone_view", "load_head_on", "load_served_head", "same_backbone"]

@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -167,6 +167,27 @@ def iter_blocks(
                     failed = str(exc)
                 lp[~scored] = np.nan
             yield TrackBlock(region.contig, region.start + win.keep_start, text[keep], lp, tokens, failed)
+
+
+@dataclass(frozen=True)
+class TrackSettings:
+    """The options that decide a track job's files (those of ``hexamer track``), as
+    :func:`run_tracks` takes them: the track ``kinds`` and file ``formats``, the windows
+    (``window``, ``stride``; None: the model's context, half of it), the ``method`` and prompt
+    ``prefix``, and the hub's assembly (``hub_genome``; None: no hub) and contact e-mail."""
+
+    kinds: tuple[str, ...] = ("logprob", "entropy", "llr")
+    formats: tuple[str, ...] = ("bigwig",)
+    window: int | None = None
+    stride: int | None = None
+    method: Literal["fns", "exact"] = "fns"
+    prefix: str = ""
+    hub_genome: str | None = None
+    hub_email: str = "unknown@example.org"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keywords of :func:`run_tracks`."""
+        return asdict(self)
 
 
 def run_tracks(

@@ -22,7 +22,7 @@
     run_vep(m, "calls.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", settings=settings, resume=True)
 
 Its benchmark lives in :mod:`hexamer.bench.vep`, the published-scripts baseline in
-:mod:`hexamer.bench.baselines.published_vep`, random test VCFs in :mod:`hexamer.testing.vcf`.
+:mod:`hexamer.bench.baselines.published_vep`, random test VCFs in :mod:`hexamer.synthetic.vcf`.
 """
 
 from hexamer.vep.engine import (

@@ -69,7 +69,6 @@ __all__ = [
     "VepRunResult",
     "check_job_paths",
     "file_sha256",
-    "model_fingerprint",
     "read_checkpoint_meta",
     "run_vep",
     "sidecar_dir",
@@ -110,12 +109,6 @@ def sidecar_dir(output: PathLike) -> Path:
     """The checkpoint folder of an output file."""
     path = Path(output)
     return path.with_name(f".{path.name}.hexamer-resume")
-
-
-def model_fingerprint(carbon: Carbon) -> str:
-    """A short hash of the model (``carbon.backend.fingerprint()``: configuration and a few weights
-    locally, not the folder path; server, model and top N for a served one)."""
-    return carbon.backend.fingerprint()
 
 
 def _file_id(path: PathLike) -> dict[str, Any]:
@@ -299,7 +292,7 @@ def run_vep(
     info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     extra = dict(extra_columns or {})
-    meta = _job_meta(vcf, fasta, out, checked, model_fingerprint(carbon), renames, extra)
+    meta = _job_meta(vcf, fasta, out, checked, carbon.backend.fingerprint(), renames, extra)
     command = _command()
     side = sidecar_dir(out)
     chunks = ChunkStore(side, note, tuple(extra))

@@ -25,6 +25,7 @@ from typing import Any, cast
 import torch
 
 from hexamer.backend.protocol import Backend, PrefixSharingBackend
+from hexamer.io import reverse_complement
 from hexamer.vep.planner import NextBaseGroup, Row, WindowSite, result_row
 from hexamer.vep.recipes import (
     WindowPair,
@@ -32,7 +33,6 @@ from hexamer.vep.recipes import (
     non_acgt_positions,
     oov_bp,
     pair_oov_bp,
-    reverse_complement,
     unscored_allele,
     window_delta,
 )

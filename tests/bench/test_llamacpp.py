@@ -28,7 +28,7 @@ from hexamer.bench.llamacpp import (
     top1_margins,
 )
 from hexamer.bench.llamacpp.tokenizer import _ConverterTokenizer
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 
 
 def _fake_tree(root: Path) -> Path:

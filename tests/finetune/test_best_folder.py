@@ -19,7 +19,7 @@ from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.lora import LoraOptions, load_adapter, merge_lora
 from hexamer.finetune.options import FitOptions
 from hexamer.finetune.task import TaskSpec
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from tests.finetune.conftest import gc_set, pearson_metric
 
 REG = TaskSpec("regression", ("gc",))

@@ -7,8 +7,7 @@ from safetensors.torch import load_file
 
 from hexamer.finetune.fit import fit
 from hexamer.finetune.folders import load_classifier, weight_files
-from hexamer.finetune.lora import LoraOptions
-from hexamer.finetune.options import FitOptions
+from hexamer.finetune.options import FitOptions, LoraOptions
 from hexamer.finetune.predict import predict
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.io import reverse_complement

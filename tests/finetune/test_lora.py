@@ -7,15 +7,8 @@ import torch.nn.functional as F
 
 from hexamer.finetune.folders import load_classifier, new_classifier, save_classifier
 from hexamer.finetune.head import HeadSettings
-from hexamer.finetune.lora import (
-    LORA_TARGETS,
-    LoraOptions,
-    add_lora,
-    load_adapter,
-    lora_modules,
-    merge_lora,
-    save_adapter,
-)
+from hexamer.finetune.lora import add_lora, load_adapter, lora_modules, merge_lora, save_adapter
+from hexamer.finetune.options import LORA_TARGETS, LoraOptions
 from hexamer.finetune.task import TaskSpec
 
 MULTI = TaskSpec("multiclass", ("y",), ("a", "b", "c"))

@@ -33,7 +33,7 @@ def test_bf16_accepted_on_ampere(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_load_refuses_before_reading_weights(monkeypatch: pytest.MonkeyPatch, tiny_folder: Path) -> None:
-    from hexamer.model import loading
+    from hexamer.model import checkpoint as loading
 
     _fake_gpu(monkeypatch, (7, 5))
     monkeypatch.setattr(loading, "_shards", lambda folder: pytest.fail("weights were read"))

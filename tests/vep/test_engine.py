@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hexamer import Carbon
-from hexamer.testing.vcf import write_random_vcf
+from hexamer.synthetic.vcf import write_random_vcf
 from hexamer.vep import ContigRenameWarning, Reference, read_vcf, score_variants
 from hexamer.vep import engine as engine_mod
 from hexamer.vep import runner as runner_mod

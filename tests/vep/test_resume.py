@@ -26,7 +26,6 @@ from hexamer.vep import (
 )
 from hexamer.vep import checkpoint as checkpoint_mod
 from hexamer.vep import engine as engine_mod
-from hexamer.vep import resume as resume_mod
 from hexamer.vep import runner as runner_mod
 
 from .conftest import FASTA, MALFORMED_VCF
@@ -471,7 +470,7 @@ def test_the_vcf_header_names_the_command_that_started_the_job(
     assert provenance is not None
     assert provenance["command"] == "hexamer vep --vcf 'my calls.vcf'"
     assert provenance["settings"].startswith("recipe=window,window=600,")
-    assert provenance["model"] == resume_mod.model_fingerprint(carbon)
+    assert provenance["model"] == carbon.fingerprint()
 
 
 def test_a_setting_dropped_since_the_checkpoint_is_named(

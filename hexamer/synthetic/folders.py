@@ -1,4 +1,4 @@
-"""Build complete Carbon-format model folders locally, for tests, demos and benchmarks.
+"""Build complete Carbon-format model folders locally, for tests, demos, benchmarks and training.
 
 No weights can be downloaded in CI, so every test builds its own folder: a small byte-level BPE
 trained with ``tokenizers`` (or the real Qwen3 BPE shipped with hexamer), the DNA block and
@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from hexamer.testing.qwen import QWEN3_ADDED_TOKENS, QWEN_SPLIT_PATTERN, qwen_tokenizer_json
+from hexamer.synthetic.qwen import QWEN3_ADDED_TOKENS, QWEN_SPLIT_PATTERN, qwen_tokenizer_json
 from hexamer.tokenizer.layout import DnaLayout
 
 # A short corpus (our own words) to train the tiny BPE: enough English and metadata-tag text for a
@@ -65,10 +65,6 @@ SHAPES: dict[str, ModelShape] = {
 }
 
 
-#: the tensor :func:`build_overflowing_folder` makes huge
-OVERFLOW_TENSOR = "model.layers.0.input_layernorm.weight"
-
-
 @lru_cache(maxsize=4)
 def tiny_bpe_json(vocab_size: int = TINY_BPE_SIZE) -> str:
     """A Qwen-style byte-level BPE trained on a small built-in corpus (deterministic)."""
@@ -98,7 +94,7 @@ def tiny_bpe_json(vocab_size: int = TINY_BPE_SIZE) -> str:
 @lru_cache(maxsize=1)
 def qwen3_bpe_json() -> str:
     """The real Qwen3 base BPE of Carbon (151,643 tokens + 26 added), shipped xz-compressed."""
-    blob = resources.files("hexamer.testing").joinpath("data/qwen3_bpe.json.xz").read_bytes()
+    blob = resources.files("hexamer.synthetic").joinpath("data/qwen3_bpe.json.xz").read_bytes()
     return lzma.decompress(blob).decode("utf-8")
 
 
@@ -297,7 +293,7 @@ def build_carbon_folder(
         {"eos_token_id": eos_id, "pad_token_id": eos_id, "do_sample": False},
     )
     (folder / "README.md").write_text(
-        "# Carbon-format test model\n\nRandom weights built by `hexamer.testing.build_carbon_folder`; "
+        "# Carbon-format test model\n\nRandom weights built by `hexamer.synthetic.build_carbon_folder`; "
         "not a trained model.\n",
         encoding="utf-8",
     )
@@ -305,32 +301,6 @@ def build_carbon_folder(
         tensors = random_llama_weights(config, seed=seed, dtype=getattr(torch, dtype))
         save_safetensors(tensors, folder, shards=shards)
     return folder
-
-
-def poison_weights(folder: str | os.PathLike[str], value: float, name: str = OVERFLOW_TENSOR) -> Path:
-    """Fill tensor ``name`` of ``folder``'s single ``model.safetensors`` with ``value`` (in place).
-
-    ``value=float("nan")``: a broken checkpoint that loading must refuse. A huge finite value (the
-    default tensor, layer 0's input norm, set to float32's largest) passes the load check but
-    makes every forward overflow to inf and then NaN: the run-time path of non-finite outputs."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    file = Path(folder) / "model.safetensors"
-    tensors = load_file(str(file))
-    tensors[name] = torch.full_like(tensors[name], value)
-    save_file(tensors, str(file), metadata={"format": "pt"})
-    return Path(folder)
-
-
-def build_overflowing_folder(out: str | os.PathLike[str], **options: Any) -> Path:
-    """:func:`build_carbon_folder` whose weights are all finite (the load check passes) but whose
-    every output is NaN: layer 0's input norm is float32's largest value, so the normed hidden
-    states overflow to inf. For tests of the ``failed`` statuses of non-finite outputs."""
-    import torch
-
-    folder = build_carbon_folder(out, **options)
-    return poison_weights(folder, torch.finfo(torch.float32).max)
 
 
 def build_carbon_folder_once(target: str | os.PathLike[str], **options: Any) -> Path:

@@ -3,10 +3,12 @@ receives instead of the model itself.
 
     spec = LocalSpec("path/to/Carbon-3B", dtype="bfloat16", threads=4)
     carbon = spec.open()                  # Carbon over a LocalBackend, in this process
-    RemoteSpec("http://host:8000", model="Carbon-3B").open()   # RemoteCarbon over a RemoteBackend
+    RemoteSpec("http://host:8000", model="Carbon-3B").open()   # Carbon over a RemoteBackend
 
 A spec holds plain values only (strings, numbers, a dict of engine options), so it pickles to a
-few hundred bytes and opens the same model anywhere the path or URL resolves.
+few hundred bytes and opens the same model anywhere the path or URL resolves. Both ``open()``
+return a :class:`~hexamer.carbon.Carbon`, through its own constructors (``from_pretrained``,
+``from_server``); the imports wait for ``open()``, so unpickling a spec loads no torch.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
-    from hexamer.remote.client import RemoteCarbon
 
 __all__ = ["LocalSpec", "ModelSpec", "RemoteSpec"]
 
@@ -61,11 +62,11 @@ class RemoteSpec:
     api_key: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
-    def open(self) -> RemoteCarbon:
-        from hexamer.remote.client import RemoteCarbon
+    def open(self) -> Carbon:
+        from hexamer.carbon import Carbon
 
-        return RemoteCarbon(self.url, model=self.model, api_key=self.api_key, **self.options)
+        return Carbon.from_server(self.url, model=self.model, api_key=self.api_key, **self.options)
 
 
-#: Either spec: ``spec.open()`` gives a front end whose ``.backend`` is a Backend.
+#: Either spec: ``spec.open()`` gives a ``Carbon`` whose ``.backend`` is where the model runs.
 ModelSpec = LocalSpec | RemoteSpec

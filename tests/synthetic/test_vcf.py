@@ -7,7 +7,7 @@ from pathlib import Path
 import pysam
 import pytest
 
-from hexamer.testing.vcf import add_vcf_records, write_random_vcf
+from hexamer.synthetic.vcf import add_vcf_records, write_random_vcf
 from tests.vep.conftest import EDGE_VCF, FASTA
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from hexamer.testing import CARBON_DNA_START_ID, SHAPES, build_carbon_folder
+from hexamer.synthetic import CARBON_DNA_START_ID, SHAPES, build_carbon_folder
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.folder import TOKENIZER_FILES
 

@@ -184,7 +184,7 @@ def test_project_tiny_carbon_folder_matches_transformers(tiny_folder: Path) -> N
 
 
 def test_sharded_bf16_carbon_folder_auto_dtype(tmp_path: Path) -> None:
-    from hexamer.testing import build_carbon_folder
+    from hexamer.synthetic import build_carbon_folder
 
     folder = build_carbon_folder(tmp_path / "m", shards=3, dtype="bfloat16", tie_word_embeddings=False)
     model, config = load_model(folder, dtype="auto")

@@ -1,4 +1,6 @@
-"""Load a Hugging Face Llama checkpoint folder (``config.json`` + safetensors) into :class:`LlamaModel`.
+"""A Hugging Face Llama checkpoint folder (``config.json`` + safetensors): its config, its tensor
+headers and shards, and its float weights as a :class:`LlamaModel` (int8 loading builds on this in
+:mod:`hexamer.model.quant`; :func:`hexamer.model.load_model` picks one).
 
 Only JSON and safetensors are read: no pickle, no ``torch.load``, no code from the folder. The
 model is built on the ``meta`` device and every tensor is converted to the target dtype and device
