@@ -13,7 +13,7 @@ from hexamer.distributed.driver import ShardFeed, ShardRun, drive, failure_reaso
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import ShardStore
 from hexamer.vep.engine import VepSettings
-from hexamer.vep.planner import result_row
+from hexamer.vep.rows import result_row
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration

@@ -35,10 +35,9 @@ from hexamer.finetune.apply import Predictor, output_columns
 from hexamer.finetune.data import normalize_dna
 from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.task import TaskSpec
-from hexamer.vep.planner import Row, result_row
 from hexamer.vep.recipes import WindowPair
 from hexamer.vep.resume import VepRunResult, run_vep
-from hexamer.vep.rows import row_schema
+from hexamer.vep.rows import Row, result_row, row_schema
 from hexamer.vep.runner import Runner
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.variants import Reference, Variant

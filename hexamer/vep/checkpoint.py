@@ -19,7 +19,7 @@ import numpy as np
 
 from hexamer.io import TableWriter, atomic_path
 from hexamer.vep.output import row_schema
-from hexamer.vep.planner import Key, Row
+from hexamer.vep.rows import Key, Row
 from hexamer.vep.settings import ROW_COLUMNS
 
 __all__ = [

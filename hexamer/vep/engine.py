@@ -28,8 +28,10 @@ from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any
 
 from hexamer.batching import batched
-from hexamer.vep.planner import Key, Planner, Row, result_row
+from hexamer.engine.batching import padded_chunks
+from hexamer.vep.planner import Planner
 from hexamer.vep.recipes import WindowPair, window_tokens
+from hexamer.vep.rows import Key, Row, result_row
 from hexamer.vep.runner import Runner, window_pair_scores
 from hexamer.vep.settings import (
     ROW_COLUMNS,
@@ -40,6 +42,7 @@ from hexamer.vep.settings import (
     default_token_budget,
     warn_at_caller,
 )
+from hexamer.vep.units import RunnerFactory, UnitRunner
 from hexamer.vep.variants import Reference, VcfRecord, iter_data_lines, open_variant_file, read_vcf
 
 if TYPE_CHECKING:
@@ -101,10 +104,14 @@ def score_window_pairs(
     strands = 2 if rc_average else 1
     k = backend.layout.k
     scores: list[float] = [0.0] * len(pairs)
-    unit: list[list[int]] = []
-    rows = 0
-
-    def run() -> None:
+    members = list(sites.values())
+    for unit in padded_chunks(
+        members,
+        [window_tokens(max(max(len(pairs[i].ref), len(pairs[i].alt)) for i in site), k) for site in members],
+        rows=[strands * (1 + len({pairs[i].alt for i in site})) for site in members],
+        token_budget=budget,
+        max_rows=batch_size,
+    ):
         out = window_pair_scores(
             backend,
             [[pairs[i] for i in site] for site in unit],
@@ -116,17 +123,6 @@ def score_window_pairs(
         for site, values in zip(unit, out, strict=True):
             for i, value in zip(site, values, strict=True):
                 scores[i] = value
-
-    for site in sites.values():
-        n = strands * (1 + len({pairs[i].alt for i in site}))
-        tokens = window_tokens(max(max(len(pairs[i].ref), len(pairs[i].alt)) for i in site), k)
-        if unit and (rows + n > batch_size or (rows + n) * tokens > budget):
-            run()
-            unit, rows = [], 0
-        unit.append(site)
-        rows += n
-    if unit:
-        run()
     return scores
 
 
@@ -144,7 +140,7 @@ def iter_record_blocks(
     naive: bool = False,
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
-    make_runner: Callable[[Reference, VepSettings], Runner] | None = None,
+    make_runner: RunnerFactory | None = None,
 ) -> Iterator[Iterator[list[Row]]]:
     """Per block of ``records``, an iterator over the row lists of its units (the resume layer's
     view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
@@ -158,6 +154,7 @@ def iter_record_blocks(
     if not settings.is_checked:
         settings = settings.checked(carbon, on_note=on_note)
     planner = Planner(carbon.backend, reference, settings, on_note or _default_note)
+    runner: UnitRunner
     if make_runner is None:
         runner = Runner(carbon.backend, reference, settings, naive)
     else:
@@ -169,7 +166,7 @@ def iter_record_blocks(
 
 def _block_units(
     planner: Planner,
-    runner: Runner,
+    runner: UnitRunner,
     block: list[VcfRecord],
     done: Mapping[Key, Row] | None,
     on_progress: Callable[[int], None] | None,
@@ -179,12 +176,12 @@ def _block_units(
         if on_progress is not None:
             on_progress(len(rows))
         yield rows
-    for unit in planner.units(scorable, runner):
+    for unit in planner.units(scorable):
         if done is not None and all(key in done for key in unit.keys):
             rows = [done[key] for key in unit.keys]
         else:
             try:
-                rows = unit.run()
+                rows = runner.run(unit)
             except Exception as exc:  # one unit's failure must not end the job
                 reason = f"scoring failed: {type(exc).__name__}: {exc}"
                 rows = [result_row(v, planner.s.recipe, "failed", reason=reason) for v in unit.variants]

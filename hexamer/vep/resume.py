@@ -53,15 +53,15 @@ from hexamer.vep.output import (
     write_rows,
     write_vep_output,
 )
-from hexamer.vep.planner import Row
+from hexamer.vep.rows import Row
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
+from hexamer.vep.units import RunnerFactory
 from hexamer.vep.variants import FastaError, Reference, VcfInputError, read_vcf
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
     from hexamer.carbon import Carbon
-    from hexamer.vep.runner import Runner
 
 __all__ = [
     "CHUNK_FANIN",
@@ -267,7 +267,7 @@ def run_vep(
     info_fields: str | Sequence[str] | None = None,
     settings: VepSettings | None = None,
     calibration: Calibration | None = None,
-    make_runner: Callable[[Reference, VepSettings], Runner] | None = None,
+    make_runner: RunnerFactory | None = None,
     extra_columns: Mapping[str, str] | None = None,
     **fields: Any,
 ) -> VepRunResult:

@@ -394,7 +394,7 @@ def test_non_finite_model_output_gives_failed_rows(
 
 
 def test_result_row_refuses_an_ok_score_that_is_not_a_number() -> None:
-    from hexamer.vep.planner import result_row
+    from hexamer.vep.rows import result_row
     from hexamer.vep.variants import Variant
 
     v = next(rec for rec in read_vcf(SLICE_VCF)).variants()[0]
