@@ -148,7 +148,7 @@ def eval_cmd(
     from hexamer.evals.report import default_meta, write_report
     from hexamer.evals.runner import EvalResult, run_suite, run_task, write_json
     from hexamer.evals.task import DatasetSchemaError
-    from hexamer.vep.resume import model_fingerprint
+    from hexamer.vep.job import model_fingerprint
 
     names = _task_list(task, suite)
     if level not in LEVELS:

@@ -187,13 +187,14 @@ def vep(
 
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
+    from hexamer.io.reference import Reference
     from hexamer.io.stdio import spool_stdin
+    from hexamer.io.vcf.contig_survey import survey_contigs
     from hexamer.vep import FastaError, VcfInputError, status_summary
-    from hexamer.vep.engine import count_rows
+    from hexamer.vep.job import ResumeError, run_vep
     from hexamer.vep.output import output_kind
     from hexamer.vep.recipes import RECIPES
-    from hexamer.vep.resume import ResumeError, run_vep
-    from hexamer.vep.variants import Reference, survey_contigs
+    from hexamer.vep.scoring import count_rows
 
     served.check_server_choice(server, model, ray, command)  # before any file is looked at
     # under --ray the device and threads are the workers', checked on their machines

@@ -24,7 +24,7 @@ from hexamer.cli.ray_options import RayRun, ray_options
 from hexamer.cli.sequence_jobs import fail_if_none_ok, set_threads
 
 if TYPE_CHECKING:
-    from hexamer.vep.resume import VepRunResult
+    from hexamer.vep.job import VepRunResult
 
 __all__ = ["predict"]
 
@@ -209,7 +209,7 @@ def _records(
 def _run_effects(job: Callable[[Callable[[str], None]], VepRunResult]) -> VepRunResult:
     """``job(on_note)``, its notes on stderr; bad input or a refused resume ends the command."""
     from hexamer.vep import FastaError, VcfInputError
-    from hexamer.vep.resume import ResumeError
+    from hexamer.vep.job import ResumeError
 
     def note(message: str) -> None:
         err_console.print(f"[yellow]{message}[/yellow]")

@@ -292,7 +292,7 @@ def run_task(
     on_record: Callable[[Record], None] | None = None,
 ) -> EvalResult:
     """Run one task at one level; see the module docstring for caching and intervals."""
-    from hexamer.vep.resume import model_fingerprint
+    from hexamer.vep.job import model_fingerprint
 
     task = get_task(task) if isinstance(task, str) else task
     if level not in task.levels:

@@ -35,12 +35,13 @@ from hexamer.finetune.apply import Predictor, output_columns
 from hexamer.finetune.data import normalize_dna
 from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.task import TaskSpec
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import Variant
+from hexamer.vep.job import VepRunResult, run_vep
 from hexamer.vep.recipes import WindowPair
-from hexamer.vep.resume import VepRunResult, run_vep
 from hexamer.vep.rows import Row, result_row, row_schema
 from hexamer.vep.runner import Runner
 from hexamer.vep.settings import VepSettings
-from hexamer.vep.variants import Reference, Variant
 from hexamer.vep.vcf_header import extra_info
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The checkpoint store of a resumable VEP job: sorted Parquet chunks of finished rows, each
 listed with its SHA-256 in ``chunks.json`` once written, merged :data:`CHUNK_FANIN` at a time, and
-read back as one sorted stream (see :mod:`hexamer.vep.resume` for the whole protocol)."""
+read back as one sorted stream (see :mod:`hexamer.vep.job` for the whole protocol)."""
 
 from __future__ import annotations
 

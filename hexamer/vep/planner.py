@@ -11,6 +11,7 @@ from collections.abc import Callable
 from hexamer.backend.protocol import Backend
 from hexamer.engine.batching import padded_chunks
 from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import Variant, VcfRecord
 from hexamer.vep.recipes import (
     context_anchor,
     context_start,
@@ -19,7 +20,6 @@ from hexamer.vep.recipes import (
     window_pair_bounds,
     window_tokens,
 )
-from hexamer.vep.records import Variant, VcfRecord
 from hexamer.vep.rows import Row, result_row
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.units import NextBaseGroup, NextBaseUnit, WindowSite, WindowUnit, WorkUnit

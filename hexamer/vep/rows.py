@@ -10,8 +10,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from hexamer.io.vcf.records import Variant
 from hexamer.model.finite import non_finite_output
-from hexamer.vep.records import Variant
 from hexamer.vep.settings import ROW_COLUMNS
 
 if TYPE_CHECKING:

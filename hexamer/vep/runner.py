@@ -26,6 +26,7 @@ import torch
 
 from hexamer.backend.protocol import Backend, PrefixSharingBackend
 from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import Variant
 from hexamer.vep.recipes import (
     WindowPair,
     next_base_scores,
@@ -37,7 +38,6 @@ from hexamer.vep.recipes import (
     variant_windows,
     window_delta,
 )
-from hexamer.vep.records import Variant
 from hexamer.vep.rows import Row, result_row
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.units import NextBaseGroup, NextBaseUnit, WindowSite, WindowUnit, WorkUnit

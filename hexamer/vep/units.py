@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from hexamer.io.reference import Reference
-from hexamer.vep.records import Variant
+from hexamer.io.vcf.records import Variant
 from hexamer.vep.rows import Key, Row
 from hexamer.vep.settings import VepSettings
 

@@ -17,13 +17,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from hexamer.io import TableWriter
+from hexamer.io.vcf.header import (
+    CONTIG_NAME,
+    complete_header,
+    declare_end,
+    declare_symbolic,
+    declared_source,
+    quiet_htslib,
+)
+from hexamer.io.vcf.reader import read_vcf
 from hexamer.io.writers import AtomicTarget
-from hexamer.vep.engine import ROW_COLUMNS
 from hexamer.vep.rows import in_order, row_key, row_schema
-from hexamer.vep.variants import read_vcf
+from hexamer.vep.settings import ROW_COLUMNS
 from hexamer.vep.vcf_header import (
     CALIBRATED_INFO,
-    CONTIG_NAME,
     HEXAMER_INFO,
     INFO_OOV_BP,
     INFO_PHRED,
@@ -35,13 +42,8 @@ from hexamer.vep.vcf_header import (
     INFO_STATUS,
     add_hexamer_info,
     add_provenance,
-    complete_header,
-    declare_end,
-    declare_symbolic,
-    declared_source,
     extra_info,
     extra_info_id,
-    quiet_htslib,
     vcf_escape,
 )
 

@@ -8,11 +8,12 @@ import pickle
 import pytest
 
 from hexamer import Carbon
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import read_vcf
 from hexamer.vep import VepSettings
 from hexamer.vep.planner import Planner
 from hexamer.vep.runner import Runner
 from hexamer.vep.units import NextBaseUnit, WindowUnit
-from hexamer.vep.variants import Reference, read_vcf
 
 from .conftest import EDGE_VCF, FASTA
 

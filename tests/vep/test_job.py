@@ -25,9 +25,9 @@ from hexamer.vep import (
     write_vep_output,
 )
 from hexamer.vep import checkpoint as checkpoint_mod
-from hexamer.vep import engine as engine_mod
-from hexamer.vep import resume as resume_mod
+from hexamer.vep import job as resume_mod
 from hexamer.vep import runner as runner_mod
+from hexamer.vep import settings as engine_mod
 
 from .conftest import FASTA, MALFORMED_VCF
 

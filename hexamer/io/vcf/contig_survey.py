@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from hexamer.io.contigs import ContigResolution
 from hexamer.io.reference import Reference
-from hexamer.vep.vcf_reader import iter_data_lines, open_variant_file
+from hexamer.io.vcf.reader import iter_data_lines, open_variant_file
 
 __all__ = ["ContigSurvey", "survey_contigs"]
 

@@ -29,31 +29,20 @@ from typing import TYPE_CHECKING, Any
 
 from hexamer.batching import batched
 from hexamer.engine.batching import padded_chunks
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import iter_data_lines, open_variant_file, read_vcf
+from hexamer.io.vcf.records import VcfRecord
 from hexamer.vep.planner import Planner
 from hexamer.vep.recipes import WindowPair, window_tokens
 from hexamer.vep.rows import Key, Row, result_row
 from hexamer.vep.runner import Runner, window_pair_scores
-from hexamer.vep.settings import (
-    ROW_COLUMNS,
-    STATUSES,
-    ContigRenameWarning,
-    SettingsFittedWarning,
-    VepSettings,
-    default_token_budget,
-    warn_at_caller,
-)
+from hexamer.vep.settings import ContigRenameWarning, VepSettings, default_token_budget, warn_at_caller
 from hexamer.vep.units import RunnerFactory, UnitRunner
-from hexamer.vep.variants import Reference, VcfRecord, iter_data_lines, open_variant_file, read_vcf
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
 __all__ = [
-    "ROW_COLUMNS",
-    "STATUSES",
-    "ContigRenameWarning",
-    "SettingsFittedWarning",
-    "VepSettings",
     "count_rows",
     "iter_record_blocks",
     "score_variants",

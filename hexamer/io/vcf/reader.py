@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from hexamer.io.fasta import fasta_compression
-from hexamer.vep.records import VcfRecord
+from hexamer.io.vcf.records import VcfRecord
 
 __all__ = ["MAX_VCF_POS", "VcfInputError", "iter_data_lines", "open_variant_file", "read_vcf"]
 

@@ -43,8 +43,10 @@ from typing import TYPE_CHECKING, Any, overload
 from hexamer import __version__
 from hexamer.io import atomic_path
 from hexamer.io.contigs import read_rename_file
+from hexamer.io.fasta import FastaError
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import VcfInputError, read_vcf
 from hexamer.vep.checkpoint import CHUNK_FANIN, ChunkStore, DoneKeys, file_sha256
-from hexamer.vep.engine import iter_record_blocks, settings_from
 from hexamer.vep.output import (
     VcfWriteResult,
     join_info,
@@ -54,10 +56,10 @@ from hexamer.vep.output import (
     write_vep_output,
 )
 from hexamer.vep.rows import Row
+from hexamer.vep.scoring import iter_record_blocks, settings_from
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
 from hexamer.vep.units import RunnerFactory
-from hexamer.vep.variants import FastaError, Reference, VcfInputError, read_vcf
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
@@ -287,7 +289,7 @@ def run_vep(
     the job) and names in ``on_note`` the rejects table of records it could not hold.
     ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
     settings before any scoring) adds ``HEXAMER_RAW``/``HEXAMER_PHRED`` (a table: ``phred``).
-    ``make_runner`` (see :func:`~hexamer.vep.engine.iter_record_blocks`) and ``extra_columns``
+    ``make_runner`` (see :func:`~hexamer.vep.scoring.iter_record_blocks`) and ``extra_columns``
     (``column -> description``: float columns its rows carry) reuse the job for a fine-tuned head.
     """
     note = on_note or (lambda _: None)
