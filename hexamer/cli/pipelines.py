@@ -190,11 +190,11 @@ def vep(
     from hexamer.io.reference import Reference
     from hexamer.io.stdio import spool_stdin
     from hexamer.io.vcf.contig_survey import survey_contigs
+    from hexamer.io.vcf.index import indexed_records
     from hexamer.vep import FastaError, VcfInputError, status_summary
     from hexamer.vep.job import ResumeError, run_vep
     from hexamer.vep.output import output_kind
     from hexamer.vep.recipes import RECIPES
-    from hexamer.vep.scoring import count_rows
 
     served.check_server_choice(server, model, ray, command)  # before any file is looked at
     # under --ray the device and threads are the workers', checked on their machines
@@ -241,10 +241,7 @@ def vep(
             if ray is not None
             else served.open_model(server, model, dtype, device, settings.batch_size, command)
         )
-        try:
-            total = count_rows(vcf)  # a real total and ETA for the bar; seconds for millions of lines
-        except (OSError, ValueError):
-            total = None  # a missing or unreadable file is reported by run_vep, with its reason
+        total = indexed_records(vcf)  # records, from the index (none: a bar without total)
         try:
             with progress_bar() as progress:
                 task = progress.add_task("scoring variants", total=total, rate="")
@@ -317,6 +314,7 @@ def vep(
             print(json.dumps(summary, default=str), file=sys.stderr)
         else:
             print_json(summary)
+    survey = survey_contigs(vcf, reference, result.contig_records)  # the records the job read
     if survey.mostly_unmatched():
         fail(survey.summary(), code=1)
     if nothing_scored:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from hexamer.batching import batched
 from hexamer.engine.batching import padded_chunks
 from hexamer.io.reference import Reference
-from hexamer.io.vcf.reader import iter_data_lines, open_variant_file, read_vcf
+from hexamer.io.vcf.reader import read_vcf
 from hexamer.io.vcf.records import VcfRecord
 from hexamer.vep.planner import Planner
 from hexamer.vep.recipes import WindowPair, window_tokens
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
 __all__ = [
-    "count_rows",
     "iter_record_blocks",
     "score_variants",
     "score_window_pairs",
@@ -219,25 +218,6 @@ def score_variants(
         reference.close()
         raise
     return _ordered_rows(blocks, reference)
-
-
-def count_rows(vcf: PathLike) -> int:
-    """How many rows :func:`score_variants` yields for ``vcf`` (one per ALT; one for a record
-    without ALT or a malformed line), counted without parsing records: the total of a progress
-    bar. A text VCF is read line by line (about a second per million lines); a BCF with pysam."""
-    path = os.fspath(vcf)
-    with open(path, "rb") as f:
-        is_bcf = f.read(3) == b"BCF" or (path.lower().endswith(".bcf"))
-    if is_bcf:
-        with open_variant_file(path) as source:
-            return sum(max(1, len(rec.alts or ())) for rec in source)
-    n = 0
-    for line in iter_data_lines(path):
-        if not line.strip():
-            continue
-        fields = line.split(b"\t", 5)
-        n += fields[4].count(b",") + 1 if len(fields) > 5 else 1
-    return n
 
 
 def _ordered_rows(blocks: Iterator[Iterator[list[Row]]], reference: Reference) -> Iterator[Row]:

@@ -13,7 +13,6 @@ from hexamer import Carbon
 from hexamer.testing.vcf import write_random_vcf
 from hexamer.vep import ContigRenameWarning, Reference, read_vcf, score_variants
 from hexamer.vep import runner as runner_mod
-from hexamer.vep import scoring as engine_mod
 from hexamer.vep import settings as settings_mod
 from hexamer.vep.recipes import (
     NextBaseContext,
@@ -365,11 +364,6 @@ def test_next_base_context_larger_than_the_model_is_fitted_with_a_note(carbon: C
     notes.clear()
     list(score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", context=600, on_note=notes.append))
     assert not any(n.startswith("context") for n in notes)  # fits: nothing to say
-
-
-@pytest.mark.parametrize("vcf", [EDGE_VCF, MALFORMED_VCF, SLICE_VCF], ids=lambda p: p.stem)
-def test_count_rows_is_the_number_of_rows(carbon: Carbon, vcf: Path) -> None:
-    assert engine_mod.count_rows(vcf) == len(_rows(carbon, vcf, recipe="next_base", context=60))
 
 
 @pytest.mark.parametrize("recipe", ["window", "next_base"])

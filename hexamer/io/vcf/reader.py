@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +19,14 @@ from typing import IO, Any
 from hexamer.io.fasta import fasta_compression
 from hexamer.io.vcf.records import VcfRecord
 
-__all__ = ["MAX_VCF_POS", "VcfInputError", "iter_data_lines", "open_variant_file", "read_vcf"]
+__all__ = [
+    "MAX_VCF_POS",
+    "VcfInputError",
+    "declared_contigs",
+    "iter_data_lines",
+    "open_variant_file",
+    "read_vcf",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -46,6 +54,29 @@ def iter_data_lines(path: PathLike) -> Iterator[bytes]:
             if raw.startswith(b"#CHROM"):
                 break
         yield from f
+
+
+def declared_contigs(path: PathLike) -> list[str]:
+    """The contigs the header of ``path`` declares (``##contig`` lines), reading the header only
+    (a text VCF's lines up to ``#CHROM``, a BCF's header block), never a record."""
+    display = os.fspath(path)
+    if not os.path.isfile(display):
+        raise VcfInputError(f"{display}: no such file")
+    if _is_bgzf(display):  # BCF or bgzip: htslib reads the header block alone
+        with open_variant_file(display) as vf:
+            return list(vf.header.contigs)
+    found: list[str] = []
+    with _open_text(display) as f:
+        for raw in f:
+            if not raw.startswith(b"##"):
+                break
+            m = _CONTIG_LINE.match(raw)
+            if m is not None:
+                found.append(m[1].decode("utf-8", "replace"))
+    return found
+
+
+_CONTIG_LINE = re.compile(rb"^##contig=<(?:[^>]*,)?ID=([^,>]+)")
 
 
 class _RawLines:
