@@ -29,6 +29,7 @@ computed again, with a note naming it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import shlex
@@ -47,7 +48,7 @@ from hexamer.io import atomic_path
 from hexamer.io.contigs import read_rename_file
 from hexamer.io.fasta import FastaError
 from hexamer.io.reference import Reference
-from hexamer.io.vcf.reader import VcfInputError, read_vcf
+from hexamer.io.vcf.reader import VcfInputError, WriterView, read_vcf
 from hexamer.vep.checkpoint import ChunkStore, DoneKeys, input_identity
 from hexamer.vep.output import (
     VcfWriteResult,
@@ -80,6 +81,8 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 _META = "meta.json"
+#: the data lines of a text VCF input, copied by the scoring pass for the VCF writer
+_BODY = "records.vcf"
 #: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json,
 #: n_scored_bp/n_oov_bp columns, equal-length indel windows; 3: inputs identified by size, mtime
 #: and a sample of their bytes (:func:`~hexamer.vep.checkpoint.input_identity`)
@@ -310,11 +313,13 @@ def run_vep(
         side, meta, checked, resume, ChunkStore(side, note, tuple(extra))
     )
     n_resumed = len(done)
+    # a VCF output keeps, from the one pass that scores the input, what its writer needs of it
+    view = WriterView(body=open(side / _BODY, "wb")) if kind == "vcf" else None  # noqa: SIM115
     try:
-        with Reference(fasta, renames=renames) as reference:
+        with Reference(fasta, renames=renames) as reference, view.body if view else contextlib.nullcontext():
             blocks = iter_record_blocks(
                 carbon,
-                read_vcf(vcf),
+                read_vcf(vcf, view=view),
                 reference,
                 checked,
                 done=done if n_resumed else None,
@@ -343,6 +348,7 @@ def run_vep(
         n_resumed=n_resumed,
         clean_up=lambda: shutil.rmtree(side, ignore_errors=True),
         extra_columns=extra,
+        source=view,
     )
 
 
@@ -443,6 +449,7 @@ def write_job_output(
     n_resumed: int,
     clean_up: Callable[[], None],
     extra_columns: Mapping[str, str] | None = None,
+    source: WriterView | None = None,
 ) -> VepRunResult:
     """Write a finished job's rows (in input order) as ``out`` with its provenance, calibrated when
     asked, counting them as they go; ``clean_up`` then removes the job's checkpoint."""
@@ -479,6 +486,7 @@ def write_job_output(
             provenance=provenance,
             calibrated=calibration is not None,
             extra_columns=extra_columns,
+            source=source,
         )
     collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
     clean_up()

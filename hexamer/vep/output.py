@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hexamer.io import table_format
+from hexamer.io.vcf.reader import WriterView
 from hexamer.vep.rows import row_schema
 from hexamer.vep.table_output import (
     INFO_COLUMN_PREFIX,
@@ -108,13 +109,15 @@ def write_vep_output(
     info: Iterable[InfoField] | None = None,
     calibrated: bool = False,
     extra_columns: Mapping[str, str] | None = None,
+    source: WriterView | None = None,
 ) -> VcfWriteResult | int:
     """Write rows as an annotated VCF or a table, by the extension of ``path``.
 
     ``presorted``, ``contigs`` and ``provenance`` are as for :func:`write_vcf`, ``info`` as for
     :func:`write_rows` (tables ignore ``contigs`` and ``provenance``; a VCF keeps its INFO anyway).
     ``extra_columns`` (``column -> description``) are float64 values the rows carry beyond the
-    standard columns: table columns, or ``HEXAMER_<column>`` INFO fields in a VCF.
+    standard columns: table columns, or ``HEXAMER_<column>`` INFO fields in a VCF. ``source``
+    (VCF only) is what the scoring pass kept of ``vcf_in``, as for :func:`write_vcf`.
     """
     if output_kind(path) == "vcf":
         return write_vcf(
@@ -127,6 +130,7 @@ def write_vep_output(
             provenance=provenance,
             calibrated=calibrated,
             extra_columns=extra_columns,
+            source=source,
         )
     return write_rows(
         path,

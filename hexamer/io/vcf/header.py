@@ -135,8 +135,15 @@ def _header_bytes(header: Any) -> bytes:
     return "".join(kept).encode("utf-8", "surrogateescape")
 
 
+def _lines(path: PathLike) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        yield from f
+
+
 @contextlib.contextmanager
-def declared_source(header: Any, is_bcf: bool, vcf_in: PathLike) -> Iterator[tuple[str, Any]]:
+def declared_source(
+    header: Any, is_bcf: bool, vcf_in: PathLike, body: PathLike | None = None
+) -> Iterator[tuple[str, Any]]:
     """``(path, header)``: where to read the records from for writing, and the output header.
 
     htslib marks a record parsed with an undeclared tag, and ``bcf_translate`` ends the whole
@@ -145,7 +152,9 @@ def declared_source(header: Any, is_bcf: bool, vcf_in: PathLike) -> Iterator[tup
     the records use, ``END`` as the Integer the spec makes it, plus the HEXAMER fields): its
     records need no translation, and one htslib still flags (a contig name a header line cannot
     declare) fails to write instead of ending the process. A BCF cannot have undeclared tags; it
-    is read as it is and its records are translated to ``header``.
+    is read as it is and its records are translated to ``header``. ``body``: a copy of the text
+    VCF's data lines made while it was read before (:class:`~hexamer.io.vcf.reader.WriterView`),
+    read instead of the input.
     """
     if is_bcf:
         yield os.fspath(vcf_in), header
@@ -155,7 +164,7 @@ def declared_source(header: Any, is_bcf: bool, vcf_in: PathLike) -> Iterator[tup
         copy = os.path.join(tmpdir, "declared.vcf")
         with open(copy, "wb") as f:
             f.write(_header_bytes(header))
-            for line in iter_data_lines(vcf_in):
+            for line in _lines(body) if body is not None else iter_data_lines(vcf_in):
                 f.write(line)
                 if b"<" in line:
                     symbolic.update(_symbolic_alts(line))
