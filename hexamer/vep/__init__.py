@@ -1,13 +1,14 @@
 """Variant-effect prediction with Carbon models: VCF + FASTA in, scores out.
 
-* :mod:`~hexamer.vep.variants`: VCF/BCF records, one :class:`Variant` per ALT; reference FASTA;
+* VCF/BCF records (one :class:`Variant` per ALT) are read by :mod:`hexamer.io.vcf`, the reference
+  FASTA by :class:`hexamer.io.reference.Reference`;
 * :mod:`~hexamer.vep.recipes`: the window-likelihood and next-base recipes, defined exactly, and
   their plain reference implementation;
 * :mod:`~hexamer.vep.settings`: :class:`VepSettings`, everything that decides the numbers;
 * :mod:`~hexamer.vep.scoring`: :func:`score_variants`, the same numbers at throughput (shared
   prefixes, batching), and :func:`score_window_pairs` for windows you cut yourself; it plans
-  work units (:mod:`~hexamer.vep.planner`) and runs them on the model's backend
-  (:mod:`~hexamer.vep.runner`);
+  work units (:mod:`~hexamer.vep.planner`: frozen data of :mod:`~hexamer.vep.units`) and runs
+  them on the model's backend (:mod:`~hexamer.vep.runner`, a ``UnitRunner``);
 * :mod:`~hexamer.vep.output`: annotated VCF/BCF (``HEXAMER_*`` INFO fields) or a table;
 * :mod:`~hexamer.vep.job`: :func:`run_vep`, a checkpointed job that a killed run can resume
   (its chunk store: :mod:`~hexamer.vep.checkpoint`);
