@@ -313,10 +313,12 @@ def run_vep(
         side, meta, checked, resume, ChunkStore(side, note, tuple(extra))
     )
     n_resumed = len(done)
-    # a VCF output keeps, from the one pass that scores the input, what its writer needs of it
-    view = WriterView(body=open(side / _BODY, "wb")) if kind == "vcf" else None  # noqa: SIM115
+    view = WriterView() if kind == "vcf" else None
     try:
-        with Reference(fasta, renames=renames) as reference, view.body if view else contextlib.nullcontext():
+        with contextlib.ExitStack() as stack:
+            reference = stack.enter_context(Reference(fasta, renames=renames))
+            if view is not None:  # the one pass that scores the input keeps what the writer needs
+                view.body = stack.enter_context(open(side / _BODY, "wb"))
             blocks = iter_record_blocks(
                 carbon,
                 read_vcf(vcf, view=view),
