@@ -119,7 +119,7 @@ class PublishedScorer:
     # ------------------------------------------------------------------ variants
     def scores(self, vcf: PathLike, fasta: PathLike, **settings: Any) -> dict[Key, float]:
         """``{(record, alt_index): score}`` for every variant the engine would score ``ok`` with
-        the same :class:`~hexamer.vep.scoring.VepSettings` fields (``recipe``, ``window``,
+        the same :class:`~hexamer.vep.settings.VepSettings` fields (``recipe``, ``window``,
         ``window_grid``, ``context``, ``context_grid``, ``rc_average``; the engine's batching
         knobs are accepted and have no effect here)."""
         s = VepSettings(**settings).checked_for("cpu", self.context_length, self.layout.k)
