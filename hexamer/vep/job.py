@@ -120,8 +120,6 @@ def sidecar_dir(output: PathLike) -> Path:
     return path.with_name(f".{path.name}.hexamer-resume")
 
 
-
-
 def _command() -> str:
     """This process's command line, as a shell would take it (``hexamer vep ...`` from the CLI)."""
     argv = list(sys.argv) or ["python"]
