@@ -8,8 +8,8 @@ or executed), in two layers:
 * **function level**: imports inside a function or method body, which run on first call; they
   are how a cycle is usually deferred rather than removed.
 
-An edge goes to the deepest module an import names: ``from hexamer.vep import engine`` is an edge
-to ``hexamer.vep.engine``; ``from hexamer.vep import score_variants`` is an edge to the package
+An edge goes to the deepest module an import names: ``from hexamer.vep import scoring`` is an edge
+to ``hexamer.vep.scoring``; ``from hexamer.vep import score_variants`` is an edge to the package
 ``hexamer.vep`` (its ``__init__``). Cycles are the strongly connected components of more than one
 module, listed for the module-level graph and for module + function level together.
 

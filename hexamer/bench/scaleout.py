@@ -71,9 +71,9 @@ def bench_scaleout(
     from hexamer.carbon import Carbon
     from hexamer.distributed import PoolSpec, WorkerPool, connect
     from hexamer.distributed import run_vep as run_on_ray
+    from hexamer.io.reference import Reference
     from hexamer.synthetic.vcf import write_random_vcf
     from hexamer.vep import run_vep
-    from hexamer.vep.variants import Reference
 
     settings: dict[str, Any] = {"recipe": "window", "window": window, "batch_size": 8}
     settings["block_records"] = block_records

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hexamer.bench.common import BenchOptionError, bench_model_folder, recipe_options
 from hexamer.bench.report import BenchReport
 from hexamer.cache import cache_root
-from hexamer.vep.engine import score_variants
+from hexamer.vep.scoring import score_variants
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -185,7 +185,7 @@ def run_vep_bench(
     with tempfile.TemporaryDirectory() as tmp:
         if vcf is None:
             vcf = Path(tmp) / "sites.vcf"
-            from hexamer.vep.variants import Reference
+            from hexamer.io.reference import Reference
 
             with Reference(reference) as ref:
                 contig, length = next(iter(ref.lengths.items()))

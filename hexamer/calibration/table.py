@@ -36,7 +36,7 @@ from hexamer.vep.settings import RECIPE_FIELDS
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
-    from hexamer.vep.engine import VepSettings
+    from hexamer.vep.settings import VepSettings
 
 __all__ = [
     "FORMAT",

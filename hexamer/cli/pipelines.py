@@ -204,8 +204,10 @@ def vep(
 
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
+    from hexamer.io.vcf.contig_survey import survey_contigs
+    from hexamer.io.vcf.index import indexed_records
     from hexamer.vep import FastaError, VcfInputError
-    from hexamer.vep.resume import ResumeError, run_vep
+    from hexamer.vep.job import ResumeError, run_vep
 
     served.check_server_choice(server, model, ray, command)  # before any file is looked at
     # under --ray the device and threads are the workers', checked on their machines
@@ -230,7 +232,8 @@ def vep(
             else served.open_model(server, model, dtype, device, settings.batch_size, command)
         )
         try:
-            with job_progress("scoring variants", _row_count(vcf), digits=1) as bar:
+            # the bar's total: the records the index counts (none: a bar without a total)
+            with job_progress("scoring variants", indexed_records(vcf), digits=1) as bar:
                 result = runner(
                     carbon,
                     vcf,
@@ -250,6 +253,7 @@ def vep(
             fail(exc)
         if is_stdio(out):
             copy_to_stdout(target)
+    survey = survey_contigs(vcf, reference, result.contig_records)  # the records the job read
     _report_vep(result, settings, survey, out, plot, as_json)
 
 
@@ -274,9 +278,10 @@ def _survey(
 ) -> tuple[Path, Any, Any]:
     """The VCF (standard input spooled under ``tmp``), the reference (open in ``stack``) and the
     survey of the VCF's contigs against it, its notes printed."""
+    from hexamer.io.reference import Reference
     from hexamer.io.stdio import spool_stdin
+    from hexamer.io.vcf.contig_survey import survey_contigs
     from hexamer.vep import FastaError, VcfInputError
-    from hexamer.vep.variants import Reference, survey_contigs
 
     try:
         if is_stdio(vcf):
@@ -294,17 +299,6 @@ def _survey(
             "does not have: they will be skipped[/yellow]"
         )
     return vcf, reference, survey
-
-
-def _row_count(vcf: Path) -> int | None:
-    """The rows a VCF gives, a real total and ETA for the bar (seconds for millions of lines);
-    None when unreadable (the job reports why)."""
-    from hexamer.vep.engine import count_rows
-
-    try:
-        return count_rows(vcf)
-    except (OSError, ValueError):
-        return None
 
 
 def _report_vep(

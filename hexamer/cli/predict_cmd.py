@@ -27,7 +27,7 @@ from hexamer.cli.ray_options import RayRun, ray_options
 from hexamer.cli.sequence_jobs import count_records, fail_if_none_ok, progress_bar, set_threads
 
 if TYPE_CHECKING:
-    from hexamer.vep import VepRunResult
+    from hexamer.vep.job import VepRunResult
 
 __all__ = ["predict"]
 

@@ -30,12 +30,13 @@ from hexamer.distributed.driver import ShardRun, check_job, pool_for, refuse_poo
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import file_identity
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import VcfRecord
 from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_regions, ism_rows, ism_settings, placement_of
 from hexamer.ism.regions import Region
 from hexamer.ism.tables import ism_schema, output_format, write_ism
 from hexamer.ism.variants import IsmRecord, ism_records
-from hexamer.vep.engine import VepSettings
-from hexamer.vep.variants import Reference, VcfRecord
+from hexamer.vep.settings import VepSettings
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration

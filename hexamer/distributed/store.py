@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from hexamer.io import TableWriter, atomic_path
-from hexamer.vep.resume import ResumeError, file_sha256, read_checkpoint_meta
+from hexamer.vep.checkpoint import file_sha256
+from hexamer.vep.job import ResumeError, read_checkpoint_meta
 
 __all__ = ["ShardEntry", "ShardStore", "file_identity", "run_folder"]
 
@@ -63,7 +64,7 @@ class ShardEntry:
 
 class ShardStore:
     """The committed shards of one job. With ``resume`` an existing folder of the same job is
-    continued (a different job is refused with :class:`~hexamer.vep.resume.ResumeError`); without
+    continued (a different job is refused with :class:`~hexamer.vep.job.ResumeError`); without
     it any old folder is removed."""
 
     def __init__(

@@ -23,10 +23,11 @@ from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import shards_of
 from hexamer.distributed.store import file_identity
 from hexamer.io.contigs import read_rename_file
-from hexamer.vep.engine import ROW_COLUMNS, VepSettings, settings_from
+from hexamer.io.vcf.reader import read_vcf
+from hexamer.vep.job import VepRunResult, check_job_paths, write_job_output
 from hexamer.vep.output import resolve_info_fields, row_schema
-from hexamer.vep.resume import VepRunResult, check_job_paths, write_job_output
-from hexamer.vep.variants import read_vcf
+from hexamer.vep.scoring import settings_from
+from hexamer.vep.settings import ROW_COLUMNS, VepSettings
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hexamer.distributed.faults import FaultPlan
-    from hexamer.vep.variants import Reference, VcfRecord
+    from hexamer.io.reference import Reference
+    from hexamer.io.vcf.records import VcfRecord
 
 __all__ = ["ShardWorker"]
 
@@ -74,14 +75,14 @@ class ShardWorker:
 
     def vep_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """The settings checked against the model (a window too long is cut to fit), with notes."""
-        from hexamer.vep.engine import VepSettings
+        from hexamer.vep.settings import VepSettings
 
         notes: list[str] = []
         checked = VepSettings(**settings).checked(self.carbon, on_note=notes.append)
         return checked.as_dict(), notes
 
     def _reference(self, fasta: str, renames: Mapping[str, str] | None) -> Reference:
-        from hexamer.vep.variants import Reference
+        from hexamer.io.reference import Reference
 
         key = (fasta, tuple(sorted((renames or {}).items())))
         ref = self._references.get(key)
@@ -100,7 +101,8 @@ class ShardWorker:
     ) -> tuple[list[Row], list[str]]:
         """The rows of a shard of VCF records, sorted by ``(record, alt_index)``, and the notes
         scoring them gave (contig renames)."""
-        from hexamer.vep.engine import VepSettings, iter_record_blocks
+        from hexamer.vep.scoring import iter_record_blocks
+        from hexamer.vep.settings import VepSettings
 
         if fault is not None:
             fault.apply(shard)

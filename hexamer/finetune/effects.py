@@ -35,14 +35,14 @@ from hexamer.finetune.apply import Predictor, output_columns
 from hexamer.finetune.data import normalize_dna
 from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.task import TaskSpec
-from hexamer.vep.engine import count_rows
-from hexamer.vep.planner import Row, result_row
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.index import indexed_records
+from hexamer.io.vcf.records import Variant
+from hexamer.vep.job import VepRunResult, run_vep
 from hexamer.vep.recipes import WindowPair
-from hexamer.vep.resume import VepRunResult, run_vep
-from hexamer.vep.rows import row_schema
+from hexamer.vep.rows import Row, result_row, row_schema
 from hexamer.vep.runner import Runner
 from hexamer.vep.settings import VepSettings
-from hexamer.vep.variants import Reference, Variant
 from hexamer.vep.vcf_header import extra_info
 
 __all__ = [
@@ -226,11 +226,11 @@ def run_effects(
 
 
 def count_variant_rows(vcf: PathLike) -> int | None:
-    """How many rows :func:`run_effects` writes for ``vcf`` (one per ALT), counted the way
-    ``hexamer vep`` counts them for its progress bar; None when the file cannot be read (the job
-    reports why)."""
+    """The progress total of :func:`run_effects` for ``vcf``, found as ``hexamer vep`` finds its
+    own: the record count of the VCF's tabix/CSI index (no pass over the records); None without an
+    index, or when the file cannot be read (the job reports why)."""
     try:
-        return count_rows(vcf)
+        return indexed_records(vcf)
     except (OSError, ValueError):
         return None
 

@@ -1,7 +1,7 @@
 """In-silico saturation mutagenesis: every SNV of every base of a region scored by a VEP recipe.
 
 The variants (:mod:`hexamer.ism.variants`) go through the VEP engine itself
-(:func:`hexamer.vep.engine.iter_record_blocks`), so every row has exactly the status, reason and score
+(:func:`hexamer.vep.scoring.iter_record_blocks`), so every row has exactly the status, reason and score
 ``hexamer vep`` gives the same variant with the same settings, and the engine's sharing does the
 speed: with the next-base recipe one forward over a context reads the next-base distribution of
 every position of it (all three ALTs of a base come from one logit row); with the window recipe the
@@ -23,12 +23,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import read_vcf
 from hexamer.ism.regions import MAX_REGION_BP, Region, RegionError, merge_regions, parse_region
 from hexamer.ism.variants import IsmRecord, ism_records
-from hexamer.vep.engine import VepSettings, iter_record_blocks
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, window_placement
-from hexamer.vep.settings import ROW_COLUMNS
-from hexamer.vep.variants import Reference, read_vcf
+from hexamer.vep.scoring import iter_record_blocks
+from hexamer.vep.settings import ROW_COLUMNS, VepSettings
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 
-from hexamer.vep.variants import Reference
+from hexamer.io.reference import Reference
 
 __all__ = ["add_vcf_records", "write_random_vcf"]
 

@@ -102,7 +102,7 @@ class TrackRunResult:
 def read_regions(fasta: str | os.PathLike[str], regions: Sequence[str] | None) -> list[Region]:
     """The regions as they will be tracked (every contig when none is given), checked against the
     FASTA; cheap to call before loading a model (the prepared FASTA is reused by the run)."""
-    from hexamer.vep.variants import Reference
+    from hexamer.io.reference import Reference
 
     with Reference(fasta) as ref:
         chosen = parse_regions(regions, ref.lengths, ref.resolve) if regions else whole_reference(ref.lengths)
@@ -210,7 +210,7 @@ def run_tracks(
     """Write every track of ``kinds`` in every format into ``out_dir`` (created if missing) and,
     with ``hub_genome`` (a UCSC assembly name such as ``hg38``), the track-hub files. Every
     problem with the options, the FASTA or the regions is raised before the first forward."""
-    from hexamer.vep.variants import Reference
+    from hexamer.io.reference import Reference
 
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:

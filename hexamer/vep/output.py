@@ -20,7 +20,7 @@
   the input's. A bgzipped VCF or a BCF is indexed (``.tbi``/``.csi``) when the records are sorted;
   otherwise a stale index of the same name is removed.
 * **Tables** (``.parquet``, ``.tsv``, ``.csv``, ``.jsonl``): one row per (record, ALT) with the
-  columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input order, and optionally chosen INFO
+  columns :data:`~hexamer.vep.scoring.ROW_COLUMNS`, in input order, and optionally chosen INFO
   fields of the input (:func:`resolve_info_fields`) as ``info_<id>`` columns.
 
 Both are written atomically: a killed job leaves the previous file (or none), never half of one;
@@ -28,7 +28,7 @@ a VCF, its index and its rejects table are all complete before any of them is re
 Rows are sorted in memory by ``(record, alt_index)`` first, unless ``presorted=True`` says they
 already are: then they are streamed (any iterable, read once), tables in batches of
 :data:`TABLE_BATCH_ROWS` rows and the VCF by walking the input and the rows together, so memory
-does not grow with the number of rows (:func:`hexamer.vep.resume.run_vep` writes this way).
+does not grow with the number of rows (:func:`hexamer.vep.job.run_vep` writes this way).
 
 This module picks the writer by extension; the work is done by :mod:`~hexamer.vep.vcf_output`
 (the annotated VCF), :mod:`~hexamer.vep.vcf_header` (its header), :mod:`~hexamer.vep.table_output`
@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hexamer.io import table_format
+from hexamer.io.vcf.reader import WriterView
 from hexamer.vep.rows import row_schema
 from hexamer.vep.table_output import (
     INFO_COLUMN_PREFIX,
@@ -108,13 +109,15 @@ def write_vep_output(
     info: Iterable[InfoField] | None = None,
     calibrated: bool = False,
     extra_columns: Mapping[str, str] | None = None,
+    source: WriterView | None = None,
 ) -> VcfWriteResult | int:
     """Write rows as an annotated VCF or a table, by the extension of ``path``.
 
     ``presorted``, ``contigs`` and ``provenance`` are as for :func:`write_vcf`, ``info`` as for
     :func:`write_rows` (tables ignore ``contigs`` and ``provenance``; a VCF keeps its INFO anyway).
     ``extra_columns`` (``column -> description``) are float64 values the rows carry beyond the
-    standard columns: table columns, or ``HEXAMER_<column>`` INFO fields in a VCF.
+    standard columns: table columns, or ``HEXAMER_<column>`` INFO fields in a VCF. ``source``
+    (VCF only) is what the scoring pass kept of ``vcf_in``, as for :func:`write_vcf`.
     """
     if output_kind(path) == "vcf":
         return write_vcf(
@@ -127,6 +130,7 @@ def write_vep_output(
             provenance=provenance,
             calibrated=calibrated,
             extra_columns=extra_columns,
+            source=source,
         )
     return write_rows(
         path,

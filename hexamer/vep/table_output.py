@@ -1,6 +1,6 @@
 """Write VEP result rows as a table (``.parquet``, ``.tsv``, ``.csv``, ``.jsonl``).
 
-One row per (record, ALT) with the columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input
+One row per (record, ALT) with the columns :data:`~hexamer.vep.scoring.ROW_COLUMNS`, in input
 order, plus chosen INFO fields of the input (:func:`resolve_info_fields`) as ``info_<id>``
 columns. Presorted rows are streamed in batches of :data:`TABLE_BATCH_ROWS`.
 """
@@ -15,9 +15,10 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from hexamer.io import TableWriter, table_format
+from hexamer.io.vcf.header import complete_header
+from hexamer.io.vcf.reader import open_variant_file, read_vcf
+from hexamer.io.vcf.records import VcfRecord
 from hexamer.vep.rows import ordered_rows, row_schema
-from hexamer.vep.variants import VcfRecord, open_variant_file, read_vcf
-from hexamer.vep.vcf_header import complete_header
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -12,7 +12,7 @@ import pytest
 from hexamer import Carbon
 from hexamer.distributed import FaultPlan, run_folder, run_vep, single_process_command
 from hexamer.vep import run_vep as run_vep_single
-from hexamer.vep.resume import ResumeError
+from hexamer.vep.job import ResumeError
 
 from .conftest import FASTA, SETTINGS, pool_fixture, resumed_after_kill, stopped
 

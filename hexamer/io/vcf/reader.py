@@ -10,15 +10,25 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from hexamer.io.fasta import fasta_compression
-from hexamer.vep.records import VcfRecord
+from hexamer.io.vcf.records import VcfRecord
 
-__all__ = ["MAX_VCF_POS", "VcfInputError", "iter_data_lines", "open_variant_file", "read_vcf"]
+__all__ = [
+    "MAX_VCF_POS",
+    "VcfInputError",
+    "WriterView",
+    "declared_contigs",
+    "iter_data_lines",
+    "open_variant_file",
+    "read_vcf",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -48,23 +58,68 @@ def iter_data_lines(path: PathLike) -> Iterator[bytes]:
         yield from f
 
 
+def declared_contigs(path: PathLike) -> list[str]:
+    """The contigs the header of ``path`` declares (``##contig`` lines), reading the header only
+    (a text VCF's lines up to ``#CHROM``, a BCF's header block), never a record."""
+    display = os.fspath(path)
+    if not os.path.isfile(display):
+        raise VcfInputError(f"{display}: no such file")
+    if _is_bgzf(display):  # BCF or bgzip: htslib reads the header block alone
+        with open_variant_file(display) as vf:
+            return list(vf.header.contigs)
+    found: list[str] = []
+    with _open_text(display) as f:
+        for raw in f:
+            if not raw.startswith(b"##"):
+                break
+            m = _CONTIG_LINE.match(raw)
+            if m is not None:
+                found.append(m[1].decode("utf-8", "replace"))
+    return found
+
+
+_CONTIG_LINE = re.compile(rb"^##contig=<(?:[^>]*,)?ID=([^,>]+)")
+
+
+@dataclass
+class WriterView:
+    """What a writer needs from a VCF, kept by the pass that scores it, so the writer need not
+    read the input again: a text VCF's data lines, copied into ``body`` as they are read; the
+    header htslib holds after the last record (with the declarations it invents for undeclared
+    tags); a BCF's symbolic ALT alleles. ``complete`` once the pass reached the end and
+    ``body`` holds every data line (a pass that could not copy them leaves it ``False``: the
+    writer then reads the input itself)."""
+
+    body: IO[bytes] | None = None
+    header: Any = None
+    is_bcf: bool = False
+    symbolic: set[str] = field(default_factory=set)
+    complete: bool = False
+
+
 class _RawLines:
-    """The data lines of a text VCF, read next to pysam to name malformed records.
+    """The data lines of a text VCF, read next to pysam to name malformed records (and copied to
+    ``sink`` when one is given).
 
     Every line after ``#CHROM`` is one pysam read attempt (htslib treats blank and ``#`` lines in
     the body as records too). If the two ever disagree (CHROM/POS of a parsed record differ from
-    the line's), the raw view is dropped and errors are reported without line details.
+    the line's), lines are no longer quoted and errors are reported without line details.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, sink: IO[bytes] | None = None) -> None:
         self._f: IO[bytes] | None = None
+        self._sink = sink
         self.lineno = 0
+        self.quoting = True
+        #: every line after ``#CHROM`` went to the sink
+        self.copied = False
         try:
             f = _open_text(path)
             for raw in f:
                 self.lineno += 1
                 if raw.startswith(b"#CHROM"):
                     self._f = f
+                    self.copied = sink is not None
                     return
                 if not raw.startswith(b"#"):
                     break
@@ -72,19 +127,32 @@ class _RawLines:
         except (OSError, EOFError):
             pass
 
-    def next(self) -> tuple[int, str] | None:
+    def _read(self) -> bytes:
         if self._f is None:
-            return None
+            return b""
         try:
             raw = self._f.readline()
         except (OSError, EOFError):
+            self.copied = False
             self.close()
-            return None
+            return b""
         if not raw:
             self.close()
+        elif self._sink is not None:
+            self._sink.write(raw)
+        return raw
+
+    def next(self) -> tuple[int, str] | None:
+        raw = self._read()
+        if not raw:
             return None
         self.lineno += 1
-        return self.lineno, raw.decode("utf-8", "replace").rstrip("\r\n")
+        return (self.lineno, raw.decode("utf-8", "replace").rstrip("\r\n")) if self.quoting else None
+
+    def drain(self) -> None:
+        """The lines pysam did not ask for, to the sink."""
+        while self._sink is not None and self._read():
+            pass
 
     def close(self) -> None:
         if self._f is not None:
@@ -137,23 +205,29 @@ def open_variant_file(path: PathLike) -> Any:
                 os.unlink(spooled)
 
 
-def read_vcf(path: PathLike, *, keep_records: bool = False) -> Iterator[VcfRecord]:
+def read_vcf(
+    path: PathLike, *, keep_records: bool = False, view: WriterView | None = None
+) -> Iterator[VcfRecord]:
     """Stream the records of a VCF (plain, gzip, bgzip; indexed or not) or BCF file.
 
     The header is read now: a missing file or a header htslib cannot parse raises
     :class:`VcfInputError`. Records then stream in file order, malformed ones included (with
     ``problem`` set). ``keep_records`` attaches each pysam record (for the annotated-VCF writer).
+    ``view`` keeps what a writer needs from the file (:class:`WriterView`) as the records pass.
     """
     display = os.fspath(path)
     vf = open_variant_file(display)
     if vf.format not in ("VCF", "BCF"):
         vf.close()
         raise VcfInputError(f"{display}: is {vf.format}, not VCF/BCF")
-    raw = _RawLines(display) if vf.format == "VCF" else None
-    return _records(vf, raw, display, keep_records)
+    sink = view.body if view is not None else None
+    raw = _RawLines(display, sink) if vf.format == "VCF" else None
+    return _records(vf, raw, display, keep_records, view)
 
 
-def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterator[VcfRecord]:
+def _records(
+    vf: Any, raw: _RawLines | None, display: str, keep: bool, view: WriterView | None = None
+) -> Iterator[VcfRecord]:
     import pysam
 
     index = 0
@@ -166,6 +240,8 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
                 rec = next(it)
                 error: Exception | None = None
             except StopIteration:
+                if view is not None:
+                    _keep(view, vf, raw)
                 return
             except (OSError, ValueError) as exc:
                 rec, error = None, exc
@@ -185,14 +261,16 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
             try:
                 chrom, pos, ident = rec.chrom, rec.pos, rec.id or ""
                 ref, alts = (rec.ref or "").upper(), tuple(a.upper() for a in (rec.alts or ()))
+                if view is not None and raw is None:  # a BCF's symbolic alleles, for its header
+                    view.symbolic.update(a for a in rec.alts or () if a.startswith("<"))
             except UnicodeDecodeError as exc:  # pysam decodes fields lazily, as UTF-8
                 yield _undecodable(index, line, exc)
                 index += 1
                 continue
             if line is not None and not _same_record(line[1], chrom, pos):
                 assert raw is not None
-                raw.close()  # lost step with pysam: stop quoting lines rather than misquote them
-                raw, line = None, None
+                raw.quoting = False  # lost step with pysam: stop quoting lines rather than misquote them
+                line = None
             yield VcfRecord(
                 index=index,
                 chrom=chrom,
@@ -209,6 +287,15 @@ def _records(vf: Any, raw: _RawLines | None, display: str, keep: bool) -> Iterat
         vf.close()
         if raw is not None:
             raw.close()
+
+
+def _keep(view: WriterView, vf: Any, raw: _RawLines | None) -> None:
+    """At the end of a pass: the header htslib completed, and the rest of the lines copied."""
+    view.is_bcf = vf.format == "BCF"
+    view.header = vf.header.copy()
+    if raw is not None:
+        raw.drain()
+    view.complete = view.is_bcf or (raw is not None and raw.copied)
 
 
 def _same_record(text: str, chrom: str, pos: int) -> bool:

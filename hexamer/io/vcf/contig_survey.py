@@ -1,14 +1,15 @@
-"""Before a job starts: how many VCF records will find their contig in the reference FASTA."""
+"""How the contigs a VCF names resolve against a reference FASTA: from its header before a job
+(no record is read), from the records a job read after it."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hexamer.io.contigs import ContigResolution
 from hexamer.io.reference import Reference
-from hexamer.vep.vcf_reader import iter_data_lines, open_variant_file
+from hexamer.io.vcf.reader import declared_contigs
 
 __all__ = ["ContigSurvey", "survey_contigs"]
 
@@ -17,10 +18,11 @@ PathLike = str | os.PathLike[str]
 
 @dataclass
 class ContigSurvey:
-    """How the contigs named by a VCF's records resolve against a FASTA, read before a job starts.
+    """How the contigs named by a VCF resolve against a FASTA.
 
-    ``records`` counts data lines per VCF contig (first-seen order), ``resolutions`` says where
-    each contig points; :meth:`notes` and :meth:`summary` put it in words for a console.
+    ``records`` counts records per VCF contig (first-seen order; 0 where they were not counted),
+    ``resolutions`` says where each contig points; :meth:`notes` and :meth:`summary` put it in
+    words for a console.
     """
 
     n_records: int
@@ -77,44 +79,19 @@ class ContigSurvey:
         )
 
 
-def _record_contigs(path: str) -> Iterator[str]:
-    """The CHROM of every data line (text VCF: read as bytes, no parsing) or record (BCF)."""
-    with open_variant_file(path) as vf:
-        is_text = vf.format == "VCF"
-        if not is_text:
-            import pysam
+def survey_contigs(
+    vcf: PathLike, reference: Reference, records: Mapping[str, int] | None = None
+) -> ContigSurvey:
+    """How the contigs of ``vcf`` resolve against ``reference``, without reading its records.
 
-            old = pysam.set_verbosity(0)
-            try:
-                it = iter(vf)
-                while True:
-                    try:
-                        rec = next(it)
-                    except StopIteration:
-                        return
-                    except (OSError, ValueError):
-                        continue
-                    try:
-                        yield rec.chrom
-                    except UnicodeDecodeError:
-                        continue
-            finally:
-                pysam.set_verbosity(old)
-    for raw in iter_data_lines(path):
-        if not raw.strip() or raw.startswith(b"#"):
-            continue
-        yield raw.split(b"\t", 1)[0].strip().decode("utf-8", "replace")
-
-
-def survey_contigs(vcf: PathLike, reference: Reference) -> ContigSurvey:
-    """Count the records per VCF contig and resolve each contig against ``reference``.
-
-    One pass over the VCF that parses nothing but CHROM (fast next to scoring); a file that cannot
-    be read raises :class:`VcfInputError` as :func:`read_vcf` does.
+    Before a job, ``records`` is ``None``: the contigs are those its header declares
+    (``##contig`` lines), each counted 0 (so the renames and ambiguous names can be said before
+    any scoring, and no count is guessed). After a job,
+    ``records`` are the records per contig that the job read (its
+    :attr:`~hexamer.vep.job.VepRunResult.contig_records`), in first-seen order. A file that
+    cannot be read raises :class:`VcfInputError` as :func:`read_vcf` does.
     """
-    counts: dict[str, int] = {}
-    for chrom in _record_contigs(os.fspath(vcf)):
-        counts[chrom] = counts.get(chrom, 0) + 1
+    counts = dict.fromkeys(declared_contigs(vcf), 0) if records is None else dict(records)
     return ContigSurvey(
         n_records=sum(counts.values()),
         records=counts,

@@ -25,8 +25,8 @@ from hexamer.vep import (
     write_vep_output,
 )
 from hexamer.vep import checkpoint as checkpoint_mod
-from hexamer.vep import engine as engine_mod
 from hexamer.vep import runner as runner_mod
+from hexamer.vep import settings as engine_mod
 
 from .conftest import FASTA, MALFORMED_VCF
 

@@ -28,30 +28,21 @@ from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any
 
 from hexamer.batching import batched
-from hexamer.vep.planner import Key, Planner, Row, result_row
+from hexamer.engine.batching import padded_chunks
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import read_vcf
+from hexamer.io.vcf.records import VcfRecord
+from hexamer.vep.planner import Planner
 from hexamer.vep.recipes import WindowPair, window_tokens
+from hexamer.vep.rows import Key, Row, result_row
 from hexamer.vep.runner import Runner, window_pair_scores
-from hexamer.vep.settings import (
-    ROW_COLUMNS,
-    STATUSES,
-    ContigRenameWarning,
-    SettingsFittedWarning,
-    VepSettings,
-    default_token_budget,
-    warn_at_caller,
-)
-from hexamer.vep.variants import Reference, VcfRecord, iter_data_lines, open_variant_file, read_vcf
+from hexamer.vep.settings import ContigRenameWarning, VepSettings, default_token_budget, warn_at_caller
+from hexamer.vep.units import RunnerFactory, UnitRunner
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
 __all__ = [
-    "ROW_COLUMNS",
-    "STATUSES",
-    "ContigRenameWarning",
-    "SettingsFittedWarning",
-    "VepSettings",
-    "count_rows",
     "iter_record_blocks",
     "score_variants",
     "score_window_pairs",
@@ -101,10 +92,14 @@ def score_window_pairs(
     strands = 2 if rc_average else 1
     k = backend.layout.k
     scores: list[float] = [0.0] * len(pairs)
-    unit: list[list[int]] = []
-    rows = 0
-
-    def run() -> None:
+    members = list(sites.values())
+    for unit in padded_chunks(
+        members,
+        [window_tokens(max(max(len(pairs[i].ref), len(pairs[i].alt)) for i in site), k) for site in members],
+        rows=[strands * (1 + len({pairs[i].alt for i in site})) for site in members],
+        token_budget=budget,
+        max_rows=batch_size,
+    ):
         out = window_pair_scores(
             backend,
             [[pairs[i] for i in site] for site in unit],
@@ -116,17 +111,6 @@ def score_window_pairs(
         for site, values in zip(unit, out, strict=True):
             for i, value in zip(site, values, strict=True):
                 scores[i] = value
-
-    for site in sites.values():
-        n = strands * (1 + len({pairs[i].alt for i in site}))
-        tokens = window_tokens(max(max(len(pairs[i].ref), len(pairs[i].alt)) for i in site), k)
-        if unit and (rows + n > batch_size or (rows + n) * tokens > budget):
-            run()
-            unit, rows = [], 0
-        unit.append(site)
-        rows += n
-    if unit:
-        run()
     return scores
 
 
@@ -144,7 +128,7 @@ def iter_record_blocks(
     naive: bool = False,
     on_progress: Callable[[int], None] | None = None,
     on_note: Callable[[str], None] | None = None,
-    make_runner: Callable[[Reference, VepSettings], Runner] | None = None,
+    make_runner: RunnerFactory | None = None,
 ) -> Iterator[Iterator[list[Row]]]:
     """Per block of ``records``, an iterator over the row lists of its units (the resume layer's
     view). A unit whose every key is in ``done`` is not recomputed: its rows come from ``done``.
@@ -158,6 +142,7 @@ def iter_record_blocks(
     if not settings.is_checked:
         settings = settings.checked(carbon, on_note=on_note)
     planner = Planner(carbon.backend, reference, settings, on_note or _default_note)
+    runner: UnitRunner
     if make_runner is None:
         runner = Runner(carbon.backend, reference, settings, naive)
     else:
@@ -169,7 +154,7 @@ def iter_record_blocks(
 
 def _block_units(
     planner: Planner,
-    runner: Runner,
+    runner: UnitRunner,
     block: list[VcfRecord],
     done: Mapping[Key, Row] | None,
     on_progress: Callable[[int], None] | None,
@@ -179,12 +164,12 @@ def _block_units(
         if on_progress is not None:
             on_progress(len(rows))
         yield rows
-    for unit in planner.units(scorable, runner):
+    for unit in planner.units(scorable):
         if done is not None and all(key in done for key in unit.keys):
             rows = [done[key] for key in unit.keys]
         else:
             try:
-                rows = unit.run()
+                rows = runner.run(unit)
             except Exception as exc:  # one unit's failure must not end the job
                 reason = f"scoring failed: {type(exc).__name__}: {exc}"
                 rows = [result_row(v, planner.s.recipe, "failed", reason=reason) for v in unit.variants]
@@ -233,25 +218,6 @@ def score_variants(
         reference.close()
         raise
     return _ordered_rows(blocks, reference)
-
-
-def count_rows(vcf: PathLike) -> int:
-    """How many rows :func:`score_variants` yields for ``vcf`` (one per ALT; one for a record
-    without ALT or a malformed line), counted without parsing records: the total of a progress
-    bar. A text VCF is read line by line (about a second per million lines); a BCF with pysam."""
-    path = os.fspath(vcf)
-    with open(path, "rb") as f:
-        is_bcf = f.read(3) == b"BCF" or (path.lower().endswith(".bcf"))
-    if is_bcf:
-        with open_variant_file(path) as source:
-            return sum(max(1, len(rec.alts or ())) for rec in source)
-    n = 0
-    for line in iter_data_lines(path):
-        if not line.strip():
-            continue
-        fields = line.split(b"\t", 5)
-        n += fields[4].count(b",") + 1 if len(fields) > 5 else 1
-    return n
 
 
 def _ordered_rows(blocks: Iterator[Iterator[list[Row]]], reference: Reference) -> Iterator[Row]:

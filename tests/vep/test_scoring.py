@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hexamer import Carbon
 from hexamer.synthetic.vcf import write_random_vcf
 from hexamer.vep import ContigRenameWarning, Reference, read_vcf, score_variants
-from hexamer.vep import engine as engine_mod
 from hexamer.vep import runner as runner_mod
+from hexamer.vep import settings as settings_mod
 from hexamer.vep.recipes import (
     NextBaseContext,
     alt_window,
@@ -340,20 +340,20 @@ def test_a_window_larger_than_the_model_is_fitted_with_a_note(carbon: Carbon) ->
         row = by_id[ident]
         assert row["status"] == "ok", row
         assert row["n_scored_bp"] + row["n_oov_bp"] == limit
-    with pytest.warns(engine_mod.SettingsFittedWarning, match="window 20000 bp") as caught:
+    with pytest.warns(settings_mod.SettingsFittedWarning, match="window 20000 bp") as caught:
         score_variants(carbon, EDGE_VCF, FASTA, window=20_000)
     assert caught[0].filename == __file__  # the user's call, not a line inside hexamer
 
 
 @pytest.mark.filterwarnings("ignore::hexamer.vep.ContigRenameWarning")
 def test_settings_fitted_warning_points_at_the_users_call(carbon: Carbon, tmp_path: Path) -> None:
-    from hexamer.vep.resume import run_vep
+    from hexamer.vep.job import run_vep
 
-    with pytest.warns(engine_mod.SettingsFittedWarning) as caught:
+    with pytest.warns(settings_mod.SettingsFittedWarning) as caught:
         run_vep(carbon, EDGE_VCF, FASTA, tmp_path / "out.tsv", window=20_000)
     assert {w.filename for w in caught} == {__file__}
-    with pytest.warns(engine_mod.SettingsFittedWarning) as caught:
-        engine_mod.VepSettings(recipe="next_base").checked(carbon)
+    with pytest.warns(settings_mod.SettingsFittedWarning) as caught:
+        settings_mod.VepSettings(recipe="next_base").checked(carbon)
     assert {w.filename for w in caught} == {__file__}
 
 
@@ -364,11 +364,6 @@ def test_next_base_context_larger_than_the_model_is_fitted_with_a_note(carbon: C
     notes.clear()
     list(score_variants(carbon, SLICE_VCF, FASTA, recipe="next_base", context=600, on_note=notes.append))
     assert not any(n.startswith("context") for n in notes)  # fits: nothing to say
-
-
-@pytest.mark.parametrize("vcf", [EDGE_VCF, MALFORMED_VCF, SLICE_VCF], ids=lambda p: p.stem)
-def test_count_rows_is_the_number_of_rows(carbon: Carbon, vcf: Path) -> None:
-    assert engine_mod.count_rows(vcf) == len(_rows(carbon, vcf, recipe="next_base", context=60))
 
 
 @pytest.mark.parametrize("recipe", ["window", "next_base"])
@@ -394,8 +389,8 @@ def test_non_finite_model_output_gives_failed_rows(
 
 
 def test_result_row_refuses_an_ok_score_that_is_not_a_number() -> None:
-    from hexamer.vep.planner import result_row
-    from hexamer.vep.variants import Variant
+    from hexamer.io.vcf.records import Variant
+    from hexamer.vep.rows import result_row
 
     v = next(rec for rec in read_vcf(SLICE_VCF)).variants()[0]
     assert isinstance(v, Variant)

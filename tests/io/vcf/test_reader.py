@@ -10,9 +10,17 @@ from pathlib import Path
 import pysam
 import pytest
 
-from hexamer.vep import FastaError, Reference, VcfInputError, classify, read_vcf
+from hexamer.io.fasta import FastaError
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import VcfInputError, read_vcf
+from hexamer.io.vcf.records import classify
 
-from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, SLICE_VCF, UNREADABLE_VCF
+DATA = Path(__file__).resolve().parents[2] / "data" / "vep"
+FASTA = DATA / "chr20_slice.fa.gz"
+SLICE_VCF = DATA / "chr20_slice.vcf"
+EDGE_VCF = DATA / "edge_cases.vcf"
+MALFORMED_VCF = DATA / "malformed.vcf"
+UNREADABLE_VCF = DATA / "unreadable_fields.vcf"
 
 
 @pytest.mark.parametrize(

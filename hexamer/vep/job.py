@@ -7,7 +7,7 @@ the input files' bytes, a fingerprint of the model) and Parquet chunks of rows, 
 atomically and then recorded with its SHA-256 in ``chunks.json``, sorted by
 ``(record, alt_index)`` and holding whole work units only: ``rows-NNNNNN.parquet`` every
 ``checkpoint_rows`` rows (or ``checkpoint_seconds``), and ``rows-FFFFFF-LLLLLL.parquet`` where
-:data:`CHUNK_FANIN` consecutive chunks of the same span were merged into one, so N checkpoints
+:data:`~hexamer.vep.checkpoint.CHUNK_FANIN` consecutive chunks of the same span were merged into one, so N checkpoints
 leave O(log N) chunks. On restart with ``resume=True`` only the keys of the checkpointed rows are
 loaded (about a byte per record), units whose rows are all there are not recomputed, and
 everything else is computed exactly as before (units depend only on the input, so batch shapes and
@@ -17,9 +17,11 @@ with the number of rows, except for the ``ok`` scores (8 bytes each) and kinds (
 :class:`VepRunResult` keeps for plots. A sidecar made by a different job (other settings, inputs
 or model) is refused rather than mixed in.
 
-Trust: inputs are identified by content, so an edited VCF with the same size and mtime is a
-different job (hashing costs one read of each input at start: about 1 s per 1.5 GB here). On
-resume every chunk is hashed again before use; a chunk whose bytes differ from the recorded hash,
+Trust: inputs are identified by size, mtime and the SHA-256 of a sample of their bytes (the first
+and last MiB and 256 blocks between, :func:`~hexamer.vep.checkpoint.input_identity`), so the
+input is read once, for scoring, not once more to hash it: an edited VCF is a different job unless
+the edit keeps its size and mtime and misses every sampled byte, and a copy made without keeping
+its mtime is a different input. On resume every chunk is hashed again before use; a chunk whose bytes differ from the recorded hash,
 or that ``chunks.json`` does not list (written but never committed), is deleted and its rows are
 computed again, with a note naming it.
 """
@@ -27,6 +29,7 @@ computed again, with a note naming it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import shlex
@@ -43,8 +46,10 @@ from typing import TYPE_CHECKING, Any, overload
 from hexamer import __version__
 from hexamer.io import atomic_path
 from hexamer.io.contigs import read_rename_file
-from hexamer.vep.checkpoint import CHUNK_FANIN, ChunkStore, DoneKeys, file_sha256
-from hexamer.vep.engine import iter_record_blocks, settings_from
+from hexamer.io.fasta import FastaError
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import VcfInputError, WriterView, read_vcf
+from hexamer.vep.checkpoint import ChunkStore, DoneKeys, input_identity
 from hexamer.vep.output import (
     VcfWriteResult,
     join_info,
@@ -53,22 +58,20 @@ from hexamer.vep.output import (
     write_rows,
     write_vep_output,
 )
-from hexamer.vep.planner import Row
+from hexamer.vep.rows import Row
+from hexamer.vep.scoring import iter_record_blocks, settings_from
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
-from hexamer.vep.variants import FastaError, Reference, VcfInputError, read_vcf
+from hexamer.vep.units import RunnerFactory
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
     from hexamer.carbon import Carbon
-    from hexamer.vep.runner import Runner
 
 __all__ = [
-    "CHUNK_FANIN",
     "ResumeError",
     "VepRunResult",
     "check_job_paths",
-    "file_sha256",
     "read_checkpoint_meta",
     "run_vep",
     "sidecar_dir",
@@ -77,9 +80,12 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 _META = "meta.json"
+#: the data lines of a text VCF input, copied by the scoring pass for the VCF writer
+_BODY = "records.vcf"
 #: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json,
-#: n_scored_bp/n_oov_bp columns, equal-length indel windows
-_VERSION = 2
+#: n_scored_bp/n_oov_bp columns, equal-length indel windows; 3: inputs identified by size, mtime
+#: and a sample of their bytes (:func:`~hexamer.vep.checkpoint.input_identity`)
+_VERSION = 3
 #: meta.json keys that describe the run but do not make it a different job
 _NOT_COMPARED = ("command",)
 
@@ -103,17 +109,15 @@ class VepRunResult:
     #: ...: a sequence of str stored as one byte each), in output order, for plots
     scores: Sequence[float] = field(default_factory=lambda: array("d"))
     kinds: Sequence[str] = field(default_factory=lambda: _Labels())
+    #: input records per VCF contig (first-seen order), counted as the rows were written: what
+    #: :func:`hexamer.io.vcf.contig_survey.survey_contigs` needs after a job, with no second read
+    contig_records: dict[str, int] = field(default_factory=dict)
 
 
 def sidecar_dir(output: PathLike) -> Path:
     """The checkpoint folder of an output file."""
     path = Path(output)
     return path.with_name(f".{path.name}.hexamer-resume")
-
-
-def _file_id(path: PathLike) -> dict[str, Any]:
-    """An input by content: an edited file is another input even with the same size and mtime."""
-    return {"size": os.stat(path).st_size, "sha256": file_sha256(path)}
 
 
 def _command() -> str:
@@ -179,10 +183,14 @@ class _Tally:
         self.reasons: Counter[tuple[str, str]] = Counter()
         self.scores = array("d")
         self.kinds = _Labels()
+        self.contigs: dict[str, int] = {}
 
     def watch(self, rows: Iterable[Row]) -> Iterator[Row]:
         for row in rows:
             self.n_rows += 1
+            if row["alt_index"] == 0:  # every record has a row 0 (one without ALT too)
+                chrom = str(row.get("chrom") or "")
+                self.contigs[chrom] = self.contigs.get(chrom, 0) + 1
             self.counts[str(row["status"])] += 1
             if row["status"] != "ok":
                 self.reasons[(str(row["status"]), reason_category(row.get("reason")))] += 1
@@ -233,8 +241,8 @@ def _job_meta(
     meta: dict[str, Any] = {
         "version": _VERSION,
         "settings": checked.as_dict(),
-        "vcf": _file_id(vcf),
-        "fasta": _file_id(fasta),
+        "vcf": input_identity(vcf),
+        "fasta": input_identity(fasta),
         "model": model,
         "output": out.name,
     }
@@ -260,7 +268,7 @@ def run_vep(
     info_fields: str | Sequence[str] | None = None,
     settings: VepSettings | None = None,
     calibration: Calibration | None = None,
-    make_runner: Callable[[Reference, VepSettings], Runner] | None = None,
+    make_runner: RunnerFactory | None = None,
     extra_columns: Mapping[str, str] | None = None,
     **fields: Any,
 ) -> VepRunResult:
@@ -280,7 +288,7 @@ def run_vep(
     the job) and names in ``on_note`` the rejects table of records it could not hold.
     ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
     settings before any scoring) adds ``HEXAMER_RAW``/``HEXAMER_PHRED`` (a table: ``phred``).
-    ``make_runner`` (see :func:`~hexamer.vep.engine.iter_record_blocks`) and ``extra_columns``
+    ``make_runner`` (see :func:`~hexamer.vep.scoring.iter_record_blocks`) and ``extra_columns``
     (``column -> description``: float columns its rows carry) reuse the job for a fine-tuned head.
     """
     note = on_note or (lambda _: None)
@@ -293,9 +301,58 @@ def run_vep(
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     extra = dict(extra_columns or {})
     meta = _job_meta(vcf, fasta, out, checked, carbon.backend.fingerprint(), renames, extra)
-    command = _command()
     side = sidecar_dir(out)
-    chunks = ChunkStore(side, note, tuple(extra))
+    chunks, done, command, fresh = _open_sidecar(
+        side, meta, checked, resume, ChunkStore(side, note, tuple(extra))
+    )
+    n_resumed = len(done)
+    view = WriterView() if kind == "vcf" else None
+    try:
+        with contextlib.ExitStack() as stack:
+            reference = stack.enter_context(Reference(fasta, renames=renames))
+            if view is not None:  # the one pass that scores the input keeps what the writer needs
+                view.body = stack.enter_context(open(side / _BODY, "wb"))
+            blocks = iter_record_blocks(
+                carbon,
+                read_vcf(vcf, view=view),
+                reference,
+                checked,
+                done=done if n_resumed else None,
+                on_progress=on_progress,
+                on_note=on_note,
+                make_runner=make_runner,
+            )
+            _checkpoint(blocks, chunks, done if n_resumed else None, checkpoint_rows, checkpoint_seconds)
+    except (VcfInputError, FastaError):
+        if fresh and not chunks.chunks:  # an unreadable input: leave no empty checkpoint behind
+            shutil.rmtree(side, ignore_errors=True)
+        raise
+    del done
+    contigs = chunks.contigs() if kind == "vcf" else None
+    return write_job_output(
+        out,
+        vcf,
+        chunks.rows(),
+        checked,
+        model=str(meta["model"]),
+        command=command,
+        contigs=contigs,
+        info=info,
+        calibration=calibration,
+        note=note,
+        n_resumed=n_resumed,
+        clean_up=lambda: shutil.rmtree(side, ignore_errors=True),
+        extra_columns=extra,
+        source=view,
+    )
+
+
+def _open_sidecar(
+    side: Path, meta: dict[str, Any], checked: VepSettings, resume: bool, chunks: ChunkStore
+) -> tuple[ChunkStore, DoneKeys, str, bool]:
+    """``(chunks, done keys, command, fresh)``: the sidecar of an earlier run of this job when
+    ``resume`` (a sidecar of another job raises :class:`ResumeError`), else a new one."""
+    command = _command()
     done = DoneKeys()
     if side.exists() and resume:
         old = read_checkpoint_meta(side, "checkpoint")
@@ -320,57 +377,35 @@ def run_vep(
         chunks.save_manifest()
         with atomic_path(side / _META) as tmp:
             tmp.write_text(json.dumps({**meta, "command": command}, indent=1))
+    return chunks, done, command, fresh
 
-    n_resumed = len(done)
+
+def _checkpoint(
+    blocks: Iterable[Iterable[list[Row]]],
+    chunks: ChunkStore,
+    done: Mapping[tuple[int, int], Row] | None,
+    checkpoint_rows: int,
+    checkpoint_seconds: float,
+) -> None:
+    """Stream the rows of ``blocks`` into ``chunks``, a chunk every ``checkpoint_rows`` rows or
+    ``checkpoint_seconds``; rows whose key is in ``done`` (stubs of checkpointed units) are
+    already in a chunk."""
     pending: list[Row] = []
     last_flush = time.monotonic()
-    try:
-        with Reference(fasta, renames=renames) as reference:
-            for units in iter_record_blocks(
-                carbon,
-                read_vcf(vcf),
-                reference,
-                checked,
-                done=done if n_resumed else None,
-                on_progress=on_progress,
-                on_note=on_note,
-                make_runner=make_runner,
+    for units in blocks:
+        for unit_rows in units:
+            if done is not None:
+                pending.extend(r for r in unit_rows if (r["record"], r["alt_index"]) not in done)
+            else:
+                pending.extend(unit_rows)
+            if pending and (
+                len(pending) >= checkpoint_rows or time.monotonic() - last_flush >= checkpoint_seconds
             ):
-                for unit_rows in units:
-                    if n_resumed:  # rows of checkpointed units are stubs: their rows are in a chunk
-                        pending.extend(r for r in unit_rows if (r["record"], r["alt_index"]) not in done)
-                    else:
-                        pending.extend(unit_rows)
-                    if pending and (
-                        len(pending) >= checkpoint_rows or time.monotonic() - last_flush >= checkpoint_seconds
-                    ):
-                        chunks.add(pending)
-                        pending = []
-                        last_flush = time.monotonic()
-    except (VcfInputError, FastaError):
-        if fresh and not chunks.chunks:  # an unreadable input: leave no empty checkpoint behind
-            shutil.rmtree(side, ignore_errors=True)
-        raise
+                chunks.add(pending)
+                pending = []
+                last_flush = time.monotonic()
     if pending:
         chunks.add(pending)
-    del done, pending
-
-    contigs = chunks.contigs() if kind == "vcf" else None
-    return write_job_output(
-        out,
-        vcf,
-        chunks.rows(),
-        checked,
-        model=str(meta["model"]),
-        command=command,
-        contigs=contigs,
-        info=info,
-        calibration=calibration,
-        note=note,
-        n_resumed=n_resumed,
-        clean_up=lambda: shutil.rmtree(side, ignore_errors=True),
-        extra_columns=extra,
-    )
 
 
 def read_checkpoint_meta(folder: Path, what: str) -> Any:
@@ -409,6 +444,7 @@ def write_job_output(
     n_resumed: int,
     clean_up: Callable[[], None],
     extra_columns: Mapping[str, str] | None = None,
+    source: WriterView | None = None,
 ) -> VepRunResult:
     """Write a finished job's rows (in input order) as ``out`` with its provenance, calibrated when
     asked, counting them as they go; ``clean_up`` then removes the job's checkpoint."""
@@ -445,6 +481,7 @@ def write_job_output(
             provenance=provenance,
             calibrated=calibration is not None,
             extra_columns=extra_columns,
+            source=source,
         )
     collections.deque(rows, maxlen=0)  # rows the VCF had no record for still count
     clean_up()
@@ -462,4 +499,5 @@ def write_job_output(
         vcf=result if isinstance(result, VcfWriteResult) else None,
         scores=tally.scores,
         kinds=tally.kinds,
+        contig_records=tally.contigs,
     )
