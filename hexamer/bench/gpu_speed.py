@@ -160,8 +160,8 @@ def scoring_report(
     from hexamer.bench.baselines.published_vep import PublishedScorer
     from hexamer.bench.vep import bench_vep
     from hexamer.demo import demo_data_files
+    from hexamer.io.reference import Reference
     from hexamer.synthetic.vcf import write_random_vcf
-    from hexamer.vep.variants import Reference
 
     carbon = _load(folder, device, dtype)
     reference = next(p for p in demo_data_files() if "chr20" in p.name)

@@ -86,7 +86,7 @@ def test_bf16_scoring_close_to_the_cpu(tiny_folder: Path) -> None:
 
 def test_vep_path_on_cuda(tiny_folder: Path) -> None:
     pytest.importorskip("pysam")  # VCF reading
-    from hexamer.vep.engine import score_variants
+    from hexamer.vep.scoring import score_variants
 
     fasta = VEP_DATA / "chr20_slice.fa.gz"
 
