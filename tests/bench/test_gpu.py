@@ -19,6 +19,7 @@ from hexamer.bench.report import BenchReport
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = [
+    "models",
     "environment",
     "logits",
     "scores",
@@ -55,7 +56,7 @@ def test_cpu_dry_run_runs_every_step_and_passes(dry_run: tuple[dict[str, Any], P
     assert written["steps"] == _strict_json(json.dumps(doc["steps"], default=str))
     assert written["device"] == "cpu" and written["quick"] is True
     md = (out / "gpu-report.md").read_text()
-    for name in STEPS[1:]:
+    for name in STEPS:
         assert f"## {name}: " in md
     assert all(t["met"] is None for t in doc["targets"])  # no verdict on a CPU
 
