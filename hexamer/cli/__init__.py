@@ -2,6 +2,7 @@
 
 from hexamer.cli import bench_cmd as _bench_cmd  # noqa: F401  (bench tokenizer/generate/throughput/fns/roofline/all)
 from hexamer.cli import bench_finetune as _bench_finetune  # noqa: F401  (registers bench finetune)
+from hexamer.cli import bench_gpu as _bench_gpu  # noqa: F401  (registers bench gpu)
 from hexamer.cli import bench_pipelines as _bench_pipelines  # noqa: F401  (bench vep, bench embed, bench ism)
 from hexamer.cli import bench_serve as _bench_serve  # noqa: F401  (registers bench serve)
 from hexamer.cli import bench_spec as _bench_spec  # noqa: F401  (registers bench spec)

@@ -291,4 +291,13 @@ def demo(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as exc:  # an optional package a command needs: the hint, not a traceback
+        from hexamer.extras import install_hint
+
+        hint = install_hint(exc)
+        if hint is None:
+            raise
+        err_console.print(f"[red]error:[/red] {escape(hint)}")
+        raise SystemExit(2) from None

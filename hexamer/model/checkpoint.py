@@ -24,6 +24,7 @@ from torch import nn
 
 from hexamer.folder_files import checked_file
 from hexamer.model.config import SUPPORTED_DTYPES, ModelConfig
+from hexamer.model.device import check_dtype_on_device
 from hexamer.model.finite import check_finite_weight
 from hexamer.model.llama import LlamaModel
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
@@ -218,6 +219,7 @@ def load_float_model(
     config_path = folder / "config.json"
     target = resolve_dtype(dtype, config)
     device = torch.device(device)
+    check_dtype_on_device(target, device)
     shards = _shards(folder)
     headers = {file: read_safetensors_header(file) for file in shards}
     check_config_matches_headers(folder, config, headers)
