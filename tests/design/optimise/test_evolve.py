@@ -83,3 +83,15 @@ def test_objective_checks() -> None:
         Objective(_pwm(), weight=1.0)
     with pytest.raises(ValueError, match="weight"):
         Objective(_pwm(), weight=-1.0)
+
+
+def test_evolution_with_a_fine_tuned_head(tmp_path, tiny_carbon: Carbon) -> None:
+    from hexamer.design.optimise import HeadOracle
+    from hexamer.testing.heads import build_head_folder
+
+    folder = build_head_folder(tmp_path / "head", targets=("a", "b"), zscore=((0.0, 0.0), (1.0, 1.0)))
+    oracle = HeadOracle.load(folder, "a", specificity=True)
+    objective = Objective(oracle, likelihood=LikelihoodScorer(tiny_carbon.backend), weight=0.1)
+    result = evolve("ACGTTGCAAGGCTTAACG", objective, rounds=2)
+    assert result.objective > result.trajectory[0].objective
+    assert np.allclose(oracle([s.sequence for s in result.trajectory]), [s.oracle for s in result.trajectory])
