@@ -1,6 +1,7 @@
 """The ``hexamer`` command line: a thin layer over the Python API."""
 
 from hexamer.cli import bench_cmd as _bench_cmd  # noqa: F401  (bench tokenizer/generate/throughput/fns/roofline/all)
+from hexamer.cli import bench_design as _bench_design  # noqa: F401  (registers bench design-evolve)
 from hexamer.cli import bench_finetune as _bench_finetune  # noqa: F401  (registers bench finetune)
 from hexamer.cli import bench_gpu as _bench_gpu  # noqa: F401  (registers bench gpu)
 from hexamer.cli import bench_pipelines as _bench_pipelines  # noqa: F401  (bench vep, bench embed, bench ism)
