@@ -7,6 +7,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -23,6 +24,7 @@ from hexamer.cli.app import (
     print_json,
 )
 from hexamer.cli.checks import MAX_BATCH_SIZE, check_plot_path, check_runtime, check_vep_settings, is_stdio
+from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.ray_options import RayRun, ray_options
 from hexamer.cli.sequence_jobs import count_records, fail_if_none_ok, progress_bar, set_threads
 
@@ -78,6 +80,82 @@ def _check_out(out: Path, job: str, resume: bool) -> None:
         raise typer.BadParameter(f"output folder {str(out.parent)!r} does not exist", param_hint="'--out'")
 
 
+@dataclass(frozen=True)
+class VariantOptions:
+    """The options only a ``--vcf`` job takes (each None when not given)."""
+
+    window: int | None = None
+    info_fields: str | None = None
+    rename_chrs: Path | None = None
+    plot: Path | None = None
+
+    def given(self) -> dict[str, object]:
+        """The options given, by their flag."""
+        flags = {
+            "window": "--window",
+            "info_fields": "--info-fields",
+            "rename_chrs": "--rename-chrs",
+            "plot": "--plot",
+        }
+        return {flags[k]: v for k, v in vars(self).items() if v is not None}
+
+
+#: ``--window``, ``--info-fields``, ``--rename-chrs`` and ``--plot``, declared once and handed to
+#: ``predict`` as one :class:`VariantOptions`.
+variant_options = option_group(
+    "variant",
+    (
+        (
+            "window",
+            Annotated[
+                int | None,
+                typer.Option(
+                    min=1, help="--vcf: window bp centred on the variant (default: the training length)."
+                ),
+            ],
+            None,
+        ),
+        (
+            "info_fields",
+            Annotated[
+                str | None,
+                typer.Option(
+                    "--info-fields",
+                    help="--vcf, table outputs: add these INFO fields of the input as info_NAME columns "
+                    "(comma-separated, e.g. AF,CLNSIG, or 'all').",
+                ),
+            ],
+            None,
+        ),
+        (
+            "rename_chrs",
+            Annotated[
+                Path | None,
+                typer.Option(
+                    "--rename-chrs",
+                    help="--vcf: contig renames, as in bcftools: two whitespace-separated columns, VCF name "
+                    "then FASTA name.",
+                ),
+            ],
+            None,
+        ),
+        (
+            "plot",
+            Annotated[
+                Path | None,
+                typer.Option(
+                    "--plot",
+                    help="--vcf: also draw the effect per variant kind (.png/.svg/.pdf; heads with one score: "
+                    "a single-target regression or a binary head).",
+                ),
+            ],
+            None,
+        ),
+    ),
+    VariantOptions,
+)
+
+
 @app.command()
 @ray_options(
     Annotated[
@@ -85,6 +163,7 @@ def _check_out(out: Path, job: str, resume: bool) -> None:
         typer.Option(min=1, help="--ray: records per shard, a multiple of 50,000 (default 50,000)."),
     ]
 )
+@variant_options
 def predict(
     model: Annotated[str, typer.Option("--model", "-m", help="A fine-tuned head folder (hexamer finetune).")],
     out: Annotated[
@@ -113,10 +192,6 @@ def predict(
     fasta: Annotated[
         Path | None, typer.Option("--fasta", help="Reference FASTA for --bed and --vcf.")
     ] = None,
-    window: Annotated[
-        int | None,
-        typer.Option(min=1, help="--vcf: window bp centred on the variant (default: the training length)."),
-    ] = None,
     rc_average: Annotated[
         bool | None,
         typer.Option(
@@ -133,30 +208,7 @@ def predict(
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="--vcf: continue a killed run from its checkpoint.")
     ] = False,
-    info_fields: Annotated[
-        str | None,
-        typer.Option(
-            "--info-fields",
-            help="--vcf, table outputs: add these INFO fields of the input as info_NAME columns "
-            "(comma-separated, e.g. AF,CLNSIG, or 'all').",
-        ),
-    ] = None,
-    rename_chrs: Annotated[
-        Path | None,
-        typer.Option(
-            "--rename-chrs",
-            help="--vcf: contig renames, as in bcftools: two whitespace-separated columns, VCF name "
-            "then FASTA name.",
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(
-            "--plot",
-            help="--vcf: also draw the effect per variant kind (.png/.svg/.pdf; heads with one score: "
-            "a single-target regression or a binary head).",
-        ),
-    ] = None,
+    variant: VariantOptions = FILLED,  # the --vcf options (variant_options)
     ray: RayRun | None = None,  # the --ray options (ray_options)
     as_json: JsonFlag = False,
 ) -> None:
@@ -169,14 +221,8 @@ def predict(
     if ray is not None and job != "variants":
         raise typer.BadParameter("--ray scales out --vcf jobs", param_hint="'--ray'")
     _check_out(out, job, resume)
-    vcf_only = {
-        "--window": window,
-        "--info-fields": info_fields,
-        "--rename-chrs": rename_chrs,
-        "--plot": plot,
-    }
-    for option, value in vcf_only.items():
-        if value is not None and job != "variants":
+    for option in variant.given():
+        if job != "variants":
             raise typer.BadParameter(f"{option} is for --vcf jobs", param_hint=f"'{option}'")
     try:
         check_head_folder(model)  # a plain LM folder is a usage error before any weights load
@@ -184,14 +230,12 @@ def predict(
         fail(exc)
     options: dict[str, Any] = {}
     if job == "variants":
-        options = _variant_options(
-            model, window, rc_average, batch_size, resume, info_fields, rename_chrs, plot
-        )
+        options = _variant_options(model, variant, rc_average, batch_size, resume)
     set_threads(threads)
     if job == "variants":
         assert vcf is not None and fasta is not None
         summary = _variants(model, vcf, fasta, out, options, ray, threads, dtype, device)
-        summary["plot"] = _plot(plot, summary.pop("result"), model)
+        summary["plot"] = _plot(variant.plot, summary.pop("result"), model)
     else:
         summary = _records(model, input_file, bed, fasta, out, rc_average, batch_size, dtype, device)
     if as_json and is_stdio(out):  # standard output carries the VCF itself
@@ -260,16 +304,15 @@ def _variants(
 
 
 def _variant_options(
-    model: str,
-    window: int | None,
-    rc_average: bool | None,
-    batch_size: int,
-    resume: bool,
-    info_fields: str | None,
-    rename_chrs: Path | None,
-    plot: Path | None,
+    model: str, variant: VariantOptions, rc_average: bool | None, batch_size: int, resume: bool
 ) -> dict[str, Any]:
     """The options of a variant job, each checked before the model loads."""
+    window, info_fields, rename_chrs, plot = (
+        variant.window,
+        variant.info_fields,
+        variant.rename_chrs,
+        variant.plot,
+    )
     from hexamer.finetune.apply import read_head_settings
     from hexamer.finetune.effects import score_output
     from hexamer.io.contigs import RenameFileError, read_rename_file
