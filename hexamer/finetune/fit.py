@@ -28,6 +28,7 @@ from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.model.loading import read_folder_config
+from hexamer.model.train_kernels import use_onednn_training_linears
 from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitProgress", "FitResult", "fit"]
@@ -108,6 +109,9 @@ def _build_model(
     elif options.method == "probe":
         for p in model.backbone.parameters():
             p.requires_grad_(False)
+    if options.method != "probe" and model.device.type == "cpu":
+        # the same products on oneDNN's kernels: faster than PyTorch's default CPU GEMM here
+        use_onednn_training_linears(model.backbone)
     if options.grad_checkpointing and options.method != "probe":
         enable_grad_checkpointing(model)
     return model
