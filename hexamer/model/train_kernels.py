@@ -42,7 +42,8 @@ class _OneDnnLinear(torch.autograd.Function):
         y = _product(rows, weight)
         if bias is not None:
             y = y + bias
-        ctx.save_for_backward(rows, weight)
+        # the input is needed for the weight's gradient only (a frozen weight: not kept, as F.linear)
+        ctx.save_for_backward(rows if ctx.needs_input_grad[1] else None, weight)
         ctx.has_bias = bias is not None
         return y.view(*x.shape[:-1], weight.shape[0])
 

@@ -62,3 +62,12 @@ def test_switching_keeps_parameters_and_state_dict():
     assert set(model.state_dict()) == set(before)
     torch.testing.assert_close(model(x), want, atol=1e-6, rtol=1e-6)
     assert use_onednn_training_linears(model) == 0  # already switched
+
+
+def test_a_frozen_weight_does_not_keep_the_input():
+    """As F.linear: the input is saved for the weight's gradient only (LoRA's frozen projections)."""
+    x = torch.randn(4, 16, requires_grad=True)
+    frozen = onednn_linear(x, torch.randn(8, 16))
+    trained = onednn_linear(x, torch.randn(8, 16, requires_grad=True))
+    assert frozen.grad_fn.saved_tensors[0] is None
+    assert trained.grad_fn.saved_tensors[0] is not None
