@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hexamer.finetune.embedding_rows import train_dna_block_only
 from hexamer.finetune.fit_loop import FitProgress, Trainer
 from hexamer.finetune.folders import new_classifier, save_classifier
 from hexamer.finetune.head import HeadSettings, SequenceClassifier, layer_index
@@ -104,6 +105,7 @@ def _build_model(
     if options.method == "full":
         for p in model.parameters():
             p.requires_grad_(True)
+        train_dna_block_only(model)  # the only embedding rows a DNA input reads
     elif options.method == "lora":
         add_lora(model, options.lora, seed=options.seed)
     elif options.method == "probe":

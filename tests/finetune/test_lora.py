@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hexamer.finetune.embedding_rows import train_dna_block_only
 from hexamer.finetune.folders import load_classifier, new_classifier, save_classifier
 from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.lora import (
@@ -138,3 +139,39 @@ def test_full_step_with_onednn_linears_equals_transformers(tiny_folder: Path, tm
     for name, p in model.named_parameters():
         key = "model." + name.removeprefix("backbone.") if name.startswith("backbone.") else name
         torch.testing.assert_close(p.grad, peer_grads[key], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_full_step_training_the_dna_block_equals_transformers(tiny_folder: Path, tmp_path: Path, dna):
+    """fit's full fine-tuning trains the DNA block of the embedding only: its gradient equals those
+    rows of transformers' dense embedding gradient, and every other row's gradient there is zero."""
+    transformers = pytest.importorskip("transformers")
+    model = new_classifier(tiny_folder, HeadSettings(MULTI), seed=3)
+    folder = save_classifier(model, tmp_path / "head")
+    for p in model.parameters():
+        p.requires_grad_(True)
+    rows_param = train_dna_block_only(model)
+    use_onednn_training_linears(model.backbone)
+    start = model.tokenizer.layout.dna_start_id
+    peer = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
+    batch = model.encode(dna)
+    labels = torch.tensor([0, 2, 1, 2])
+    loss = F.cross_entropy(model(batch.ids, batch.mask), labels)
+    out = peer(input_ids=batch.ids, attention_mask=batch.mask.long(), labels=labels)
+    torch.testing.assert_close(loss, out.loss, atol=1e-5, rtol=0)
+    loss.backward()
+    out.loss.backward()
+    dense = peer.model.embed_tokens.weight.grad
+    stop = start + rows_param.shape[0]
+    torch.testing.assert_close(rows_param.grad, dense[start:stop], atol=1e-5, rtol=1e-4)
+    assert dense[:start].abs().sum() == 0 and dense[stop:].abs().sum() == 0
+    assert model.backbone.embed_tokens.weight.grad is None
+    with torch.no_grad():  # the trained rows are the table's own storage
+        rows_param.add_(1.0)
+    torch.testing.assert_close(model.backbone.embed_tokens.weight[start:stop], rows_param.detach())
+    assert "model.embed_tokens.weight" in save_classifier_names(model)
+
+
+def save_classifier_names(model) -> set[str]:
+    from hexamer.finetune.folders import head_tensors
+
+    return set(head_tensors(model, torch.float32))
