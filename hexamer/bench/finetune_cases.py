@@ -216,6 +216,7 @@ def _probe_case(spec: dict[str, Any]) -> list[float]:
     task, rows = _data(spec)
     options = _options(spec, method="probe", epochs=spec["epochs"])
     model = new_classifier(spec["folder"], HeadSettings(task), seed=options.seed)
+    options = options.resolved(model.backbone.config.hidden_size)  # head_lr, as fit sets it
     for p in model.backbone.parameters():
         p.requires_grad_(False)
     pooled_features(model, rows.sequences[: options.batch_size], batch_size=options.batch_size)  # warm-up
