@@ -68,7 +68,9 @@ class LoraLinear(nn.Module):
             self.lora_B.weight.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base_layer(x) + self.lora_B(self.lora_A(self.dropout(x))) * self.scaling
+        # the scale applied to the rank-r activations, not the (rows, out) product: the same
+        # value up to rounding, one multiply on r columns instead of out_features
+        return self.base_layer(x) + self.lora_B(self.lora_A(self.dropout(x)) * self.scaling)
 
     def merged_weight(self) -> torch.Tensor:
         """``W + scaling * B @ A`` (computed in float32, returned in the weight's dtype), detached."""
