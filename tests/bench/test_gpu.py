@@ -188,6 +188,7 @@ def test_cli_json_summary(tmp_path: Path) -> None:
     assert (tmp_path / "rep" / "gpu-report.md").is_file()
 
 
+@pytest.mark.slow  # a second whole dry run (~35 s); the soft-failure rule itself is tested fast above
 def test_without_transformers_the_peers_fail_softly(tmp_path: Path) -> None:
     """A GPU node without transformers: the checks against it fail with the install hint, and
     hexamer's own throughput is still measured."""
