@@ -1,0 +1,280 @@
+"""Hard constraints compiled for decoding: the allowed bases at the next position of a partial
+sequence, exact per constraint and feasible for the rest of the sequence.
+
+* mask, prefix, suffix, motifs and the codons of ``translate_to`` fold into one base set per
+  position (a codon's next base also depends on the codon's earlier bases);
+* forbidden patterns (both strands) and the homopolymer limit are checked on the bases just
+  decoded: a base is refused when it would complete a forbidden word;
+* GC rules are exact for the rest of the sequence (:class:`~hexamer.design.gc.GcPlan`);
+* where the rules interact (a pattern, a homopolymer or codons next to GC bounds) a candidate base
+  must also extend ``lookahead`` more bases (bounded depth-first search), so decoding does not walk
+  into a dead end; a short backtrack inside the current 6-mer catches what remains.
+
+Unsatisfiable sets are found before decoding and named (:func:`compile_constraints`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hexamer.design.codons import codons_for
+from hexamer.design.gc import GcPlan, count_bounds
+from hexamer.design.iupac import ALL, BASES, GC_BITS, complement_bits, parse_iupac
+from hexamer.design.spec import DesignConstraints, UnsatisfiableError
+
+__all__ = ["ConstraintSet", "Partial", "compile_constraints"]
+
+_AT_BITS = ALL & ~GC_BITS
+
+
+class Partial:
+    """A partial sequence being decoded: base codes (ATCG order) and G/C prefix counts."""
+
+    __slots__ = ("codes", "counts")
+
+    def __init__(self, length: int) -> None:
+        self.codes: list[int] = []
+        self.counts = np.zeros(length + 1, dtype=np.int64)
+
+    def push(self, base: int) -> None:
+        i = len(self.codes)
+        self.codes.append(base)
+        self.counts[i + 1] = self.counts[i] + (1 if base >= 2 else 0)
+
+    def pop(self) -> None:
+        self.codes.pop()
+
+    def copy(self) -> Partial:
+        out = Partial(len(self.counts) - 1)
+        out.codes = list(self.codes)
+        out.counts = self.counts.copy()
+        return out
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def text(self) -> str:
+        return "".join(BASES[b] for b in self.codes)
+
+
+def _words(spec: DesignConstraints) -> list[tuple[str, tuple[int, ...]]]:
+    """Forbidden words on the top strand: each pattern and its reverse complement (once if equal)."""
+    out = []
+    for name, pattern in spec.patterns:
+        bits = tuple(parse_iupac(pattern, name))
+        rc = tuple(complement_bits(b) for b in reversed(bits))
+        out.append((name, bits))
+        if rc != bits:
+            out.append((name, rc))
+    return out
+
+
+class ConstraintSet:
+    """Compiled :class:`DesignConstraints`: ``allowed(partial)`` is the next position's base set."""
+
+    def __init__(self, spec: DesignConstraints, lookahead: int | None = None) -> None:
+        self.spec = spec
+        n = self.length = spec.length
+        mask = [ALL] * n
+        for i, bits in enumerate(parse_iupac(spec.mask, "mask") if spec.mask else []):
+            mask[i] &= bits
+        for start, seq in [(0, spec.prefix), (n - len(spec.suffix), spec.suffix), *spec.motifs]:
+            for i, bits in enumerate(parse_iupac(seq, "segment") if seq else []):
+                mask[start + i] &= bits
+        empty = [i for i, bits in enumerate(mask) if not bits]
+        if empty:
+            raise UnsatisfiableError("mask/prefix/suffix/motifs", f"position {empty[0]} allows no base")
+        self.mask = mask
+        self.codon_next: dict[int, dict[tuple[int, ...], int]] = {}
+        self._fold_codons()
+        self.words = _words(spec)
+        self.max_word = max((len(w) for _, w in self.words), default=0)
+        self.homopolymer = spec.max_homopolymer
+        self.gc_plan = self._gc_plan()
+        interacting = bool(self.words) or self.homopolymer is not None
+        interacting |= self.gc_plan is not None and spec.translate_to is not None
+        default = max(self.max_word, (self.homopolymer or 0) + 1) + 3 if interacting else 0
+        self.lookahead = default if lookahead is None else lookahead
+        self._static_checks()
+
+    # ------------------------------------------------------------------ compilation
+    def _fold_codons(self) -> None:
+        spec = self.spec
+        if spec.translate_to is None or spec.cds_start is None:
+            return
+        for c, aa in enumerate(spec.translate_to):
+            at = spec.cds_start + 3 * c
+            options = [tuple(BASES.index(x) for x in codon) for codon in codons_for(aa)]
+            options = [o for o in options if all(self.mask[at + j] >> o[j] & 1 for j in range(3))]
+            if not options:
+                raise UnsatisfiableError(
+                    "translate_to",
+                    f"codon {c + 1} ({aa}, bases {at}-{at + 2}) meets none of its codons "
+                    f"{', '.join(codons_for(aa))} under the mask and fixed segments",
+                )
+            for j in range(3):
+                union = 0
+                for o in options:
+                    union |= 1 << o[j]
+                    self.codon_next.setdefault(at + j, {})
+                    key = o[:j]
+                    self.codon_next[at + j][key] = self.codon_next[at + j].get(key, 0) | 1 << o[j]
+                self.mask[at + j] &= union
+
+    def _gc_plan(self) -> GcPlan | None:
+        spec = self.spec
+        if spec.gc is None:
+            return None
+        n = self.length
+        can_gc = [bool(m & GC_BITS) for m in self.mask]
+        can_at = [bool(m & _AT_BITS) for m in self.mask]
+        total = count_bounds(*spec.gc, n)
+        w = spec.gc_window
+        wb = count_bounds(*spec.gc, w) if w is not None else None
+        if total[0] > total[1] or (wb is not None and wb[0] > wb[1]):
+            what = "gc" if total[0] > total[1] else "gc window"
+            raise UnsatisfiableError(what, f"no whole number of G/C bases lies in the range {spec.gc}")
+        plan = GcPlan(can_gc, can_at, total, w, wb)
+        if plan.feasible:
+            return plan
+        alone = GcPlan(can_gc, can_at, total, None, None).feasible
+        name = "gc window" if alone else "gc"
+        raise UnsatisfiableError(
+            name, f"G+C in {spec.gc} cannot hold with the mask, fixed segments and codons"
+        )
+
+    def _static_checks(self) -> None:
+        """Rules broken by the fixed positions alone, named before any decoding."""
+        m = self.mask
+        for name, word in self.words:
+            for s in range(self.length - len(word) + 1):
+                if all(m[s + t] & ~word[t] == 0 for t in range(len(word))):
+                    raise UnsatisfiableError(name, f"the fixed bases force it at position {s}")
+        h = self.homopolymer
+        if h is not None:
+            for s in range(self.length - h):
+                run = m[s : s + h + 1]
+                if run[0] in (1, 2, 4, 8) and all(x == run[0] for x in run):
+                    raise UnsatisfiableError(
+                        "max_homopolymer", f"fixed bases force a run of {h + 1} at position {s}"
+                    )
+
+    # ------------------------------------------------------------------ decoding
+    def allowed(self, p: Partial) -> int:
+        """Bases (bit set) the next position may take: every rule holds and GC stays feasible."""
+        i = len(p.codes)
+        bits = self.mask[i]
+        table = self.codon_next.get(i)
+        if table is not None:
+            bits &= table.get(tuple(p.codes[i - (i - self.spec.cds_start) % 3 : i]), 0)
+        h = self.homopolymer
+        if h is not None and i >= h:
+            last = p.codes[i - 1]
+            if all(b == last for b in p.codes[i - h : i]):
+                bits &= ~(1 << last)
+        if self.words and bits:
+            bits = self._without_words(p.codes, i, bits)
+        if self.gc_plan is not None and bits:
+            gc_ok, at_ok = self.gc_plan.feasible_next(p.counts, i)
+            if not gc_ok:
+                bits &= ~GC_BITS
+            if not at_ok:
+                bits &= GC_BITS
+        return bits
+
+    def _without_words(self, codes: list[int], i: int, bits: int) -> int:
+        for _, word in self.words:
+            m = len(word)
+            if m > i + 1 or not bits & word[-1]:
+                continue
+            s = i - m + 1
+            if all(word[t] >> codes[s + t] & 1 for t in range(m - 1)):
+                bits &= ~word[-1]
+        return bits
+
+    def reach(self, p: Partial, depth: int, budget: list[int]) -> int:
+        """How many more bases (up to ``depth``) some continuation of ``p`` reaches without a dead
+        end (bounded depth-first search; ``budget[0]`` counts the nodes it may still visit)."""
+        if depth <= 0:
+            return 0
+        if len(p) == self.length:
+            return depth  # the end: every remaining target base counts as reached
+        bits = self.allowed(p)
+        best = 0
+        for b in range(4):
+            if not bits >> b & 1 or budget[0] <= 0:
+                continue
+            budget[0] -= 1
+            p.push(b)
+            got = 1 + self.reach(p, depth - 1, budget)
+            p.pop()
+            best = max(best, got)
+            if best >= depth:
+                break
+        return best
+
+    def extends(self, p: Partial, base: int) -> bool:
+        """Whether ``base`` (allowed next) leaves a continuation ``lookahead`` bases long (or to the end)."""
+        if not self.lookahead:
+            return True
+        depth = min(self.lookahead, self.length - len(p) - 1)
+        if depth <= 0:
+            return True
+        p.push(base)
+        try:
+            return self.reach(p, depth, [16 * depth]) >= depth
+        finally:
+            p.pop()
+
+    def witness(self, budget: int | None = None) -> str:
+        """One sequence meeting every constraint (depth-first search, bases tried A, T, C, G), or
+        :class:`UnsatisfiableError` when none is found within ``budget`` nodes."""
+        p = Partial(self.length)
+        tried: list[int] = []  # bases already tried at each depth (bit set)
+        left = 200 * self.length if budget is None else budget
+        while len(p) < self.length:
+            i = len(p)
+            if len(tried) <= i:
+                tried.append(0)
+            bits = self.allowed(p) & ~tried[i]
+            if bits and left > 0:
+                b = (bits & -bits).bit_length() - 1
+                tried[i] |= 1 << b
+                p.push(b)
+                left -= 1
+                continue
+            if i == 0 or left <= 0:
+                names = self.names()
+                raise UnsatisfiableError(
+                    " + ".join(names),
+                    "no sequence meets all of them together"
+                    + ("" if left > 0 else f" (search stopped after {200 * self.length} steps)"),
+                )
+            tried.pop()
+            p.pop()
+        return p.text()
+
+    def names(self) -> list[str]:
+        """The active constraints, as result tables name them."""
+        s = self.spec
+        out = ["length"]
+        if any(m != ALL for m in self.mask):
+            out.append("mask")
+        out += [name for name, _ in s.patterns]
+        if s.max_homopolymer is not None:
+            out.append("max_homopolymer")
+        if s.gc is not None:
+            out.append("gc")
+            if s.gc_window is not None:
+                out.append("gc_window")
+        if s.translate_to is not None:
+            out.append("translate_to")
+        return out
+
+
+def compile_constraints(spec: DesignConstraints, *, lookahead: int | None = None) -> ConstraintSet:
+    """Compile and prove satisfiable: raises :class:`UnsatisfiableError` naming the constraint (or
+    the combination) that cannot be met, before any model work."""
+    cs = ConstraintSet(spec, lookahead)
+    cs.witness()
+    return cs
