@@ -10,6 +10,7 @@ docs/design.md.
 from hexamer.design.api import Candidate, DesignOptions, DesignResult, design, hamming
 from hexamer.design.check import ConstraintResult, allows_edit, check, gc_fraction
 from hexamer.design.constraints import ConstraintSet, Partial, compile_constraints
+from hexamer.design.decode import random_sequence
 from hexamer.design.sites import known_enzymes, site_of
 from hexamer.design.spec import DesignConstraints, DesignError, UnsatisfiableError
 
@@ -30,5 +31,6 @@ __all__ = [
     "gc_fraction",
     "hamming",
     "known_enzymes",
+    "random_sequence",
     "site_of",
 ]

@@ -6,9 +6,11 @@ sequence, exact per constraint and feasible for the rest of the sequence.
 * forbidden patterns (both strands) and the homopolymer limit are checked on the bases just
   decoded: a base is refused when it would complete a forbidden word;
 * GC rules are exact for the rest of the sequence (:class:`~hexamer.design.gc.GcPlan`);
-* where the rules interact (a pattern, a homopolymer or codons next to GC bounds) a candidate base
-  must also extend ``lookahead`` more bases (bounded depth-first search), so decoding does not walk
-  into a dead end; a short backtrack inside the current 6-mer catches what remains.
+* where the rules interact (a pattern, a homopolymer or codons next to GC bounds) every partial
+  sequence carries a *witness*, one complete sequence that extends it and meets every rule. A base
+  the witness has is always safe; any other base is taken only once :meth:`ConstraintSet.repair`
+  finds a new witness for it (depth-first search that follows the old witness and stops as soon as
+  it rejoins it), so decoding never walks into a dead end and never backtracks.
 
 Unsatisfiable sets are found before decoding and named (:func:`compile_constraints`).
 """
@@ -72,7 +74,7 @@ def _words(spec: DesignConstraints) -> list[tuple[str, tuple[int, ...]]]:
 class ConstraintSet:
     """Compiled :class:`DesignConstraints`: ``allowed(partial)`` is the next position's base set."""
 
-    def __init__(self, spec: DesignConstraints, lookahead: int | None = None) -> None:
+    def __init__(self, spec: DesignConstraints) -> None:
         self.spec = spec
         n = self.length = spec.length
         mask = [ALL] * n
@@ -91,11 +93,20 @@ class ConstraintSet:
         self.max_word = max((len(w) for _, w in self.words), default=0)
         self.homopolymer = spec.max_homopolymer
         self.gc_plan = self._gc_plan()
-        interacting = bool(self.words) or self.homopolymer is not None
-        interacting |= self.gc_plan is not None and spec.translate_to is not None
-        default = max(self.max_word, (self.homopolymer or 0) + 1) + 3 if interacting else 0
-        self.lookahead = default if lookahead is None else lookahead
+        #: whether per-constraint allowed sets can still dead-end together (then witnesses are kept)
+        self.interacting = bool(self.words) or self.homopolymer is not None
+        self.interacting |= self.gc_plan is not None and spec.translate_to is not None
+        #: how many equal trailing bases (with an equal G/C count) make two partial sequences
+        #: interchangeable for every rule still to come
+        self.memory = max(
+            1,
+            self.max_word,
+            (self.homopolymer or 0) + 1,
+            3 if spec.translate_to else 0,
+            spec.gc_window or 0,
+        )
         self._static_checks()
+        self._witness: list[int] | None = None
 
     # ------------------------------------------------------------------ compilation
     def _fold_codons(self) -> None:
@@ -192,39 +203,44 @@ class ConstraintSet:
                 bits &= ~word[-1]
         return bits
 
-    def reach(self, p: Partial, depth: int, budget: list[int]) -> int:
-        """How many more bases (up to ``depth``) some continuation of ``p`` reaches without a dead
-        end (bounded depth-first search; ``budget[0]`` counts the nodes it may still visit)."""
-        if depth <= 0:
-            return 0
-        if len(p) == self.length:
-            return depth  # the end: every remaining target base counts as reached
-        bits = self.allowed(p)
-        best = 0
-        for b in range(4):
-            if not bits >> b & 1 or budget[0] <= 0:
-                continue
-            budget[0] -= 1
-            p.push(b)
-            got = 1 + self.reach(p, depth - 1, budget)
-            p.pop()
-            best = max(best, got)
-            if best >= depth:
-                break
-        return best
+    def repair(self, p: Partial, guide: list[int], budget: int | None = None) -> list[int] | None:
+        """A complete sequence meeting every rule that extends ``p``, whose last base differs from
+        the witness ``guide`` (a complete valid sequence agreeing with ``p`` before that base); None
+        when the search finds none within ``budget`` nodes.
 
-    def extends(self, p: Partial, base: int) -> bool:
-        """Whether ``base`` (allowed next) leaves a continuation ``lookahead`` bases long (or to the end)."""
-        if not self.lookahead:
-            return True
-        depth = min(self.lookahead, self.length - len(p) - 1)
-        if depth <= 0:
-            return True
-        p.push(base)
+        Depth-first: at each position prefer the base that brings the G/C count back to the
+        guide's, then the guide's own base. As soon as the last :attr:`memory` bases equal the
+        guide's (all after the differing one) and the G/C counts agree, every window, pattern, run
+        and codon still to come is the guide's, so the guide's tail completes the sequence.
+        """
+        n, start, k = self.length, len(p), self.memory
+        g_counts = np.concatenate([[0], np.cumsum(np.asarray(guide) >= 2)])
+        depth0, tried = start, [0] * (n - start + 1)
+        left = 64 * n if budget is None else budget
         try:
-            return self.reach(p, depth, [16 * depth]) >= depth
+            while True:
+                i = len(p)
+                if i == n:
+                    return list(p.codes)
+                if i - k >= start and p.counts[i] == g_counts[i] and p.codes[i - k : i] == guide[i - k : i]:
+                    return p.codes + guide[i:]
+                bits = self.allowed(p) & ~tried[i - depth0]
+                if bits and left > 0:
+                    diff = int(p.counts[i] - g_counts[i]) - (1 if guide[i] >= 2 else 0)
+                    b = min(
+                        (b for b in range(4) if bits >> b & 1),
+                        key=lambda b: (abs(diff + (b >= 2)), b != guide[i], b),
+                    )
+                    tried[i - depth0] |= 1 << b
+                    p.push(b)
+                    left -= 1
+                    continue
+                if i == start or left <= 0:
+                    return None
+                tried[i - depth0] = 0
+                p.pop()
         finally:
-            p.pop()
+            del p.codes[start:]
 
     def witness(self, budget: int | None = None) -> str:
         """One sequence meeting every constraint (depth-first search, bases tried A, T, C, G), or
@@ -252,7 +268,15 @@ class ConstraintSet:
                 )
             tried.pop()
             p.pop()
+        self._witness = list(p.codes)
         return p.text()
+
+    def first_witness(self) -> list[int]:
+        """The codes of :meth:`witness` (computed once): the witness of the empty sequence."""
+        if self._witness is None:
+            self.witness()
+        assert self._witness is not None
+        return list(self._witness)
 
     def names(self) -> list[str]:
         """The active constraints, as result tables name them."""
@@ -272,9 +296,9 @@ class ConstraintSet:
         return out
 
 
-def compile_constraints(spec: DesignConstraints, *, lookahead: int | None = None) -> ConstraintSet:
+def compile_constraints(spec: DesignConstraints) -> ConstraintSet:
     """Compile and prove satisfiable: raises :class:`UnsatisfiableError` naming the constraint (or
     the combination) that cannot be met, before any model work."""
-    cs = ConstraintSet(spec, lookahead)
+    cs = ConstraintSet(spec)
     cs.witness()
     return cs

@@ -23,7 +23,7 @@ from hexamer.fns import log_base_marginals
 from hexamer.fns.tables import kmer_index
 from hexamer.model.kv_cache import KVCache
 
-__all__ = ["Decoded", "beam_search", "sample_batch"]
+__all__ = ["Decoded", "beam_search", "random_sequence", "sample_batch"]
 
 
 @dataclass
@@ -99,48 +99,70 @@ def _draw(logp: np.ndarray, bits: int, top_p: float, rng: np.random.Generator | 
     return max(kept)
 
 
-def _choose(
-    cs: ConstraintSet, p: Partial, bits: int, logp: np.ndarray, top_p: float, rng: np.random.Generator | None
-) -> int:
-    """Draw among ``bits``; a base whose continuations dead-end within the lookahead is struck and
-    the draw repeated over the rest (the same as drawing from the viable bases only). When no base
-    passes the lookahead, the drawn one is kept: backtracking takes over."""
-    left = bits
-    while True:
-        b = _draw(logp, left, top_p, rng)
-        left &= ~(1 << b)
-        if not left or cs.extends(p, b):
-            return b
+class _Row:
+    """A partial sequence and its witness (a complete valid sequence extending it) when the rules
+    interact (:class:`~hexamer.design.constraints.ConstraintSet`)."""
+
+    __slots__ = ("part", "witness")
+
+    def __init__(
+        self, cs: ConstraintSet, part: Partial | None = None, witness: list[int] | None = None
+    ) -> None:
+        self.part = part if part is not None else Partial(cs.length)
+        self.witness = witness if witness is not None or not cs.interacting else cs.first_witness()
+
+    def take(self, cs: ConstraintSet, base: int) -> bool:
+        """Append ``base`` if the rest can still be completed (the witness is updated); else False."""
+        p, i = self.part, len(self.part)
+        if self.witness is not None and self.witness[i] != base:
+            p.push(base)
+            new = cs.repair(p, self.witness)
+            if new is None:
+                p.pop()
+                return False
+            self.witness = new
+            return True
+        p.push(base)
+        return True
+
+    def copy(self) -> _Row:
+        out = _Row.__new__(_Row)
+        out.part, out.witness = self.part.copy(), self.witness
+        return out
 
 
 def _fill_token(
     cs: ConstraintSet,
-    p: Partial,
+    row: _Row,
     n_bases: int,
     logp: np.ndarray,
     top_p: float,
     rng: np.random.Generator | None,
 ) -> None:
-    """Choose the next ``n_bases`` bases of ``p`` (one 6-mer), backtracking inside the 6-mer when a
-    base leaves nothing allowed after it."""
-    start = len(p)
-    excluded = [0] * n_bases
-    j = 0
-    while j < n_bases:
-        bits = cs.allowed(p) & ~excluded[j]
-        if not bits:
-            if j == 0:
-                raise DesignError(
-                    f"decoding reached a dead end at base {start} ({' + '.join(cs.names())}); "
-                    "raise the lookahead or relax a constraint"
-                )
-            excluded[j] = 0
-            j -= 1
-            excluded[j] |= 1 << p.codes[-1]
-            p.pop()
-            continue
-        p.push(_choose(cs, p, bits, logp[j], top_p, rng))
-        j += 1
+    """Choose the next ``n_bases`` bases of ``row`` (one 6-mer), each drawn among the allowed bases;
+    a draw the search cannot complete is struck and redrawn from the rest (the same as drawing from
+    the completable bases only). The witness's own base is always completable."""
+    for j in range(n_bases):
+        left = cs.allowed(row.part)
+        while True:
+            b = _draw(logp[j], left, top_p, rng)
+            if row.take(cs, b):
+                break
+            left &= ~(1 << b)
+            if not left:  # only when the search budget ran out: the witness's base is safe
+                assert row.witness is not None
+                row.take(cs, row.witness[len(row.part)])
+                break
+
+
+def random_sequence(cs: ConstraintSet, rng: np.random.Generator, k: int = 6) -> str:
+    """A sequence meeting ``cs`` drawn without a model: each base uniform among the allowed ones,
+    by the same base-by-base walk as decoding (the baseline designed sequences are compared with)."""
+    row = _Row(cs)
+    flat = np.zeros((k, 4))
+    while len(row.part) < cs.length:
+        _fill_token(cs, row, min(k, cs.length - len(row.part)), flat, 1.0, rng)
+    return row.part.text()
 
 
 def sample_batch(
@@ -157,14 +179,15 @@ def sample_batch(
     n, k = cs.length, st.k
     tokens = -(-n // k)
     cache, logits = st.start(len(rngs), tokens)
-    parts = [Partial(n) for _ in rngs]
+    rows = [_Row(cs) for _ in rngs]
+    parts = [r.part for r in rows]
     scores: list[list[float]] = [[] for _ in rngs]
     for t in range(tokens):
         lm1 = _log_marginals(logits)
         lmt = lm1 if temperature == 1.0 else _log_marginals(logits, temperature)
         width = min(k, n - t * k)
         for r, p in enumerate(parts):
-            _fill_token(cs, p, width, lmt[r], top_p, rngs[r])
+            _fill_token(cs, rows[r], width, lmt[r], top_p, rngs[r])
             scores[r] += [float(lm1[r, j, b]) for j, b in enumerate(p.codes[t * k :])]
         if t + 1 < tokens:
             logits = st.step(cache, [p.codes[t * k :] for p in parts])
@@ -175,7 +198,7 @@ def sample_batch(
 
 @dataclass
 class _Hyp:
-    part: Partial
+    state: _Row
     scores: list[float]
     row: int
 
@@ -196,38 +219,32 @@ def beam_search(
     n, k = cs.length, st.k
     tokens = -(-n // k)
     cache, logits = st.start(1, tokens)
-    hyps = [_Hyp(Partial(n), [], 0)]
+    hyps = [_Hyp(_Row(cs), [], 0)]
     for t in range(tokens):
         lm1 = _log_marginals(logits)
         for j in range(min(k, n - t * k)):
             cands = []
             for h in hyps:
-                bits = cs.allowed(h.part)
+                bits = cs.allowed(h.state.part)
                 for b in range(4):
                     if bits >> b & 1:
                         cands.append((h.total + float(lm1[h.row, j, b]), h, b))
-            cands.sort(key=lambda c: (-c[0], c[1].part.codes, c[2]))
-            kept: list[tuple[_Hyp, int]] = []
-            for _, h, b in cands:  # best first; the lookahead only runs on what could be kept
-                if len(kept) == width:
+            cands.sort(key=lambda c: (-c[0], c[1].state.part.codes, c[2]))
+            nxt: list[_Hyp] = []
+            for _, h, b in cands:  # best first; the completion search runs only on what is kept
+                if len(nxt) == width:
                     break
-                if cs.extends(h.part, b):
-                    kept.append((h, b))
-            if not kept:
-                raise DesignError(
-                    f"beam search reached a dead end at base {t * k + j} ({' + '.join(cs.names())})"
-                )
-            nxt = []
-            for h, b in kept:
-                part = h.part.copy()
-                part.push(b)
-                nxt.append(_Hyp(part, [*h.scores, float(lm1[h.row, j, b])], h.row))
+                state = h.state.copy()
+                if state.take(cs, b):
+                    nxt.append(_Hyp(state, [*h.scores, float(lm1[h.row, j, b])], h.row))
+            if not nxt:  # cannot happen: every witness base is kept or outscored by kept ones
+                raise DesignError(f"beam search found no completable base at {t * k + j}")
             hyps = nxt
         if t + 1 < tokens:
             cache = cache.fork([h.row for h in hyps])
-            logits = st.step(cache, [h.part.codes[t * k :] for h in hyps])
+            logits = st.step(cache, [h.state.part.codes[t * k :] for h in hyps])
             for i, h in enumerate(hyps):
                 h.row = i
         if on_token is not None:
             on_token()
-    return [Decoded(h.part.text(), h.scores) for h in sorted(hyps, key=lambda h: -h.total)]
+    return [Decoded(h.state.part.text(), h.scores) for h in sorted(hyps, key=lambda h: -h.total)]
