@@ -22,7 +22,7 @@ import numpy as np
 from hexamer.design.codons import codons_for
 from hexamer.design.gc import GcPlan, count_bounds
 from hexamer.design.iupac import ALL, BASES, GC_BITS, complement_bits, parse_iupac
-from hexamer.design.spec import DesignConstraints, UnsatisfiableError
+from hexamer.design.spec import DesignConstraints, DesignError, UnsatisfiableError
 
 __all__ = ["ConstraintSet", "Partial", "compile_constraints"]
 
@@ -145,7 +145,10 @@ class ConstraintSet:
         if total[0] > total[1] or (wb is not None and wb[0] > wb[1]):
             what = "gc" if total[0] > total[1] else "gc window"
             raise UnsatisfiableError(what, f"no whole number of G/C bases lies in the range {spec.gc}")
-        plan = GcPlan(can_gc, can_at, total, w, wb)
+        try:
+            plan = GcPlan(can_gc, can_at, total, w, wb)
+        except ValueError as exc:  # too long for the installed solver
+            raise DesignError(str(exc)) from None
         if plan.feasible:
             return plan
         alone = GcPlan(can_gc, can_at, total, None, None).feasible

@@ -21,12 +21,25 @@ __all__ = ["GcPlan", "count_bounds", "shortest_paths"]
 _INF = 1 << 40
 #: above this many nodes, Johnson's algorithm (scipy, C) replaces the numpy Floyd-Warshall
 _FLOYD_MAX = 300
+#: without scipy, the numpy Floyd-Warshall serves up to this many nodes (about 10 s at the limit)
+_FLOYD_LIMIT = 1200
 
 
 def shortest_paths(n: int, edges: dict[tuple[int, int], int]) -> tuple[np.ndarray, bool]:
     """All-pairs shortest-path lengths ``(n, n)`` int64 (``_INF``-ish where unreachable) of a graph
     with integer weights, and whether it has no negative cycle."""
-    if n <= _FLOYD_MAX:
+    try:
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import NegativeCycleError, shortest_path
+
+        have_scipy = True
+    except ImportError:  # scipy is optional: numpy alone serves shorter sequences
+        if n > _FLOYD_LIMIT:
+            raise ValueError(
+                f"GC rules over more than {_FLOYD_LIMIT - 1} bases need scipy (pip install scipy)"
+            ) from None
+        have_scipy = False
+    if n <= _FLOYD_MAX or not have_scipy:
         d = np.full((n, n), _INF, dtype=np.int64)
         np.fill_diagonal(d, 0)
         for (u, v), w in edges.items():
@@ -34,9 +47,6 @@ def shortest_paths(n: int, edges: dict[tuple[int, int], int]) -> tuple[np.ndarra
         for k in range(n):  # Floyd-Warshall, one vectorised update per pivot
             np.minimum(d, d[:, k : k + 1] + d[k : k + 1, :], out=d)
         return d, bool((np.diagonal(d) >= 0).all())
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import NegativeCycleError, shortest_path
-
     (us, vs), ws = zip(*edges.keys(), strict=True), list(edges.values())
     # a sparse graph's zero entries may read as "no edge", so zero weights become eps > 0: a path
     # has fewer than n hops, so a length is off by less than 1/4 and rounds back down exactly, and

@@ -57,6 +57,14 @@ class DesignConstraints:
     patterns: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        try:
+            self._validate()
+        except DesignError:
+            raise
+        except ValueError as exc:  # an IUPAC letter or an enzyme name
+            raise DesignError(str(exc)) from None
+
+    def _validate(self) -> None:
         n = self.length
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LENGTH:
             raise DesignError(f"length must be an integer in [1, {MAX_LENGTH}], got {n!r}")

@@ -1,9 +1,10 @@
-"""DNA Chisel as the independent judge of designed sequences (its own pattern, GC and translation
-code; enzyme sites from Biopython's REBASE tables, not from hexamer's)."""
+"""DNA Chisel as the independent judge of designed sequences (its own pattern and GC code;
+enzyme sites from Biopython's REBASE tables, not from hexamer's), Biopython for translation."""
 
 from __future__ import annotations
 
 import dnachisel as dc
+from Bio.Seq import Seq
 
 from hexamer.design import DesignConstraints
 
@@ -18,13 +19,15 @@ def chisel_failures(spec: DesignConstraints, seq: str) -> list[str]:
         specs.append(dc.EnforceGCContent(mini=spec.gc[0], maxi=spec.gc[1]))
         if spec.gc_window is not None:
             specs.append(dc.EnforceGCContent(mini=spec.gc[0], maxi=spec.gc[1], window=spec.gc_window))
-    if spec.translate_to is not None and spec.cds_start is not None:
-        end = spec.cds_start + 3 * len(spec.translate_to)
-        specs.append(dc.EnforceTranslation(translation=spec.translate_to, location=(spec.cds_start, end)))
     failures = []
-    if specs:
+    if specs:  # (EnforceTranslation is left out: DNA Chisel rewrites the sequence to meet it)
         problem = dc.DnaOptimizationProblem(sequence=seq, constraints=specs, logger=None)
+        assert problem.sequence == seq
         failures = [str(e.specification) for e in problem.constraints_evaluations() if not e.passes]
+    if spec.translate_to is not None and spec.cds_start is not None:
+        cds = seq[spec.cds_start : spec.cds_start + 3 * len(spec.translate_to)]
+        if str(Seq(cds).translate()) != spec.translate_to:  # Biopython's standard table
+            failures.append("translate_to")
     if len(seq) != spec.length:
         failures.append("length")
     if not seq.startswith(spec.prefix) or not seq.endswith(spec.suffix):

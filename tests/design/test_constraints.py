@@ -100,7 +100,7 @@ def test_gc_lookahead_is_exact(seed: int) -> None:
         return
     cs = compile_constraints(spec)
     p, prefix = Partial(n), []
-    for i in range(n):
+    for _ in range(n):
         bits = cs.allowed(p)
         for g in (0, 1):
             allowed = bool(bits & (0b1100 if g else 0b0011))
