@@ -91,20 +91,15 @@ class ConstraintSet:
         self._fold_codons()
         self.words = _words(spec)
         self.max_word = max((len(w) for _, w in self.words), default=0)
+        self._plain_words = [w for _, w in self.words]
         self.homopolymer = spec.max_homopolymer
         self.gc_plan = self._gc_plan()
         #: whether per-constraint allowed sets can still dead-end together (then witnesses are kept)
         self.interacting = bool(self.words) or self.homopolymer is not None
         self.interacting |= self.gc_plan is not None and spec.translate_to is not None
-        #: how many equal trailing bases (with an equal G/C count) make two partial sequences
-        #: interchangeable for every rule still to come
-        self.memory = max(
-            1,
-            self.max_word,
-            (self.homopolymer or 0) + 1,
-            3 if spec.translate_to else 0,
-            spec.gc_window or 0,
-        )
+        #: how many equal trailing bases make two partial sequences interchangeable for every
+        #: pattern, run and codon still to come (GC windows are checked apart: :meth:`_joins`)
+        self.memory = max(1, self.max_word, (self.homopolymer or 0) + 1, 3 if spec.translate_to else 0)
         self._static_checks()
         self._witness: list[int] | None = None
 
@@ -142,6 +137,7 @@ class ConstraintSet:
         total = count_bounds(*spec.gc, n)
         w = spec.gc_window
         wb = count_bounds(*spec.gc, w) if w is not None else None
+        self.window_counts = wb or (0, 0)
         if total[0] > total[1] or (wb is not None and wb[0] > wb[1]):
             what = "gc" if total[0] > total[1] else "gc window"
             raise UnsatisfiableError(what, f"no whole number of G/C bases lies in the range {spec.gc}")
@@ -197,12 +193,14 @@ class ConstraintSet:
         return bits
 
     def _without_words(self, codes: list[int], i: int, bits: int) -> int:
-        for _, word in self.words:
+        for word in self._plain_words:
             m = len(word)
             if m > i + 1 or not bits & word[-1]:
                 continue
-            s = i - m + 1
-            if all(word[t] >> codes[s + t] & 1 for t in range(m - 1)):
+            for t in range(m - 2, -1, -1):  # from the end: most words fail on their last bases
+                if not word[t] >> codes[i - m + 1 + t] & 1:
+                    break
+            else:
                 bits &= ~word[-1]
         return bits
 
@@ -213,8 +211,9 @@ class ConstraintSet:
 
         Depth-first: at each position prefer the base that brings the G/C count back to the
         guide's, then the guide's own base. As soon as the last :attr:`memory` bases equal the
-        guide's (all after the differing one) and the G/C counts agree, every window, pattern, run
-        and codon still to come is the guide's, so the guide's tail completes the sequence.
+        guide's (all after the differing one), every pattern, run and codon still to come is the
+        guide's; when also the G/C counts agree and every GC window across position ``i`` holds
+        (:meth:`_joins`), the guide's tail completes the sequence.
         """
         n, start, k = self.length, len(p), self.memory
         g_counts = np.concatenate([[0], np.cumsum(np.asarray(guide) >= 2)])
@@ -225,7 +224,7 @@ class ConstraintSet:
                 i = len(p)
                 if i == n:
                     return list(p.codes)
-                if i - k >= start and p.counts[i] == g_counts[i] and p.codes[i - k : i] == guide[i - k : i]:
+                if i - k >= start and p.codes[i - k : i] == guide[i - k : i] and self._joins(p, g_counts, i):
                     return p.codes + guide[i:]
                 bits = self.allowed(p) & ~tried[i - depth0]
                 if bits and left > 0:
@@ -245,9 +244,26 @@ class ConstraintSet:
         finally:
             del p.codes[start:]
 
+    def _joins(self, p: Partial, g_counts: np.ndarray, i: int) -> bool:
+        """Whether ``p`` followed by the guide's bases from ``i`` on meets the GC rules: equal G/C
+        counts at ``i`` keep the total and every later window; windows across ``i`` are counted."""
+        if self.gc_plan is None:
+            return True
+        if p.counts[i] != g_counts[i]:
+            return False
+        w = self.spec.gc_window
+        if w is None:
+            return True
+        lo, hi = self.window_counts
+        starts = np.arange(max(0, i - w + 1), min(i, self.length - w + 1))
+        sums = g_counts[starts + w] - p.counts[starts]
+        return bool(((sums >= lo) & (sums <= hi)).all())
+
     def witness(self, budget: int | None = None) -> str:
-        """One sequence meeting every constraint (depth-first search, bases tried A, T, C, G), or
-        :class:`UnsatisfiableError` when none is found within ``budget`` nodes."""
+        """One sequence meeting every constraint (depth-first search), or :class:`UnsatisfiableError`
+        when none is found within ``budget`` nodes. The search keeps the G+C fraction near the middle
+        of its range and rotates bases, so the witness sits away from every bound: a sampled base
+        that differs from it then usually needs only a short :meth:`repair`."""
         p = Partial(self.length)
         tried: list[int] = []  # bases already tried at each depth (bit set)
         left = 200 * self.length if budget is None else budget
@@ -257,7 +273,7 @@ class ConstraintSet:
                 tried.append(0)
             bits = self.allowed(p) & ~tried[i]
             if bits and left > 0:
-                b = (bits & -bits).bit_length() - 1
+                b = min((b for b in range(4) if bits >> b & 1), key=lambda b: self._centred(p, i, b))
                 tried[i] |= 1 << b
                 p.push(b)
                 left -= 1
@@ -273,6 +289,13 @@ class ConstraintSet:
             p.pop()
         self._witness = list(p.codes)
         return p.text()
+
+    def _centred(self, p: Partial, i: int, b: int) -> tuple[bool, int]:
+        """Witness base order: the G/C class that moves toward the middle of the GC range first,
+        then a rotation over the four bases (no long runs, no fixed words)."""
+        lo, hi = self.spec.gc if self.spec.gc is not None else (0.5, 0.5)
+        want_gc = p.counts[i] < (lo + hi) / 2 * (i + 1)
+        return (b >= 2) != want_gc, (b - i) % 4
 
     def first_witness(self) -> list[int]:
         """The codes of :meth:`witness` (computed once): the witness of the empty sequence."""

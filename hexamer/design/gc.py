@@ -98,12 +98,22 @@ class GcPlan:
                 bound(s, s + window, window_bounds[1])
                 bound(s + window, s, -window_bounds[0])
         self.dist, self.feasible = shortest_paths(n + 1, edges)
+        self.reach = window if window is not None else 1
 
     def feasible_next(self, prefix_counts: np.ndarray, i: int) -> tuple[bool, bool]:
         """Whether base ``i`` (0-based) may be G/C and whether it may be A/T, given ``S_0..S_i`` in
-        ``prefix_counts[: i + 1]``."""
-        s = prefix_counts[: i + 1]
-        hi = int((s + self.dist[: i + 1, i + 1]).min())
-        lo = int((s - self.dist[i + 1, : i + 1]).max())
-        v = int(s[-1])
+        ``prefix_counts[: i + 1]`` (which met every bound so far).
+
+        Only ``S_0`` and the last ``window`` counts can bind: every path of the constraint graph
+        from an older node to ``i + 1`` passes through one of those (an edge spans at most a
+        window, except the total's ``0 <-> n``), and a fixed node on a path dominates the nodes
+        before it because the fixed counts are consistent.
+        """
+        a = max(1, i + 1 - self.reach)
+        s = prefix_counts[a : i + 1]
+        col, row = self.dist[a : i + 1, i + 1], self.dist[i + 1, a : i + 1]
+        s0 = int(prefix_counts[0])
+        hi = min(int((s + col).min()) if len(s) else _INF, s0 + int(self.dist[0, i + 1]))
+        lo = max(int((s - row).max()) if len(s) else -_INF, s0 - int(self.dist[i + 1, 0]))
+        v = int(prefix_counts[i])
         return lo <= v + 1 <= hi, lo <= v <= hi
