@@ -11,8 +11,6 @@ import typer
 from hexamer.cli.app import DTypeOption, JsonFlag, app, console, fail, print_json
 from hexamer.cli.sequence_jobs import load_carbon, progress_bar
 
-Many = Annotated[list[str] | None, typer.Option(help="Repeatable.")]
-
 
 def _range(text: str) -> tuple[float, float]:
     lo, sep, hi = text.partition(":")
@@ -41,7 +39,7 @@ def design(
     gc_window: Annotated[
         int | None, typer.Option(min=1, help="Also hold --gc in every window of BP.")
     ] = None,
-    avoid: Many = None,
+    avoid: Annotated[list[str] | None, typer.Option(help="IUPAC pattern banned on both strands.")] = None,
     avoid_site: Annotated[list[str] | None, typer.Option(help="Enzyme whose site is forbidden.")] = None,
     max_homopolymer: Annotated[int | None, typer.Option(min=1, help="Longest run of one base.")] = None,
     translate_to: Annotated[str | None, typer.Option(help="Protein the sequence encodes.")] = None,
