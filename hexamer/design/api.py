@@ -144,6 +144,11 @@ def design(
     cs = constraints if isinstance(constraints, ConstraintSet) else compile_constraints(constraints)
     backend = getattr(model, "backend", model)
     tokens = -(-cs.length // backend.layout.k)
+    if 1 + tokens > backend.context_length:
+        raise DesignError(
+            f"{cs.length} bases take {tokens} tokens after <dna>, more than the model's context of "
+            f"{backend.context_length} tokens"
+        )
     want = opts.n * opts.oversample
     batches = -(-want // opts.batch_size) if opts.method == "sample" else 2
     total = [tokens * batches]
