@@ -24,6 +24,7 @@ import numpy as np
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="tiny")
+    ap.add_argument("--model", default=None, help="an existing folder instead of building --shape")
     ap.add_argument("--length", type=int, default=300)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
@@ -41,7 +42,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    folder = build_carbon_folder(Path(tempfile.mkdtemp()) / "model", shape=args.shape)
+    folder = args.model or build_carbon_folder(Path(tempfile.mkdtemp()) / "model", shape=args.shape)
     carbon = Carbon.from_pretrained(folder, device=args.device)
     n, b = args.length, args.batch
     free = compile_constraints(DesignConstraints(n))

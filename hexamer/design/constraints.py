@@ -217,6 +217,9 @@ class ConstraintSet:
         """
         n, start, k = self.length, len(p), self.memory
         g_counts = np.concatenate([[0], np.cumsum(np.asarray(guide) >= 2)])
+        swapped = [*p.codes, *guide[start:]]
+        if self._valid_swap(swapped, start - 1, g_counts):
+            return swapped
         depth0, tried = start, [0] * (n - start + 1)
         left = 64 * n if budget is None else budget
         try:
@@ -243,6 +246,46 @@ class ConstraintSet:
                 p.pop()
         finally:
             del p.codes[start:]
+
+    def _valid_swap(self, seq: list[int], i: int, g_counts: np.ndarray) -> bool:
+        """Whether ``seq`` — the guide with base ``i`` changed — still meets every rule; only what
+        can see position ``i`` is checked (the common, cheap case of :meth:`repair`)."""
+        n = self.length
+        table = self.codon_next.get(i)
+        if table is not None:  # the rest of the codon must still continue a synonymous codon
+            c0 = i - (i - self.spec.cds_start) % 3
+            for j in range(i + 1, c0 + 3):
+                if not self.codon_next[j].get(tuple(seq[c0:j]), 0) >> seq[j] & 1:
+                    return False
+        for e in range(i, min(n, i + self.max_word)):
+            if self.words and not self._without_words(seq, e, 1 << seq[e]):
+                return False
+        h = self.homopolymer
+        if h is not None:
+            a = i
+            while a > 0 and seq[a - 1] == seq[i]:
+                a -= 1
+            b = i
+            while b + 1 < n and seq[b + 1] == seq[i]:
+                b += 1
+            if b - a + 1 > h:
+                return False
+        if self.gc_plan is None:
+            return True
+        delta = (seq[i] >= 2) - int(g_counts[i + 1] - g_counts[i])
+        if delta == 0:
+            return True
+        assert self.spec.gc is not None
+        tlo, thi = count_bounds(*self.spec.gc, n)
+        if not tlo <= g_counts[n] + delta <= thi:
+            return False
+        w = self.spec.gc_window
+        if w is None:
+            return True
+        lo, hi = self.window_counts
+        starts = np.arange(max(0, i - w + 1), min(i, n - w) + 1)
+        sums = g_counts[starts + w] - g_counts[starts] + delta
+        return bool(((sums >= lo) & (sums <= hi)).all())
 
     def _joins(self, p: Partial, g_counts: np.ndarray, i: int) -> bool:
         """Whether ``p`` followed by the guide's bases from ``i`` on meets the GC rules: equal G/C
