@@ -8,7 +8,7 @@ docs/design.md.
 """
 
 from hexamer.design.api import Candidate, DesignOptions, DesignResult, design, hamming
-from hexamer.design.check import ConstraintResult, allows_edit, check, gc_fraction
+from hexamer.design.check import ConstraintResult, SpecEditConstraints, allows_edit, check, gc_fraction
 from hexamer.design.constraints import ConstraintSet, Partial, compile_constraints
 from hexamer.design.decode import random_sequence
 from hexamer.design.sites import known_enzymes, site_of
@@ -23,6 +23,7 @@ __all__ = [
     "DesignOptions",
     "DesignResult",
     "Partial",
+    "SpecEditConstraints",
     "UnsatisfiableError",
     "allows_edit",
     "check",

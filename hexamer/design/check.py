@@ -11,7 +11,7 @@ from hexamer.design.codons import translate
 from hexamer.design.iupac import CODE_BITS, reverse_complement_iupac
 from hexamer.design.spec import DesignConstraints
 
-__all__ = ["ConstraintResult", "allows_edit", "check", "gc_fraction"]
+__all__ = ["ConstraintResult", "SpecEditConstraints", "allows_edit", "check", "gc_fraction"]
 
 _CLASS = {
     code: "[" + "".join(b for b in "ACGT" if bits >> "ATCG".index(b) & 1) + "]"
@@ -138,3 +138,18 @@ def _gc_edit_ok(spec: DesignConstraints, new: str, pos: int) -> bool:
         if not lo - 1e-9 <= gc_fraction(new[s : s + w]) <= hi + 1e-9:
             return False
     return True
+
+
+@dataclass(frozen=True)
+class SpecEditConstraints:
+    """A :class:`DesignConstraints` as the hard constraints of oracle-guided optimisation
+    (:class:`hexamer.design.optimise.EditConstraints`): evolution, annealing and minimal edits ask
+    :func:`allows_edit` before each substitution and :func:`check` has the final word."""
+
+    spec: DesignConstraints
+
+    def allows_edit(self, seq: str, pos: int, base: str) -> bool:
+        return allows_edit(self.spec, seq, pos, base)
+
+    def satisfied(self, seq: str) -> bool:
+        return len(seq) == self.spec.length and all(r.passed for r in check(self.spec, seq))

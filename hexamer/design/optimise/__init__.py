@@ -1,7 +1,7 @@
 """Oracle-guided sequence optimisation: maximise ``oracle + weight · log-likelihood per base`` by
 greedy evolution (saturation mutagenesis), simulated annealing or minimal edits from a start
 sequence, keeping hard constraints, frozen positions and an edit budget true at every step
-(docs/design-optimise.md)."""
+(docs/design.md, "Oracle-guided optimisation")."""
 
 from hexamer.design.optimise.anneal import anneal, temperatures
 from hexamer.design.optimise.edits import Edit, EditConstraints, EditRules, NoConstraints
