@@ -34,7 +34,7 @@ from hexamer.backend.generation import (
 from hexamer.backend.inputs import DnaInputs, Prompt, full_prompt, parse_prompt
 from hexamer.backend.local import LocalBackend
 from hexamer.backend.protocol import Backend, Decoding, Sampler, UnsupportedOperation
-from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning, warn_unscored
+from hexamer.backend.results import Generation, ScoreResult, warn_unscored
 from hexamer.backend.score_options import ScoreOptions
 from hexamer.embed.pooling import embed_sequences
 from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
@@ -46,12 +46,7 @@ from hexamer.tokenizer import CarbonTokenizer, DnaLayout, resolve_model_dir
 from hexamer.tokenizer.tags import check_prefix
 from hexamer.validate import parse_device
 
-__all__ = [
-    "Carbon",
-    "Generation",
-    "ScoreResult",
-    "UnscoredSequenceWarning",
-]
+__all__ = ["Carbon"]
 
 
 class Carbon:

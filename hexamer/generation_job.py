@@ -24,7 +24,7 @@ from hexamer.batching import batched
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
-    from hexamer.engine.speculative import SpecStats
+    from hexamer.engine.spec_config import SpecStats
     from hexamer.io import BadRecord, SequenceRecord
 
 __all__ = [
@@ -200,7 +200,7 @@ def run_generation(
     statuses: Counter[str] = Counter()
     result = GenerationResult(output=None if output is None else os.fspath(output))
     if speculative:
-        from hexamer.engine.speculative import SpecStats
+        from hexamer.engine.spec_config import SpecStats
 
         result.spec_stats = SpecStats()
     try:

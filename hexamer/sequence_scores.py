@@ -104,8 +104,7 @@ def score_record_rows(
     sequence the model cannot take, a non-finite model output), ``error``, ``length``, ``mean_logprob``, ``n_scored``,
     ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size`` x 1,024 tokens
     bound a local model's forward, and the prompt tokens in flight to a served one."""
-    from hexamer.backend.results import FailedResultWarning
-    from hexamer.carbon import UnscoredSequenceWarning
+    from hexamer.backend.results import FailedResultWarning, UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence
 
     out = ScoredChunk()

@@ -263,7 +263,7 @@ def run_spec_bench(
     alternating rounds; the speed-up is the ratio of the medians, its range min/max over max/min.
     """
     from hexamer import Carbon
-    from hexamer.engine.speculative import SpecConfig
+    from hexamer.engine.spec_config import SpecConfig
 
     _check_spec_options(target, draft, modes, decodings, temperature)
     config = SpecConfig.from_option(num_speculative)  # type: ignore[arg-type]

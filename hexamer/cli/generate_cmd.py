@@ -26,7 +26,6 @@ from hexamer.cli.app import (
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
     SEED_MAX_CLI,
-    SEED_MIN,
     PrefixOption,
     check_choice,
     check_output,
@@ -46,6 +45,7 @@ from hexamer.cli.sequence_jobs import (
 )
 from hexamer.generation_job import MAX_SAMPLES
 from hexamer.job_output import check_sequence_output, is_fasta_name
+from hexamer.validate import SEED_MIN
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon

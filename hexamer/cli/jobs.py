@@ -8,22 +8,4 @@ Importing this module registers both commands: :mod:`~hexamer.cli.generate_cmd` 
 themselves are :mod:`hexamer.generation_job` and :mod:`hexamer.sequence_scores`.
 """
 
-from hexamer.cli.generate_cmd import generate
-from hexamer.cli.score_cmd import score
-from hexamer.cli.sequence_jobs import (
-    count_records,
-    fail_if_none_ok,
-    load_carbon,
-    progress_bar,
-)
-
-_progress = progress_bar  # the name earlier releases had
-
-__all__ = [
-    "count_records",
-    "fail_if_none_ok",
-    "generate",
-    "load_carbon",
-    "progress_bar",
-    "score",
-]
+from hexamer.cli import generate_cmd, score_cmd  # noqa: F401  (importing registers the commands)

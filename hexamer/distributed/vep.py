@@ -25,9 +25,10 @@ from hexamer.distributed.store import file_identity
 from hexamer.io.contigs import read_rename_file
 from hexamer.io.vcf.reader import read_vcf
 from hexamer.vep.job import VepRunResult, check_job_paths, write_job_output
-from hexamer.vep.output import resolve_info_fields, row_schema
+from hexamer.vep.rows import row_schema
 from hexamer.vep.scoring import settings_from
 from hexamer.vep.settings import ROW_COLUMNS, VepSettings
+from hexamer.vep.table_output import resolve_info_fields
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration

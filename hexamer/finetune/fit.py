@@ -33,7 +33,7 @@ from hexamer.model.checkpoint import read_folder_config
 from hexamer.model.train_kernels import use_onednn_training_linears
 from hexamer.tokenizer import CarbonTokenizer
 
-__all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitResult", "fit"]
+__all__ = ["FitResult", "fit"]
 
 
 @dataclass(frozen=True)

@@ -31,18 +31,7 @@ from hexamer.io.reference import Reference
 from hexamer.io.vcf.reader import VcfInputError, read_vcf
 from hexamer.io.vcf.records import Variant, VcfRecord, classify
 from hexamer.vep.job import ResumeError, VepRunResult, run_vep, sidecar_dir
-from hexamer.vep.output import (
-    INFO_REASON,
-    INFO_RECIPE,
-    INFO_SCORE,
-    INFO_STATUS,
-    VcfWriteResult,
-    output_kind,
-    rejects_path,
-    write_rows,
-    write_vcf,
-    write_vep_output,
-)
+from hexamer.vep.output import output_kind, write_vep_output
 from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, RECIPES
 from hexamer.vep.scoring import score_variants, score_window_pairs
 from hexamer.vep.settings import (
@@ -53,6 +42,9 @@ from hexamer.vep.settings import (
     VepSettings,
 )
 from hexamer.vep.summary import status_summary
+from hexamer.vep.table_output import write_rows
+from hexamer.vep.vcf_header import INFO_REASON, INFO_RECIPE, INFO_SCORE, INFO_STATUS
+from hexamer.vep.vcf_output import VcfWriteResult, rejects_path, write_vcf
 
 __all__ = [
     "DEFAULT_CONTEXT",

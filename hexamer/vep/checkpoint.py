@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.io import TableWriter, atomic_path
-from hexamer.vep.output import row_schema
-from hexamer.vep.rows import Key, Row
+from hexamer.vep.rows import Key, Row, row_schema
 from hexamer.vep.settings import ROW_COLUMNS
 
 __all__ = [

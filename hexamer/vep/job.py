@@ -50,19 +50,14 @@ from hexamer.io.fasta import FastaError
 from hexamer.io.reference import Reference
 from hexamer.io.vcf.reader import VcfInputError, WriterView, read_vcf
 from hexamer.vep.checkpoint import ChunkStore, DoneKeys, input_identity
-from hexamer.vep.output import (
-    VcfWriteResult,
-    join_info,
-    output_kind,
-    resolve_info_fields,
-    write_rows,
-    write_vep_output,
-)
+from hexamer.vep.output import output_kind, write_vep_output
 from hexamer.vep.rows import Row
 from hexamer.vep.scoring import iter_record_blocks, settings_from
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
+from hexamer.vep.table_output import join_info, resolve_info_fields, write_rows
 from hexamer.vep.units import RunnerFactory
+from hexamer.vep.vcf_output import VcfWriteResult
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
@@ -282,7 +277,7 @@ def run_vep(
     continues from the sidecar (or starts over when there is none). ``renames`` maps VCF contig
     names to FASTA ones (a bcftools ``--rename-chrs`` file or a dict). ``info_fields`` (names, a
     comma-separated string, or ``"all"``) adds those INFO fields of the input to a table output
-    as ``info_NAME`` columns (see :func:`~hexamer.vep.output.resolve_info_fields`); it is checked
+    as ``info_NAME`` columns (see :func:`~hexamer.vep.table_output.resolve_info_fields`); it is checked
     before any scoring. A VCF output carries provenance header lines (``##hexamer_version``,
     ``##hexamer_model``, ``##hexamer_settings``, ``##hexamer_command``: the command that started
     the job) and names in ``on_note`` the rejects table of records it could not hold.

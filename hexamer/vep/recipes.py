@@ -77,7 +77,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.fns.tables import BASE_INDEX
 from hexamer.io import reverse_complement
 
@@ -93,7 +92,6 @@ __all__ = [
     "NextBaseContext",
     "WindowPair",
     "alt_window",
-    "bp_log_likelihood",
     "context_anchor",
     "context_start",
     "min_context",

@@ -15,13 +15,8 @@ from hexamer import Carbon
 from hexamer.bench.spec import TINY_PAIR, build_spec_pair
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.draft import DraftRunner
-from hexamer.engine.speculative import (
-    AdaptiveK,
-    SpecConfig,
-    SpeculativeDecoder,
-    best_k,
-    check_compatible,
-)
+from hexamer.engine.spec_config import AdaptiveK, SpecConfig, best_k
+from hexamer.engine.speculative import SpeculativeDecoder, check_compatible
 from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, token_sampling_probs
 from hexamer.synthetic import build_carbon_folder
 from hexamer.testing.cli import run, run_ok

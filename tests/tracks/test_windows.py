@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hexamer import Carbon
-from hexamer.carbon import UnscoredSequenceWarning
+from hexamer import Carbon, UnscoredSequenceWarning
 from hexamer.tracks import check_stride, plan_windows, scored_bases, strided_base_logprobs, window_capacity
 
 K = 6

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from hexamer.fns import log_base_marginals
+from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.fns.tables import BASE_INDEX
 from hexamer.io import reverse_complement
 from hexamer.io.reference import Reference
@@ -47,7 +48,6 @@ from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna, encode_kmers
 from hexamer.vep.recipes import (
     alt_window,
-    bp_log_likelihood,
     context_anchor,
     context_start,
     leading_n,
