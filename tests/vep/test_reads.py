@@ -186,3 +186,30 @@ def test_what_the_pass_keeps_writes_the_vcf_a_second_read_writes(
     again = tmp_path / "again.vcf.gz"
     write_vep_output(again, src, rows, recipe="window", provenance=_provenance(out))  # reads src itself
     assert out.read_bytes() == again.read_bytes()
+
+
+def test_a_ray_job_reads_its_input_once_for_scoring_and_writing(
+    tiny_folder: Path, big_vcf: Path, reads: dict[str, list[int]], tmp_path: Path
+) -> None:
+    """The driver identifies the input by a sample and keeps, from the pass that feeds the actors,
+    the lines the VCF writer needs (the actors get records, never the file)."""
+    ray = pytest.importorskip("ray")
+    from hexamer.distributed import PoolSpec, WorkerPool
+    from hexamer.distributed import run_vep as run_vep_ray
+
+    size = big_vcf.stat().st_size
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        with WorkerPool(tiny_folder, PoolSpec(workers=1), batch_size=SETTINGS["batch_size"]) as pool:
+            out = tmp_path / "out.vcf.gz"
+            run_vep_ray(None, big_vcf, FASTA, out, pool=pool, on_note=lambda _: None, **SETTINGS)
+    finally:
+        if started:
+            ray.shutdown()
+    # the header checked before the actors start (header only), then the one pass over the records
+    assert reads["htslib"][0] == 2
+    assert size <= reads["bytes"][0] < 1.1 * size
+    with pysam.VariantFile(str(out)) as written:
+        assert sum(1 for _ in written) == 20_009
