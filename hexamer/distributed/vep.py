@@ -31,6 +31,7 @@ from hexamer.vep.job import VepRunResult, check_job_paths, write_job_output
 from hexamer.vep.output import resolve_info_fields, row_schema
 from hexamer.vep.scoring import settings_from
 from hexamer.vep.settings import ROW_COLUMNS, VepSettings
+from hexamer.vep.table_output import keep_info
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
@@ -43,6 +44,8 @@ PathLike = str | os.PathLike[str]
 _FORMAT = "hexamer-ray-vep/2"
 #: the data lines of a text VCF input, copied by the pass that reads the records, for the writer
 _BODY = "records.vcf"
+#: the chosen INFO values of its records, kept by that pass for a table's ``info_*`` columns
+_INFO = "info.pickle"
 #: CLI options that say where a job runs, not what it computes: left out of ``##hexamer_command``
 #: so the output equals the single-process run's (value-taking options first)
 SCALE_OUT_OPTIONS = ("--ray", "--workers", "--shard-records", "--num-gpus-per-worker")
@@ -129,7 +132,11 @@ def run_vep(
             VCF output it keeps what the writer needs, its lines in the run folder."""
             if view is not None:  # called once the run folder holds this job
                 view.body = stack.enter_context(open(run_folder(run.out) / _BODY, "wb"))
-            return shards_of(read_vcf(vcf, view=view), size)
+            records = read_vcf(vcf, view=view, keep_records=bool(info))
+            if info:  # and the INFO values a table's columns take
+                sink = stack.enter_context(open(run_folder(run.out) / _INFO, "wb"))
+                records = keep_info(records, info, sink)
+            return shards_of(records, size)
 
         workers_pool = stack.enter_context(pool_for(pool, model, requested.batch_size))
         checked, store, feed = score_blocks(
@@ -150,4 +157,5 @@ def run_vep(
         clean_up=store.remove,
         extra_columns=extra,
         source=view,
+        info_kept=run_folder(run.out) / _INFO if info else None,
     )
