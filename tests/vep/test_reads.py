@@ -170,6 +170,7 @@ def _as_plain_gzip(src: Path, tmp: Path) -> Path:
         ("hostile.vcf", None),
         ("edge_cases.vcf", _as_plain_gzip),
         ("chr20_slice.vcf", _as_bcf),
+        ("edge_cases.vcf", _as_bcf),
     ],
 )
 def test_what_the_pass_keeps_writes_the_vcf_a_second_read_writes(
@@ -180,12 +181,34 @@ def test_what_the_pass_keeps_writes_the_vcf_a_second_read_writes(
     src = SLICE_VCF.with_name(name)
     if convert is not None:
         src = convert(src, tmp_path)
-    out = tmp_path / "out.vcf.gz"
-    run_vep(carbon, src, FASTA, out, on_note=lambda _: None, **SETTINGS)
     rows = list(score_variants(carbon, src, FASTA, on_note=lambda _: None, **SETTINGS))
-    again = tmp_path / "again.vcf.gz"
-    write_vep_output(again, src, rows, recipe="window", provenance=_provenance(out))  # reads src itself
-    assert out.read_bytes() == again.read_bytes()
+    for ext in ("vcf.gz", "bcf"):
+        out = tmp_path / f"out.{ext}"
+        run_vep(carbon, src, FASTA, out, on_note=lambda _: None, **SETTINGS)
+        again = tmp_path / f"again.{ext}"
+        write_vep_output(again, src, rows, recipe="window", provenance=_provenance(out))  # reads src
+        assert out.read_bytes() == again.read_bytes()
+
+
+def test_a_bcf_input_is_read_once_for_scoring_and_writing(
+    carbon: Carbon, big_vcf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass copies a BCF's records as they are (an uncompressed BCF in the sidecar)."""
+    bcf = _as_bcf(big_vcf, tmp_path)
+    opens = [0]
+    real = pysam.VariantFile
+
+    def counted(file: Any, *a: Any, **k: Any) -> Any:
+        if isinstance(file, str | os.PathLike) and os.path.realpath(file) == os.path.realpath(bcf):
+            opens[0] += 1
+        return real(file, *a, **k)
+
+    monkeypatch.setattr(pysam, "VariantFile", counted)
+    out = tmp_path / "out.vcf.gz"
+    run_vep(carbon, bcf, FASTA, out, on_note=lambda _: None, **SETTINGS)
+    assert opens[0] == 1  # the scoring pass; the writer read the copy
+    with real(str(out)) as written:
+        assert sum(1 for _ in written) == 20_009
 
 
 def test_a_ray_job_reads_its_input_once_for_scoring_and_writing(
