@@ -3,8 +3,8 @@ atomically and then listed with its SHA-256 in ``shards.json`` (also written ato
 killed driver loses at most the shards in flight and ``resume`` trusts only verified files.
 
 Layout, next to the output ``NAME``: ``.NAME.hexamer-ray/meta.json`` (the job: settings, inputs
-by size and SHA-256, model fingerprint, shard size, the command that started it),
-``shards.json`` and the shard files ``shard-NNNNNN`` (Parquet rows for vep).
+by size and SHA-256 (vep: size, mtime and sampled bytes), model fingerprint, shard size, the
+command that started it), ``shards.json`` and the shard files ``shard-NNNNNN`` (Parquet rows for vep).
 """
 
 from __future__ import annotations

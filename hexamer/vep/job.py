@@ -55,7 +55,7 @@ from hexamer.vep.rows import Row
 from hexamer.vep.scoring import iter_record_blocks, settings_from
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
-from hexamer.vep.table_output import join_info, resolve_info_fields, write_rows
+from hexamer.vep.table_output import join_info, join_kept_info, keep_info, resolve_info_fields, write_rows
 from hexamer.vep.units import RunnerFactory
 from hexamer.vep.vcf_output import VcfWriteResult
 
@@ -77,6 +77,8 @@ PathLike = str | os.PathLike[str]
 _META = "meta.json"
 #: the data lines of a text VCF input, copied by the scoring pass for the VCF writer
 _BODY = "records.vcf"
+#: the chosen INFO values of its records, kept by the scoring pass for a table's ``info_*`` columns
+_INFO = "info.jsonl"
 #: 2: inputs identified by SHA-256 of their bytes, chunks listed with their SHA-256 in chunks.json,
 #: n_scored_bp/n_oov_bp columns, equal-length indel windows; 3: inputs identified by size, mtime
 #: and a sample of their bytes (:func:`~hexamer.vep.checkpoint.input_identity`)
@@ -307,9 +309,12 @@ def run_vep(
             reference = stack.enter_context(Reference(fasta, renames=renames))
             if view is not None:  # the one pass that scores the input keeps what the writer needs
                 view.body = stack.enter_context(open(side / _BODY, "wb"))
+            records = read_vcf(vcf, view=view, keep_records=bool(info))
+            if info:  # and the INFO values a table's columns take
+                records = keep_info(records, info, stack.enter_context(open(side / _INFO, "wb")))
             blocks = iter_record_blocks(
                 carbon,
-                read_vcf(vcf, view=view),
+                records,
                 reference,
                 checked,
                 done=done if n_resumed else None,
@@ -339,6 +344,7 @@ def run_vep(
         clean_up=lambda: shutil.rmtree(side, ignore_errors=True),
         extra_columns=extra,
         source=view,
+        info_kept=side / _INFO if info else None,
     )
 
 
@@ -440,9 +446,12 @@ def write_job_output(
     clean_up: Callable[[], None],
     extra_columns: Mapping[str, str] | None = None,
     source: WriterView | None = None,
+    info_kept: Path | None = None,
 ) -> VepRunResult:
     """Write a finished job's rows (in input order) as ``out`` with its provenance, calibrated when
-    asked, counting them as they go; ``clean_up`` then removes the job's checkpoint."""
+    asked, counting them as they go; ``clean_up`` then removes the job's checkpoint. ``source``
+    and ``info_kept`` (:func:`~hexamer.vep.table_output.keep_info`'s file) are what the pass that
+    scored the input kept of it for the writer, so it is not read again."""
     tally = _Tally()
     provenance = {
         "version": __version__,
@@ -451,7 +460,7 @@ def write_job_output(
         "command": command,
     }
     if info:  # a table: its INFO columns first, so that a row they fail is counted as failed
-        rows = join_info(rows, vcf, info)
+        rows = join_kept_info(rows, info_kept, info) if info_kept is not None else join_info(rows, vcf, info)
     rows = tally.watch(rows)
     if calibration is not None:
         rows = calibration.annotate(rows)

@@ -170,6 +170,7 @@ def _as_plain_gzip(src: Path, tmp: Path) -> Path:
         ("hostile.vcf", None),
         ("edge_cases.vcf", _as_plain_gzip),
         ("chr20_slice.vcf", _as_bcf),
+        ("edge_cases.vcf", _as_bcf),
     ],
 )
 def test_what_the_pass_keeps_writes_the_vcf_a_second_read_writes(
@@ -180,9 +181,109 @@ def test_what_the_pass_keeps_writes_the_vcf_a_second_read_writes(
     src = SLICE_VCF.with_name(name)
     if convert is not None:
         src = convert(src, tmp_path)
-    out = tmp_path / "out.vcf.gz"
-    run_vep(carbon, src, FASTA, out, on_note=lambda _: None, **SETTINGS)
     rows = list(score_variants(carbon, src, FASTA, on_note=lambda _: None, **SETTINGS))
-    again = tmp_path / "again.vcf.gz"
-    write_vep_output(again, src, rows, recipe="window", provenance=_provenance(out))  # reads src itself
-    assert out.read_bytes() == again.read_bytes()
+    for ext in ("vcf.gz", "bcf"):
+        out = tmp_path / f"out.{ext}"
+        run_vep(carbon, src, FASTA, out, on_note=lambda _: None, **SETTINGS)
+        again = tmp_path / f"again.{ext}"
+        write_vep_output(again, src, rows, recipe="window", provenance=_provenance(out))  # reads src
+        assert out.read_bytes() == again.read_bytes()
+
+
+def test_a_bcf_input_is_read_once_for_scoring_and_writing(
+    carbon: Carbon, big_vcf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass copies a BCF's records as they are (an uncompressed BCF in the sidecar)."""
+    bcf = _as_bcf(big_vcf, tmp_path)
+    opens = [0]
+    real = pysam.VariantFile
+
+    def counted(file: Any, *a: Any, **k: Any) -> Any:
+        if isinstance(file, str | os.PathLike) and os.path.realpath(file) == os.path.realpath(bcf):
+            opens[0] += 1
+        return real(file, *a, **k)
+
+    monkeypatch.setattr(pysam, "VariantFile", counted)
+    out = tmp_path / "out.vcf.gz"
+    run_vep(carbon, bcf, FASTA, out, on_note=lambda _: None, **SETTINGS)
+    assert opens[0] == 1  # the scoring pass; the writer read the copy
+    with real(str(out)) as written:
+        assert sum(1 for _ in written) == 20_009
+
+
+def test_a_ray_job_reads_its_input_once_for_scoring_and_writing(
+    tiny_folder: Path, big_vcf: Path, reads: dict[str, list[int]], tmp_path: Path
+) -> None:
+    """The driver identifies the input by a sample and keeps, from the pass that feeds the actors,
+    what the writer needs: a VCF's lines, a table's INFO values (the actors get records, not the file)."""
+    ray = pytest.importorskip("ray")
+    from hexamer.distributed import PoolSpec, WorkerPool
+    from hexamer.distributed import run_vep as run_vep_ray
+
+    size = big_vcf.stat().st_size
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        with WorkerPool(tiny_folder, PoolSpec(workers=1), batch_size=SETTINGS["batch_size"]) as pool:
+            for name, info in (("out.vcf.gz", None), ("out.tsv", "AC,AN")):
+                reads["bytes"][0] = reads["htslib"][0] = 0
+                out = tmp_path / name
+                run_vep_ray(
+                    None, big_vcf, FASTA, out, pool=pool, info_fields=info, on_note=lambda _: None, **SETTINGS
+                )
+                # the header checked before the actors start (and read for the INFO fields'
+                # declarations), then the one pass over the records
+                assert reads["htslib"][0] == (3 if info else 2)
+                assert size <= reads["bytes"][0] < 1.1 * size
+    finally:
+        if started:
+            ray.shutdown()
+    with pysam.VariantFile(str(tmp_path / "out.vcf.gz")) as written:
+        assert sum(1 for _ in written) == 20_009
+    carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=SETTINGS["batch_size"])
+    single = tmp_path / "single.tsv"
+    run_vep(carbon, big_vcf, FASTA, single, info_fields="AC,AN", on_note=lambda _: None, **SETTINGS)
+    assert (tmp_path / "out.tsv").read_bytes() == single.read_bytes()
+
+
+def test_a_table_job_with_info_fields_reads_its_input_once(
+    carbon: Carbon, big_vcf: Path, reads: dict[str, list[int]], tmp_path: Path
+) -> None:
+    size = big_vcf.stat().st_size
+    out = tmp_path / "out.tsv"
+    run_vep(carbon, big_vcf, FASTA, out, info_fields="AC,AN", on_note=lambda _: None, **SETTINGS)
+    # the header read for the fields' declarations, then the one pass (it keeps the INFO values)
+    assert reads["htslib"][0] == 2
+    assert size <= reads["bytes"][0] < 1.1 * size
+    assert len(out.read_text().splitlines()) == 1 + 20_009  # a header, a row per record
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "convert"),
+    [
+        ("hostile.vcf", "AF,CLNSIG,DB", None),
+        ("malformed_numbers.vcf", "all", None),
+        ("unreadable_fields.vcf", "NOTE", None),
+        ("edge_cases.vcf", "SVTYPE,END", _as_plain_gzip),
+        ("chr20_slice.vcf", "AC,AN", _as_bcf),
+    ],
+)
+def test_the_info_values_the_pass_keeps_fill_the_table_a_second_read_fills(
+    carbon: Carbon, tmp_path: Path, name: str, fields: str, convert: Any
+) -> None:
+    from hexamer.vep import score_variants
+    from hexamer.vep.output import join_info, resolve_info_fields, write_rows
+    from hexamer.vep.rows import ordered_rows
+
+    src = SLICE_VCF.with_name(name)
+    if convert is not None:
+        src = convert(src, tmp_path)
+    for ext in ("tsv", "parquet"):
+        out = tmp_path / f"out.{ext}"
+        run_vep(carbon, src, FASTA, out, info_fields=fields, on_note=lambda _: None, **SETTINGS)
+        info = resolve_info_fields(src, fields)
+        rows = ordered_rows(score_variants(carbon, src, FASTA, on_note=lambda _: None, **SETTINGS), False)
+        again = tmp_path / f"again.{ext}"
+        write_rows(again, join_info(rows, src, info), presorted=True, info=info)  # reads src itself
+        assert out.read_bytes() == again.read_bytes()

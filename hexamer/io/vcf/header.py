@@ -156,8 +156,8 @@ def declared_source(
     VCF's data lines made while it was read before (:class:`~hexamer.io.vcf.reader.WriterView`),
     read instead of the input.
     """
-    if is_bcf:
-        yield os.fspath(vcf_in), header
+    if is_bcf:  # ``body``: a copy of its records made while it was read before
+        yield os.fspath(body if body is not None else vcf_in), header
         return
     symbolic: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="hexamer-vcf-") as tmpdir:

@@ -88,13 +88,17 @@ class WriterView:
     header htslib holds after the last record (with the declarations it invents for undeclared
     tags); a BCF's symbolic ALT alleles. ``complete`` once the pass reached the end and
     ``body`` holds every data line (a pass that could not copy them leaves it ``False``: the
-    writer then reads the input itself)."""
+    writer then reads the input itself). A BCF's records are copied as they are (binary, an
+    uncompressed BCF under the input's header) to the file ``body`` names; a record htslib could
+    not read leaves ``body`` None (the writer then reads the input, which fails there the same way)."""
 
     body: IO[bytes] | None = None
     header: Any = None
     is_bcf: bool = False
     symbolic: set[str] = field(default_factory=set)
     complete: bool = False
+    #: the BCF writer copying a BCF's records to ``body``'s file during the pass
+    copy: Any = None
 
 
 class _RawLines:
@@ -222,6 +226,10 @@ def read_vcf(
         raise VcfInputError(f"{display}: is {vf.format}, not VCF/BCF")
     sink = view.body if view is not None else None
     raw = _RawLines(display, sink) if vf.format == "VCF" else None
+    if view is not None and view.body is not None and vf.format == "BCF":
+        import pysam
+
+        view.copy = pysam.VariantFile(view.body.name, "wb0", header=vf.header)
     return _records(vf, raw, display, keep_records, view)
 
 
@@ -245,8 +253,12 @@ def _records(
                 return
             except (OSError, ValueError) as exc:
                 rec, error = None, exc
+                if view is not None and view.copy is not None:  # the copy would lack it: not used
+                    _drop_copy(view)
             finally:
                 pysam.set_verbosity(old)
+            if view is not None and view.copy is not None and rec is not None:
+                view.copy.write(rec)
             line = raw.next() if raw is not None else None
             if error is not None:
                 failures += 1
@@ -287,15 +299,28 @@ def _records(
         vf.close()
         if raw is not None:
             raw.close()
+        if view is not None and view.copy is not None:  # a pass that stopped early
+            _drop_copy(view)
 
 
 def _keep(view: WriterView, vf: Any, raw: _RawLines | None) -> None:
     """At the end of a pass: the header htslib completed, and the rest of the lines copied."""
     view.is_bcf = vf.format == "BCF"
     view.header = vf.header.copy()
+    if view.copy is not None:
+        view.copy.close()
+        view.copy = None
     if raw is not None:
         raw.drain()
     view.complete = view.is_bcf or (raw is not None and raw.copied)
+
+
+def _drop_copy(view: WriterView) -> None:
+    """A BCF copy that will not hold every record: closed, and not offered to the writer."""
+    with contextlib.suppress(OSError, ValueError):
+        view.copy.close()
+    view.copy = None
+    view.body = None
 
 
 def _same_record(text: str, chrom: str, pos: int) -> bool:
