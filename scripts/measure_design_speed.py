@@ -38,7 +38,7 @@ def main() -> None:
     from hexamer.design import DesignConstraints, compile_constraints
     from hexamer.design.decode import sample_batch
     from hexamer.machine import machine_info
-    from hexamer.testing import build_carbon_folder
+    from hexamer.synthetic import build_carbon_folder
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -273,8 +273,8 @@ def test_the_info_values_the_pass_keeps_fill_the_table_a_second_read_fills(
     carbon: Carbon, tmp_path: Path, name: str, fields: str, convert: Any
 ) -> None:
     from hexamer.vep import score_variants
-    from hexamer.vep.output import join_info, resolve_info_fields, write_rows
     from hexamer.vep.rows import ordered_rows
+    from hexamer.vep.table_output import join_info, resolve_info_fields, write_rows
 
     src = SLICE_VCF.with_name(name)
     if convert is not None:
