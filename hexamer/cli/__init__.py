@@ -19,6 +19,7 @@ from hexamer.cli import predict_cmd as _predict_cmd  # noqa: F401  (registers pr
 from hexamer.cli import quantize_cmd as _quantize_cmd  # noqa: F401  (registers quantize, bench quant)
 from hexamer.cli import serve_cmd as _serve_cmd  # noqa: F401  (registers serve)
 from hexamer.cli import track_cmd as _track_cmd  # noqa: F401  (registers track)
+from hexamer.cli import view_cmd as _view_cmd  # noqa: F401  (registers view, report)
 from hexamer.cli.app import app, main
 from hexamer.cli.train_cmd import register as _register_train
 

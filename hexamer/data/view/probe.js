@@ -1,0 +1,40 @@
+// What the page saw, for people and for tests: console errors, uncaught errors, and any request
+// that left this page's origin (there should be none: everything is local or embedded).
+(function () {
+  var status = { ready: false, tracks: [], errors: [], offsite: [] };
+  window.hexamerStatus = status;
+  var origError = console.error;
+  console.error = function () {
+    status.errors.push(Array.prototype.map.call(arguments, String).join(" "));
+    return origError.apply(console, arguments);
+  };
+  window.addEventListener("error", function (e) { status.errors.push(String(e.message)); });
+  window.addEventListener("unhandledrejection", function (e) { status.errors.push(String(e.reason)); });
+  function local(url) {
+    var s = String(url && url.url ? url.url : url);
+    if (/^(data|blob):/.test(s)) return true;
+    try { return new URL(s, location.href).origin === location.origin || location.protocol === "file:" && /^file:/.test(new URL(s, location.href).href); }
+    catch (e) { return false; }
+  }
+  var origFetch = window.fetch;
+  window.fetch = function (url) {
+    if (!local(url)) status.offsite.push(String(url && url.url ? url.url : url));
+    return origFetch.apply(this, arguments);
+  };
+  var origOpen = XMLHttpRequest.prototype.open;
+  XMLHttpRequest.prototype.open = function (method, url) {
+    if (!local(url)) status.offsite.push(String(url));
+    return origOpen.apply(this, arguments);
+  };
+  window.hexamerPublish = function (browser) {
+    status.ready = true;
+    status.tracks = browser.findTracks(function () { return true; }).map(function (t) { return t.name || t.type; });
+    var el = document.getElementById("hexamer-status");
+    el.textContent = JSON.stringify(status);
+    document.body.setAttribute("data-igv-ready", "1");
+  };
+  window.hexamerFail = function (error) {
+    status.errors.push(String(error && error.stack || error));
+    document.getElementById("hexamer-status").textContent = JSON.stringify(status);
+  };
+})();

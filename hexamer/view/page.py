@@ -1,0 +1,173 @@
+"""The ``hexamer view`` page: the igv.js configuration of the files given and the HTML around it.
+
+Every URL in the configuration is relative (``files/<n>/<name>``, ``igv.min.js``), so the same
+page works at ``/`` of ``hexamer view`` and at ``/view/`` of ``hexamer serve``. The four
+``prob_A`` … ``prob_T`` bigWigs of one ``hexamer track`` run are drawn as one merged track, a
+line per base in igv.js's base colours (igv.js overlays a merged track's members; it has no
+stacked bars); a scored VCF gets a variant track coloured by ``HEXAMER_STATUS`` (click a
+variant for its INFO fields) and a bar track of its ``HEXAMER_SCORE``; an ISM table is one bar
+series per alternative base.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hexamer.view.assets import template
+from hexamer.view.files import Locus, ViewFile
+from hexamer.view.inline import BASE_COLOURS, InlineTrack, ism_features, vcf_score_features
+
+__all__ = ["INLINE_LIMIT", "STATUS_COLOURS", "PageParts", "browser_config", "page_html", "script_json"]
+
+#: most features drawn from one VCF's scores or one ISM table (the page carries them)
+INLINE_LIMIT = 200_000
+STATUS_COLOURS = {"ok": "#1b7837", "skipped": "#999999", "ref_mismatch": "#e08214", "failed": "#b2182b"}
+_LOGO = ("prob_A", "prob_C", "prob_G", "prob_T")
+
+UrlOf = Callable[[Path], str]
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside a ``<script>`` element (no ``</script>`` can end it early)."""
+    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+@dataclass
+class PageParts:
+    """The igv.js configuration and what the side list says about tracks drawn only in part."""
+
+    config: dict[str, Any]
+    notes: dict[Path, str]
+
+
+def _reference(fasta: ViewFile, url_of: UrlOf) -> dict[str, Any]:
+    ref: dict[str, Any] = {"id": fasta.label, "name": fasta.label, "fastaURL": url_of(fasta.path)}
+    if fasta.index is not None:
+        ref["indexURL"] = url_of(fasta.index)
+    if fasta.gzi is not None:
+        ref["compressedIndexURL"] = url_of(fasta.gzi)
+    return ref
+
+
+def _with_index(track: dict[str, Any], vf: ViewFile, url_of: UrlOf) -> dict[str, Any]:
+    if vf.index is not None:
+        track["indexURL"] = url_of(vf.index)
+    else:
+        track["indexed"] = False
+    return track
+
+
+def _inline(name: str, inline: InlineTrack, colours: dict[str, str] | None = None) -> dict[str, Any]:
+    if len(inline.series) == 1 and colours is None:
+        (features,) = inline.series.values()
+        return {"type": "wig", "name": name, "features": features, "color": "#4a4a8a"}
+    parts = [
+        {"type": "wig", "name": f"{name} {key}", "features": feats, "color": (colours or {}).get(key, "#555")}
+        for key, feats in inline.series.items()
+    ]
+    return {"type": "merged", "name": name, "tracks": parts}
+
+
+def _logo(files: Sequence[ViewFile]) -> tuple[dict[str, Any] | None, list[ViewFile]]:
+    """The prob_A … prob_T bigWigs as one merged track (and the files it took), if all four are given."""
+    by_label = {vf.label: vf for vf in files if vf.kind == "bigwig"}
+    if not all(name in by_label for name in _LOGO):
+        return None, []
+    taken = [by_label[name] for name in _LOGO]
+    return {"type": "merged", "name": "base probabilities (A C G T)", "_files": taken}, taken
+
+
+def _file_track(vf: ViewFile, url_of: UrlOf) -> dict[str, Any]:
+    url = url_of(vf.path)
+    if vf.kind == "bigwig":
+        return {"type": "wig", "format": "bigwig", "name": vf.label, "url": url}
+    if vf.kind == "bedgraph":
+        return _with_index({"type": "wig", "format": "bedgraph", "name": vf.label, "url": url}, vf, url_of)
+    if vf.kind == "bed":
+        return _with_index({"type": "annotation", "format": "bed", "name": vf.label, "url": url}, vf, url_of)
+    track = {
+        "type": "variant",
+        "format": "vcf",
+        "name": vf.label,
+        "url": url,
+        "displayMode": "EXPANDED",
+        "colorBy": "HEXAMER_STATUS",
+        "colorTable": STATUS_COLOURS,
+    }
+    return _with_index(track, vf, url_of)
+
+
+def browser_config(
+    fasta: ViewFile, files: Sequence[ViewFile], url_of: UrlOf, locus: Locus | str | None
+) -> PageParts:
+    """igv.js's ``createBrowser`` configuration for ``files`` on ``fasta``; nothing in it points
+    off this machine (``loadDefaultGenomes`` is off, so igv.js fetches no genome list)."""
+    notes: dict[Path, str] = {}
+    logo, taken = _logo(files)
+    tracks: list[dict[str, Any]] = []
+    for vf in files:
+        if vf in taken:
+            if vf is taken[0] and logo is not None:
+                parts = [
+                    {
+                        **_file_track(t, url_of),
+                        "color": BASE_COLOURS[t.label[-1]],
+                        "name": t.label[-1],
+                        "graphType": "line",
+                    }
+                    for t in logo.pop("_files")
+                ]
+                tracks.append({**logo, "tracks": parts})
+            continue
+        if vf.kind == "ism":
+            inline = ism_features(vf, INLINE_LIMIT)
+            tracks.append(_inline(f"{vf.label} (ISM score per alt)", inline, BASE_COLOURS))
+        else:
+            tracks.append(_file_track(vf, url_of))
+            inline = vcf_score_features(vf, INLINE_LIMIT) if vf.kind == "vcf" else None
+            if inline is not None:
+                tracks.append(_inline(f"{vf.label} HEXAMER_SCORE", inline))
+        if inline is not None and inline.left_out:
+            notes[vf.path] = f"first {inline.n_features:,} drawn, {inline.left_out:,} left out"
+    config: dict[str, Any] = {
+        "reference": _reference(fasta, url_of),
+        "tracks": tracks,
+        "loadDefaultGenomes": False,
+        "showCursorGuide": True,
+    }
+    if locus is not None:
+        config["locus"] = str(locus)
+    return PageParts(config, notes)
+
+
+def _sidebar(fasta: ViewFile, files: Sequence[ViewFile], notes: dict[Path, str]) -> str:
+    """The loaded runs: the files grouped by the folder they came from."""
+    groups: dict[Path, list[ViewFile]] = {}
+    for vf in (fasta, *files):
+        groups.setdefault(vf.path.parent, []).append(vf)
+    out = []
+    for folder, members in groups.items():
+        summary = " (run summary beside)" if (folder / "summary.json").is_file() else ""
+        items = "".join(
+            f'<li>{html.escape(vf.name)} <span class="kind">{vf.kind}, {vf.path.stat().st_size:,} B</span>'
+            + (f'<br><span class="note">{html.escape(notes[vf.path])}</span>' if vf.path in notes else "")
+            + "</li>"
+            for vf in members
+        )
+        out.append(f"<h2>{html.escape(str(folder))}{summary}</h2><ul>{items}</ul>")
+    return "".join(out)
+
+
+def page_html(fasta: ViewFile, files: Sequence[ViewFile], parts: PageParts) -> str:
+    """The whole page; igv.js is loaded from ``igv.min.js`` beside it."""
+    return (
+        template("viewer.html")
+        .replace("@@PROBE@@", template("probe.js"))
+        .replace("@@SIDEBAR@@", _sidebar(fasta, files, parts.notes))
+        .replace("@@CONFIG@@", script_json(parts.config))
+    )
