@@ -94,7 +94,8 @@ def _read_rows(
     except (OSError, ValueError) as exc:
         raise ViewError(f"{vcf.path}: not a readable VCF ({exc})") from exc
     by_key = {contig_key(n): n for n in reference}
-    extra = [k for k in vf.header.info if k not in _OWN][:12]
+    # the input's own INFO fields (hexamer's other HEXAMER_* fields and htslib's END left out)
+    extra = [k for k in vf.header.info if not k.startswith("HEXAMER_") and k != "END"][:12]
     rows: list[list[Any]] = []
     windows: list[tuple[str, int, int]] = []
     with vf:
@@ -103,7 +104,7 @@ def _read_rows(
             start = max(0, rec.pos - 1 - flank)
             end = min(reference[contig], rec.pos - 1 + len(rec.ref) + flank)
             for i, alt in enumerate(rec.alts or (".",)):
-                info = rec.info
+                info = dict(rec.info.items())
                 own = [_cell(_allele_value(info.get(k), i)) for k in _OWN]
                 more = [
                     _cell(_allele_value(info.get(k), i) if vf.header.info[k].number == "A" else info.get(k))

@@ -28,6 +28,7 @@
   };
   window.hexamerPublish = function (browser) {
     status.ready = true;
+    status.ms = Math.round(performance.now());  // from navigation start to igv.js drawn
     status.tracks = browser.findTracks(function () { return true; }).map(function (t) { return t.name || t.type; });
     var el = document.getElementById("hexamer-status");
     el.textContent = JSON.stringify(status);
