@@ -52,6 +52,7 @@ from hexamer.server.settings import ServerSettings
 from hexamer.server.state import ARRIVED_AT, ServerState
 from hexamer.server.worker import EngineWorker
 from hexamer.tokenizer.folder import read_json
+from hexamer.view.serving import ViewSite, view_app
 
 access_log = logging.getLogger("hexamer.server.access")
 log = logging.getLogger("hexamer.server")
@@ -323,13 +324,15 @@ def create_app(
     *,
     draft: str | os.PathLike[str] | Carbon | None = None,
     head: str | os.PathLike[str] | Predictor | None = None,
+    view: ViewSite | None = None,
     **options: Any,
 ) -> FastAPI:
     """The server app for a model folder (or a loaded :class:`Carbon`); ``options`` are
     :class:`ServerSettings` fields; ``draft`` (a smaller model with the same tokenizer) serves
     ``/v1/dna/generate`` speculatively; ``head`` (a fine-tuned head folder, or a loaded
-    :class:`~hexamer.finetune.apply.Predictor`) is served beside the model at ``/v1/dna/predict``.
-    The engine thread starts with the app and stops with it."""
+    :class:`~hexamer.finetune.apply.Predictor`) is served beside the model at ``/v1/dna/predict``;
+    ``view`` (:func:`hexamer.view.build_site`) is the igv.js page of result files at ``/view/``,
+    behind the same API key. The engine thread starts with the app and stops with it."""
     if settings is None:
         settings = ServerSettings.from_options(**options)
     elif options:
@@ -429,4 +432,6 @@ def create_app(
             }
         )
 
+    if view is not None:
+        app.mount("/view", view_app(view))
     return app
