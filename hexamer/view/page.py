@@ -122,7 +122,7 @@ def browser_config(
                     }
                     for t in logo.pop("_files")
                 ]
-                tracks.append({**logo, "tracks": parts})
+                tracks.append({**logo, "tracks": parts, "autoscale": False, "min": 0, "max": 1})
             continue
         if vf.kind == "ism":
             inline = ism_features(vf, INLINE_LIMIT)
