@@ -34,7 +34,7 @@ def test_report_embeds_everything(tmp_path: Path) -> None:
     assert data["columns"][:9] == ["chrom", "pos", "id", "ref", "alt", "score", "phred", "status", "reason"]
     assert data["columns"][9:] == ["AC", "AN"]  # the input's INFO fields, carried
     row = next(r for r in data["rows"] if r[2] == "rs6078030")
-    assert row[:9] == ["20", 61098, "rs6078030", "C", "T", 0.021829, None, "ok", None]
+    assert row[:9] == ["20", 61098, "rs6078030", "C", "T", 1.1062, None, "ok", None]
     assert row[9:11] == [225, 996]
     window = data["windows"][row[-1]]
     with pysam.FastaFile(str(FASTA)) as fa:  # the reference bases, read by pysam

@@ -67,7 +67,7 @@ def test_page_points_only_at_served_files(client: TestClient, site: ViewSite) ->
     logo = config["tracks"][0]
     assert logo["type"] == "merged" and [t["name"] for t in logo["tracks"]] == list("ACGT")
     scores = config["tracks"][3]["features"]  # one bar per scored record, at its 0-based position
-    assert len(scores) == 9 and scores[0] == {"chr": "20", "start": 60308, "end": 60309, "value": -0.0236393}
+    assert len(scores) == 9 and scores[0] == {"chr": "20", "start": 60308, "end": 60309, "value": -0.364474}
 
 
 def test_igv_js_is_the_shipped_copy(client: TestClient) -> None:
