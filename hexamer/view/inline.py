@@ -61,8 +61,8 @@ def vcf_score_features(vf: ViewFile, limit: int) -> InlineTrack | None:
         if line.startswith("#"):
             continue
         cols = line.rstrip("\n").split("\t")
-        if len(cols) < 8:
-            raise ViewError(f"{vf.path}: a record with fewer than 8 columns: {line[:60]!r}")
+        if len(cols) < 8 or not cols[1].isdigit():
+            raise ViewError(f"{vf.path}: not a VCF record (8 columns, a numeric POS): {line[:60]!r}")
         info = dict(item.partition("=")[::2] for item in cols[7].split(";"))
         if SCORE_FIELD not in info:
             continue

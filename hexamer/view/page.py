@@ -73,13 +73,27 @@ def _inline(name: str, inline: InlineTrack, colours: dict[str, str] | None = Non
     return {"type": "merged", "name": name, "tracks": parts}
 
 
-def _logo(files: Sequence[ViewFile]) -> tuple[dict[str, Any] | None, list[ViewFile]]:
-    """The prob_A … prob_T bigWigs as one merged track (and the files it took), if all four are given."""
-    by_label = {vf.label: vf for vf in files if vf.kind == "bigwig"}
-    if not all(name in by_label for name in _LOGO):
-        return None, []
-    taken = [by_label[name] for name in _LOGO]
-    return {"type": "merged", "name": "base probabilities (A C G T)", "_files": taken}, taken
+def _logos(files: Sequence[ViewFile]) -> dict[Path, list[ViewFile]]:
+    """Per folder (one ``hexamer track`` run) holding all four prob_A … prob_T bigWigs: those four."""
+    by_folder: dict[Path, dict[str, ViewFile]] = {}
+    for vf in files:
+        if vf.kind == "bigwig" and vf.label in _LOGO:
+            by_folder.setdefault(vf.path.parent, {})[vf.label] = vf
+    return {folder: [found[n] for n in _LOGO] for folder, found in by_folder.items() if len(found) == 4}
+
+
+def _logo_track(members: Sequence[ViewFile], url_of: UrlOf, name: str) -> dict[str, Any]:
+    """The four probability bigWigs as one merged track on a fixed 0-1 scale, a line per base."""
+    parts = [
+        {
+            **_file_track(t, url_of),
+            "color": BASE_COLOURS[t.label[-1]],
+            "name": t.label[-1],
+            "graphType": "line",
+        }
+        for t in members
+    ]
+    return {"type": "merged", "name": name, "tracks": parts, "autoscale": False, "min": 0, "max": 1}
 
 
 def _file_track(vf: ViewFile, url_of: UrlOf) -> dict[str, Any]:
@@ -108,21 +122,15 @@ def browser_config(
     """igv.js's ``createBrowser`` configuration for ``files`` on ``fasta``; nothing in it points
     off this machine (``loadDefaultGenomes`` is off, so igv.js fetches no genome list)."""
     notes: dict[Path, str] = {}
-    logo, taken = _logo(files)
+    logos = _logos(files)
+    in_logo = {vf.path: folder for folder, members in logos.items() for vf in members}
     tracks: list[dict[str, Any]] = []
     for vf in files:
-        if vf in taken:
-            if vf is taken[0] and logo is not None:
-                parts = [
-                    {
-                        **_file_track(t, url_of),
-                        "color": BASE_COLOURS[t.label[-1]],
-                        "name": t.label[-1],
-                        "graphType": "line",
-                    }
-                    for t in logo.pop("_files")
-                ]
-                tracks.append({**logo, "tracks": parts, "autoscale": False, "min": 0, "max": 1})
+        if vf.path in in_logo:
+            folder = in_logo[vf.path]
+            if folder in logos:  # the first of its four: the merged track goes here
+                name = "base probabilities (A C G T)" + (f" {folder.name}" if len(in_logo) > 4 else "")
+                tracks.append(_logo_track(logos.pop(folder), url_of, name))
             continue
         if vf.kind == "ism":
             inline = ism_features(vf, INLINE_LIMIT)

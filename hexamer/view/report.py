@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,21 @@ def _check_tracks(tracks: Sequence[str | os.PathLike[str]]) -> list[ViewFile]:
     return out
 
 
+def _records(vf: Any, path: Path) -> Iterator[tuple[int, Any]]:
+    """(1-based number, record) of each record; one htslib cannot read is a ``ViewError`` naming it."""
+    records = iter(vf)
+    n = 0
+    while True:
+        try:
+            rec = next(records)
+        except StopIteration:
+            return
+        except (OSError, ValueError) as exc:
+            raise ViewError(f"{path}: record {n + 1} cannot be read ({exc})") from exc
+        n += 1
+        yield n, rec
+
+
 def _read_rows(
     vcf: ViewFile, flank: int, reference: dict[str, int]
 ) -> tuple[list[str], list[list[Any]], list[Any]]:
@@ -99,7 +114,7 @@ def _read_rows(
     rows: list[list[Any]] = []
     windows: list[tuple[str, int, int]] = []
     with vf:
-        for n, rec in enumerate(vf, start=1):
+        for n, rec in _records(vf, vcf.path):
             contig = by_key[contig_key(rec.chrom)]
             start = max(0, rec.pos - 1 - flank)
             end = min(reference[contig], rec.pos - 1 + len(rec.ref) + flank)

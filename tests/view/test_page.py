@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -57,3 +58,39 @@ def test_page_escapes_what_it_embeds(tmp_path: Path) -> None:
     page = page_html(classify(FASTA), [vf], browser_config(classify(FASTA), [vf], _url, None))
     side = page[page.index('<nav id="side">') : page.index("</nav>")]
     assert "<b>" not in side and "&lt;b&gt;x&lt;i&gt;.bed" in side
+
+
+def test_one_logo_per_run(tmp_path: Path) -> None:
+    import shutil
+
+    files = []
+    for run in ("run1", "run2"):
+        (tmp_path / run).mkdir()
+        for base in "TGCA":  # any order: the merged track is A C G T
+            shutil.copy(VIEW / f"prob_{base}.bw", tmp_path / run / f"prob_{base}.bw")
+            files.append(classify(tmp_path / run / f"prob_{base}.bw"))
+    lone = tmp_path / "prob_A.bw"  # a prob_A without its three others: a plain track
+    shutil.copy(VIEW / "prob_A.bw", lone)
+    parts = browser_config(classify(FASTA), [*files, classify(lone)], _url, None)
+    names = [t["name"] for t in parts.config["tracks"]]
+    assert names == ["base probabilities (A C G T) run1", "base probabilities (A C G T) run2", "prob_A"]
+    logo = parts.config["tracks"][0]
+    assert [t["name"] for t in logo["tracks"]] == list("ACGT") and (logo["min"], logo["max"]) == (0, 1)
+
+
+def test_malformed_inline_rows_are_named(tmp_path: Path) -> None:
+    import pytest
+
+    from hexamer.view.files import ViewError
+
+    bad = tmp_path / "bad.vcf"
+    head = "##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+    bad.write_text(head + "20\tx\t.\tG\tT\t.\t.\tHEXAMER_SCORE=1\n")
+    with pytest.raises(ViewError, match=r"bad\.vcf: not a VCF record"):
+        browser_config(classify(FASTA), [classify(bad)], _url, None)
+    ism = tmp_path / "ism.tsv.gz"
+    with gzip.open(ism, "wt") as f:
+        f.write("#Chrom\tPos\tRef\tAlt\tRawScore\tPHRED\n20\tx\tA\tC\t0.1\t\n")
+    (tmp_path / "ism.tsv.gz.tbi").write_bytes(b"")  # present: the rows are read whole, not by the index
+    with pytest.raises(ViewError, match=r"ism\.tsv\.gz: not a CADD-layout row"):
+        browser_config(classify(FASTA), [classify(ism)], _url, None)

@@ -70,3 +70,11 @@ def test_report_refuses_bad_input(tmp_path: Path, args: dict, expected: str) -> 
     with pytest.raises(ViewError, match=expected):
         build_report(kwargs.pop("vcf"), kwargs.pop("fasta"), tmp_path / "r.html", **kwargs)
     assert not (tmp_path / "r.html").exists()
+
+
+def test_unreadable_record_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.vcf"
+    head = "##fileformat=VCFv4.2\n##contig=<ID=20>\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+    bad.write_text(head + "20\t60309\t.\tG\tT\t.\t.\t.\n20\tnot_a_number\t.\tG\tT\t.\t.\t.\n")
+    with pytest.raises(ViewError, match=r"bad\.vcf: record 2 cannot be read"):
+        build_report(bad, FASTA, tmp_path / "r.html")
