@@ -17,7 +17,7 @@ def view(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="bigWig/bedGraph tracks, scored VCFs, ISM tables (.tsv.bgz), BED files; a FASTA is the reference."
+            help="bigWig/bedGraph tracks, scored VCFs, ISM tables (.tsv.bgz), BED files, or folders of them; a FASTA is the reference."
         ),
     ],
     fasta: Annotated[

@@ -23,6 +23,7 @@ __all__ = [
     "check_contigs",
     "classify",
     "contig_key",
+    "expand_folders",
     "fasta_contigs",
     "parse_locus",
 ]
@@ -141,7 +142,7 @@ def classify(path: str | os.PathLike[str]) -> ViewFile:
     if not p.exists():
         raise ViewError(f"{p}: no such file")
     if not p.is_file():
-        raise ViewError(f"{p}: not a file (give the files to show, not a folder)")
+        raise ViewError(f"{p}: not a file")
     lower = p.name.lower()
     if lower.endswith(_INDEXES):
         raise ViewError(f"{p}: an index; give its data file (the index beside it is found)")
@@ -172,6 +173,21 @@ def classify(path: str | os.PathLike[str]) -> ViewFile:
         preset = "-p vcf" if kind == "vcf" else "-s 1 -b 2 -e 2"
         raise _needs_index(p, f"the compressed {kind.upper()}", f"tabix {preset} {p}")
     return ViewFile(p, kind, index)
+
+
+def expand_folders(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """``paths`` with each folder (a ``hexamer track`` or ``ism`` run) replaced by the files in it
+    that igv.js can show (not its sub-folders, not indexes); a folder with none is a ``ViewError``."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            out.append(path)
+            continue
+        found = sorted(p for p in path.iterdir() if p.is_file() and _kind_of(p) is not None)
+        if not found:
+            raise ViewError(f"{path}: a folder with no file igv.js can show")
+        out += found
+    return out
 
 
 def fasta_contigs(fasta: ViewFile) -> dict[str, int]:

@@ -22,7 +22,7 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from hexamer.view.assets import IGV_JS, igv_js_path
-from hexamer.view.files import Locus, ViewError, check_contigs, classify, fasta_contigs
+from hexamer.view.files import Locus, ViewError, check_contigs, classify, expand_folders, fasta_contigs
 from hexamer.view.page import browser_config, page_html
 
 __all__ = ["ViewSite", "bind_socket", "build_site", "view_app"]
@@ -39,8 +39,9 @@ class ViewSite:
 
 
 def build_site(paths: Sequence[str | Path], fasta: str | Path | None, region: Locus | None) -> ViewSite:
-    """Check every file (``ViewError`` naming the first bad one) and build the page."""
-    given = [classify(p) for p in paths]
+    """Check every file (``ViewError`` naming the first bad one) and build the page; a folder in
+    ``paths`` stands for the files in it that igv.js can show."""
+    given = [classify(p) for p in expand_folders(paths)]
     references = [vf for vf in given if vf.kind == "fasta"]
     if fasta is not None:
         references.insert(0, classify(fasta))

@@ -80,3 +80,19 @@ def test_bigwig_without_the_region_contig() -> None:
 def test_bad_locus(text: str) -> None:
     with pytest.raises(ViewError, match="--region"):
         parse_locus(text)
+
+
+def test_a_folder_stands_for_its_viewable_files(tmp_path: Path) -> None:
+    from hexamer.view.files import expand_folders
+
+    for name in ("entropy.bw", "prob_A.bw"):
+        shutil.copy(VIEW / name, tmp_path / name)
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "sub").mkdir()
+    assert expand_folders([tmp_path, VIEW / "regions.bed"]) == [
+        tmp_path / "entropy.bw",
+        tmp_path / "prob_A.bw",
+        VIEW / "regions.bed",
+    ]
+    with pytest.raises(ViewError, match=re.escape(f"{tmp_path / 'sub'}: a folder with no file")):
+        expand_folders([tmp_path / "sub"])
