@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hexamer.view.assets import template
+from hexamer.view.assets import fill, template
 from hexamer.view.files import Locus, ViewFile
 from hexamer.view.inline import BASE_COLOURS, InlineTrack, ism_features, vcf_score_features
 
@@ -173,9 +173,9 @@ def _sidebar(fasta: ViewFile, files: Sequence[ViewFile], notes: dict[Path, str])
 
 def page_html(fasta: ViewFile, files: Sequence[ViewFile], parts: PageParts) -> str:
     """The whole page; igv.js is loaded from ``igv.min.js`` beside it."""
-    return (
-        template("viewer.html")
-        .replace("@@PROBE@@", template("probe.js"))
-        .replace("@@SIDEBAR@@", _sidebar(fasta, files, parts.notes))
-        .replace("@@CONFIG@@", script_json(parts.config))
-    )
+    values = {
+        "PROBE": template("probe.js"),
+        "SIDEBAR": _sidebar(fasta, files, parts.notes),
+        "CONFIG": script_json(parts.config),
+    }
+    return fill(template("viewer.html"), values)

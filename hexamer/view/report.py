@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hexamer.view.assets import igv_js_path, template
+from hexamer.view.assets import fill, igv_js_path, template
 from hexamer.view.files import ViewError, ViewFile, check_contigs, classify, contig_key, fasta_contigs
 from hexamer.view.page import script_json
 
@@ -186,13 +186,13 @@ def build_report(
     }
     name = title or f"hexamer report: {variants.name}"
     igv_js = igv_js_path().read_text(encoding="utf-8")
-    text = (
-        template("report.html")
-        .replace("@@TITLE@@", html.escape(name))
-        .replace("@@PROBE@@", template("probe.js"))
-        .replace("@@IGV@@", igv_js.replace("</script", "<\\/script"))
-        .replace("@@DATA@@", script_json(data))
-    )
+    values = {
+        "TITLE": html.escape(name),
+        "PROBE": template("probe.js"),
+        "IGV": igv_js.replace("</script", "<\\/script"),
+        "DATA": script_json(data),
+    }
+    text = fill(template("report.html"), values)
     target = AtomicTarget(Path(out))
     with open(target.tmp, "w", encoding="utf-8") as f:
         f.write(text)

@@ -78,3 +78,10 @@ def test_unreadable_record_is_named(tmp_path: Path) -> None:
     bad.write_text(head + "20\t60309\t.\tG\tT\t.\t.\t.\n20\tnot_a_number\t.\tG\tT\t.\t.\t.\n")
     with pytest.raises(ViewError, match=r"bad\.vcf: record 2 cannot be read"):
         build_report(bad, FASTA, tmp_path / "r.html")
+
+
+def test_title_is_text(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    build_report(VIEW / "scored.vcf", FASTA, out, title="<b>@@DATA@@</b>")
+    page = out.read_text()
+    assert page.count("<title>&lt;b&gt;@@DATA@@&lt;/b&gt;</title>") == 1 and page.count("var data = ") == 1
