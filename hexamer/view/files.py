@@ -136,8 +136,9 @@ def _needs_index(path: Path, what: str, command: str) -> ViewError:
     return ViewError(f"{path}: {what} has no index beside it; build it with `{command}`")
 
 
-def classify(path: str | os.PathLike[str]) -> ViewFile:
-    """The :class:`ViewFile` of ``path``, or ``ViewError`` naming the file and what is wrong."""
+def classify(path: str | os.PathLike[str], *, tabix: bool = True) -> ViewFile:
+    """The :class:`ViewFile` of ``path``, or ``ViewError`` naming the file and what is wrong;
+    ``tabix=False``: a compressed VCF or ISM table is read whole, so needs no index (a report)."""
     p = Path(path)
     if not p.exists():
         raise ViewError(f"{p}: no such file")
@@ -169,7 +170,7 @@ def classify(path: str | os.PathLike[str]) -> ViewFile:
     if kind == "ism" and not _first_line(p).startswith("#Chrom\tPos\tRef\tAlt"):
         raise ViewError(f"{p}: not a CADD-layout table (#Chrom Pos Ref Alt RawScore PHRED) from hexamer ism")
     index = _beside(p, ".tbi", ".csi") if gz else None
-    if gz and index is None and kind in ("vcf", "ism"):
+    if tabix and gz and index is None and kind in ("vcf", "ism"):
         preset = "-p vcf" if kind == "vcf" else "-s 1 -b 2 -e 2"
         raise _needs_index(p, f"the compressed {kind.upper()}", f"tabix {preset} {p}")
     return ViewFile(p, kind, index)

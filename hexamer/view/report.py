@@ -147,7 +147,7 @@ def build_report(
 
     if not 0 <= flank <= MAX_FLANK:
         raise ViewError(f"--flank must be 0 to {MAX_FLANK:,} bases, got {flank}")
-    variants, ref = classify(vcf), classify(fasta)
+    variants, ref = classify(vcf, tabix=False), classify(fasta)
     if variants.kind != "vcf":
         raise ViewError(f"{variants.path}: not a VCF (.vcf, .vcf.gz)")
     if ref.kind != "fasta":

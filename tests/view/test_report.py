@@ -85,3 +85,11 @@ def test_title_is_text(tmp_path: Path) -> None:
     build_report(VIEW / "scored.vcf", FASTA, out, title="<b>@@DATA@@</b>")
     page = out.read_text()
     assert page.count("<title>&lt;b&gt;@@DATA@@&lt;/b&gt;</title>") == 1 and page.count("var data = ") == 1
+
+
+def test_a_compressed_vcf_needs_no_index(tmp_path: Path) -> None:
+    import shutil
+
+    bare = tmp_path / "scored.vcf.gz"
+    shutil.copy(VIEW / "scored.vcf.gz", bare)
+    assert build_report(bare, FASTA, tmp_path / "r.html").n_rows == 9
