@@ -80,3 +80,12 @@ def test_report_json_and_errors(tmp_path: Path) -> None:
 def test_report_flank_range(flank: str) -> None:
     result = run(["report", str(VIEW / "scored.vcf"), "--fasta", str(FASTA), "--flank", flank])
     assert result.exit_code == 2
+
+
+def test_serve_view_checks_files_before_the_model(tmp_path: Path) -> None:
+    odd = tmp_path / "scores.parquet"
+    odd.write_bytes(b"PAR1")
+    message = _refused(
+        ["serve", "--model", str(tmp_path / "no-such-model"), "--view", str(FASTA), "--view", str(odd)]
+    )
+    assert message.startswith(f"{odd}: igv.js cannot show")
