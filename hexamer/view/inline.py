@@ -1,6 +1,6 @@
 """Tracks igv.js has no reader for, as features handed to it in the page: the variant scores of a
-scored VCF (``HEXAMER_SCORE``) as a bar per variant, and an ISM table (CADD layout) as one bar
-series per alternative base.
+scored VCF (``HEXAMER_SCORE``) as a bar per variant, and an ISM table (CADD layout) as the
+features of hexamer's heat-map track (``hexamer/data/view/tracks.js``).
 
 A position with several ALT alleles keeps the one of largest ``|score|`` in the score track (the
 VCF track beside it shows every allele). Rows past ``limit`` are not drawn, and the count of
@@ -18,7 +18,7 @@ from typing import Any
 
 from hexamer.view.files import ViewError, ViewFile
 
-__all__ = ["BASE_COLOURS", "InlineTrack", "ism_features", "vcf_score_features"]
+__all__ = ["BASE_COLOURS", "InlineTrack", "IsmTable", "ism_table", "vcf_score_features"]
 
 #: igv.js's own nucleotide colours
 BASE_COLOURS = {"A": "rgb(0,150,0)", "C": "rgb(0,0,255)", "G": "rgb(209,113,5)", "T": "rgb(255,0,0)"}
@@ -82,10 +82,22 @@ def vcf_score_features(vf: ViewFile, limit: int) -> InlineTrack | None:
     return InlineTrack({"score": features}, left_out)
 
 
-def ism_features(vf: ViewFile, limit: int) -> InlineTrack:
-    """Per alternative base, the ``RawScore`` of each scored SNV of a CADD-layout ISM table."""
-    series: dict[str, list[dict[str, Any]]] = {b: [] for b in BASE_COLOURS}
-    n = left_out = 0
+@dataclass
+class IsmTable:
+    """An ISM table as the page's heat-map track reads it: one feature per position (its reference
+    base and the ``RawScore`` per alternative base), and ``span``, the largest ``|score|`` (the
+    colour scale runs from ``-span`` to ``+span``, centred on 0)."""
+
+    positions: list[dict[str, Any]] = field(default_factory=list)
+    n_scores: int = 0
+    left_out: int = 0
+    span: float = 0.0
+
+
+def ism_table(vf: ViewFile, limit: int) -> IsmTable:
+    """The scored SNVs of a CADD-layout ISM table, per position, in the table's order."""
+    out = IsmTable()
+    by_pos: dict[tuple[str, int], dict[str, Any]] = {}
     for line in _text_lines(vf.path):
         if line.startswith("#"):
             continue
@@ -94,13 +106,18 @@ def ism_features(vf: ViewFile, limit: int) -> InlineTrack:
             raise ViewError(
                 f"{vf.path}: not a CADD-layout row (#Chrom Pos Ref Alt RawScore ...): {line[:60]!r}"
             )
-        alt, score = cols[3].upper(), _number(cols[4])
-        if alt not in series or score is None:
+        ref, alt, score = cols[2].upper(), cols[3].upper(), _number(cols[4])
+        if alt not in BASE_COLOURS or len(ref) != 1 or score is None:
             continue  # an indel or an empty score: the table's own rows say why
-        if n >= limit:
-            left_out += 1
+        if out.n_scores >= limit:
+            out.left_out += 1
             continue
         start = int(cols[1]) - 1
-        series[alt].append({"chr": cols[0], "start": start, "end": start + 1, "value": score})
-        n += 1
-    return InlineTrack({b: f for b, f in series.items() if f}, left_out)
+        key = (cols[0], start)
+        if key not in by_pos:
+            by_pos[key] = {"chr": cols[0], "start": start, "end": start + 1, "ref": ref, "scores": {}}
+            out.positions.append(by_pos[key])
+        by_pos[key]["scores"][alt] = score
+        out.n_scores += 1
+        out.span = max(out.span, abs(score))
+    return out

@@ -2,11 +2,12 @@
 
 Every URL in the configuration is relative (``files/<n>/<name>``, ``igv.min.js``), so the same
 page works at ``/`` of ``hexamer view`` and at ``/view/`` of ``hexamer serve``. The four
-``prob_A`` … ``prob_T`` bigWigs of one ``hexamer track`` run are drawn as one merged track, a
-line per base in igv.js's base colours (igv.js overlays a merged track's members; it has no
-stacked bars); a scored VCF gets a variant track coloured by ``HEXAMER_STATUS`` (click a
-variant for its INFO fields) and a bar track of its ``HEXAMER_SCORE``; an ISM table is one bar
-series per alternative base.
+``prob_A`` … ``prob_T`` bigWigs of one ``hexamer track`` run are one ``hexamerlogo`` track (the
+probabilities stacked per base, in igv.js's base colours); a scored VCF gets a variant track
+coloured by ``HEXAMER_STATUS`` (click a variant for its INFO fields) and a bar track of its
+``HEXAMER_SCORE``; an ISM table is one ``hexamerism`` heat-map track (alternative base x
+position). The two ``hexamer*`` track types are igv.js track classes shipped beside the page
+(``hexamer/data/view/tracks.js``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,17 @@ from typing import Any
 
 from hexamer.view.assets import fill, template
 from hexamer.view.files import Locus, ViewFile
-from hexamer.view.inline import BASE_COLOURS, InlineTrack, ism_features, vcf_score_features
+from hexamer.view.inline import BASE_COLOURS, InlineTrack, ism_table, vcf_score_features
 
-__all__ = ["INLINE_LIMIT", "STATUS_COLOURS", "PageParts", "browser_config", "page_html", "script_json"]
+__all__ = [
+    "INLINE_LIMIT",
+    "STATUS_COLOURS",
+    "PageParts",
+    "browser_config",
+    "ism_track_name",
+    "page_html",
+    "script_json",
+]
 
 #: most features drawn from one VCF's scores or one ISM table (the page carries them)
 INLINE_LIMIT = 200_000
@@ -62,15 +71,10 @@ def _with_index(track: dict[str, Any], vf: ViewFile, url_of: UrlOf) -> dict[str,
     return track
 
 
-def _inline(name: str, inline: InlineTrack, colours: dict[str, str] | None = None) -> dict[str, Any]:
-    if len(inline.series) == 1 and colours is None:
-        (features,) = inline.series.values()
-        return {"type": "wig", "name": name, "features": features, "color": "#4a4a8a"}
-    parts = [
-        {"type": "wig", "name": f"{name} {key}", "features": feats, "color": (colours or {}).get(key, "#555")}
-        for key, feats in inline.series.items()
-    ]
-    return {"type": "merged", "name": name, "tracks": parts}
+def _inline(name: str, inline: InlineTrack) -> dict[str, Any]:
+    """A one-series inline track (a scored VCF's ``HEXAMER_SCORE``) as an igv.js bar track."""
+    (features,) = inline.series.values()
+    return {"type": "wig", "name": name, "features": features, "color": "#4a4a8a"}
 
 
 def _logos(files: Sequence[ViewFile]) -> dict[Path, list[ViewFile]]:
@@ -83,17 +87,30 @@ def _logos(files: Sequence[ViewFile]) -> dict[Path, list[ViewFile]]:
 
 
 def _logo_track(members: Sequence[ViewFile], url_of: UrlOf, name: str) -> dict[str, Any]:
-    """The four probability bigWigs as one merged track on a fixed 0-1 scale, a line per base."""
-    parts = [
-        {
-            **_file_track(t, url_of),
-            "color": BASE_COLOURS[t.label[-1]],
-            "name": t.label[-1],
-            "graphType": "line",
-        }
-        for t in members
-    ]
-    return {"type": "merged", "name": name, "tracks": parts, "autoscale": False, "min": 0, "max": 1}
+    """The four probability bigWigs as one stacked track (``hexamerlogo`` of tracks.js), read by
+    igv.js's own bigWig reader, one member per base in A C G T order."""
+    parts = [{**_file_track(t, url_of), "name": t.label[-1]} for t in members]
+    return {"type": "hexamerlogo", "name": name, "tracks": parts, "height": 60, "colors": BASE_COLOURS}
+
+
+def ism_track_name(label: str, span: float) -> str:
+    """The heat-map's name, which is its legend: rows and the colour scale."""
+    return f"{label} ISM (rows A C G T; red -{span:.3g} … 0 … +{span:.3g} blue)"
+
+
+def _ism_track(vf: ViewFile) -> tuple[dict[str, Any], int]:
+    """An ISM table as one ``hexamerism`` heat-map track (tracks.js); and how many rows were left out."""
+    table = ism_table(vf, INLINE_LIMIT)
+    span = table.span or 1.0
+    track = {
+        "type": "hexamerism",
+        "name": ism_track_name(vf.label, span),
+        "features": table.positions,
+        "span": span,
+        "height": 48,
+        "colors": BASE_COLOURS,
+    }
+    return track, table.left_out
 
 
 def _file_track(vf: ViewFile, url_of: UrlOf) -> dict[str, Any]:
@@ -128,20 +145,22 @@ def browser_config(
     for vf in files:
         if vf.path in in_logo:
             folder = in_logo[vf.path]
-            if folder in logos:  # the first of its four: the merged track goes here
+            if folder in logos:  # the first of its four: the stacked track goes here
                 name = "base probabilities (A C G T)" + (f" {folder.name}" if len(in_logo) > 4 else "")
                 tracks.append(_logo_track(logos.pop(folder), url_of, name))
             continue
         if vf.kind == "ism":
-            inline = ism_features(vf, INLINE_LIMIT)
-            tracks.append(_inline(f"{vf.label} (ISM score per alt)", inline, BASE_COLOURS))
-        else:
-            tracks.append(_file_track(vf, url_of))
-            inline = vcf_score_features(vf, INLINE_LIMIT) if vf.kind == "vcf" else None
-            if inline is not None:
-                tracks.append(_inline(f"{vf.label} HEXAMER_SCORE", inline))
-        if inline is not None and inline.left_out:
-            notes[vf.path] = f"first {inline.n_features:,} drawn, {inline.left_out:,} left out"
+            track, left_out = _ism_track(vf)
+            tracks.append(track)
+            if left_out:
+                notes[vf.path] = f"first {INLINE_LIMIT:,} SNVs drawn, {left_out:,} left out"
+            continue
+        tracks.append(_file_track(vf, url_of))
+        inline = vcf_score_features(vf, INLINE_LIMIT) if vf.kind == "vcf" else None
+        if inline is not None:
+            tracks.append(_inline(f"{vf.label} HEXAMER_SCORE", inline))
+            if inline.left_out:
+                notes[vf.path] = f"first {inline.n_features:,} drawn, {inline.left_out:,} left out"
     config: dict[str, Any] = {
         "reference": _reference(fasta, url_of),
         "tracks": tracks,
@@ -175,6 +194,7 @@ def page_html(fasta: ViewFile, files: Sequence[ViewFile], parts: PageParts) -> s
     """The whole page; igv.js is loaded from ``igv.min.js`` beside it."""
     values = {
         "PROBE": template("probe.js"),
+        "TRACKS": template("tracks.js"),
         "SIDEBAR": _sidebar(fasta, files, parts.notes),
         "CONFIG": script_json(parts.config),
     }

@@ -9,7 +9,7 @@ import numpy as np
 
 from hexamer.tracks.writers import BedGraphWriter
 from hexamer.view.files import classify
-from hexamer.view.page import browser_config, page_html, script_json
+from hexamer.view.page import browser_config, ism_track_name, page_html, script_json
 from tests.view.conftest import FASTA, VIEW
 
 
@@ -75,7 +75,30 @@ def test_one_logo_per_run(tmp_path: Path) -> None:
     names = [t["name"] for t in parts.config["tracks"]]
     assert names == ["base probabilities (A C G T) run1", "base probabilities (A C G T) run2", "prob_A"]
     logo = parts.config["tracks"][0]
-    assert [t["name"] for t in logo["tracks"]] == list("ACGT") and (logo["min"], logo["max"]) == (0, 1)
+    assert logo["type"] == "hexamerlogo" and [t["name"] for t in logo["tracks"]] == list("ACGT")
+    assert [Path(t["url"]).name for t in logo["tracks"]] == [f"prob_{b}.bw" for b in "ACGT"]
+    assert {t["format"] for t in logo["tracks"]} == {"bigwig"}  # read by igv.js's own bigWig reader
+
+
+def test_ism_heat_map_holds_every_snv_of_the_table() -> None:
+    import pysam
+
+    parts = browser_config(classify(FASTA), [classify(VIEW / "ism.tsv.bgz")], _url, None)
+    (track,) = parts.config["tracks"]
+    with pysam.TabixFile(str(VIEW / "ism.tsv.bgz"), parser=pysam.asTuple()) as tbx:  # through its index
+        rows = [r for c in tbx.contigs for r in tbx.fetch(c)]
+    snvs = [(r[0], int(r[1]), r[2], r[3], float(r[4])) for r in rows if len(r[2]) == 1 and r[3] in "ACGT"]
+    assert track["type"] == "hexamerism" and len(snvs) > 100
+    got = {
+        (f["chr"], f["start"] + 1, f["ref"], alt): v
+        for f in track["features"]
+        for alt, v in f["scores"].items()
+    }
+    assert got == {s[:4]: s[4] for s in snvs}
+    span = max(abs(s[4]) for s in snvs)
+    assert track["span"] == span and track["name"] == ism_track_name("ism", span)
+    assert all(f["end"] == f["start"] + 1 and f["ref"] not in f["scores"] for f in track["features"])
+    assert not parts.notes
 
 
 def test_malformed_inline_rows_are_named(tmp_path: Path) -> None:

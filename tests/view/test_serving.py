@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 
 from hexamer.view.assets import IGV_VERSION, igv_js_path
 from hexamer.view.files import ViewError, parse_locus
+from hexamer.view.page import ism_track_name
 from hexamer.view.serving import ViewSite, bind_socket, build_site, view_app
 from tests.view.conftest import FASTA, TRACKS, VIEW
 
@@ -61,11 +62,13 @@ def test_page_points_only_at_served_files(client: TestClient, site: ViewSite) ->
         "entropy",
         "scored",
         "scored HEXAMER_SCORE",
-        "ism (ISM score per alt)",
+        ism_track_name("ism", 3.92791),
         "regions",
     ]
     logo = config["tracks"][0]
-    assert logo["type"] == "merged" and [t["name"] for t in logo["tracks"]] == list("ACGT")
+    assert logo["type"] == "hexamerlogo" and [t["name"] for t in logo["tracks"]] == list("ACGT")
+    assert config["tracks"][4]["type"] == "hexamerism"
+    assert 'igv.registerTrackClass("hexamerlogo"' in page.text  # the track classes travel in the page
     scores = config["tracks"][3]["features"]  # one bar per scored record, at its 0-based position
     assert len(scores) == 9 and scores[0] == {"chr": "20", "start": 60308, "end": 60309, "value": -0.364474}
 
