@@ -50,6 +50,14 @@ from hexamer.server.schemas import (
 )
 from hexamer.server.settings import ServerSettings
 from hexamer.server.state import ARRIVED_AT, ServerState
+from hexamer.server.view_access import (
+    LOGIN_PATH,
+    is_view_path,
+    login,
+    login_page,
+    query_login,
+    session_cookie_ok,
+)
 from hexamer.server.worker import EngineWorker
 from hexamer.tokenizer.folder import read_json
 from hexamer.view.serving import ViewSite, view_app
@@ -244,7 +252,7 @@ class GuardMiddleware:
             await send(message)
 
         try:
-            denied = self._deny(path, headers)
+            denied = self._deny(path, headers, scope)
             if denied is not None:
                 denied.headers["Connection"] = "close"  # its body was never read
                 await denied(scope, receive, send_wrapped)
@@ -293,14 +301,18 @@ class GuardMiddleware:
 
         return receive_body
 
-    def _deny(self, path: str, headers: dict[str, str]) -> Response | None:
+    def _deny(self, path: str, headers: dict[str, str], scope: Scope) -> Response | None:
         if not self.state.worker.accepting and path not in DRAIN_PATHS:
             return error_response(503, "the server is shutting down; retry on another replica")
         if self.key is not None and path not in OPEN_PATHS:
             auth = headers.get("authorization", "")
             scheme, _, token = auth.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.key):
-                return error_response(401, "invalid or missing API key (send 'Authorization: Bearer <key>')")
+                if not is_view_path(path):
+                    return _no_key()
+                refused = self._view_refusal(path, headers, scope)
+                if refused is not None:
+                    return refused
         length = headers.get("content-length")
         if length is not None:
             try:
@@ -313,6 +325,25 @@ class GuardMiddleware:
                     f"request body of {size} bytes exceeds the limit of {self.state.settings.max_body_bytes}",
                 )
         return None
+
+    def _view_refusal(self, path: str, headers: dict[str, str], scope: Scope) -> Response | None:
+        """``/view/`` without the bearer header (a browser): its session cookie opens it; the login
+        form's post goes on to the login route; ``?key=`` logs in; anything else is 401 (the login
+        form for the page itself)."""
+        assert self.key is not None
+        if session_cookie_ok(self.key, headers.get("cookie", "")):
+            return None
+        if path == LOGIN_PATH and scope.get("method") == "POST":
+            return None  # the route checks the key
+        secure = scope.get("scheme") == "https"
+        by_query = query_login(self.key, path, scope.get("query_string", b""), secure)
+        if by_query is not None:
+            return by_query
+        return login_page(path) if path in ("/view", "/view/") else _no_key()
+
+
+def _no_key() -> Response:
+    return error_response(401, "invalid or missing API key (send 'Authorization: Bearer <key>')")
 
 
 Handler = Callable[[ServerState, HttpRequest, Any], Awaitable[Response]]
@@ -332,7 +363,7 @@ def create_app(
     ``/v1/dna/generate`` speculatively; ``head`` (a fine-tuned head folder, or a loaded
     :class:`~hexamer.finetune.apply.Predictor`) is served beside the model at ``/v1/dna/predict``;
     ``view`` (:func:`hexamer.view.build_site`) is the igv.js page of result files at ``/view/``,
-    behind the same API key. The engine thread starts with the app and stops with it."""
+    behind the same API key (a browser logs in once for a session cookie: ``view_access``). The engine thread starts with the app and stops with it."""
     if settings is None:
         settings = ServerSettings.from_options(**options)
     elif options:
@@ -433,5 +464,12 @@ def create_app(
         )
 
     if view is not None:
+        if settings.api_key:
+            key = settings.api_key.encode()
+
+            async def view_login(request: HttpRequest) -> Response:
+                return await login(request, key)
+
+            app.add_api_route(LOGIN_PATH, view_login, methods=["POST"], include_in_schema=False)
         app.mount("/view", view_app(view))
     return app

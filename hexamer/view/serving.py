@@ -56,7 +56,11 @@ def build_site(paths: Sequence[str | Path], fasta: str | Path | None, region: Lo
         )
     if not tracks:
         raise ViewError("nothing to show: give track, VCF, BED or ISM files besides the reference")
-    check_contigs(tracks, fasta_contigs(ref), region)
+    contigs = fasta_contigs(ref)
+    check_contigs(tracks, contigs, region)
+    if region is None:  # igv.js would look its default locus up on igv.org: name it outright
+        first, length = next(iter(contigs.items()))
+        region = Locus(first, 1, length)
     table: dict[str, Path] = {}
 
     def url_of(path: Path) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from http.cookies import SimpleCookie
 from pathlib import Path
 
 import httpx
@@ -10,8 +12,10 @@ import pytest
 
 from hexamer.server.app import create_app
 from hexamer.server.testing import serve_app_in_thread
+from hexamer.server.view_access import COOKIE, SESSION_S, session_cookie_ok, session_token
 from hexamer.view import build_site
 from hexamer.view.assets import igv_js_path
+from hexamer.view.browser import find_chromium, open_page
 from tests.view.conftest import FASTA, VIEW
 
 KEY = "view-key"
@@ -43,3 +47,69 @@ def test_view_files_answer_range(url: str) -> None:
     assert got.headers["content-range"] == f"bytes 10-29/{len(data)}"
     assert httpx.get(f"{url}/view/files/0/README.md", headers=auth).status_code == 404
     assert httpx.get(f"{url}/view/files/0/entropy.bw").status_code == 401
+
+
+def _session(url: str, **kwargs: object) -> httpx.Response:
+    """A login through the form; the 303 that sets the session cookie (not followed)."""
+    return httpx.post(f"{url}/view/login", data={"key": KEY}, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_browser_logs_in_once_for_a_view_only_cookie(url: str) -> None:
+    page = httpx.get(f"{url}/view/")
+    assert page.status_code == 401 and '<form method="post" action="login"' in page.text  # the login form
+    wrong = httpx.post(f"{url}/view/login", data={"key": "not-the-key"})
+    assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+    assert httpx.get(f"{url}/view/?key=not-the-key").status_code == 401
+    got = _session(url)
+    assert got.status_code == 303 and got.headers["location"] == "./"
+    cookie = SimpleCookie(got.headers["set-cookie"])[COOKIE]
+    assert cookie["httponly"] and cookie["samesite"].lower() == "strict" and cookie["path"] == "/view/"
+    assert int(cookie["max-age"]) == SESSION_S and not cookie["secure"]  # plain HTTP here
+    assert KEY not in got.headers["set-cookie"]  # a MAC of an expiry, not the key
+    jar = {"Cookie": f"{COOKIE}={cookie.value}"}
+    page = httpx.get(f"{url}/view/", headers=jar)
+    assert page.status_code == 200 and "igv.createBrowser" in page.text
+    data = (VIEW / "entropy.bw").read_bytes()
+    part = httpx.get(f"{url}/view/files/0/entropy.bw", headers={**jar, "Range": "bytes=0-9"})
+    assert part.status_code == 206 and part.content == data[:10]
+    assert httpx.get(f"{url}/view/igv.min.js", headers=jar).status_code == 200
+    # the cookie opens /view/ only: the API still wants the bearer header
+    for path in ("/v1/models", "/metrics"):
+        assert httpx.get(f"{url}{path}", headers=jar).status_code == 401
+        assert httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    assert httpx.post(f"{url}/v1/dna/score", headers=jar, json={"sequences": ["ACGT"]}).status_code == 401
+
+
+def test_query_key_logs_in_and_leaves_the_address_bar(url: str) -> None:
+    got = httpx.get(f"{url}/view/?key={KEY}")
+    assert got.status_code == 303 and got.headers["location"] == "./"
+    assert SimpleCookie(got.headers["set-cookie"])[COOKIE].value
+    with httpx.Client() as browser:  # follows the redirect with the cookie, like a browser
+        page = browser.get(f"{url}/view/?key={KEY}", follow_redirects=True)
+        assert page.status_code == 200 and page.url.path == "/view/" and not page.url.query
+        assert browser.get(f"{url}/view/files/0/entropy.bw").status_code == 200
+
+
+def test_forged_or_expired_cookies_are_refused(url: str) -> None:
+    now = int(time.time())
+    forged = session_token(b"another-key", now + 60)
+    expired = session_token(KEY.encode(), now - 1)
+    too_long = session_token(KEY.encode(), now + SESSION_S + 3600)
+    for value in (forged, expired, too_long, "garbage", f"{now + 60}.", ""):
+        jar = {"Cookie": f"{COOKIE}={value}"}
+        assert httpx.get(f"{url}/view/files/0/entropy.bw", headers=jar).status_code == 401, value
+    assert session_cookie_ok(KEY.encode(), f"{COOKIE}={session_token(KEY.encode(), now + 60)}")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(find_chromium() is None, reason="no chromium on PATH (apt-get install -y chromium)")
+def test_view_opens_in_a_browser_behind_the_key(url: str, tmp_path: Path) -> None:
+    refused = open_page(f"{url}/view/")
+    assert not refused.ready  # the login form, not the page
+    shot = tmp_path / "served.png"
+    status = open_page(f"{url}/view/?key={KEY}", screenshot=shot)
+    assert status.ready and status.errors == [] and status.offsite == [], status.raw
+    assert status.tracks == ["ideogram", "ruler", "sequence", "entropy", "scored", "scored HEXAMER_SCORE"]
+    drawn = [t["name"] for t in status.raw["dom"] if t["canvas"]]  # no bases at a whole contig's scale
+    assert drawn == ["ideogram", "ruler", "entropy", "scored", "scored HEXAMER_SCORE"], status.raw["dom"]
+    assert shot.stat().st_size > 10_000

@@ -173,3 +173,9 @@ def test_the_command_serves_over_http(served: str) -> None:
     assert got.content == data[100:200]
     assert httpx.get(served + "files/0/../../README.md").status_code == 404
     assert httpx.get(served + "files").status_code == 404
+
+
+def test_without_region_the_page_opens_on_the_first_contig() -> None:
+    site = build_site([FASTA, VIEW / "entropy.bw"], None, None)
+    # named outright: igv.js would otherwise look its default locus up on igv.org
+    assert _config(site.html)["locus"] == "20:1-440000"
