@@ -464,12 +464,17 @@ def create_app(
         )
 
     if view is not None:
-        if settings.api_key:
-            key = settings.api_key.encode()
-
-            async def view_login(request: HttpRequest) -> Response:
-                return await login(request, key)
-
-            app.add_api_route(LOGIN_PATH, view_login, methods=["POST"], include_in_schema=False)
-        app.mount("/view", view_app(view))
+        _mount_view(app, view, settings.api_key)
     return app
+
+
+def _mount_view(app: FastAPI, view: ViewSite, api_key: str | None) -> None:
+    """The igv.js page at ``/view/`` and, with an API key, the login its browser posts to."""
+    if api_key:
+        key = api_key.encode()
+
+        async def view_login(request: HttpRequest) -> Response:
+            return await login(request, key)
+
+        app.add_api_route(LOGIN_PATH, view_login, methods=["POST"], include_in_schema=False)
+    app.mount("/view", view_app(view))
