@@ -55,7 +55,6 @@ from hexamer.server.view_access import (
     is_view_path,
     login,
     login_page,
-    query_login,
     session_cookie_ok,
 )
 from hexamer.server.worker import EngineWorker
@@ -328,17 +327,13 @@ class GuardMiddleware:
 
     def _view_refusal(self, path: str, headers: dict[str, str], scope: Scope) -> Response | None:
         """``/view/`` without the bearer header (a browser): its session cookie opens it; the login
-        form's post goes on to the login route; ``?key=`` logs in; anything else is 401 (the login
-        form for the page itself)."""
+        form's post goes on to the login route; anything else is 401 (the login form for the page
+        itself)."""
         assert self.key is not None
         if session_cookie_ok(self.key, headers.get("cookie", "")):
             return None
         if path == LOGIN_PATH and scope.get("method") == "POST":
             return None  # the route checks the key
-        secure = scope.get("scheme") == "https"
-        by_query = query_login(self.key, path, scope.get("query_string", b""), secure)
-        if by_query is not None:
-            return by_query
         return login_page(path) if path in ("/view", "/view/") else _no_key()
 
 

@@ -1,8 +1,10 @@
 """A browser's way into ``/view/`` on a server with an API key.
 
 igv.js fetches the page's files itself and cannot add an ``Authorization`` header to each
-request, so the key is checked once — posted from the login form ``/view/`` shows (or given as
-``/view/?key=KEY``) — and answered with a session cookie: ``<expiry>.<HMAC-SHA256 of the expiry
+request, so the key is checked once — posted from the login form ``/view/`` shows, or by that
+page itself from ``/view/#key=KEY`` (a fragment never reaches the server, so no log or proxy
+sees it; a ``?key=`` query would land in the access log and is not accepted) — and answered with a
+session cookie: ``<expiry>.<HMAC-SHA256 of the expiry
 under the key>``, never the key itself, ``HttpOnly`` (scripts cannot read it), ``SameSite=Strict``
 (no other site's page can make the browser send it), ``Path=/view/`` and ``Secure`` over HTTPS.
 The cookie opens ``/view/`` paths only; every API route still needs the bearer header. Keys and
@@ -28,7 +30,6 @@ __all__ = [
     "is_view_path",
     "login",
     "login_page",
-    "query_login",
     "session_cookie_ok",
     "session_token",
 ]
@@ -91,34 +92,32 @@ def _with_session(response: Response, key: bytes, secure: bool) -> Response:
     return response
 
 
+_AUTO_LOGIN = """<script>
+(function () {
+  var m = /[#&]key=([^&]*)/.exec(location.hash), note = document.getElementById("note");
+  if (!m) return;
+  history.replaceState(null, "", location.pathname + location.search);  // the key leaves the address bar
+  fetch("@ACTION@", { method: "POST", body: new URLSearchParams({ key: decodeURIComponent(m[1]) }) })
+    .then(function (r) { if (r.ok) location.replace(location.pathname + location.search); else note.textContent = "Wrong key."; })
+    .catch(function (e) { note.textContent = String(e); });
+})();
+</script>"""
+
+
 def login_page(path: str, message: str = "This page needs the server's API key.") -> HTMLResponse:
     """401 with a form that posts the key to ``/view/login`` (a relative address, so it also works
-    behind a proxy that mounts the server under a prefix)."""
+    behind a proxy that mounts the server under a prefix); opened as ``/view/#key=KEY`` it posts
+    the fragment's key itself and reloads."""
     action = "login" if path.endswith("/") else "view/login"
     body = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>hexamer view: key</title></head>'
         '<body style="font:14px system-ui,sans-serif;margin:3em">'
-        f"<h1>hexamer view</h1><p>{html.escape(message)}</p>"
+        f'<h1>hexamer view</h1><p id="note">{html.escape(message)}</p>'
         f'<form method="post" action="{action}"><label>API key <input type="password" name="key" '
         'autocomplete="current-password" autofocus></label> <button type="submit">Open</button></form>'
-        "</body></html>"
+        f"{_AUTO_LOGIN.replace('@ACTION@', action)}</body></html>"
     )
     return HTMLResponse(body, status_code=401, headers={"Cache-Control": "no-store"})
-
-
-def query_login(key: bytes, path: str, query: bytes, secure: bool) -> Response | None:
-    """``GET /view/?key=KEY``: a right key is answered with the session cookie and a redirect to
-    ``/view/`` (the key leaves the address bar), a wrong one with the login page; ``None`` when the
-    request carries no ``key``."""
-    if path not in ("/view", "/view/"):
-        return None
-    given = parse_qs(query.decode("latin-1")).get("key")
-    if not given:
-        return None
-    if not _key_ok(key, given[0]):
-        return login_page(path, "Wrong key.")
-    target = "./" if path.endswith("/") else "view/"
-    return _with_session(RedirectResponse(target, status_code=303), key, secure)
 
 
 async def login(request: Request, key: bytes) -> Response:
