@@ -27,7 +27,7 @@ SCORE_FIELD = "HEXAMER_SCORE"
 
 @dataclass
 class InlineTrack:
-    """``features`` per series name (one series: a plain wig track; several: a merged track)."""
+    """``features`` per series name (the page draws a one-series track as igv.js bars)."""
 
     series: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     left_out: int = 0
