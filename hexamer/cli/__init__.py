@@ -7,6 +7,7 @@ from hexamer.cli import bench_gpu as _bench_gpu  # noqa: F401  (registers bench 
 from hexamer.cli import bench_pipelines as _bench_pipelines  # noqa: F401  (bench vep, bench embed, bench ism)
 from hexamer.cli import bench_serve as _bench_serve  # noqa: F401  (registers bench serve)
 from hexamer.cli import bench_spec as _bench_spec  # noqa: F401  (registers bench spec)
+from hexamer.cli import bench_view as _bench_view  # noqa: F401  (registers bench report)
 from hexamer.cli import design_cmd as _design_cmd  # noqa: F401  (registers design)
 from hexamer.cli import eval_cmd as _eval_cmd  # noqa: F401  (registers eval)
 from hexamer.cli import finetune_cmd as _finetune_cmd  # noqa: F401  (registers finetune)
@@ -19,6 +20,7 @@ from hexamer.cli import predict_cmd as _predict_cmd  # noqa: F401  (registers pr
 from hexamer.cli import quantize_cmd as _quantize_cmd  # noqa: F401  (registers quantize, bench quant)
 from hexamer.cli import serve_cmd as _serve_cmd  # noqa: F401  (registers serve)
 from hexamer.cli import track_cmd as _track_cmd  # noqa: F401  (registers track)
+from hexamer.cli import view_cmd as _view_cmd  # noqa: F401  (registers view, report)
 from hexamer.cli.app import app, main
 from hexamer.cli.train_cmd import register as _register_train
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
@@ -231,18 +232,28 @@ def serve(
     log_level: Annotated[
         Literal["debug", "info", "warning", "error"], typer.Option(help="Server log verbosity.")
     ] = "info",
+    view: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--view",
+            help="Result files (tracks, scored VCFs, ISM tables; a FASTA as reference) shown in igv.js at /view/ (repeat).",
+        ),
+    ] = None,
 ) -> None:
     """Serve a model over HTTP: /v1/completions, /v1/embeddings, /v1/dna/{generate,score,vep,predict}."""
     from hexamer.server.run import run_server
 
     logging.basicConfig(level=log_level.upper(), format="%(message)s", stream=sys.stderr)
+    from hexamer.view import ViewError, build_site
+
     try:
+        site = build_site(view, None, None) if view else None  # checked before the model loads
         settings = ServerSettings(**limits, draft_tokens=draft_tokens)
         application = _application(
             settings, model=model, head=head, dtype=dtype, device=device, compile_decode=compile_decode,
-            draft_model=draft_model,
+            draft_model=draft_model, view=site,
         )  # fmt: skip
-    except (ValueError, TypeError, OSError) as exc:
+    except (ViewError, ValueError, TypeError, OSError) as exc:
         fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         err_console.print(
@@ -260,6 +271,7 @@ def _application(
     device: str | None,
     compile_decode: bool | None,
     draft_model: str | None,
+    view: Any = None,
 ) -> Any:
     """The app ``serve`` runs: the engine's options built once (rows, length and KV budget come from
     ``settings``), the model opened, and the served name defaulted to the model's."""
@@ -277,4 +289,4 @@ def _application(
     carbon = Carbon.from_pretrained(path, dtype=dtype, device=device, engine=engine)
     if settings.served_model_name is None:
         settings.served_model_name = model or os.path.basename(os.path.normpath(path))
-    return create_app(carbon, settings, draft=draft_model, head=head)
+    return create_app(carbon, settings, draft=draft_model, head=head, view=view)

@@ -50,8 +50,16 @@ from hexamer.server.schemas import (
 )
 from hexamer.server.settings import ServerSettings
 from hexamer.server.state import ARRIVED_AT, ServerState
+from hexamer.server.view_access import (
+    LOGIN_PATH,
+    is_view_path,
+    login,
+    login_page,
+    session_cookie_ok,
+)
 from hexamer.server.worker import EngineWorker
 from hexamer.tokenizer.folder import read_json
+from hexamer.view.serving import ViewSite, view_app
 
 access_log = logging.getLogger("hexamer.server.access")
 log = logging.getLogger("hexamer.server")
@@ -243,7 +251,7 @@ class GuardMiddleware:
             await send(message)
 
         try:
-            denied = self._deny(path, headers)
+            denied = self._deny(path, headers, scope)
             if denied is not None:
                 denied.headers["Connection"] = "close"  # its body was never read
                 await denied(scope, receive, send_wrapped)
@@ -292,14 +300,18 @@ class GuardMiddleware:
 
         return receive_body
 
-    def _deny(self, path: str, headers: dict[str, str]) -> Response | None:
+    def _deny(self, path: str, headers: dict[str, str], scope: Scope) -> Response | None:
         if not self.state.worker.accepting and path not in DRAIN_PATHS:
             return error_response(503, "the server is shutting down; retry on another replica")
         if self.key is not None and path not in OPEN_PATHS:
             auth = headers.get("authorization", "")
             scheme, _, token = auth.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.key):
-                return error_response(401, "invalid or missing API key (send 'Authorization: Bearer <key>')")
+                if not is_view_path(path):
+                    return _no_key()
+                refused = self._view_refusal(path, headers, scope)
+                if refused is not None:
+                    return refused
         length = headers.get("content-length")
         if length is not None:
             try:
@@ -313,6 +325,21 @@ class GuardMiddleware:
                 )
         return None
 
+    def _view_refusal(self, path: str, headers: dict[str, str], scope: Scope) -> Response | None:
+        """``/view/`` without the bearer header (a browser): its session cookie opens it; the login
+        form's post goes on to the login route; anything else is 401 (the login form for the page
+        itself)."""
+        assert self.key is not None
+        if session_cookie_ok(self.key, headers.get("cookie", "")):
+            return None
+        if path == LOGIN_PATH and scope.get("method") == "POST":
+            return None  # the route checks the key
+        return login_page(path) if path in ("/view", "/view/") else _no_key()
+
+
+def _no_key() -> Response:
+    return error_response(401, "invalid or missing API key (send 'Authorization: Bearer <key>')")
+
 
 Handler = Callable[[ServerState, HttpRequest, Any], Awaitable[Response]]
 
@@ -323,13 +350,15 @@ def create_app(
     *,
     draft: str | os.PathLike[str] | Carbon | None = None,
     head: str | os.PathLike[str] | Predictor | None = None,
+    view: ViewSite | None = None,
     **options: Any,
 ) -> FastAPI:
     """The server app for a model folder (or a loaded :class:`Carbon`); ``options`` are
     :class:`ServerSettings` fields; ``draft`` (a smaller model with the same tokenizer) serves
     ``/v1/dna/generate`` speculatively; ``head`` (a fine-tuned head folder, or a loaded
-    :class:`~hexamer.finetune.apply.Predictor`) is served beside the model at ``/v1/dna/predict``.
-    The engine thread starts with the app and stops with it."""
+    :class:`~hexamer.finetune.apply.Predictor`) is served beside the model at ``/v1/dna/predict``;
+    ``view`` (:func:`hexamer.view.build_site`) is the igv.js page of result files at ``/view/``,
+    behind the same API key (a browser logs in once for a session cookie: ``view_access``). The engine thread starts with the app and stops with it."""
     if settings is None:
         settings = ServerSettings.from_options(**options)
     elif options:
@@ -429,4 +458,18 @@ def create_app(
             }
         )
 
+    if view is not None:
+        _mount_view(app, view, settings.api_key)
     return app
+
+
+def _mount_view(app: FastAPI, view: ViewSite, api_key: str | None) -> None:
+    """The igv.js page at ``/view/`` and, with an API key, the login its browser posts to."""
+    if api_key:
+        key = api_key.encode()
+
+        async def view_login(request: HttpRequest) -> Response:
+            return await login(request, key)
+
+        app.add_api_route(LOGIN_PATH, view_login, methods=["POST"], include_in_schema=False)
+    app.mount("/view", view_app(view))
