@@ -234,7 +234,7 @@ def test_a_ray_job_reads_its_input_once_for_scoring_and_writing(
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         with WorkerPool(tiny_folder, PoolSpec(workers=1), batch_size=SETTINGS["batch_size"]) as pool:
-            for name, info in (("out.vcf.gz", None), ("out.tsv", "all")):
+            for name, info in (("out.vcf.gz", None), ("out.tsv", "AC,AN"), ("all.tsv", "all")):
                 reads["bytes"][0] = reads["htslib"][0] = 0
                 out = tmp_path / name
                 run_vep_ray(
@@ -252,9 +252,12 @@ def test_a_ray_job_reads_its_input_once_for_scoring_and_writing(
         assert sum(1 for _ in written) == 20_009
     carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=SETTINGS["batch_size"])
     single = tmp_path / "single.tsv"
-    run_vep(carbon, big_vcf, FASTA, single, info_fields="all", on_note=lambda _: None, **SETTINGS)
+    run_vep(carbon, big_vcf, FASTA, single, info_fields="AC,AN", on_note=lambda _: None, **SETTINGS)
     assert (tmp_path / "out.tsv").read_bytes() == single.read_bytes()
-    assert single.read_text().splitlines()[0].endswith("info_AC\tinfo_AN\tinfo_MID\tinfo_LATE")
+    every = tmp_path / "single-all.tsv"
+    run_vep(carbon, big_vcf, FASTA, every, info_fields="all", on_note=lambda _: None, **SETTINGS)
+    assert (tmp_path / "all.tsv").read_bytes() == every.read_bytes()
+    assert every.read_text().splitlines()[0].endswith("info_AC\tinfo_AN\tinfo_MID\tinfo_LATE")
 
 
 def test_a_table_job_with_info_fields_reads_its_input_once(
