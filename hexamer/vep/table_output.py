@@ -143,10 +143,11 @@ def request_info_fields(vcf_in: PathLike, fields: str | Iterable[str] | None) ->
 
 def info_fields_note(request: InfoRequest) -> str:
     """What a job says before scoring about the names its input's header does not declare."""
+    names = request.undeclared
     return (
-        f"{request.source}: the header declares no INFO field {', '.join(request.undeclared)}; "
-        "the records are searched for it as they are scored (a name no record uses fails when the "
-        "table is written, with the scores kept for a resumed run)"
+        f"{request.source}: the header declares no INFO field {', '.join(names)}; the records are "
+        f"searched for {'it' if len(names) == 1 else 'them'} as they are scored (a name no record "
+        "uses fails when the table is written, with the scores kept for a resumed run)"
     )
 
 
