@@ -76,6 +76,8 @@ class InfoField:
         """This field of a pysam record for the row of ALT ``alt_index`` (None when absent).
         A value that is not UTF-8 text raises ``UnicodeDecodeError`` (:func:`join_info` fails
         its rows): an empty cell would pass for a record without the field."""
+        if self.id == "END":  # pysam hides END (it answers with ``rec.stop``, also without one)
+            return self._end(rec)
         try:
             if self.type == "Flag":
                 return self.id in rec.info
@@ -94,6 +96,31 @@ class InfoField:
         if self.number not in ("1", "A", "R") and value is not None:
             return str(value)
         return value
+
+    def _end(self, rec: Any) -> Any:
+        """``END`` as the record holds it (None without one), read from the record as htslib
+        writes it: ``rec.info`` never has it, and ``rec.stop`` is REF's end when it is absent."""
+        from pysam.libcutils import get_encoding_error_handler, set_encoding_error_handler
+
+        old = get_encoding_error_handler()
+        set_encoding_error_handler("surrogateescape")  # bytes of other fields are not this field's
+        try:
+            columns = str(rec).rstrip("\r\n").split("\t")
+        except (ValueError, OSError):
+            return None
+        finally:
+            set_encoding_error_handler(old)
+        info = columns[7].split(";") if len(columns) > 7 else []
+        raw = next((item[4:] for item in info if item.startswith("END=")), None)
+        if raw is None or raw == ".":
+            return None
+        raw.encode("utf-8", "surrogateescape").decode("utf-8")  # not UTF-8 text: UnicodeDecodeError
+        if self.number == "1" and self.type in ("Integer", "Float"):
+            try:
+                return int(raw) if self.type == "Integer" else float(raw)
+            except ValueError:
+                return None  # not a number: the row fails (:func:`malformed_number`)
+        return raw
 
 
 @dataclass(frozen=True)
@@ -225,8 +252,10 @@ class InfoKeeper:
         try:
             if self._wanted is None:
                 keys = [k for k in rec.info if k not in known]
+                if "END" not in known and "END" in rec.header.info:  # ``rec.info`` hides END
+                    keys.append("END")
             else:
-                keys = [k for k in self._wanted if k in rec.info]
+                keys = [k for k in self._wanted if k in (rec.header.info if k == "END" else rec.info)]
                 self._wanted = [k for k in self._wanted if k not in keys]
             return [InfoField(k, str(rec.header.info[k].number), str(rec.header.info[k].type)) for k in keys]
         except (UnicodeDecodeError, ValueError, KeyError, OSError):
