@@ -237,27 +237,30 @@ class InfoKeeper:
         values of each written to ``sink`` as they pass."""
         known = {f.id for f in self.fields}
         numeric = [f for f in self.fields if f.type in ("Integer", "Float")]
+        declared = -1  # the INFO fields the header declared when it was last looked at
         for record in records:
             if record.record is not None and self._wanted != []:
-                for new in self._learn(record.record, known):
-                    self.fields.append(new)
-                    known.add(new.id)
-                    if new.type in ("Integer", "Float"):
-                        numeric.append(new)
+                header = record.record.header
+                # htslib declares a tag as it meets it: a record that used a new one grew the header
+                if len(header.info) != declared:
+                    declared = len(header.info)
+                    for new in self._learn(header, known):
+                        self.fields.append(new)
+                        known.add(new.id)
+                        if new.type in ("Integer", "Float"):
+                            numeric.append(new)
             sink.write(json.dumps(_capture(record, self.fields, numeric)).encode() + b"\n")
             yield dataclasses.replace(record, record=None, text=None)
 
-    def _learn(self, rec: Any, known: set[str]) -> list[InfoField]:
-        """The fields ``rec`` uses that are not kept yet, as its header declares them now."""
+    def _learn(self, header: Any, known: set[str]) -> list[InfoField]:
+        """The fields ``header`` declares now that are looked for and not kept yet."""
         try:
             if self._wanted is None:
-                keys = [k for k in rec.info if k not in known]
-                if "END" not in known and "END" in rec.header.info:  # ``rec.info`` hides END
-                    keys.append("END")
+                keys = [k for k in header.info if k not in known]
             else:
-                keys = [k for k in self._wanted if k in (rec.header.info if k == "END" else rec.info)]
+                keys = [k for k in self._wanted if k in header.info]
                 self._wanted = [k for k in self._wanted if k not in keys]
-            return [InfoField(k, str(rec.header.info[k].number), str(rec.header.info[k].type)) for k in keys]
+            return [InfoField(k, str(header.info[k].number), str(header.info[k].type)) for k in keys]
         except (UnicodeDecodeError, ValueError, KeyError, OSError):
             return []  # a tag htslib cannot name: its column stays empty, as a second read leaves it
 
