@@ -192,10 +192,15 @@ def finetune(
             bar.stop()
     except (ValueError, FileNotFoundError, ImportError) as exc:
         fail(exc)
+    _print_summary(result, folds is not None, as_json)
+
+
+def _print_summary(result: Any, kfold: bool, as_json: bool) -> None:
+    """The run's summary: JSON, the folds' test metric, or the model's metrics and where it is."""
     summary = result.summary()
     if as_json:
         print_json(summary)
-    elif folds is not None:
+    elif kfold:
         _print_folds(summary)
     else:
         _print_run(summary, result)

@@ -218,12 +218,7 @@ def predict(
 
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     job = _check_inputs(input_file, bed, vcf, fasta, resume)
-    if ray is not None and job != "variants":
-        raise typer.BadParameter("--ray scales out --vcf jobs", param_hint="'--ray'")
-    _check_out(out, job, resume)
-    for option in variant.given():
-        if job != "variants":
-            raise typer.BadParameter(f"{option} is for --vcf jobs", param_hint=f"'{option}'")
+    _check_job_options(job, out, resume, variant, ray)
     try:
         check_head_folder(model)  # a plain LM folder is a usage error before any weights load
     except HeadFolderError as exc:
@@ -238,6 +233,24 @@ def predict(
         summary["plot"] = _plot(variant.plot, summary.pop("result"), model)
     else:
         summary = _records(model, input_file, bed, fasta, out, rc_average, batch_size, dtype, device)
+    _print_summary(summary, out, as_json)
+    fail_if_none_ok(summary["status_counts"], "predicted", table=True)
+
+
+def _check_job_options(
+    job: str, out: Path, resume: bool, variant: VariantOptions, ray: RayRun | None
+) -> None:
+    """The output, and the options only a ``--vcf`` job takes (``--ray`` among them)."""
+    if ray is not None and job != "variants":
+        raise typer.BadParameter("--ray scales out --vcf jobs", param_hint="'--ray'")
+    _check_out(out, job, resume)
+    for option in variant.given():
+        if job != "variants":
+            raise typer.BadParameter(f"{option} is for --vcf jobs", param_hint=f"'{option}'")
+
+
+def _print_summary(summary: dict[str, Any], out: Path, as_json: bool) -> None:
+    """The job's summary: JSON (on stderr when standard output carries the VCF), or one line."""
     if as_json and is_stdio(out):  # standard output carries the VCF itself
         print(json.dumps(summary, default=str), file=sys.stderr)
     elif as_json:
@@ -247,7 +260,6 @@ def predict(
         (err_console if is_stdio(out) else console).print(
             f"wrote {shown} ({describe_counts(summary['status_counts'])})"
         )
-    fail_if_none_ok(summary["status_counts"], "predicted", table=True)
 
 
 def _variants(

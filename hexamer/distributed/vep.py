@@ -31,7 +31,7 @@ from hexamer.vep.job import VepRunResult, check_job_paths, write_job_output
 from hexamer.vep.rows import row_schema
 from hexamer.vep.scoring import settings_from
 from hexamer.vep.settings import ROW_COLUMNS, VepSettings
-from hexamer.vep.table_output import keep_info, resolve_info_fields
+from hexamer.vep.table_output import InfoKeeper, info_fields_note, request_info_fields
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
@@ -112,7 +112,10 @@ def run_vep(
     run = ShardRun(Path(output), shard_records, max_attempts, resume, fault, on_note, on_progress)
     kind = check_job_paths(vcf, fasta, run.out)
     requested = settings_from(settings, fields)
-    info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
+    request = request_info_fields(vcf, info_fields) if kind == "table" else None
+    info = InfoKeeper(request) if request is not None else None
+    if request is not None and request.undeclared:
+        run.note(info_fields_note(request))
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     fasta_path = str(Path(fasta).resolve())
     read_vcf(vcf).close()  # a bad header fails now, before any actor starts
@@ -124,18 +127,17 @@ def run_vep(
     extra = dict(extra_columns or {})
     if extra:
         job["extra_columns"] = list(extra)
-    view = WriterView() if kind == "vcf" else None
+    view = WriterView() if kind == "vcf" or info is not None else None  # the header after the pass
     with contextlib.ExitStack() as stack:
 
         def shards(size: int) -> Iterator[Shard[VcfRecord]]:
             """The one pass over the records (every run reads them all, resumed or not); for a
             VCF output it keeps what the writer needs, its lines in the run folder."""
-            if view is not None:  # called once the run folder holds this job
+            if view is not None and kind == "vcf":  # called once the run folder holds this job
                 view.body = stack.enter_context(open(run_folder(run.out) / _BODY, "wb"))
-            records = read_vcf(vcf, view=view, keep_records=bool(info))
-            if info:  # and the INFO values a table's columns take
-                sink = stack.enter_context(open(run_folder(run.out) / _INFO, "wb"))
-                records = keep_info(records, info, sink)
+            records = read_vcf(vcf, view=view, keep_records=info is not None)
+            if info is not None:  # and the INFO values a table's columns take
+                records = info.keep(records, stack.enter_context(open(run_folder(run.out) / _INFO, "wb")))
             return shards_of(records, size)
 
         workers_pool = stack.enter_context(pool_for(pool, model, requested.batch_size))
@@ -157,5 +159,5 @@ def run_vep(
         clean_up=store.remove,
         extra_columns=extra,
         source=view,
-        info_kept=run_folder(run.out) / _INFO if info else None,
+        info_kept=run_folder(run.out) / _INFO if info is not None else None,
     )

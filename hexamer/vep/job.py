@@ -55,7 +55,7 @@ from hexamer.vep.rows import Row
 from hexamer.vep.scoring import iter_record_blocks, settings_from
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import reason_category
-from hexamer.vep.table_output import join_info, join_kept_info, keep_info, resolve_info_fields, write_rows
+from hexamer.vep.table_output import InfoKeeper, info_fields_note, request_info_fields, write_rows
 from hexamer.vep.units import RunnerFactory
 from hexamer.vep.vcf_output import VcfWriteResult
 
@@ -279,8 +279,10 @@ def run_vep(
     continues from the sidecar (or starts over when there is none). ``renames`` maps VCF contig
     names to FASTA ones (a bcftools ``--rename-chrs`` file or a dict). ``info_fields`` (names, a
     comma-separated string, or ``"all"``) adds those INFO fields of the input to a table output
-    as ``info_NAME`` columns (see :func:`~hexamer.vep.table_output.resolve_info_fields`); it is checked
-    before any scoring. A VCF output carries provenance header lines (``##hexamer_version``,
+    as ``info_NAME`` columns (see :func:`~hexamer.vep.table_output.resolve_info_fields`): a name
+    the header declares is checked before any scoring, one it does not is looked for in the records
+    as they are scored (a name no record uses fails when the table is written, the scores kept for
+    ``resume``). A VCF output carries provenance header lines (``##hexamer_version``,
     ``##hexamer_model``, ``##hexamer_settings``, ``##hexamer_command``: the command that started
     the job) and names in ``on_note`` the rejects table of records it could not hold.
     ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
@@ -294,7 +296,10 @@ def run_vep(
     checked = settings_from(settings, fields).checked(carbon, on_note=on_note)
     if calibration is not None:
         calibration.check(carbon, checked)
-    info = resolve_info_fields(vcf, info_fields) if info_fields and kind == "table" else None
+    request = request_info_fields(vcf, info_fields) if kind == "table" else None
+    info = InfoKeeper(request) if request is not None else None
+    if request is not None and request.undeclared:
+        note(info_fields_note(request))
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     extra = dict(extra_columns or {})
     meta = _job_meta(vcf, fasta, out, checked, carbon.backend.fingerprint(), renames, extra)
@@ -303,15 +308,15 @@ def run_vep(
         side, meta, checked, resume, ChunkStore(side, note, tuple(extra))
     )
     n_resumed = len(done)
-    view = WriterView() if kind == "vcf" else None
+    view = WriterView() if kind == "vcf" or info is not None else None  # the header after the pass
     try:
         with contextlib.ExitStack() as stack:
             reference = stack.enter_context(Reference(fasta, renames=renames))
-            if view is not None:  # the one pass that scores the input keeps what the writer needs
-                view.body = stack.enter_context(open(side / _BODY, "wb"))
-            records = read_vcf(vcf, view=view, keep_records=bool(info))
-            if info:  # and the INFO values a table's columns take
-                records = keep_info(records, info, stack.enter_context(open(side / _INFO, "wb")))
+            if view is not None and kind == "vcf":  # the one pass that scores the input keeps
+                view.body = stack.enter_context(open(side / _BODY, "wb"))  # what the writer needs
+            records = read_vcf(vcf, view=view, keep_records=info is not None)
+            if info is not None:  # and the INFO values a table's columns take
+                records = info.keep(records, stack.enter_context(open(side / _INFO, "wb")))
             blocks = iter_record_blocks(
                 carbon,
                 records,
@@ -344,7 +349,7 @@ def run_vep(
         clean_up=lambda: shutil.rmtree(side, ignore_errors=True),
         extra_columns=extra,
         source=view,
-        info_kept=side / _INFO if info else None,
+        info_kept=side / _INFO if info is not None else None,
     )
 
 
@@ -439,7 +444,7 @@ def write_job_output(
     model: str,
     command: str,
     contigs: Any,
-    info: Any,
+    info: InfoKeeper | None,
     calibration: Calibration | None,
     note: Callable[[str], None],
     n_resumed: int,
@@ -450,8 +455,10 @@ def write_job_output(
 ) -> VepRunResult:
     """Write a finished job's rows (in input order) as ``out`` with its provenance, calibrated when
     asked, counting them as they go; ``clean_up`` then removes the job's checkpoint. ``source``
-    and ``info_kept`` (:func:`~hexamer.vep.table_output.keep_info`'s file) are what the pass that
-    scored the input kept of it for the writer, so it is not read again."""
+    (with the header after the pass) and ``info_kept`` (the file ``info``, an
+    :class:`~hexamer.vep.table_output.InfoKeeper`, wrote) are what the pass that scored the input
+    kept of it for the writer, so it is not read again. A table's ``info_*`` columns are decided
+    here: a field no record used raises ``ValueError`` before anything is written or removed."""
     tally = _Tally()
     provenance = {
         "version": __version__,
@@ -459,18 +466,27 @@ def write_job_output(
         "settings": ",".join(f"{k}={v}" for k, v in checked.as_dict().items()),
         "command": command,
     }
-    if info:  # a table: its INFO columns first, so that a row they fail is counted as failed
-        rows = join_kept_info(rows, info_kept, info) if info_kept is not None else join_info(rows, vcf, info)
+    columns = None
+    if info is not None:  # a table: its INFO columns first, so that a row they fail is counted as failed
+        if source is None or source.header is None or info_kept is None:
+            raise ValueError("the INFO columns of a table need what the scoring pass kept")
+        try:
+            columns, rows = info.join(rows, info_kept, source.header)
+        except ValueError as exc:
+            raise ValueError(
+                f"{exc}; the scores are kept: resume the job with INFO fields the input has to write "
+                "the table without scoring again"
+            ) from exc
     rows = tally.watch(rows)
     if calibration is not None:
         rows = calibration.annotate(rows)
     result: VcfWriteResult | int
-    if info:
+    if columns is not None:
         result = write_rows(
             out,
             rows,
             presorted=True,
-            info=info,
+            info=columns,
             calibrated=calibration is not None,
             extra_columns=tuple(extra_columns or ()),
         )

@@ -29,9 +29,11 @@ __all__ = [
     "INFO_COLUMN_PREFIX",
     "TABLE_BATCH_ROWS",
     "InfoField",
+    "InfoKeeper",
+    "InfoRequest",
+    "info_fields_note",
     "join_info",
-    "join_kept_info",
-    "keep_info",
+    "request_info_fields",
     "resolve_info_fields",
     "write_rows",
 ]
@@ -74,6 +76,8 @@ class InfoField:
         """This field of a pysam record for the row of ALT ``alt_index`` (None when absent).
         A value that is not UTF-8 text raises ``UnicodeDecodeError`` (:func:`join_info` fails
         its rows): an empty cell would pass for a record without the field."""
+        if self.id == "END":  # pysam hides END (it answers with ``rec.stop``, also without one)
+            return self._end(rec)
         try:
             if self.type == "Flag":
                 return self.id in rec.info
@@ -93,30 +97,109 @@ class InfoField:
             return str(value)
         return value
 
+    def _end(self, rec: Any) -> Any:
+        """``END`` as the record holds it (None without one), read from the record as htslib
+        writes it: ``rec.info`` never has it, and ``rec.stop`` is REF's end when it is absent."""
+        from pysam.libcutils import get_encoding_error_handler, set_encoding_error_handler
+
+        old = get_encoding_error_handler()
+        set_encoding_error_handler("surrogateescape")  # bytes of other fields are not this field's
+        try:
+            columns = str(rec).rstrip("\r\n").split("\t")
+        except (ValueError, OSError):
+            return None
+        finally:
+            set_encoding_error_handler(old)
+        info = columns[7].split(";") if len(columns) > 7 else []
+        raw = next((item[4:] for item in info if item.startswith("END=")), None)
+        if raw is None or raw == ".":
+            return None
+        raw.encode("utf-8", "surrogateescape").decode("utf-8")  # not UTF-8 text: UnicodeDecodeError
+        if self.number == "1" and self.type in ("Integer", "Float"):
+            try:
+                return int(raw) if self.type == "Integer" else float(raw)
+            except ValueError:
+                return None  # not a number: the row fails (:func:`malformed_number`)
+        return raw
+
+
+@dataclass(frozen=True)
+class InfoRequest:
+    """The INFO fields a job was asked for (``--info-fields``), as far as the input's header tells
+    before any record is read: the columns are decided by :meth:`columns` once the records were
+    read (htslib declares a tag the records use without declaring it as it meets it)."""
+
+    #: the input, named in errors
+    source: str
+    #: the names asked for, in order; None: every field
+    names: tuple[str, ...] | None
+    #: the fields the header declares that are kept: those named, or every one
+    declared: tuple[InfoField, ...]
+
+    @property
+    def undeclared(self) -> tuple[str, ...]:
+        """Names the header does not declare: a record may use them (a String), or none does."""
+        known = {f.id for f in self.declared}
+        return tuple(n for n in self.names or () if n not in known)
+
+    def columns(self, header: Any) -> list[InfoField]:
+        """The chosen fields as ``header`` declares them once the records were read (every
+        declared field in its order for ``all``, else the names in their order); a name it does
+        not declare raises ``ValueError`` naming the file and the fields it has."""
+        declared = {key: (str(meta.number), str(meta.type)) for key, meta in header.info.items()}
+        names = list(declared) if self.names is None else list(self.names)
+        unknown = [n for n in names if n not in declared]
+        if unknown:
+            shown = ", ".join(declared) or "none"
+            raise ValueError(f"{self.source}: no INFO field {', '.join(unknown)} (its INFO fields: {shown})")
+        return [InfoField(n, *declared[n]) for n in names]
+
+
+def request_info_fields(vcf_in: PathLike, fields: str | Iterable[str] | None) -> InfoRequest | None:
+    """The INFO fields named by ``fields`` (names, one comma-separated string, or ``"all"``; None or
+    no name: None), reading the header of ``vcf_in`` only."""
+    if fields is None:
+        return None
+    names = [n.strip() for n in (fields.split(",") if isinstance(fields, str) else fields)]
+    names = [n for n in dict.fromkeys(names) if n]
+    if not names:
+        return None
+    with open_variant_file(vcf_in) as source:
+        return _request(os.fspath(vcf_in), names, source.header)
+
+
+def info_fields_note(request: InfoRequest) -> str:
+    """What a job says before scoring about the names its input's header does not declare."""
+    names = request.undeclared
+    return (
+        f"{request.source}: the header declares no INFO field {', '.join(names)}; the records are "
+        f"searched for {'it' if len(names) == 1 else 'them'} as they are scored (a name no record "
+        "uses fails when the table is written, with the scores kept for a resumed run)"
+    )
+
+
+def _request(source: str, names: list[str], header: Any) -> InfoRequest:
+    every = names == ["all"]
+    declared = {key: (str(meta.number), str(meta.type)) for key, meta in header.info.items()}
+    kept = list(declared) if every else [n for n in names if n in declared]
+    return InfoRequest(
+        source, None if every else tuple(names), tuple(InfoField(n, *declared[n]) for n in kept)
+    )
+
 
 def resolve_info_fields(vcf_in: PathLike, fields: str | Iterable[str] | None) -> list[InfoField]:
     """The INFO fields named by ``fields`` (names, one comma-separated string, or ``"all"``) as
     declared by the header of ``vcf_in``; a field its records use without declaring it is a
-    String. An unknown name raises ``ValueError`` naming the file and the fields it has, so a
-    typo fails before any scoring. ``all`` and undeclared names cost one read of the input."""
-    if fields is None:
+    String. An unknown name raises ``ValueError`` naming the file and the fields it has. ``all``
+    and undeclared names cost one read of the input (a job learns them from its one pass instead:
+    :class:`InfoKeeper`)."""
+    request = request_info_fields(vcf_in, fields)
+    if request is None:
         return []
-    names = [n.strip() for n in (fields.split(",") if isinstance(fields, str) else fields)]
-    names = [n for n in dict.fromkeys(names) if n]
-    with open_variant_file(vcf_in) as source:
-        declared = {key: (str(meta.number), str(meta.type)) for key, meta in source.header.info.items()}
-    if names == ["all"] or any(n not in declared for n in names):
-        header, _, _ = complete_header(vcf_in)
-        declared = {key: (str(meta.number), str(meta.type)) for key, meta in header.info.items()}
-    if names == ["all"]:
-        names = list(declared)
-    unknown = [n for n in names if n not in declared]
-    if unknown:
-        shown = ", ".join(declared) or "none"
-        raise ValueError(
-            f"{os.fspath(vcf_in)}: no INFO field {', '.join(unknown)} (its INFO fields: {shown})"
-        )
-    return [InfoField(n, *declared[n]) for n in names]
+    if request.names is not None and not request.undeclared:
+        return list(request.declared)
+    header, _, _ = complete_header(vcf_in)
+    return request.columns(header)
 
 
 def join_info(
@@ -133,61 +216,119 @@ def join_info(
     return _join(rows, _captured(read_vcf(vcf_in, keep_records=True), fields), fields)
 
 
-def keep_info(
-    records: Iterable[VcfRecord], fields: Iterable[InfoField], sink: IO[bytes]
-) -> Iterator[VcfRecord]:
-    """``records`` (read with ``keep_records``) passed on without their pysam records, the chosen
-    INFO fields of each written to ``sink`` as they pass, one JSON line per record (values are
-    None, flags, numbers, NaN and infinities included, or text; never pickled: a sidecar is data,
-    not code): the pass that scores the input keeps what :func:`join_kept_info` needs, so the input
-    is not read again for them."""
-    fields = list(fields)
-    numeric = [f for f in fields if f.type in ("Integer", "Float")]
-    for record in records:
-        sink.write(json.dumps(_capture(record, fields, numeric)).encode() + b"\n")
-        yield dataclasses.replace(record, record=None, text=None)
+class InfoKeeper:
+    """The INFO values a table's ``info_*`` columns take, kept by the pass that scores the input so
+    that it is read once: one JSON line per record (values are None, flags, numbers, NaN and
+    infinities included, or text; never pickled: a sidecar is data, not code). The fields the
+    header declares are kept from the first record; a tag the records use without declaring it
+    (which htslib declares as it meets it) is learnt where it first appears, so a line holds the
+    values of the fields known when it was written. The columns are decided when the table is
+    written (:meth:`join`), from the header htslib holds after the pass."""
 
+    def __init__(self, request: InfoRequest) -> None:
+        self.request = request
+        #: the fields kept so far, in the order of a line's values
+        self.fields: list[InfoField] = list(request.declared)
+        #: undeclared names still looked for; None: every tag a record uses
+        self._wanted: list[str] | None = None if request.names is None else list(request.undeclared)
 
-def join_kept_info(
-    rows: Iterable[Mapping[str, Any]], kept: PathLike, fields: Iterable[InfoField]
-) -> Iterator[dict[str, Any]]:
-    """:func:`join_info` from the values :func:`keep_info` wrote to the file ``kept``."""
+    def keep(self, records: Iterable[VcfRecord], sink: IO[bytes]) -> Iterator[VcfRecord]:
+        """``records`` (read with ``keep_records``) passed on without their pysam records, the
+        values of each written to ``sink`` as they pass."""
+        known = {f.id for f in self.fields}
+        numeric = [f for f in self.fields if f.type in ("Integer", "Float")]
+        declared = -1  # the INFO fields the header declared when it was last looked at
+        for record in records:
+            if record.record is not None and self._wanted != []:
+                header = record.record.header
+                # htslib declares a tag as it meets it: a record that used a new one grew the header
+                if len(header.info) != declared:
+                    declared = len(header.info)
+                    for new in self._learn(header, known):
+                        self.fields.append(new)
+                        known.add(new.id)
+                        if new.type in ("Integer", "Float"):
+                            numeric.append(new)
+            sink.write(json.dumps(_capture(record, self.fields, numeric)).encode() + b"\n")
+            yield dataclasses.replace(record, record=None, text=None)
 
-    def entries() -> Iterator[_Kept]:
-        with open(kept, "rb") as f:
-            for line in f:
-                index, malformed, per_alt = json.loads(line)
-                yield index, malformed, [(values, fail) for values, fail in per_alt]
+    def _learn(self, header: Any, known: set[str]) -> list[InfoField]:
+        """The fields ``header`` declares now that are looked for and not kept yet."""
+        try:
+            if self._wanted is None:
+                keys = [k for k in header.info if k not in known]
+            else:
+                keys = [k for k in self._wanted if k in header.info]
+                self._wanted = [k for k in self._wanted if k not in keys]
+            return [InfoField(k, str(header.info[k].number), str(header.info[k].type)) for k in keys]
+        except (UnicodeDecodeError, ValueError, KeyError, OSError):
+            return []  # a tag htslib cannot name: its column stays empty, as a second read leaves it
 
-    return _join(rows, entries(), list(fields))
+    def join(
+        self, rows: Iterable[Mapping[str, Any]], kept: PathLike, header: Any
+    ) -> tuple[list[InfoField], Iterator[dict[str, Any]]]:
+        """``(columns, rows)``: the chosen fields as ``header`` (the input's, after the pass)
+        declares them (:meth:`InfoRequest.columns`, which raises ``ValueError`` for a name no
+        record used) and the rows with those columns, from the values :meth:`keep` wrote to the
+        file ``kept``, as :func:`join_info` fills them by reading the input again."""
+        columns = self.request.columns(header)
+        at = {f.id: i for i, f in enumerate(columns)}
+        where = [at.get(f.id) for f in self.fields]
+
+        def entries() -> Iterator[_Kept]:
+            with open(kept, "rb") as f:
+                for line in f:
+                    index, malformed, per_alt = json.loads(line)
+                    yield index, malformed, [_placed(v, fails, where, len(columns)) for v, fails in per_alt]
+
+        return columns, _join(rows, entries(), columns)
 
 
 #: a record's INFO values as the table needs them: its index, the reason its numbers fail (or
-#: None), and per ALT index the values of the fields and the reason they fail (or None)
+#: None), and per ALT index the values of the columns and the reason they fail (or None)
 _Kept = tuple[int, "str | None", list[tuple[list[Any], "str | None"]]]
+#: per ALT index as captured: the values of the fields kept, and ``[position, reason]`` of each
+#: value that is not UTF-8 text (or None)
+_Captured = tuple[int, "str | None", list[tuple[list[Any], "list[list[Any]] | None"]]]
+
+
+def _placed(
+    values: list[Any], fails: list[list[Any]] | None, where: list[int | None], n: int
+) -> tuple[list[Any], str | None]:
+    """Captured values in column order (``where``: the column of each kept field, None for one
+    that is no column); the reason is the failing field's in the last column, as a read names it."""
+    out: list[Any] = [None] * n
+    # a line is shorter than `where` when fields were learnt after it was written
+    for value, column in zip(values, where, strict=False):
+        if column is not None:
+            out[column] = value
+    placed = [(where[i], reason) for i, reason in fails or () if where[i] is not None]
+    return out, max(placed)[1] if placed else None
 
 
 def _captured(records: Iterable[VcfRecord], fields: list[InfoField]) -> Iterator[_Kept]:
     numeric = [f for f in fields if f.type in ("Integer", "Float")]
+    identity: list[int | None] = list(range(len(fields)))
     for record in records:
-        yield _capture(record, fields, numeric)
+        index, malformed, per_alt = _capture(record, fields, numeric)
+        yield index, malformed, [_placed(v, fails, identity, len(fields)) for v, fails in per_alt]
 
 
-def _capture(record: VcfRecord, fields: list[InfoField], numeric: list[InfoField]) -> _Kept:
+def _capture(record: VcfRecord, fields: list[InfoField], numeric: list[InfoField]) -> _Captured:
     malformed = malformed_number(record, numeric) if numeric else None
-    per_alt: list[tuple[list[Any], str | None]] = []
+    per_alt: list[tuple[list[Any], list[list[Any]] | None]] = []
     for alt_index in range(max(1, len(record.alts))):
         values: list[Any] = []
-        fail: str | None = None
-        for field in fields:
+        fails: list[list[Any]] = []
+        for position, field in enumerate(fields):
             value = None
             if record.record is not None:
                 try:
                     value = field.value(record.record, alt_index)
                 except UnicodeDecodeError as exc:
-                    fail = _undecodable_info(record, field, exc)  # the last one named, as before
+                    fails.append([position, _undecodable_info(record, field, exc)])
             values.append(value)
-        per_alt.append((values, fail))
+        per_alt.append((values, fails or None))
     return record.index, malformed, per_alt
 
 

@@ -422,9 +422,36 @@ def test_tables_carry_the_chosen_info_fields(carbon: Carbon, tmp_path: Path) -> 
     assert by_id["good"][0]["info_CLNSIG"] == "Pathogenic" and by_id["good"][0]["info_DB"] is True
     assert by_id["duplicate"][1]["info_CLNSIG"] == "Benign" and by_id["duplicate"][1]["info_DB"] is False
     assert by_id["bad_pos"][0]["info_AF"] is None  # a line htslib cannot parse has no INFO
-    with pytest.raises(ValueError, match="no INFO field"):  # a typo fails before any scoring
-        run_vep(carbon, hostile, FASTA, tmp_path / "x.tsv", window=600, info_fields="CLNSIGG")
-    assert not (tmp_path / "x.tsv").exists() and not (tmp_path / ".x.tsv.hexamer-resume").exists()
+    # a name the header does not declare is said before scoring and looked for in the records as
+    # they are scored (the input is read once); one no record uses fails when the table is written,
+    # and the scores are kept: the job resumed with the right name writes it without scoring again
+    notes: list[str] = []
+    with pytest.raises(ValueError, match=r"no INFO field CLNSIGG \(its INFO fields: AF, CLNSIG, DB, SVTYPE"):
+        run_vep(
+            carbon,
+            hostile,
+            FASTA,
+            tmp_path / "x.tsv",
+            window=600,
+            info_fields="CLNSIGG",
+            on_note=notes.append,
+        )
+    assert "declares no INFO field CLNSIGG" in notes[0]
+    assert not (tmp_path / "x.tsv").exists() and (tmp_path / ".x.tsv.hexamer-resume").exists()
+    fixed = run_vep(
+        carbon,
+        hostile,
+        FASTA,
+        tmp_path / "x.tsv",
+        window=600,
+        info_fields="CLNSIG",
+        resume=True,
+        on_note=notes.append,
+    )
+    assert fixed.n_resumed == fixed.n_rows and not (tmp_path / ".x.tsv.hexamer-resume").exists()
+    lines = (tmp_path / "x.tsv").read_text(encoding="utf-8").splitlines()
+    written = [row["info_CLNSIG"] or None for row in csv.DictReader(lines, delimiter="\t")]
+    assert written == pq.read_table(out).column("info_CLNSIG").to_pylist()
 
 
 def test_a_record_htslib_will_not_write_becomes_a_stand_in_with_its_alleles(

@@ -68,16 +68,24 @@ class _Counted:
         return getattr(self._f, name)
 
 
-@pytest.fixture
-def big_vcf(tmp_path: Path) -> Path:
-    """The slice's records, then 20,000 on a contig the FASTA lacks (skipped without model work)."""
+def _big_vcf(path: Path, undeclared: bool = True) -> Path:
+    """The slice's records, then 20,000 on a contig the FASTA lacks (skipped without model work),
+    two of them with INFO tags the header does not declare (``MID``, then ``LATE`` on the last)
+    when ``undeclared``."""
     text = SLICE_VCF.read_text()
     head, _, body = text.partition("#CHROM")
     line, _, records = body.partition("\n")
-    filler = "".join(f"chrUn\t{1000 + i}\tfill{i}\tA\tG\t50\tPASS\t.\n" for i in range(20_000))
-    path = tmp_path / "calls.vcf"
+    tags = {10_000: "MID=1", 19_999: "LATE=yes;MID=2"} if undeclared else {}
+    filler = "".join(
+        f"chrUn\t{1000 + i}\tfill{i}\tA\tG\t50\tPASS\t{tags.get(i, '.')}\n" for i in range(20_000)
+    )
     path.write_text(head + "##contig=<ID=chrUn>\n#CHROM" + line + "\n" + records + filler)
     return path
+
+
+@pytest.fixture
+def big_vcf(tmp_path: Path) -> Path:
+    return _big_vcf(tmp_path / "calls.vcf")
 
 
 @pytest.fixture
@@ -191,10 +199,10 @@ def test_what_the_pass_keeps_writes_the_vcf_a_second_read_writes(
 
 
 def test_a_bcf_input_is_read_once_for_scoring_and_writing(
-    carbon: Carbon, big_vcf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    carbon: Carbon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pass copies a BCF's records as they are (an uncompressed BCF in the sidecar)."""
-    bcf = _as_bcf(big_vcf, tmp_path)
+    bcf = _as_bcf(_big_vcf(tmp_path / "declared.vcf", undeclared=False), tmp_path)
     opens = [0]
     real = pysam.VariantFile
 
@@ -226,14 +234,15 @@ def test_a_ray_job_reads_its_input_once_for_scoring_and_writing(
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         with WorkerPool(tiny_folder, PoolSpec(workers=1), batch_size=SETTINGS["batch_size"]) as pool:
-            for name, info in (("out.vcf.gz", None), ("out.tsv", "AC,AN")):
+            for name, info in (("out.vcf.gz", None), ("out.tsv", "AC,AN"), ("all.tsv", "all")):
                 reads["bytes"][0] = reads["htslib"][0] = 0
                 out = tmp_path / name
                 run_vep_ray(
                     None, big_vcf, FASTA, out, pool=pool, info_fields=info, on_note=lambda _: None, **SETTINGS
                 )
                 # the header checked before the actors start (and read for the INFO fields'
-                # declarations), then the one pass over the records
+                # declarations), then the one pass over the records: the tags the header does
+                # not declare are learnt by that pass
                 assert reads["htslib"][0] == (3 if info else 2)
                 assert size <= reads["bytes"][0] < 1.1 * size
     finally:
@@ -245,6 +254,10 @@ def test_a_ray_job_reads_its_input_once_for_scoring_and_writing(
     single = tmp_path / "single.tsv"
     run_vep(carbon, big_vcf, FASTA, single, info_fields="AC,AN", on_note=lambda _: None, **SETTINGS)
     assert (tmp_path / "out.tsv").read_bytes() == single.read_bytes()
+    every = tmp_path / "single-all.tsv"
+    run_vep(carbon, big_vcf, FASTA, every, info_fields="all", on_note=lambda _: None, **SETTINGS)
+    assert (tmp_path / "all.tsv").read_bytes() == every.read_bytes()
+    assert every.read_text().splitlines()[0].endswith("info_AC\tinfo_AN\tinfo_MID\tinfo_LATE")
 
 
 def test_a_table_job_with_info_fields_reads_its_input_once(
@@ -259,9 +272,61 @@ def test_a_table_job_with_info_fields_reads_its_input_once(
     assert len(out.read_text().splitlines()) == 1 + 20_009  # a header, a row per record
 
 
+@pytest.mark.parametrize("fields", ["all", "AN,LATE,MID"])
+def test_info_fields_the_header_does_not_declare_are_learnt_by_the_one_pass(
+    carbon: Carbon, big_vcf: Path, reads: dict[str, list[int]], tmp_path: Path, fields: str
+) -> None:
+    """``all``, or a name the header does not declare, used to read every record once more before
+    scoring (for the tags htslib invents); the pass learns them and the columns are decided when
+    the table is written, as the second read decided them."""
+    from hexamer.vep import score_variants
+    from hexamer.vep.rows import ordered_rows
+    from hexamer.vep.table_output import join_info, resolve_info_fields, write_rows
+
+    size = big_vcf.stat().st_size
+    out = tmp_path / "out.tsv"
+    notes: list[str] = []
+    run_vep(carbon, big_vcf, FASTA, out, info_fields=fields, on_note=notes.append, **SETTINGS)
+    assert reads["htslib"][0] == 2  # the header, for the declared fields; then the one pass
+    assert size <= reads["bytes"][0] < 1.1 * size
+    assert any("declares no INFO field LATE, MID" in n for n in notes) == (fields != "all")
+    info = resolve_info_fields(big_vcf, fields)  # the old way: a read for the declarations...
+    assert [f.id for f in info][-2:] == (["MID", "LATE"] if fields == "all" else ["LATE", "MID"])
+    rows = ordered_rows(score_variants(carbon, big_vcf, FASTA, on_note=lambda _: None, **SETTINGS), False)
+    again = tmp_path / "again.tsv"
+    write_rows(again, join_info(rows, big_vcf, info), presorted=True, info=info)  # ... and one for the values
+    assert out.read_bytes() == again.read_bytes()
+    last = out.read_text().splitlines()[-1].split("\t")
+    assert last[-2:] == (["2", "yes"] if fields == "all" else ["yes", "2"])
+
+
+def _undeclared_tags(src: Path, tmp: Path) -> Path:
+    """Undeclared INFO tags at their hardest: one named like a declared FORMAT field (htslib gives
+    it that field's place among the INFO fields), two on one record whose values are not UTF-8
+    (the row names the one in the last column), a line htslib cannot parse, a flag-like list."""
+    out = tmp / "undeclared.vcf"
+    out.write_bytes(
+        b"##fileformat=VCFv4.2\n##contig=<ID=20,length=440000>\n"
+        b'##INFO=<ID=AF,Number=A,Type=Float,Description="af">\n'
+        b'##FORMAT=<ID=GT,Number=1,Type=String,Description="gt">\n'
+        b'##INFO=<ID=DB,Number=0,Type=Flag,Description="db">\n'
+        b"#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+        b"20\t61200\ta\tA\tG\t.\tPASS\tAF=0.25;YY=abc;DB\n"
+        b"20\t61300\tb\tG\tA,C\t.\tPASS\tAF=0.1,0.2;GT=x;ZZ=\xe9t\xe9;YY=q\xe9\n"
+        b"20\tsixty\tbad\tG\tT\t.\tPASS\tWW=1\n"
+        b"20\t61400\tc\tA\tT\t.\tPASS\tXX=1,2;END=61401\n"
+    )
+    return out
+
+
 @pytest.mark.parametrize(
     ("name", "fields", "convert"),
     [
+        ("hostile.vcf", "all", None),
+        ("hostile.vcf", "SVTYPE,AF,END", None),
+        ("edge_cases.vcf", "all", None),
+        ("-", "all", _undeclared_tags),
+        ("-", "ZZ,YY,AF,GT,XX", _undeclared_tags),
         ("hostile.vcf", "AF,CLNSIG,DB", None),
         ("malformed_numbers.vcf", "all", None),
         ("unreadable_fields.vcf", "NOTE", None),

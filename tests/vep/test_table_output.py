@@ -82,3 +82,27 @@ def test_typed_records_without_their_text_are_taken_as_read(tmp_path: Path) -> N
     assert [malformed_number(r, fields) for r in read_vcf(bcf, keep_records=True)] == [None] * 7
     text = [malformed_number(r, fields) for r in read_vcf(MALFORMED_NUMBERS_VCF, keep_records=True)]
     assert [t is not None for t in text] == [False, True, True, True, False, False, False]
+
+
+def test_end_is_carried_as_the_record_holds_it(carbon: Carbon, tmp_path: Path) -> None:
+    """pysam hides END from a record's INFO (it answers with ``stop``, REF's end when there is no
+    END): ``info_END`` used to be empty on every row. It holds the record's END, as declared
+    (an Integer) or as htslib declares it when the input does not (a String), empty without one,
+    the same from a text VCF, its BCF, and the one pass of ``all``."""
+    from .conftest import EDGE_VCF
+
+    hostile = EDGE_VCF.parent / "hostile.vcf"
+    bcf = tmp_path / "edge.bcf"
+    with pysam.VariantFile(str(EDGE_VCF)) as vf, pysam.VariantFile(str(bcf), "wb", header=vf.header) as w:
+        for rec in vf:
+            w.write(rec)
+    for vcf, fields, ends in (
+        (EDGE_VCF, "END", {"sv_del": 62900}),
+        (bcf, "SVTYPE,END", {"sv_del": 62900}),
+        (hostile, "END", {"no_alt_block": "61950"}),  # used, not declared: a String
+        (hostile, "all", {"no_alt_block": "61950"}),  # learnt by the pass, as the header gets it
+    ):
+        out = tmp_path / "end.parquet"
+        run_vep(carbon, vcf, FASTA, out, window=600, info_fields=fields, on_note=lambda _: None)
+        got = {row["id"]: row["info_END"] for row in _rows(out) if row["info_END"] is not None}
+        assert got == ends, (vcf.name, fields)
