@@ -130,3 +130,14 @@ def test_bad_matrix_file_names_the_line(tmp_path: Path) -> None:
         "-o", str(tmp_path / "x.fa"),
     )  # fmt: skip
     assert code == 2 and "line 3" in stderr
+
+
+def test_evolve_keeps_the_edit_budget(tiny_folder: Path, tmp_path: Path) -> None:
+    out, traj = tmp_path / "b.tsv", tmp_path / "bt.tsv"
+    code, _, stderr = run(
+        "--model", str(tiny_folder), *RULES, "--method", "evolve", "--oracle", "motif:CANNTG",
+        "--start", START, "--max-edits", "1", "--rounds", "4", "-o", str(out), "--trajectory", str(traj), "--json",
+    )  # fmt: skip
+    assert code == 0, stderr
+    for s in csv.DictReader(traj.open(), delimiter="\t"):
+        assert int(s["n_edits"]) <= 1

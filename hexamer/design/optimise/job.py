@@ -18,8 +18,8 @@ import numpy as np
 from hexamer.design.api import Candidate, DesignOptions, design
 from hexamer.design.check import SpecEditConstraints, check
 from hexamer.design.optimise.anneal import anneal
-from hexamer.design.optimise.edits import Edit, edits_between
-from hexamer.design.optimise.evolve import check_count, evolve, minimal_edit
+from hexamer.design.optimise.edits import Edit, EditRules, edits_between
+from hexamer.design.optimise.evolve import check_count, evolve, minimal_edit, run_evolution
 from hexamer.design.optimise.likelihood import LikelihoodScorer
 from hexamer.design.optimise.objective import Objective
 from hexamer.design.optimise.oracles import Oracle
@@ -199,7 +199,10 @@ def optimise_design(
     objective = Objective(oracle, likelihood=scorer, weight=options.weight)
     rules = SpecEditConstraints(spec)
     common: dict[str, Any] = {"constraints": rules, "frozen": options.frozen, "on_step": on_step}
-    if options.method == "evolve":
+    if options.method == "evolve" and options.max_edits is not None:  # evolution within a budget
+        budget = EditRules.make(seq, rules, options.frozen, options.max_edits)
+        run = run_evolution(budget, objective, keep=options.keep, rounds=options.rounds, on_step=on_step)
+    elif options.method == "evolve":
         run = evolve(seq, objective, keep=options.keep, rounds=options.rounds, **common)
     elif options.method == "anneal":
         run = anneal(
