@@ -21,7 +21,7 @@ from hexamer.engine.batching import padded_chunks
 from hexamer.engine.spec_config import SpecConfig, SpecStats
 from hexamer.engine.speculative import check_compatible
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
-from hexamer.fns.likelihood import bp_log_likelihood
+from hexamer.fns.likelihood import bp_log_likelihood, bp_log_likelihoods
 from hexamer.model import KVCache, LlamaModel, pad_rows
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna, encode_kmers, oov_bases
@@ -322,8 +322,19 @@ class LocalBackend(TokenizedInputs):
                 vocab_rows=self.rows,
             ).logits
             assert logits is not None
-            for r, (gi, si) in enumerate(chunk):
-                bp_sum(gi, si, torch.cat([first[gi : gi + 1], logits[r, : after[gi, si] - 1]]))
+            preds = [
+                torch.cat([first[gi : gi + 1], logits[r, : after[gi, si] - 1]])
+                for r, (gi, si) in enumerate(chunk)
+            ]
+            tails = [(encs[gi][si].ids[shared[gi] :], encs[gi][si].n_real[shared[gi] :]) for gi, si in chunk]
+            sums = bp_log_likelihoods(
+                torch.cat(preds),
+                np.concatenate([ids for ids, _ in tails]) - lay.kmer_start,
+                np.concatenate([real for _, real in tails]),
+                [len(ids) for ids, _ in tails],
+            )
+            for (gi, si), total in zip(chunk, sums, strict=True):
+                result[gi][si] = total
         return result
 
     @torch.inference_mode()
