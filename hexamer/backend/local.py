@@ -335,19 +335,8 @@ class LocalBackend(TokenizedInputs):
                 vocab_rows=self.rows,
             ).logits
             assert logits is not None
-            preds = [
-                torch.cat([first[gi : gi + 1], logits[r, : after[gi, si] - 1]])
-                for r, (gi, si) in enumerate(chunk)
-            ]
-            tails = [(encs[gi][si].ids[shared[gi] :], encs[gi][si].n_real[shared[gi] :]) for gi, si in chunk]
-            sums = bp_log_likelihoods(
-                torch.cat(preds),
-                np.concatenate([ids for ids, _ in tails]) - lay.kmer_start,
-                np.concatenate([real for _, real in tails]),
-                [len(ids) for ids, _ in tails],
-            )
-            for (gi, si), total in zip(chunk, sums, strict=True):
-                result[gi][si] = total
+            for r, (gi, si) in enumerate(chunk):  # row by row: each row's float64 block stays in cache
+                bp_sum(gi, si, torch.cat([first[gi : gi + 1], logits[r, : after[gi, si] - 1]]))
         return result
 
     def _parent_forward(
