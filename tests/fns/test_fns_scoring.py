@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -148,8 +149,5 @@ def test_bp_log_likelihoods_equal_one_row_at_a_time() -> None:
     n_real = rng.integers(0, 7, sum(lengths))
     got = bp_log_likelihoods(logits, targets, n_real, lengths)
     at = np.cumsum([0, *lengths])
-    want = [
-        bp_log_likelihood(logits[a:b], targets[a:b], n_real[a:b])
-        for a, b in zip(at[:-1], at[1:], strict=True)
-    ]
+    want = [bp_log_likelihood(logits[a:b], targets[a:b], n_real[a:b]) for a, b in itertools.pairwise(at)]
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-12)
