@@ -135,3 +135,13 @@ def test_timeout_and_health_during_a_design(tiny_folder: Path) -> None:
         assert slowest < 0.5
         assert box["r"].status_code == 504 and "design_timeout_s" in box["r"].json()["error"]["message"]
         assert time.monotonic() - started < 10
+
+
+def test_a_sampling_design_past_its_timeout_leaves_the_model_usable(tiny_folder: Path) -> None:
+    with serve_in_thread(tiny_folder, max_num_seqs=4, max_model_len=512, design_timeout_s=1.0) as base:
+        r = post(base, {"length": 2000, "n": 64, "avoid_sites": ["BsaI", "EcoRI"], "max_homopolymer": 4})
+        assert r.status_code == 504, r.text
+        assert "design_timeout_s" in r.json()["error"]["message"]  # stopped inside the engine run
+        small = post(base, {**RULES, "n": 2})  # the design's engine rows were dropped: it runs again
+        assert small.status_code == 200, small.text
+        assert small.json()["summary"]["found"] == 2
