@@ -21,10 +21,10 @@ from hexamer.engine.batching import padded_chunks
 from hexamer.engine.spec_config import SpecConfig, SpecStats
 from hexamer.engine.speculative import check_compatible
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
-from hexamer.fns.likelihood import bp_log_likelihood
+from hexamer.fns.likelihood import bp_log_likelihood, bp_log_likelihoods
 from hexamer.model import KVCache, LlamaModel, pad_rows
 from hexamer.tokenizer import CarbonTokenizer
-from hexamer.tokenizer.dna import encode_dna, encode_kmers, oov_bases
+from hexamer.tokenizer.dna import DnaEncoding, encode_dna, encode_kmers, oov_bases
 from hexamer.validate import check_new_length
 
 __all__ = ["LocalBackend", "length_batches"]
@@ -293,10 +293,19 @@ class LocalBackend(TokenizedInputs):
             shared.append(t0)
         after = {(gi, si): len(e.ids) - shared[gi] for gi, g in enumerate(encs) for si, e in enumerate(g)}
         p_max = max(1 + t for t in shared)
-        cache = KVCache.for_model(self.model, len(groups), p_max)
-        prefixes = [(gi, [lay.begin_id, *g[0].ids[: shared[gi]].tolist()]) for gi, g in enumerate(encs)]
-        first = torch.stack(self._prefill(cache, prefixes))  # (G, 4**k): predicts token shared[g]
         result: list[list[float]] = [[0.0] * len(g) for g in encs]  # no token after the prefix: 0
+        # every group led by one string (the single edits of one parent): that string runs once,
+        # each group's prefix is its KV cache cut at the group's shared length, and its own tail
+        # terms come from that forward
+        parent = len(groups) > 1 and all(len(g) > 1 and g[0] == groups[0][0] for g in groups)
+        if parent:
+            cache, first, terms = self._parent_forward(encs[0][0], shared)
+            for gi in range(len(groups)):
+                result[gi][0] = float(terms[shared[gi] :].sum())
+        else:
+            cache = KVCache.for_model(self.model, len(groups), p_max)
+            prefixes = [(gi, [lay.begin_id, *g[0].ids[: shared[gi]].tolist()]) for gi, g in enumerate(encs)]
+            first = torch.stack(self._prefill(cache, prefixes))  # (G, 4**k): predicts token shared[g]
 
         def bp_sum(gi: int, si: int, pred: torch.Tensor) -> None:
             e = encs[gi][si]
@@ -304,15 +313,19 @@ class LocalBackend(TokenizedInputs):
             result[gi][si] = bp_log_likelihood(pred, ids - lay.kmer_start, n_real)
 
         for (gi, si), m in after.items():
-            if m == 1:  # one token after the prefix: its logits are `first`
+            if m == 1 and not (parent and si == 0):  # one token after the prefix: its logits are `first`
                 bp_sum(gi, si, first[gi : gi + 1])
         # strings with at least two tokens after the prefix run their tail (all but the last token)
-        suffix = [key for key, m in after.items() if m >= 2]
+        suffix = [key for key, m in after.items() if m >= 2 and not (parent and key[1] == 0)]
         for chunk in padded_chunks(
             suffix, [after[key] - 1 for key in suffix], token_budget=token_budget, max_rows=batch_size
         ):
             s_max = max(after[key] - 1 for key in chunk)
-            rows_cache = cache.fork([gi for gi, _ in chunk], p_max + s_max)
+            if parent:
+                rows_cache = cache.fork([0] * len(chunk), max(cache.max_len, p_max + s_max))
+                rows_cache.truncate(range(len(chunk)), [1 + shared[gi] for gi, _ in chunk])
+            else:
+                rows_cache = cache.fork([gi for gi, _ in chunk], p_max + s_max)
             batch = pad_rows([encs[gi][si].ids[shared[gi] : -1].tolist() for gi, si in chunk], self.pad_id)
             logits = self.model(
                 batch.ids_on(self.device),
@@ -322,9 +335,26 @@ class LocalBackend(TokenizedInputs):
                 vocab_rows=self.rows,
             ).logits
             assert logits is not None
-            for r, (gi, si) in enumerate(chunk):
+            for r, (gi, si) in enumerate(chunk):  # row by row: each row's float64 block stays in cache
                 bp_sum(gi, si, torch.cat([first[gi : gi + 1], logits[r, : after[gi, si] - 1]]))
         return result
+
+    def _parent_forward(
+        self, enc: DnaEncoding, shared: list[int]
+    ) -> tuple[KVCache, torch.Tensor, np.ndarray]:
+        """One forward of a whole string (all tokens but its last): its KV cache (one row), the
+        logits predicting token ``shared[g]`` for each group ``g``, and its per-token FNS terms."""
+        lay = self.layout
+        ids = [lay.begin_id, *enc.ids[:-1].tolist()]
+        cache = KVCache.for_model(self.model, 1, len(ids))
+        logits = self.model(
+            torch.tensor([ids], device=self.device), kv_cache=cache, logits_at="all", vocab_rows=self.rows
+        ).logits
+        assert logits is not None
+        n = len(enc.ids)
+        terms = bp_log_likelihoods(logits[0], enc.ids - lay.kmer_start, enc.n_real, [1] * n)
+        first = logits[0, torch.tensor([min(t, n - 1) for t in shared], device=self.device)]
+        return cache, first, np.asarray(terms, dtype=np.float64)
 
     @torch.inference_mode()
     def next_base_log_marginals_at(self, sequence: str, offsets: Sequence[int]) -> list[torch.Tensor]:

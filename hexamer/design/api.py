@@ -74,6 +74,10 @@ class Candidate:
     def gc(self) -> float:
         return gc_fraction(self.sequence)
 
+    def fasta_note(self) -> str:
+        """What a FASTA header says after the record's id."""
+        return f"log_likelihood={self.log_likelihood:.4f} gc={self.gc:.4f} pass={self.passed}"
+
     def row(self, name: str, per_base: bool = False) -> dict[str, Any]:
         """A table row: id, sequence, scores, GC, and ``<constraint>`` / ``<constraint>_pass`` columns."""
         out: dict[str, Any] = {

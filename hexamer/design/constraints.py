@@ -30,13 +30,15 @@ _AT_BITS = ALL & ~GC_BITS
 
 
 class Partial:
-    """A partial sequence being decoded: base codes (ATCG order) and G/C prefix counts."""
+    """A partial sequence being decoded: base codes (ATCG order), G/C prefix counts and, filled in
+    by :meth:`ConstraintSet.allowed`, the forbidden-word automaton's state after each base."""
 
-    __slots__ = ("codes", "counts")
+    __slots__ = ("codes", "counts", "states")
 
     def __init__(self, length: int) -> None:
         self.codes: list[int] = []
         self.counts = np.zeros(length + 1, dtype=np.int64)
+        self.states: list[int] = [0]
 
     def push(self, base: int) -> None:
         i = len(self.codes)
@@ -45,11 +47,18 @@ class Partial:
 
     def pop(self) -> None:
         self.codes.pop()
+        del self.states[len(self.codes) + 1 :]
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` bases."""
+        del self.codes[n:]
+        del self.states[n + 1 :]
 
     def copy(self) -> Partial:
-        out = Partial(len(self.counts) - 1)
+        out = Partial.__new__(Partial)
         out.codes = list(self.codes)
         out.counts = self.counts.copy()
+        out.states = list(self.states)
         return out
 
     def __len__(self) -> int:
@@ -91,7 +100,7 @@ class ConstraintSet:
         self._fold_codons()
         self.words = _words(spec)
         self.max_word = max((len(w) for _, w in self.words), default=0)
-        self._plain_words = [w for _, w in self.words]
+        self._automaton()
         self.homopolymer = spec.max_homopolymer
         self.gc_plan = self._gc_plan()
         #: whether per-constraint allowed sets can still dead-end together (then witnesses are kept)
@@ -102,8 +111,28 @@ class ConstraintSet:
         self.memory = max(1, self.max_word, (self.homopolymer or 0) + 1, 3 if spec.translate_to else 0)
         self._static_checks()
         self._witness: list[int] | None = None
+        self._counts_cache: dict[int, tuple[list[int], np.ndarray]] = {}
 
     # ------------------------------------------------------------------ compilation
+    def _automaton(self) -> None:
+        """Every forbidden word at once as one shift-and automaton (bitap with IUPAC classes): bit
+        ``offset(w) + t`` of the state is set when the last ``t + 1`` bases match the first ``t + 1``
+        of word ``w``. One base is three integer operations, whatever the number of words."""
+        start = end = 0
+        base = [0, 0, 0, 0]
+        off = 0
+        for _, word in self.words:
+            start |= 1 << off
+            end |= 1 << (off + len(word) - 1)
+            for t, bits in enumerate(word):
+                for b in range(4):
+                    if bits >> b & 1:
+                        base[b] |= 1 << (off + t)
+            off += len(word)
+        self._w_start = start
+        self._w_base = base
+        self._w_hit = [m & end for m in base]
+
     def _fold_codons(self) -> None:
         spec = self.spec
         if spec.translate_to is None or spec.cds_start is None:
@@ -183,7 +212,13 @@ class ConstraintSet:
             if all(b == last for b in p.codes[i - h : i]):
                 bits &= ~(1 << last)
         if self.words and bits:
-            bits = self._without_words(p.codes, i, bits)
+            st = p.states
+            while len(st) <= i:  # the automaton over the bases pushed since it last ran
+                st.append(((st[-1] << 1) | self._w_start) & self._w_base[p.codes[len(st) - 1]])
+            x = (st[i] << 1) | self._w_start
+            for b in range(4):
+                if bits >> b & 1 and x & self._w_hit[b]:
+                    bits &= ~(1 << b)
         if self.gc_plan is not None and bits:
             gc_ok, at_ok = self.gc_plan.feasible_next(p.counts, i)
             if not gc_ok:
@@ -192,17 +227,16 @@ class ConstraintSet:
                 bits &= GC_BITS
         return bits
 
-    def _without_words(self, codes: list[int], i: int, bits: int) -> int:
-        for word in self._plain_words:
-            m = len(word)
-            if m > i + 1 or not bits & word[-1]:
-                continue
-            for t in range(m - 2, -1, -1):  # from the end: most words fail on their last bases
-                if not word[t] >> codes[i - m + 1 + t] & 1:
-                    break
-            else:
-                bits &= ~word[-1]
-        return bits
+    def _word_ends_between(self, seq: list[int], first: int, last: int) -> bool:
+        """Whether a forbidden word ends at a position in ``first..last`` of ``seq`` (the automaton
+        run from ``max_word - 1`` bases before ``first``)."""
+        state, start, base, hit = 0, self._w_start, self._w_base, self._w_hit
+        for e in range(max(0, first - self.max_word + 1), last + 1):
+            x = (state << 1) | start
+            if e >= first and x & hit[seq[e]]:
+                return True
+            state = x & base[seq[e]]
+        return False
 
     def repair(self, p: Partial, guide: list[int], budget: int | None = None) -> list[int] | None:
         """A complete sequence meeting every rule that extends ``p``, whose last base differs from
@@ -216,9 +250,15 @@ class ConstraintSet:
         (:meth:`_joins`), the guide's tail completes the sequence.
         """
         n, start, k = self.length, len(p), self.memory
-        g_counts = np.concatenate([[0], np.cumsum(np.asarray(guide) >= 2)])
+        g_counts = self._guide_counts(guide)
         swapped = [*p.codes, *guide[start:]]
         if self._valid_swap(swapped, start - 1, g_counts):
+            delta = (swapped[start - 1] >= 2) - (guide[start - 1] >= 2)
+            counts = g_counts
+            if delta:
+                counts = g_counts.copy()
+                counts[start:] += delta
+            self._remember_counts(swapped, counts)
             return swapped
         depth0, tried = start, [0] * (n - start + 1)
         left = 64 * n if budget is None else budget
@@ -245,7 +285,22 @@ class ConstraintSet:
                 tried[i - depth0] = 0
                 p.pop()
         finally:
-            del p.codes[start:]
+            p.truncate(start)
+
+    def _guide_counts(self, guide: list[int]) -> np.ndarray:
+        """G/C prefix counts of a witness, kept while the witness is in use (witnesses are never
+        changed in place: a repair returns a new list)."""
+        hit = self._counts_cache.get(id(guide))
+        if hit is not None and hit[0] is guide:
+            return hit[1]
+        counts = np.concatenate([[0], np.cumsum(np.asarray(guide) >= 2)])
+        self._remember_counts(guide, counts)
+        return counts
+
+    def _remember_counts(self, guide: list[int], counts: np.ndarray) -> None:
+        if len(self._counts_cache) >= 1024:
+            self._counts_cache.clear()
+        self._counts_cache[id(guide)] = (guide, counts)
 
     def _valid_swap(self, seq: list[int], i: int, g_counts: np.ndarray) -> bool:
         """Whether ``seq`` — the guide with base ``i`` changed — still meets every rule; only what
@@ -257,9 +312,8 @@ class ConstraintSet:
             for j in range(i + 1, c0 + 3):
                 if not self.codon_next[j].get(tuple(seq[c0:j]), 0) >> seq[j] & 1:
                     return False
-        for e in range(i, min(n, i + self.max_word)):
-            if self.words and not self._without_words(seq, e, 1 << seq[e]):
-                return False
+        if self.words and self._word_ends_between(seq, i, min(n, i + self.max_word) - 1):
+            return False
         h = self.homopolymer
         if h is not None:
             a = i

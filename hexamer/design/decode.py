@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,6 +82,15 @@ def _draw(logp: np.ndarray, bits: int, top_p: float, rng: np.random.Generator | 
     ok = [b for b in range(4) if bits >> b & 1]
     if rng is None or len(ok) == 1:
         return max(ok, key=lambda b: (logp[b], -b))
+    if top_p >= 1:  # every allowed base kept: one draw over them in base order
+        top = max(logp[b] for b in ok)
+        weights = [math.exp(logp[b] - top) for b in ok]
+        u = rng.random() * sum(weights)
+        for b, w in zip(ok, weights, strict=True):
+            u -= w
+            if u < 0:
+                return b
+        return ok[-1]
     top = max(logp[b] for b in ok)
     probs = {b: math.exp(logp[b] - top) for b in ok}
     total = sum(probs.values())
@@ -165,6 +175,35 @@ def random_sequence(cs: ConstraintSet, rng: np.random.Generator, k: int = 6) -> 
     return row.part.text()
 
 
+class _RowChooser:
+    """The engine's :class:`~hexamer.engine.request.BaseChooser` for one designed sequence: each
+    token's bases drawn by :func:`_fill_token` under the rules, their untempered log-probabilities
+    kept as the sequence's score."""
+
+    def __init__(
+        self,
+        cs: ConstraintSet,
+        rng: np.random.Generator | None,
+        top_p: float,
+        k: int,
+        on_token: Callable[[], None] | None,
+    ) -> None:
+        self.cs, self.rng, self.top_p, self.k, self.on_token = cs, rng, top_p, k, on_token
+        self.row = _Row(cs)
+        self.scores: list[float] = []
+
+    def choose(self, log_marginals: np.ndarray, sampling_log_marginals: np.ndarray) -> list[int]:
+        part = self.row.part
+        start = len(part)
+        width = min(self.k, self.cs.length - start)
+        _fill_token(self.cs, self.row, width, sampling_log_marginals, self.top_p, self.rng)
+        codes = part.codes[start:]
+        self.scores += [float(log_marginals[j, b]) for j, b in enumerate(codes)]
+        if self.on_token is not None:
+            self.on_token()
+        return codes + [0] * (self.k - width)  # past the length: trimmed by max_bp
+
+
 def sample_batch(
     backend: object,
     cs: ConstraintSet,
@@ -174,26 +213,27 @@ def sample_batch(
     top_p: float = 1.0,
     on_token: Callable[[], None] | None = None,
 ) -> list[Decoded]:
-    """One sequence per entry of ``rngs`` (a ``None`` entry decodes greedily), all in one batch."""
-    st = _Stepper(backend)
-    n, k = cs.length, st.k
-    tokens = -(-n // k)
-    cache, logits = st.start(len(rngs), tokens)
-    rows = [_Row(cs) for _ in rngs]
-    parts = [r.part for r in rows]
-    scores: list[list[float]] = [[] for _ in rngs]
-    for t in range(tokens):
-        lm1 = _log_marginals(logits)
-        lmt = lm1 if temperature == 1.0 else _log_marginals(logits, temperature)
-        width = min(k, n - t * k)
-        for r, p in enumerate(parts):
-            _fill_token(cs, rows[r], width, lmt[r], top_p, rngs[r])
-            scores[r] += [float(lm1[r, j, b]) for j, b in enumerate(p.codes[t * k :])]
-        if t + 1 < tokens:
-            logits = st.step(cache, [p.codes[t * k :] for p in parts])
-        if on_token is not None:
-            on_token()
-    return [Decoded(p.text(), s) for p, s in zip(parts, scores, strict=True)]
+    """One sequence per entry of ``rngs`` (a ``None`` entry decodes greedily), all in one batch on
+    the backend's engine: its forward and KV cache, the bases of each token chosen by a per-row
+    :class:`~hexamer.engine.request.BaseChooser` under the rules."""
+    from hexamer.backend.inputs import parse_prompt
+    from hexamer.backend.protocol import Decoding
+    from hexamer.engine import SamplingParams
+
+    _Stepper(backend)  # an in-process model, else a DesignError
+    b: Any = backend
+    k = b.layout.k
+    prompt = parse_prompt(b.tokenizer, "<dna>", 0)
+    params = SamplingParams(mode="bp", temperature=temperature, max_bp=cs.length, seed=0)
+    choosers, requests = [], []
+    for i, rng in enumerate(rngs):
+        chooser = _RowChooser(cs, rng, top_p, k, on_token if i == 0 else None)
+        req = b.make_request(prompt, params)
+        req.chooser = chooser
+        choosers.append(chooser)
+        requests.append(req)
+    b.generate(requests, Decoding())
+    return [Decoded(c.row.part.text(), c.scores) for c in choosers]
 
 
 @dataclass

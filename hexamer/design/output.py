@@ -4,6 +4,7 @@ log-probabilities), atomically, by the output's extension."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from hexamer.design.api import Candidate
@@ -21,18 +22,11 @@ def check_output(path: str | os.PathLike[str]) -> None:
         table_format(path)
 
 
-def write_candidates(path: str | os.PathLike[str], candidates: list[Candidate]) -> None:
+def write_candidates(path: str | os.PathLike[str], candidates: Sequence[Candidate]) -> None:
     """FASTA (header: id, log-likelihood, GC, pass) or a table, one row per candidate."""
     name = os.fspath(path).lower()
     if name.endswith(_FASTA):
-        records = [
-            (
-                f"design_{i + 1}",
-                c.sequence,
-                f"log_likelihood={c.log_likelihood:.4f} gc={c.gc:.4f} pass={c.passed}",
-            )
-            for i, c in enumerate(candidates)
-        ]
+        records = [(f"design_{i + 1}", c.sequence, c.fasta_note()) for i, c in enumerate(candidates)]
         write_fasta(Path(path), records)
         return
     per_base = table_format(path) == "parquet"

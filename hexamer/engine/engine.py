@@ -320,7 +320,9 @@ class Engine:
     def run(
         self, requests: Iterable[Request], on_step: Callable[[list[Request]], None] | None = None
     ) -> None:
-        """Run requests to completion, sizing the KV cache for them first."""
+        """Run requests to completion, sizing the KV cache for them first. If a step or ``on_step``
+        raises (a request's :class:`~hexamer.engine.request.BaseChooser` past its deadline, say),
+        the requests still in the engine are dropped before the error goes on."""
         batch = list(requests)
         for r in batch:
             self.check(r)
@@ -330,8 +332,14 @@ class Engine:
         self.cache.ensure(max(need), len(batch))
         for r in batch:
             self.scheduler.add(r)
-        with torch.inference_mode():
-            while self.scheduler.has_work:
-                done = self.step()
-                if on_step is not None:
-                    on_step(list(done.finished))
+        try:
+            with torch.inference_mode():
+                while self.scheduler.has_work:
+                    done = self.step()
+                    if on_step is not None:
+                        on_step(list(done.finished))
+        except BaseException:
+            for r in batch:
+                if r.state is not RequestState.FINISHED:
+                    self.scheduler.cancel(r)
+            raise

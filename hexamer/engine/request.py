@@ -6,7 +6,7 @@ import itertools
 import secrets
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -41,6 +41,15 @@ class TokenLogprobs:
 
     def __len__(self) -> int:
         return len(self.token_ids)
+
+
+class BaseChooser(Protocol):
+    """Picks the k bases of a bp-mode request's next token itself, one after the other (rules that
+    depend on the bases already chosen, inside the token too: :mod:`hexamer.design`). Given the
+    token's ``(k, 4)`` float64 log-marginals (A, T, C, G) untempered and at the request's
+    temperature (the same array when it is 0 or 1), it returns the k base codes (0-3, A, T, C, G)."""
+
+    def choose(self, log_marginals: np.ndarray, sampling_log_marginals: np.ndarray) -> list[int]: ...
 
 
 class RequestState(Enum):
@@ -86,6 +95,8 @@ class Request:
     spec_stats: SpecStats | None = None
     #: why the request failed (finish_reason ``"error"``): the model's output was not finite
     error: str | None = None
+    #: bp mode: picks each token's bases in place of the sampler (per-row rules; no draft)
+    chooser: BaseChooser | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:

@@ -128,6 +128,22 @@ def record_logprobs(raw: torch.Tensor, requests: list[Request], picks: list[int]
         r.dna_logprobs.append(value.cpu().numpy())
 
 
+def _chosen(x: torch.Tensor, reqs: list[Request], temperature: float, k: int) -> list[int]:
+    """bp mode with a :class:`~hexamer.engine.request.BaseChooser` per row: the marginals of the
+    whole group at once (float64), then each row's chooser picks its bases."""
+    xd = x.to(torch.float64)
+    lm = log_base_marginals(xd).cpu().numpy()
+    lmt = lm if temperature in (0, 1) else log_base_marginals(xd / temperature).cpu().numpy()
+    out = []
+    for i, r in enumerate(reqs):
+        assert r.chooser is not None
+        value = 0
+        for b in r.chooser.choose(lm[i], lmt[i])[:k]:
+            value = value * 4 + int(b)
+        out.append(value)
+    return out
+
+
 def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> list[int]:
     """Next k-mer index (or :data:`END`) for each request; ``logits`` is ``(B, 2 + 4**k)`` with
     ``</dna>`` in column 0 and ``<oov>`` (never sampled) in column 1."""
@@ -137,15 +153,18 @@ def sample_next(logits: torch.Tensor, requests: list[Request], k: int = 6) -> li
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(requests):
         p = r.params
-        groups[(p.mode, p.temperature, p.top_p, p.stop_at_end_tag, p.top_k, p.min_p)].append(i)
-    for (mode, temperature, top_p, with_end, top_k, min_p), rows in groups.items():
+        chosen = r.chooser is not None and p.mode == "bp"
+        groups[(p.mode, p.temperature, p.top_p, p.stop_at_end_tag, p.top_k, p.min_p, chosen)].append(i)
+    for (mode, temperature, top_p, with_end, top_k, min_p, chosen), rows in groups.items():
         reqs = [requests[i] for i in rows]
         sel = torch.tensor(rows, device=logits.device)
         raw = kmer_logits.index_select(0, sel)
         x = repetition_penalised(raw, reqs)
         allowed = _allowed(reqs, k)
         gens = [r.generator for r in reqs]
-        if mode == "bp":
+        if chosen:
+            values = _chosen(x, reqs, temperature, k)
+        elif mode == "bp":
             if temperature == 0:
                 picked = bp_greedy(x, allowed=allowed)
             else:

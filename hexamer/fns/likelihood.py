@@ -9,7 +9,7 @@ import torch
 
 from hexamer.fns.marginals import base_marginals
 
-__all__ = ["bp_log_likelihood"]
+__all__ = ["bp_log_likelihood", "bp_log_likelihoods"]
 
 
 def bp_log_likelihood(kmer_logits: torch.Tensor, targets: np.ndarray, n_real: np.ndarray) -> float:
@@ -28,3 +28,24 @@ def bp_log_likelihood(kmer_logits: torch.Tensor, targets: np.ndarray, n_real: np
     probs = base_marginals(kmer_logits.double()).gather(-1, digits[..., None]).squeeze(-1)
     mask = torch.arange(k, device=device) < real[:, None]
     return float(probs.log()[mask].sum())
+
+
+def bp_log_likelihoods(
+    kmer_logits: torch.Tensor, targets: np.ndarray, n_real: np.ndarray, lengths: list[int]
+) -> list[float]:
+    """:func:`bp_log_likelihood` of several rows at once: ``kmer_logits`` holds the rows' positions
+    one after the other (``lengths[r]`` for row r), ``targets`` and ``n_real`` likewise; one float64
+    marginal computation for all of them, then one sum per row."""
+    k = round(math.log(kmer_logits.shape[-1], 4))
+    device = kmer_logits.device
+    tgt = torch.from_numpy(np.where(n_real > 0, targets, 0).astype(np.int64)).to(device)
+    real = torch.from_numpy(n_real.astype(np.int64)).to(device)
+    digits = (tgt[:, None] // 4 ** torch.arange(k - 1, -1, -1, device=device)) % 4
+    probs = base_marginals(kmer_logits.double()).gather(-1, digits[..., None]).squeeze(-1)
+    mask = torch.arange(k, device=device) < real[:, None]
+    per_position = torch.where(mask, probs.log(), 0.0).sum(-1)
+    row = torch.repeat_interleave(
+        torch.arange(len(lengths), device=device), torch.tensor(lengths, device=device)
+    )
+    sums = torch.zeros(len(lengths), dtype=torch.float64, device=device).index_add_(0, row, per_position)
+    return sums.tolist()

@@ -35,6 +35,7 @@ from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, format
 from hexamer.server.completions import create_completion
 from hexamer.server.detok import TokenStrings
 from hexamer.server.dna import dna_score, dna_vep, embeddings
+from hexamer.server.dna_design import dna_design
 from hexamer.server.dna_generate import dna_generate
 from hexamer.server.dna_predict import dna_predict
 from hexamer.server.errors import ApiError, error_response, parse_request
@@ -42,6 +43,7 @@ from hexamer.server.health import self_check
 from hexamer.server.metrics import ServerMetrics
 from hexamer.server.schemas import (
     CompletionRequest,
+    DnaDesignRequest,
     DnaGenerateRequest,
     DnaPredictRequest,
     DnaScoreRequest,
@@ -74,6 +76,7 @@ ROUTES = (
     "/v1/dna/score",
     "/v1/dna/vep",
     "/v1/dna/predict",
+    "/v1/dna/design",
 )
 OPEN_PATHS = frozenset({"/health"})
 #: what still answers while the server drains on shutdown (everything else gets 503)
@@ -416,6 +419,7 @@ def create_app(
     post("/v1/dna/score", DnaScoreRequest, dna_score)
     post("/v1/dna/vep", DnaVepRequest, dna_vep)
     post("/v1/dna/predict", DnaPredictRequest, dna_predict)
+    post("/v1/dna/design", DnaDesignRequest, dna_design)
 
     @app.get("/health", include_in_schema=False)
     async def health() -> Response:

@@ -125,6 +125,62 @@ class DnaGenerateRequest(_Body):
     num_draft_tokens: int | None = Field(default=None, ge=1, le=MAX_DRAFT_TOKENS)
 
 
+class DesignMotif(_Body):
+    position: int = Field(ge=0)
+    motif: str
+
+
+class DesignOracle(_Body):
+    """What oracle-guided design maximises: the served head (``hexamer serve --head``), a position
+    weight matrix (``(width, 4)`` rows, columns A, C, G, T; ``counts``: counts turned into log-odds)
+    or an IUPAC motif's matches."""
+
+    kind: Literal["head", "pwm", "motif"]
+    target: str | None = None
+    specificity: bool = False
+    matrix: list[list[float]] | None = None
+    counts: bool = False
+    threshold: float | None = None
+    motif: str | None = None
+
+
+class DnaDesignRequest(_Body):
+    model: str | None = None
+    length: int | None = Field(default=None, ge=1)
+    n: int = Field(default=1, ge=1)
+    method: Literal["sample", "beam", "evolve", "anneal", "minimal-edit"] = "sample"
+    # hard constraints (hexamer.design.DesignConstraints)
+    mask: str | None = None
+    prefix: str = ""
+    suffix: str = ""
+    motifs: list[DesignMotif] = Field(default_factory=list)
+    avoid: list[str] = Field(default_factory=list)
+    avoid_sites: list[str] = Field(default_factory=list)
+    max_homopolymer: int | None = Field(default=None, ge=1)
+    gc: list[float] | None = None
+    gc_window: int | None = Field(default=None, ge=1)
+    translate_to: str | None = None
+    # sampling and beam search
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    oversample: int = Field(default=1, ge=1)
+    width: int = Field(default=8, ge=1)
+    min_distance: int = Field(default=1, ge=1)
+    seed: int = Field(default=0, ge=0, lt=_I64)
+    per_base: bool = False
+    # oracle-guided optimisation
+    oracle: DesignOracle | None = None
+    weight: float = Field(default=0.0, ge=0)
+    start: str | None = None
+    max_edits: int | None = Field(default=None, ge=0)
+    frozen: list[int] = Field(default_factory=list)
+    keep: int = Field(default=4, ge=1)
+    rounds: int = Field(default=20, ge=1)
+    steps: int = Field(default=1000, ge=1)
+    t_start: float = Field(default=1.0, gt=0)
+    t_end: float = Field(default=0.01, gt=0)
+
+
 class DnaScoreRequest(_Body):
     model: str | None = None
     sequences: str | list[str]

@@ -50,6 +50,10 @@ class ServerSettings:
     ``max_num_seqs``, ``max_model_len`` and ``kv_cache_bytes`` (vLLM's names) become the serving
     engine's ``max_batch_size``, ``max_model_len`` and ``kv_cache_bytes``; its other options come
     from the loaded model's :class:`~hexamer.engine.EngineConfig` (``hexamer.server.app``).
+    max_design_bp: longest sequence ``/v1/dna/design`` designs. max_design_candidates: most
+        sequences one design request may decode or keep at once (``n * oversample``, ``width``,
+        ``keep``). max_design_steps: most optimisation rounds or annealing steps. design_timeout_s:
+        a design stops this long after its request arrived (504), checked at every 6-mer and step.
     draft_tokens: with a draft model, 6-mers drafted per round (1 to ``MAX_DRAFT_TOKENS``) unless a
         request names its own; None: adaptive (docs/speculative.md).
     """
@@ -76,6 +80,10 @@ class ServerSettings:
     shutdown_grace_s: float = 10.0
     kv_cache_bytes: int | None = None
     draft_tokens: int | None = None
+    max_design_bp: int = 2048
+    max_design_candidates: int = 256
+    max_design_steps: int = 10_000
+    design_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -80,3 +80,52 @@ def test_text_mode_keeps_its_options() -> None:
     with pytest.raises(ValueError, match="DNA modes"):
         SamplingParams(mode="text", max_new_tokens=3, return_logprobs=True)
     assert np.isclose(SamplingParams(max_bp=6, mode="token", min_p=0.5).min_p, 0.5)
+
+
+class _Fixed:
+    """A chooser that records what it is given and picks fixed bases."""
+
+    def __init__(self, bases: list[int]) -> None:
+        self.bases = bases
+        self.seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def choose(self, log_marginals: np.ndarray, sampling_log_marginals: np.ndarray) -> list[int]:
+        self.seen.append((log_marginals, sampling_log_marginals))
+        return self.bases
+
+
+def test_a_chooser_picks_the_bases_from_the_marginals() -> None:
+    from hexamer.fns import log_base_marginals
+
+    x = _logits(4, rows=2, n=2 + 4**6)
+    free = Request([1], SamplingParams(max_bp=12, mode="bp", temperature=0.5, seed=1))
+    chosen = Request([1], SamplingParams(max_bp=12, mode="bp", temperature=0.5, seed=1))
+    chooser = _Fixed([3, 0, 1, 2, 2, 0])  # G A T C C A
+    chosen.chooser = chooser
+    picks = sample_next(x, [free, chosen], k=6)
+    digits = [(picks[1] // 4 ** (5 - i)) % 4 for i in range(6)]
+    assert digits == chooser.bases
+    lm, lmt = chooser.seen[0]
+    want = log_base_marginals(x[1:2, 2:].double())[0].numpy()
+    np.testing.assert_allclose(lm, want, atol=1e-12)
+    np.testing.assert_allclose(lmt, log_base_marginals(x[1:2, 2:].double() / 0.5)[0].numpy(), atol=1e-12)
+
+
+def test_a_failing_chooser_leaves_no_request_in_the_engine(tiny_folder) -> None:  # type: ignore[no-untyped-def]
+    from hexamer import Carbon
+    from hexamer.backend.inputs import parse_prompt
+    from hexamer.backend.protocol import Decoding
+
+    class Boom:
+        def choose(self, log_marginals: np.ndarray, sampling_log_marginals: np.ndarray) -> list[int]:
+            raise KeyboardInterrupt
+
+    carbon = Carbon.from_pretrained(tiny_folder)
+    b = carbon.backend
+    prompt = parse_prompt(b.tokenizer, "<dna>", 0)
+    req = b.make_request(prompt, SamplingParams(max_bp=24, mode="bp", seed=0))
+    req.chooser = Boom()
+    with pytest.raises(KeyboardInterrupt):
+        b.generate([req], Decoding())
+    assert not b.engine.has_work
+    assert carbon.generate(["<dna>"], max_bp=12, seed=0, mode="bp")[0]  # the engine still runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -136,3 +137,17 @@ def test_scoring_argument_checks() -> None:
         score_bases(logits, torch.tensor([0, 4096]), torch.tensor([6, 6]))
     with pytest.raises(ValueError):
         score_bases(logits, targets[:1], torch.tensor([6]))
+
+
+def test_bp_log_likelihoods_equal_one_row_at_a_time() -> None:
+    from hexamer.fns.likelihood import bp_log_likelihood, bp_log_likelihoods
+
+    rng = np.random.default_rng(3)
+    lengths = [3, 1, 5]
+    logits = torch.randn(sum(lengths), 4**6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    targets = rng.integers(0, 4**6, sum(lengths))
+    n_real = rng.integers(0, 7, sum(lengths))
+    got = bp_log_likelihoods(logits, targets, n_real, lengths)
+    at = np.cumsum([0, *lengths])
+    want = [bp_log_likelihood(logits[a:b], targets[a:b], n_real[a:b]) for a, b in itertools.pairwise(at)]
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-12)
