@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from hexamer.cli.app import DTypeOption, JsonFlag, app, console, fail, print_json
-from hexamer.cli.sequence_jobs import load_carbon, progress_bar
+from hexamer.cli.app import DTypeOption, JsonFlag, app, fail
+from hexamer.cli.design_sample import run_sampling
 
 Method = Literal["sample", "beam", "evolve", "anneal", "minimal-edit"]
 
@@ -80,9 +80,8 @@ def design(
     """Design sequences under hard constraints (forbidden sites, GC, homopolymers, a protein to
     encode, fixed segments), ranked by base-level log-likelihood, or optimise one for an oracle."""
     from hexamer.cli.design_optimise import OptimiseArgs, read_start, run_optimise
-    from hexamer.design import DesignConstraints, DesignError, DesignOptions, compile_constraints
-    from hexamer.design import design as run_design
-    from hexamer.design.output import check_output, write_candidates
+    from hexamer.design import DesignConstraints, DesignOptions, compile_constraints
+    from hexamer.design.output import check_output
 
     optimising = method in ("evolve", "anneal", "minimal-edit")
     try:
@@ -109,22 +108,4 @@ def design(
             keep, rounds, steps, t_start, t_end, n, seed, trajectory, plot,
         )  # fmt: skip
         return run_optimise(opt, spec, out, model=model, dtype=dtype, device=device, as_json=as_json)
-    carbon = load_carbon(model, dtype, device, batch_size)
-    try:
-        with progress_bar() as progress:
-            task = progress.add_task("designing", total=None, rate="")
-
-            def tick(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total, rate=f"{done} 6-mer steps")
-
-            result = run_design(carbon, constraints, options, on_progress=tick)
-    except DesignError as exc:
-        fail(exc)
-    write_candidates(out, result.candidates)
-    summary = {**result.summary(), "output": str(out)}
-    if as_json:
-        print_json(summary)
-    else:
-        console.print(f"wrote {out}: {summary['found']} of {n} candidates, all pass: {summary['all_pass']}")
-    if summary["found"] < n:
-        fail(f"found only {summary['found']} distinct candidates at --min-distance {min_distance}", code=1)
+    run_sampling(constraints, options, out, model=model, dtype=dtype, device=device, as_json=as_json)
