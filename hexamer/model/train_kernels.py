@@ -22,7 +22,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["OneDnnTrainLinear", "onednn_linear", "onednn_training_available", "use_onednn_training_linears"]
+from hexamer.model.llama import RMSNorm
+
+__all__ = [
+    "AutocastOutputRMSNorm",
+    "OneDnnTrainLinear",
+    "onednn_linear",
+    "onednn_training_available",
+    "use_autocast_output_norms",
+    "use_onednn_training_linears",
+]
 
 
 def onednn_training_available() -> bool:
@@ -75,11 +84,56 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return _OneDnnLinear.apply(x, weight, bias)
 
 
+def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
+    """The low-precision dtype of autocast on ``x``'s device when it is on (CPU only), else None."""
+    if x.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
+        return None
+    return torch.get_autocast_dtype("cpu")
+
+
 class OneDnnTrainLinear(nn.Linear):
-    """``nn.Linear`` computed by :func:`onednn_linear` (same parameters and state dict)."""
+    """``nn.Linear`` computed by :func:`onednn_linear` (same parameters and state dict).
+
+    Under CPU autocast a frozen weight (LoRA's base projections) is cast to the autocast dtype
+    once and the copy kept until the weight changes, instead of once per forward as autocast
+    does: the same products on the same bf16 values, without a pass over the weight each step.
+    """
+
+    _low: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return onednn_linear(x, self.weight, self.bias)
+        low = _autocast_dtype(x)
+        if low is None or self.weight.requires_grad:
+            return onednn_linear(x, self.weight, self.bias)
+        key = (self.weight.data_ptr(), self.weight._version, low)
+        if self._low is None or self._low[0] != key:
+            self._low = (key, self.weight.detach().to(low))
+        bias = None if self.bias is None else self.bias.to(low)
+        return F.linear(x.to(low), self._low[1], bias)
+
+
+class AutocastOutputRMSNorm(RMSNorm):
+    """:class:`~hexamer.model.llama.RMSNorm` whose output, under CPU autocast, is already in the
+    autocast dtype: the projections that read it (q, k and v; gate and up) would each cast it
+    again. Same values as autocast's casts, one cast instead of two or three, and the backward
+    adds those projections' input gradients in that dtype before one cast back."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        low = _autocast_dtype(x)
+        y = super().forward(x)
+        return y if low is None else y.to(low)
+
+
+def use_autocast_output_norms(layers: nn.Module) -> int:
+    """Switch the :class:`~hexamer.model.llama.RMSNorm` modules in ``layers`` (the decoder layers,
+    whose norms feed projections only; not the final norm, whose output is pooled in float32) to
+    :class:`AutocastOutputRMSNorm` in place; returns how many."""
+    count = 0
+    for module in layers.modules():
+        if type(module) is RMSNorm:
+            module.__class__ = AutocastOutputRMSNorm
+            count += 1
+    return count
 
 
 def use_onednn_training_linears(model: nn.Module) -> int:
