@@ -262,6 +262,11 @@ def _notes(
         f"LoRA: rank {spec['lora_rank']}, alpha {2 * spec['lora_rank']}, on {targets} (hexamer's "
         "default; peft.get_peft_model with task_type SEQ_CLS on the peer side), head trained."
     )
+    if spec.get("bf16"):
+        report.notes.append(
+            "Precision: both sides under bfloat16 autocast with float32 weights and optimizer "
+            "(hexamer's bf16 option; the Trainer's bf16=True)."
+        )
     if any(case == "probe" for _, case, _ in plan):
         report.notes.append(
             f"Probe: features of the {probe_rows} rows computed once, then the head trained for "
