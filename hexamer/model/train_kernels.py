@@ -11,7 +11,9 @@ docs/benchmarks.md, "Fine-tuning"). Same arithmetic, float32 accumulation; resul
 :func:`use_onednn_training_linears` switches the ``nn.Linear`` modules of a model to
 :class:`OneDnnTrainLinear` in place: a subclass with the same parameters, names and state dict,
 so saving, LoRA wrapping and merging see a plain linear. Under autocast, on other devices or
-dtypes, it falls back to ``F.linear``.
+dtypes, it falls back to ``F.linear`` (under CPU autocast a frozen weight's low-precision copy is
+kept across steps). :func:`use_autocast_output_norms` makes the decoder layers' norms emit the
+autocast dtype once for the projections that read them.
 """
 
 from __future__ import annotations
