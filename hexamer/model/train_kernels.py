@@ -11,8 +11,7 @@ docs/benchmarks.md, "Fine-tuning"). Same arithmetic, float32 accumulation; resul
 :func:`use_onednn_training_linears` switches the ``nn.Linear`` modules of a model to
 :class:`OneDnnTrainLinear` in place: a subclass with the same parameters, names and state dict,
 so saving, LoRA wrapping and merging see a plain linear. Under autocast, on other devices or
-dtypes, it falls back to ``F.linear`` (under CPU autocast a frozen weight's low-precision copy is
-kept across steps). :func:`use_autocast_output_norms` makes the decoder layers' norms emit the
+dtypes, it falls back to ``F.linear``. :func:`use_autocast_output_norms` makes the decoder layers' norms emit the
 autocast dtype once for the projections that read them.
 """
 
@@ -94,24 +93,10 @@ def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
 
 
 class OneDnnTrainLinear(nn.Linear):
-    """``nn.Linear`` computed by :func:`onednn_linear` (same parameters and state dict).
-
-    Under CPU autocast a frozen weight (LoRA's base projections) is cast to the autocast dtype
-    once and the copy kept until the weight changes, instead of once per forward as autocast
-    does: the same products on the same bf16 values, without a pass over the weight each step.
-    """
-
-    _low: tuple[tuple[int, int, torch.dtype], torch.Tensor] | None = None
+    """``nn.Linear`` computed by :func:`onednn_linear` (same parameters and state dict)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        low = _autocast_dtype(x)
-        if low is None or self.weight.requires_grad:
-            return onednn_linear(x, self.weight, self.bias)
-        key = (self.weight.data_ptr(), self.weight._version, low)
-        if self._low is None or self._low[0] != key:
-            self._low = (key, self.weight.detach().to(low))
-        bias = None if self.bias is None else self.bias.to(low)
-        return F.linear(x.to(low), self._low[1], bias)
+        return onednn_linear(x, self.weight, self.bias)
 
 
 class AutocastOutputRMSNorm(RMSNorm):
