@@ -108,13 +108,15 @@ def run_finetune_bench(
     rounds: int = MIN_ROUNDS,
     lora_rank: int = 8,
     threads: int = 0,
+    bf16: bool = False,
     quick: bool = False,
     isolate: bool = True,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Examples/s of ``fit`` (full, LoRA) and of the transformers peer, the probe's seconds per
     epoch against full fine-tuning's, and each case's peak RSS (``isolate``: one process per case
-    and round; without it the cases run here and no memory is reported)."""
+    and round; without it the cases run here and no memory is reported). ``bf16``: both sides
+    under bfloat16 autocast (hexamer's ``bf16`` option, the Trainer's ``bf16=True``)."""
     from hexamer.finetune.options import LoraOptions
     from hexamer.synthetic import SHAPES
 
@@ -145,7 +147,7 @@ def run_finetune_bench(
         "folder": str(folder), "rows": max(rows, (warmup_steps + steps + 1) * batch_size),
         "length": length, "batch_size": batch_size, "lr": 5e-5, "lora_rank": lora_rank,
         "lora_targets": lora_targets, "warmup_steps": warmup_steps, "steps": steps,
-        "epochs": epochs, "threads": threads, "seed": 0,
+        "epochs": epochs, "threads": threads, "seed": 0, "bf16": bool(bf16),
     }  # fmt: skip
     probe_rows = rows
     plan = _case_plan(methods, peer and why_no_peer is None)
@@ -192,10 +194,11 @@ def _report(
     batch = spec["batch_size"]
     steps_per_epoch = math.ceil(probe_rows / batch)
     threads = spec["threads"] or torch.get_num_threads()
+    precision = "bf16 autocast" if spec.get("bf16") else "float32"
     report = BenchReport(
         name="finetune",
         title=(
-            f"fine-tuning speed ({Path(folder).name}, float32, batch {batch} × {spec['length']} bp, "
+            f"fine-tuning speed ({Path(folder).name}, {precision}, batch {batch} × {spec['length']} bp, "
             f"{threads} threads; epoch = {probe_rows} rows)"
         ),
         columns=(
@@ -259,6 +262,11 @@ def _notes(
         f"LoRA: rank {spec['lora_rank']}, alpha {2 * spec['lora_rank']}, on {targets} (hexamer's "
         "default; peft.get_peft_model with task_type SEQ_CLS on the peer side), head trained."
     )
+    if spec.get("bf16"):
+        report.notes.append(
+            "Precision: both sides under bfloat16 autocast with float32 weights and optimizer "
+            "(hexamer's bf16 option; the Trainer's bf16=True)."
+        )
     if any(case == "probe" for _, case, _ in plan):
         report.notes.append(
             f"Probe: features of the {probe_rows} rows computed once, then the head trained for "

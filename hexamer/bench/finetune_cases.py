@@ -11,6 +11,9 @@ Cases (``spec["case"]``):
 * ``hexamer`` — :func:`hexamer.finetune.fit.fit` itself (``method`` full or lora), each step's end
   stamped by its ``on_progress`` callback; the run is stopped from that callback after the last
   timed step, before the final checkpoint is written (so no save is timed).
+With ``spec["bf16"]`` both sides train under bfloat16 autocast (float32 weights and optimizer):
+hexamer's ``FitOptions(bf16=True)`` and the Trainer's ``bf16=True``.
+
 * ``transformers`` — ``transformers.Trainer.train()`` on ``AutoModelForSequenceClassification``
   (``peft.get_peft_model`` for LoRA) with the Trainer's default optimizer, step ends stamped by a
   ``TrainerCallback`` (``on_step_end``), stopped the same way. The same token ids are fed
@@ -98,8 +101,9 @@ def _options(spec: dict[str, Any], **changes: Any) -> Any:
         rank=spec["lora_rank"], alpha=2.0 * spec["lora_rank"], targets=tuple(spec["lora_targets"])
     )
     return FitOptions(
-        batch_size=spec["batch_size"], lr=spec["lr"], seed=spec.get("seed", 0), lora=lora, **changes
-    )
+        batch_size=spec["batch_size"], lr=spec["lr"], seed=spec.get("seed", 0), lora=lora,
+        bf16=bool(spec.get("bf16", False)), **changes,
+    )  # fmt: skip
 
 
 def _step_seconds(stamps: list[float], warmup: int) -> list[float]:
@@ -195,6 +199,7 @@ def _peer_case(spec: dict[str, Any]) -> list[float]:
             seed=spec.get("seed", 0),
             dataloader_num_workers=0,
             disable_tqdm=True,
+            bf16=bool(spec.get("bf16", False)),  # autocast to bfloat16, as hexamer's bf16
         )
         trainer = transformers.Trainer(
             model=model,

@@ -43,6 +43,13 @@ def bench_finetune_cmd(
     ] = 3,
     lora_rank: Annotated[int, typer.Option(min=1, max=4096, help="LoRA rank (alpha = 2 × rank).")] = 8,
     threads: ThreadsOption = 0,
+    bf16: Annotated[
+        bool,
+        typer.Option(
+            "--bf16/--no-bf16",
+            help="Both sides under bfloat16 autocast (hexamer's bf16, the Trainer's bf16=True).",
+        ),
+    ] = False,
     quick: Annotated[
         bool, typer.Option("--quick/--no-quick", help="Seconds per case: tiny shape, 32 rows, 2 steps.")
     ] = False,
@@ -69,6 +76,7 @@ def bench_finetune_cmd(
             rounds=rounds,
             lora_rank=lora_rank,
             threads=threads,
+            bf16=bf16,
             quick=quick,
             log=_log,
         )

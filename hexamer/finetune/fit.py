@@ -30,7 +30,7 @@ from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.model.checkpoint import read_folder_config
-from hexamer.model.train_kernels import use_onednn_training_linears
+from hexamer.model.train_kernels import use_autocast_output_norms, use_onednn_training_linears
 from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = ["FitResult", "fit"]
@@ -116,6 +116,7 @@ def _build_model(
     if options.method != "probe" and model.device.type == "cpu":
         # the same products on oneDNN's kernels: faster than PyTorch's default CPU GEMM here
         use_onednn_training_linears(model.backbone)
+        use_autocast_output_norms(model.backbone.layers)  # bf16: one cast per norm, not per projection
     if options.grad_checkpointing and options.method != "probe":
         enable_grad_checkpointing(model)
     return model

@@ -52,6 +52,28 @@ def _labels_tensor(task: TaskSpec, labels: np.ndarray, device: torch.device) -> 
     return torch.as_tensor(labels, dtype=torch.float32, device=device)
 
 
+def clip_in_step(optimizer: torch.optim.Optimizer, max_norm: float) -> None:
+    """Clip the gradients' total norm to ``max_norm`` for the next ``optimizer.step()``.
+
+    A fused AdamW takes the clip factor as its ``grad_scale`` (it divides every gradient by it as
+    it reads them), which saves the pass of ``clip_grad_norm_`` that multiplies every gradient in
+    place: one read and write of all trained weights' gradients a step (full fine-tuning: 1.4 GB
+    at the 500M shape). The update is the same to float32 rounding. Other optimizers: in place.
+    """
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    if not all(g.get("fused") for g in optimizer.param_groups):
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+        return
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    norm = torch.nn.utils.get_total_norm(grads)
+    # clip_grad_norm_'s factor, clamped at 1; grad_scale divides, so pass its inverse
+    factor = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    optimizer.grad_scale = (1.0 / factor).reshape(())  # type: ignore[attr-defined]
+    optimizer.found_inf = torch.zeros((), device=norm.device)  # type: ignore[attr-defined]
+
+
 class Trainer:
     """State of one run; :meth:`run` trains until the last step or early stopping."""
 
@@ -209,8 +231,7 @@ class Trainer:
             (value / o.grad_accum).backward()
             total += float(value.detach()) / o.grad_accum
         if o.max_grad_norm is not None:
-            params = [p for g in self.optimizer.param_groups for p in g["params"]]
-            torch.nn.utils.clip_grad_norm_(params, o.max_grad_norm)
+            clip_in_step(self.optimizer, o.max_grad_norm)
         self.optimizer.step()
         self.step += 1
         return total, lr

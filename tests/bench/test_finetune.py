@@ -127,3 +127,19 @@ def test_each_case_runs_in_a_fresh_process_with_its_peak_memory(tiny_folder: Pat
     )
     (row,) = report.rows
     assert row["status"] == "ok" and row["peak RSS (GiB)"] > 0.05
+
+
+def test_bf16_reaches_both_sides_and_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[dict[str, Any]] = []
+
+    def fake(spec: dict[str, Any]) -> dict[str, Any]:
+        specs.append(spec)
+        return {"step_seconds": [1.0], "peak_rss_bytes": 2**30}
+
+    monkeypatch.setattr(bench_finetune, "_peer_missing", lambda methods: None)
+    monkeypatch.setattr(bench_finetune, "run_in_subprocess", fake)
+    report = run_finetune_bench(model="unused", methods=["full"], bf16=True)
+    assert {s["case"] for s in specs} == {"hexamer", "transformers"}
+    assert all(s["bf16"] is True for s in specs)
+    assert "bf16" in report.title
+    assert any("bfloat16 autocast" in n for n in report.notes)

@@ -11,7 +11,7 @@ from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.lora import add_lora, load_adapter, lora_modules, merge_lora, save_adapter
 from hexamer.finetune.options import LORA_TARGETS, LoraOptions
 from hexamer.finetune.task import TaskSpec
-from hexamer.model.train_kernels import use_onednn_training_linears
+from hexamer.model.train_kernels import use_autocast_output_norms, use_onednn_training_linears
 
 MULTI = TaskSpec("multiclass", ("y",), ("a", "b", "c"))
 
@@ -168,3 +168,31 @@ def save_classifier_names(model) -> set[str]:
     from hexamer.finetune.folders import head_tensors
 
     return set(head_tensors(model, torch.float32))
+
+
+def test_bf16_step_with_the_training_kernels_matches_transformers_autocast(
+    tiny_folder: Path, tmp_path: Path, dna
+):
+    """fit's bf16 path (norms emitting bf16 once, oneDNN linears) against transformers under the
+    same bf16 autocast: the loss within bf16 rounding, every gradient pointing the same way."""
+    transformers = pytest.importorskip("transformers")
+    model = new_classifier(tiny_folder, HeadSettings(MULTI), seed=3)
+    folder = save_classifier(model, tmp_path / "head")
+    for p in model.parameters():
+        p.requires_grad_(True)
+    use_onednn_training_linears(model.backbone)
+    assert use_autocast_output_norms(model.backbone.layers) == 2 * model.backbone.config.num_hidden_layers
+    peer = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
+    rows = model.encode(dna)
+    labels = torch.tensor([0, 2, 1, 2])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(rows.ids, rows.mask), labels)
+        out = peer(input_ids=rows.ids, attention_mask=rows.mask.long(), labels=labels)
+    torch.testing.assert_close(loss, out.loss.float(), atol=2e-2, rtol=0)
+    loss.backward()
+    out.loss.backward()
+    peer_grads = {n: p.grad for n, p in peer.named_parameters()}
+    for name, p in model.named_parameters():
+        key = "model." + name.removeprefix("backbone.") if name.startswith("backbone.") else name
+        cos = F.cosine_similarity(p.grad.flatten(), peer_grads[key].flatten(), dim=0)
+        assert p.grad.dtype == torch.float32 and cos > 0.99, (name, float(cos))
