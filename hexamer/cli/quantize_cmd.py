@@ -132,7 +132,7 @@ def bench_quant(
         typer.Option(help="Random-weight shape when no --model (tiny, 500m, ...; speed default 500m)."),
     ] = None,
     variants: Annotated[
-        str, typer.Option(help="Comma-separated: float32,bfloat16,int8,int8-bf16,int8-a8,int4.")
+        str, typer.Option(help="Comma-separated: float32,bfloat16,int8,int8-bf16,int8-a8,int4,int4-bf16.")
     ] = ("float32,bfloat16,int8,int8-bf16"),
     fidelity: Annotated[
         bool, typer.Option("--fidelity/--no-fidelity", help="Fidelity report vs float32 instead of speed.")

@@ -79,6 +79,7 @@ LOWBIT_DTYPES: dict[str, tuple[int, torch.dtype, bool]] = {
     **{name: (8, act, False) for name, act in INT8_DTYPES.items()},
     "int8-a8": (8, torch.float32, True),
     "int4": (4, torch.float32, True),
+    "int4-bf16": (4, torch.bfloat16, True),
 }
 #: The projections that are quantized (every other tensor keeps its float dtype).
 QUANTIZED_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -228,7 +228,33 @@ def test_carbon_scores_with_int4(float_folder: Path, int4_folder: Path) -> None:
 
     seq = "ACGTTGCA" * 30
     ref = Carbon.from_pretrained(float_folder).score([seq], level="bp")[0]
-    for folder, dtype in ((int4_folder, "auto"), (float_folder, "int4"), (float_folder, "int8-a8")):
+    cases = (
+        (int4_folder, "auto"),
+        (int4_folder, "int4-bf16"),
+        (float_folder, "int4"),
+        (float_folder, "int8-a8"),
+    )
+    for folder, dtype in cases:
         got = Carbon.from_pretrained(folder, dtype=dtype).score([seq], level="bp")[0]
         assert got.n_scored == ref.n_scored
         assert abs(got.mean - ref.mean) < 0.05 * abs(ref.mean)
+
+
+@pytest.mark.slow
+def test_the_path_without_vnni_gives_the_same_results(tmp_path: Path, monkeypatch: Any) -> None:
+    """Another CPU's path: the library compiled without AVX-512 VNNI (plain C loops) passes the
+    self-check and agrees with the VNNI build (the same integer sums and scale order)."""
+    vnni = _kernels()
+    codes, scales = quantize_int4(torch.randn(40, 100))
+    x = torch.randn(19, 100)
+    want = vnni.linear_w4a8(x, *vnni.pack_w4(codes, scales, 100), 40)
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    monkeypatch.setenv("HEXAMER_NATIVE_CFLAGS", "-mno-avx512vnni")
+    native_kernels.cache_clear()
+    try:
+        plain = native_kernels()
+        assert plain is not None and not plain.vnni, native_mod.native_status()
+        got = plain.linear_w4a8(x, *plain.pack_w4(codes, scales, 100), 40)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    finally:
+        native_kernels.cache_clear()
