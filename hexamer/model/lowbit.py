@@ -3,8 +3,10 @@
 Why: batch-1 decode reads every weight once per step, so 4-bit weights (half the bytes of int8)
 make it faster; prefill and batched decode are compute-bound, and int8 x int8 dot products
 (VNNI) do four times the work of float32 FMAs per instruction. Both need the activations of a
-projection as int8: one scale per row (token), ``amax / 127``, round to nearest even, computed on
-the fly (``lowbit_gemm.c`` does the same, bit for bit).
+projection as int8: one scale per token and 32 inputs (as llama.cpp's Q8_0 blocks), ``amax /
+127``, round to nearest even, computed on the fly (``lowbit_gemm.c`` does the same, bit for bit).
+Per-group rather than per-token scales: an outlier channel then coarsens only its own group
+(docs/quantization.md has the measurement).
 
 int4 weights (:class:`Int4Linear`): groups of :data:`GROUP` = 32 inputs of one output channel
 share a float16 scale; ``W[n, k] ~ q[n, k] * scale[n, k // 32]`` with ``q`` in [-8, 7]. The
@@ -35,6 +37,8 @@ __all__ = [
 
 #: Inputs per int4 scale.
 GROUP = 32
+#: Inputs per activation scale (fixed by the C kernels, whatever GROUP is).
+ACT_GROUP = 32
 
 
 def padded_in_features(k: int) -> int:
@@ -43,12 +47,16 @@ def padded_in_features(k: int) -> int:
 
 
 def fake_quantize_activations(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (..., K) as float32 after a round trip through per-row int8: ``round(x * 127 / amax)
-    * (amax / 127)``, the rounding the C kernels apply to every projection input."""
+    """``x`` (..., K) as float32 after a round trip through int8 with one scale per 32 inputs:
+    ``round(x * (127 / amax)) * (amax / 127)``, the rounding the C kernels apply to every
+    projection input."""
     x = x.float()
-    amax = x.abs().amax(dim=-1, keepdim=True)
+    k = x.shape[-1]
+    kp = -(-k // ACT_GROUP) * ACT_GROUP
+    groups = F.pad(x, (0, kp - k)).unflatten(-1, (kp // ACT_GROUP, ACT_GROUP))
+    amax = groups.abs().amax(dim=-1, keepdim=True)
     inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
-    return torch.round(x * inv) * (amax / 127.0)
+    return (torch.round(groups * inv) * (amax / 127.0)).flatten(-2)[..., :k]
 
 
 def quantize_int4(weight: torch.Tensor, name: str = "weight") -> tuple[torch.Tensor, torch.Tensor]:

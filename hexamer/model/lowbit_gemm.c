@@ -6,18 +6,19 @@
  * VNNI: 64 multiply-adds per instruction) does four times the work of a float32 FMA per
  * instruction. Batch-1 decode is bound by the bytes read, and 4-bit weights halve them.
  *
- * Activations: each row is scaled by amax / 127 and rounded to nearest even (the PyTorch
- * reference in hexamer.model.lowbit rounds the same way, bit for bit); its codes are padded with
- * zeros to a multiple of 32.
+ * Activations: each row, in groups of 32 inputs (as llama.cpp's Q8_0 blocks), is scaled by the
+ * group's amax / 127 and rounded to nearest even (the PyTorch reference in hexamer.model.lowbit
+ * rounds the same way, bit for bit); the codes are padded with zeros to a multiple of 32. The
+ * int32 sum of each 32-input group is converted once and accumulated in fp32 times the group's
+ * scales (activation x weight).
  *
  * int8 panels: 16 output columns, P[N/16][K/4][16][4] (4 consecutive k per column: one VPDPBUSD
  * lane). VPDPBUSD multiplies unsigned by signed bytes, so the activations are offset by +128 and
- * 128 * sum_k W[n, k] (kept per column at pack time) is subtracted from each column's sum.
+ * 128 * (the group's sum of W[n, k], kept at pack time) is subtracted from each group's sum.
  * int4 panels: per 32-input group, 4 blocks of [16 columns][4 bytes]; byte b of column j in
  * block p holds k = 8p + b in its low nibble and k = 8p + 4 + b in its high one, as q + 8
  * (0..15), so the nibbles are the unsigned operand directly and 8 * sum(x codes of the group) is
- * subtracted per group; the group's int32 sum times the fp16 group scale is accumulated in fp32,
- * and the row scale applied once at the end.
+ * subtracted per group.
  *
  * Without AVX-512 VNNI the same layouts run through plain C loops (exact integer sums, the same
  * results).
@@ -67,50 +68,52 @@ __attribute__((unused)) static float half_to_float(uint16_t h) {
     return f;
 }
 
-/* Row m of X -> codes xq[m][Kp] (int8, +128 when `offset`), xs[m] = amax / 127, and with gsum
- * the sum of each 32-group's codes (without the offset). */
+/* Row m of X -> codes xq[m][Kp] (int8, +128 when `offset`; padding 0) with one scale per 32
+ * inputs, xs[m][g] = amax / 127 (0 for an all-zero group), and with gsum the sum of each group's
+ * codes (without the offset). */
 static void quantize_rows(const float *x, int64_t M, int64_t K, int64_t Kp, int8_t *xq, float *xs,
                           int32_t *gsum, int offset, int threads) {
+    int64_t Kg = Kp / G4;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && M > 1)
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * K;
-        float amax = 0.0f;
-        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(r[k]));
-        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        xs[m] = amax / 127.0f;
         int8_t *q = xq + m * Kp;
-        for (int64_t k = 0; k < K; k++) q[k] = (int8_t)nearbyintf(r[k] * inv);
-        for (int64_t k = K; k < Kp; k++) q[k] = 0;
-        if (gsum)
-            for (int64_t g = 0; g < Kp / G4; g++) {
-                int32_t s = 0;
-                for (int k = 0; k < G4; k++) s += q[g * G4 + k];
-                gsum[m * (Kp / G4) + g] = s;
+        for (int64_t g = 0; g < Kg; g++) {
+            int64_t k0 = g * G4, k1 = k0 + G4 < K ? k0 + G4 : K;
+            float amax = 0.0f;
+            for (int64_t k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(r[k]));
+            float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            xs[m * Kg + g] = amax / 127.0f;
+            int32_t sum = 0;
+            for (int64_t k = k0; k < k0 + G4; k++) {
+                int8_t c = k < k1 ? (int8_t)nearbyintf(r[k] * inv) : 0;
+                sum += c;
+                q[k] = offset ? (int8_t)((uint8_t)c ^ 0x80u) : c;
             }
-        if (offset)
-            for (int64_t k = 0; k < Kp; k++) q[k] = (int8_t)((uint8_t)q[k] ^ 0x80u);
+            if (gsum) gsum[m * Kg + g] = sum;
+        }
     }
 }
 
 /* ------------------------------------------------------------------------------ int8 weights */
 int64_t hx_packed_size_w8(int64_t N, int64_t K) { return (N + QP - 1) / QP * padded_k(K) * QP; }
+/* int32 sums of each column's weights per 32-input group, panel-ordered [N/16][Kp/32][16] */
+int64_t hx_packed_sums_w8(int64_t N, int64_t K) { return (N + QP - 1) / QP * (padded_k(K) / G4) * QP; }
 
 static int64_t w8_index(int64_t n, int64_t k, int64_t Kp) {
     return (((n / QP) * (Kp / 4) + k / 4) * QP + n % QP) * 4 + k % 4;
 }
 
 void hx_pack_w8(const int8_t *w, int8_t *p, int32_t *wsum, int64_t N, int64_t K, int threads) {
-    int64_t Kp = padded_k(K);
+    int64_t Kp = padded_k(K), Kg = Kp / G4;
     memset(p, 0, (size_t)hx_packed_size_w8(N, K));
+    memset(wsum, 0, (size_t)hx_packed_sums_w8(N, K) * sizeof *wsum);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t n = 0; n < N; n++) {
-        int32_t s = 0;
+    for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++) {
             p[w8_index(n, k, Kp)] = w[n * K + k];
-            s += w[n * K + k];
+            wsum[((n / QP) * Kg + k / G4) * QP + n % QP] += w[n * K + k];
         }
-        wsum[n] = s;
-    }
 }
 
 void hx_unpack_w8(const int8_t *p, int8_t *w, int64_t N, int64_t K) {
@@ -119,41 +122,56 @@ void hx_unpack_w8(const int8_t *p, int8_t *w, int64_t N, int64_t K) {
         for (int64_t k = 0; k < K; k++) w[n * K + k] = p[w8_index(n, k, Kp)];
 }
 
-/* rows x 16 tile: sums of (x + 128) * w over Kp/4 k-quads into acc (int32, column-major by row) */
-Q_INLINE void w8_tile(const int8_t *panel, const int8_t *xu, int64_t Kp, int rows, int32_t acc[QMR][QP]) {
-#if HX_VNNI
-    __m512i a[QMR];
-    for (int i = 0; i < rows; i++) a[i] = _mm512_setzero_si512();
-    for (int64_t q = 0; q < Kp / 4; q++) {
-        __m512i wv = _mm512_loadu_si512(panel + q * 64);
-        for (int i = 0; i < rows; i++) {
-            int32_t xb;
-            memcpy(&xb, xu + i * Kp + q * 4, 4);
-            a[i] = _mm512_dpbusd_epi32(a[i], _mm512_set1_epi32(xb), wv);
-        }
-    }
-    for (int i = 0; i < rows; i++) _mm512_storeu_si512(acc[i], a[i]);
-#else
-    for (int i = 0; i < rows; i++) memset(acc[i], 0, sizeof acc[i]);
-    for (int64_t q = 0; q < Kp / 4; q++) {
-        const int8_t *wq = panel + q * 64;
-        for (int i = 0; i < rows; i++) {
-            const uint8_t *xr = (const uint8_t *)xu + i * Kp + q * 4;
-            for (int j = 0; j < QP; j++)
-                acc[i][j] += xr[0] * wq[j * 4] + xr[1] * wq[j * 4 + 1] + xr[2] * wq[j * 4 + 2] +
-                             xr[3] * wq[j * 4 + 3];
-        }
-    }
-#endif
-}
-
+/* rows x `cols` tile of Y from one int8 panel: per group, the int32 sums of (x + 128) * w less
+ * 128 * the group's weight sum, times the rows' group scales, summed in fp32; times the column
+ * scales at the end */
 Q_INLINE void w8_block(const int8_t *panel, const int32_t *wsum, const float *scale, const int8_t *xu,
                        const float *xs, float *y, int64_t N, int64_t Kp, int64_t cols, int rows) {
-    int32_t acc[QMR][QP];
-    w8_tile(panel, xu, Kp, rows, acc);
+    int64_t Kg = Kp / G4;
+#if HX_VNNI
+    __m512 f[QMR];
+    for (int i = 0; i < rows; i++) f[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < Kg; g++) {
+        __m512i a[QMR];
+        for (int i = 0; i < rows; i++) a[i] = _mm512_setzero_si512();
+        for (int q = 0; q < G4 / 4; q++) {
+            __m512i wv = _mm512_loadu_si512(panel + (g * (G4 / 4) + q) * 64);
+            for (int i = 0; i < rows; i++) {
+                int32_t xb;
+                memcpy(&xb, xu + i * Kp + g * G4 + q * 4, 4);
+                a[i] = _mm512_dpbusd_epi32(a[i], _mm512_set1_epi32(xb), wv);
+            }
+        }
+        __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512(wsum + g * QP), 7);
+        for (int i = 0; i < rows; i++)
+            f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[i], corr)),
+                                   _mm512_set1_ps(xs[i * Kg + g]), f[i]);
+    }
+    __mmask16 keep = (__mmask16)((1u << cols) - 1u);
+    __m512 sc = _mm512_maskz_loadu_ps(keep, scale);
+    for (int i = 0; i < rows; i++) _mm512_mask_storeu_ps(y + i * N, keep, _mm512_mul_ps(f[i], sc));
+#else
+    float f[QMR][QP];
+    memset(f, 0, sizeof f);
+    for (int64_t g = 0; g < Kg; g++) {
+        int32_t a[QMR][QP];
+        memset(a, 0, sizeof a);
+        for (int q = 0; q < G4 / 4; q++) {
+            const int8_t *wq = panel + (g * (G4 / 4) + q) * 64;
+            for (int i = 0; i < rows; i++) {
+                const uint8_t *xr = (const uint8_t *)xu + i * Kp + g * G4 + q * 4;
+                for (int j = 0; j < QP; j++)
+                    a[i][j] += xr[0] * wq[j * 4] + xr[1] * wq[j * 4 + 1] + xr[2] * wq[j * 4 + 2] +
+                               xr[3] * wq[j * 4 + 3];
+            }
+        }
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < QP; j++)
+                f[i][j] += (float)(a[i][j] - 128 * wsum[g * QP + j]) * xs[i * Kg + g];
+    }
     for (int i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++)
-            y[i * N + j] = (float)(acc[i][j] - 128 * wsum[j]) * scale[j] * xs[i];
+        for (int64_t j = 0; j < cols; j++) y[i * N + j] = f[i][j] * scale[j];
+#endif
 }
 
 /* ------------------------------------------------------------------------------ int4 weights */
@@ -227,12 +245,12 @@ Q_INLINE void w4_block(const uint8_t *panel, const uint16_t *ps, const int8_t *x
         __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ps + g * QP)));
         for (int i = 0; i < rows; i++) {
             __m512i corr = _mm512_set1_epi32(8 * gsum[i * Kg + g]);
-            f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[i], corr)), sc, f[i]);
+            f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[i], corr)),
+                                   _mm512_mul_ps(sc, _mm512_set1_ps(xs[i * Kg + g])), f[i]);
         }
     }
     __mmask16 keep = (__mmask16)((1u << cols) - 1u);
-    for (int i = 0; i < rows; i++)
-        _mm512_mask_storeu_ps(y + i * N, keep, _mm512_mul_ps(f[i], _mm512_set1_ps(xs[i])));
+    for (int i = 0; i < rows; i++) _mm512_mask_storeu_ps(y + i * N, keep, f[i]);
 #else
     float f[QMR][QP];
     memset(f, 0, sizeof f);
@@ -251,10 +269,10 @@ Q_INLINE void w4_block(const uint8_t *panel, const uint16_t *ps, const int8_t *x
             }
         for (int i = 0; i < rows; i++)
             for (int j = 0; j < QP; j++)
-                f[i][j] += (float)(a[i][j] - 8 * gsum[i * Kg + g]) * half_to_float(ps[g * QP + j]);
+                f[i][j] += (float)(a[i][j] - 8 * gsum[i * Kg + g]) * (half_to_float(ps[g * QP + j]) * xs[i * Kg + g]);
     }
     for (int i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++) y[i * N + j] = f[i][j] * xs[i];
+        for (int64_t j = 0; j < cols; j++) y[i * N + j] = f[i][j];
 #endif
 }
 
@@ -288,9 +306,9 @@ static qsplit_t qsplit(int64_t M) {
 /* int8 weights x int8 activations: 0, or -1 when out of memory */
 int hx_linear_w8a8(const int8_t *panels, const int32_t *wsum, const float *scales, const float *x,
                    float *y, int64_t M, int64_t N, int64_t K, int threads) {
-    int64_t Kp = padded_k(K);
+    int64_t Kp = padded_k(K), Kg = Kp / G4;
     int8_t *xq = malloc((size_t)(M * Kp));
-    float *xs = malloc((size_t)M * sizeof *xs);
+    float *xs = malloc((size_t)(M * Kg) * sizeof *xs);
     if (xq == NULL || xs == NULL) {
         free(xq);
         free(xs);
@@ -305,7 +323,8 @@ int hx_linear_w8a8(const int8_t *panels, const int32_t *wsum, const float *scale
         int64_t cols = N - n0 < QP ? N - n0 : QP;
         int rows = (int)(M - m < s.block ? M - m : s.block);
         const int8_t *panel = panels + b * Kp * QP;
-#define W8(R) w8_block(panel, wsum + n0, scales + n0, xq + m * Kp, xs + m, y + m * N + n0, N, Kp, cols, R)
+#define W8(R) \
+    w8_block(panel, wsum + b * Kg * QP, scales + n0, xq + m * Kp, xs + m * Kg, y + m * N + n0, N, Kp, cols, R)
         ROWS_SWITCH(rows, W8)
 #undef W8
     }
@@ -319,7 +338,7 @@ int hx_linear_w4a8(const uint8_t *panels, const uint16_t *pscales, const float *
                    int64_t N, int64_t K, int threads) {
     int64_t Kp = padded_k(K), Kg = Kp / G4;
     int8_t *xq = malloc((size_t)(M * Kp));
-    float *xs = malloc((size_t)M * sizeof *xs);
+    float *xs = malloc((size_t)(M * Kg) * sizeof *xs);
     int32_t *gsum = malloc((size_t)(M * Kg) * sizeof *gsum);
     if (xq == NULL || xs == NULL || gsum == NULL) {
         free(xq);
@@ -337,7 +356,7 @@ int hx_linear_w4a8(const uint8_t *panels, const uint16_t *pscales, const float *
         int rows = (int)(M - m < s.block ? M - m : s.block);
         const uint8_t *panel = panels + b * Kp * QP / 2;
         const uint16_t *ps = pscales + b * Kg * QP;
-#define W4(R) w4_block(panel, ps, xq + m * Kp, gsum + m * Kg, xs + m, y + m * N + n0, N, Kp, cols, R)
+#define W4(R) w4_block(panel, ps, xq + m * Kp, gsum + m * Kg, xs + m * Kg, y + m * N + n0, N, Kp, cols, R)
         ROWS_SWITCH(rows, W4)
 #undef W4
     }

@@ -181,13 +181,13 @@ class NativeKernels:
         return bool(self.lib.hx_vnni())
 
     def pack_w8(self, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """int8 ``weight`` [N, K] as (panels for :meth:`linear_w8a8`, int32 column sums)."""
+        """int8 ``weight`` [N, K] as (panels for :meth:`linear_w8a8`, int32 column sums per 32 inputs)."""
         if weight.dtype != torch.int8 or weight.dim() != 2:
             raise ValueError(f"cannot pack a {weight.dtype} tensor of shape {tuple(weight.shape)} as int8")
         n, k = weight.shape
         weight = weight.detach().contiguous()
         panels = torch.empty(self.lib.hx_packed_size_w8(n, k), dtype=torch.int8)
-        sums = torch.empty(n, dtype=torch.int32)
+        sums = torch.empty(self.lib.hx_packed_sums_w8(n, k), dtype=torch.int32)
         self.lib.hx_pack_w8(
             weight.data_ptr(), panels.data_ptr(), sums.data_ptr(), n, k, torch.get_num_threads()
         )
@@ -237,7 +237,7 @@ class NativeKernels:
         scales: torch.Tensor,
         out_features: int,
     ) -> torch.Tensor:
-        """float32 ``x`` [M, K], rounded per row to int8, times the int8 weight of :meth:`pack_w8`
+        """float32 ``x`` [M, K], rounded to int8 per 32 inputs, times the int8 weight of :meth:`pack_w8`
         with its float32 column ``scales``: float32 [M, out_features]."""
         k = x.shape[-1]
         if panels.numel() != self.lib.hx_packed_size_w8(out_features, k) or scales.shape != (out_features,):
@@ -247,7 +247,7 @@ class NativeKernels:
     def linear_w4a8(
         self, x: torch.Tensor, panels: torch.Tensor, pscales: torch.Tensor, out_features: int
     ) -> torch.Tensor:
-        """float32 ``x`` [M, K], rounded per row to int8, times the int4 weight of :meth:`pack_w4`:
+        """float32 ``x`` [M, K], rounded to int8 per 32 inputs, times the int4 weight of :meth:`pack_w4`:
         float32 [M, out_features]."""
         k = x.shape[-1]
         if panels.numel() != self.lib.hx_packed_size_w4(out_features, k):
@@ -509,7 +509,7 @@ def _load(path: Path) -> NativeKernels:
     lib.hx_rms_norm.argtypes = [ptr, ptr, ptr, i64, i64, ctypes.c_float, c_int, c_int]
     lib.hx_rms_norm.restype = None
     lib.hx_vnni.restype = c_int
-    for name in ("hx_packed_size_w8", "hx_packed_size_w4", "hx_packed_scales_w4"):
+    for name in ("hx_packed_size_w8", "hx_packed_sums_w8", "hx_packed_size_w4", "hx_packed_scales_w4"):
         getattr(lib, name).argtypes, getattr(lib, name).restype = [i64, i64], i64
     lib.hx_pack_w8.argtypes, lib.hx_pack_w8.restype = [ptr, ptr, ptr, i64, i64, c_int], None
     lib.hx_unpack_w8.argtypes, lib.hx_unpack_w8.restype = [ptr, ptr, i64, i64], None
