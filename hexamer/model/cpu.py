@@ -341,12 +341,16 @@ def use_native_linears(model: LlamaModel) -> int:
     linears = _decoder_linears(model)
     for parent, name, child in linears:
         setattr(parent, name, PanelLinear(child, kernels))
-    quantized = _quantized_linears(model)
-    for parent, name, child in quantized:
+    # (parent, name) only: each quantized weight is freed as soon as its panels exist, so packing
+    # never holds two copies of the model's projections (an 8B int4 model must fit in 8 GiB)
+    quantized = [(parent, name) for parent, name, _ in _quantized_linears(model)]
+    for parent, name in quantized:
+        child = getattr(parent, name)
         if isinstance(child, Int4Linear) or child.quantize_activations:
             setattr(parent, name, PanelLowbitLinear(child, kernels))
         else:
             setattr(parent, name, PanelInt8Linear(child, kernels, model.dtype))
+        del child
     return len(linears) + len(quantized)
 
 
