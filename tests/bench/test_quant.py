@@ -21,8 +21,9 @@ def _ok(args: list[str]) -> str:
 
 def test_variants_are_checked_and_float32_comes_first() -> None:
     assert check_variants(["int8", "bfloat16", "int8"]) == ("float32", "int8", "bfloat16")
-    with pytest.raises(ValueError, match="int4"):
-        check_variants(["int4"])
+    assert check_variants(["int4", "int8-a8"]) == ("float32", "int4", "int8-a8")
+    with pytest.raises(ValueError, match="int3"):
+        check_variants(["int3"])
 
 
 def test_held_out_windows_are_acgt_and_deterministic() -> None:
@@ -202,3 +203,12 @@ def test_bench_quant_fidelity_without_llama_cpp_has_a_skipped_row_with_the_hint(
     rows = json.loads(out.read_text())["rows"]
     assert [r["variant"] for r in rows] == ["float32", "int8", "llama.cpp Q8_0"]
     assert rows[-1]["status"] == "skipped" and rows[-1]["reason"] == LLAMA_CPP_HINT
+
+
+def test_fidelity_of_int4_and_int8_activations(tiny_folder: Path) -> None:
+    carbons = load_variants(tiny_folder, ("float32", "int8-a8", "int4"), 4, lambda _: None)
+    report = run_quant_fidelity(carbons, model_name="tiny", n_variants=12, n_windows=6, window_bp=60)
+    rows = {r["variant"]: r for r in report.rows}
+    assert set(rows) == {"float32", "int8-a8", "int4"} and all(r["status"] == "ok" for r in rows.values())
+    for v in ("int8-a8", "int4"):
+        assert rows[v]["|Δ log P| max"] > 0 and rows[v]["Spearman vs fp32"] > 0.9
