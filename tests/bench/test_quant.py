@@ -82,8 +82,11 @@ def test_quantize_command_writes_a_loadable_folder(tiny_folder: Path, tmp_path: 
     assert summary["out_bytes"] < summary["source_bytes"]
     result = run(["quantize", str(out), str(tmp_path / "again")])
     assert result.exit_code == 2 and not (tmp_path / "again").exists()  # a usage error
-    result = run(["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int4"])
+    result = run(["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int2"])
     assert result.exit_code != 0 and not (tmp_path / "x").exists()
+    four = run_json(["quantize", str(tiny_folder), str(tmp_path / "q4"), "--dtype", "int4", "--json"])
+    assert folder_quantization(tmp_path / "q4")["bits"] == 4  # type: ignore[index]
+    assert four["out_bytes"] < summary["out_bytes"]
 
 
 def test_llama_cpp_peer_is_timed_when_installed_and_given_a_gguf(
