@@ -32,8 +32,18 @@ SEED_MIN = -(2**63)
 SEED_MAX = 2**64 - 1
 #: ``dtype`` names the model loader understands.
 DTYPES = ("auto", "float32", "bfloat16", "float16", "fp32", "bf16", "fp16", "half")
-#: int8 weights (``hexamer.model.quant``) with float32 or bfloat16 activations.
-INT8_DTYPES = ("int8", "int8-fp32", "int8-float32", "int8-bf16", "int8-bfloat16")
+#: int8 weights (``hexamer.model.quant``) with float32 or bfloat16 activations, int8 weights with
+#: int8 activations, and int4 weights (with int8 activations, ``hexamer.model.lowbit``).
+INT8_DTYPES = (
+    "int8",
+    "int8-fp32",
+    "int8-float32",
+    "int8-bf16",
+    "int8-bfloat16",
+    "int8-a8",
+    "int4",
+    "int4-bf16",
+)
 #: Device types hexamer runs on.
 DEVICE_TYPES = ("cpu", "cuda", "mps")
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
 #: The variants compared, as ``Carbon.from_pretrained`` dtype names (float32 first: the reference).
-VARIANTS = ("float32", "bfloat16", "int8", "int8-bf16")
+VARIANTS = ("float32", "bfloat16", "int8", "int8-bf16", "int8-a8", "int4", "int4-bf16")
 DNA_DIR = Path(__file__).resolve().parents[1] / "data" / "dna"
 HELD_OUT = 0.10  # the demo model never saw the last 10% of each sequence
 LLAMA_CPP_NAME = "llama.cpp Q8_0"

@@ -41,10 +41,12 @@ console = Console()
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 DTypeOption = Annotated[
-    Literal["auto", "float32", "bfloat16", "float16", "int8", "int8-bf16"],
+    Literal["auto", "float32", "bfloat16", "float16", "int8", "int8-bf16", "int8-a8", "int4", "int4-bf16"],
     typer.Option(
         help="Weights' dtype (auto: float32 on CPU, the checkpoint's on GPU; int8: int8 decoder "
-        "projections with float32 activations, int8-bf16 with bfloat16 ones; docs/quantization.md)."
+        "projections with float32 activations, int8-bf16 with bfloat16 ones, int8-a8 with int8 "
+        "ones; int4: 4-bit projections with int8 activations, int4-bf16 with a bfloat16 embedding, "
+        "head and cache; docs/quantization.md)."
     ),
 ]
 

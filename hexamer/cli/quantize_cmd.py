@@ -1,4 +1,4 @@
-"""``hexamer quantize`` (write an int8 model folder) and ``hexamer bench quant`` (its speed and
+"""``hexamer quantize`` (write an int8 or int4 model folder) and ``hexamer bench quant`` (its speed and
 fidelity against float32 / bfloat16); thin layers over :mod:`hexamer.model.quant` and
 :mod:`hexamer.bench.quant`."""
 
@@ -34,11 +34,12 @@ def quantize(
         ),
     ],
     dtype: Annotated[
-        Literal["int8"], typer.Option(help="Weight format: int8 (per-output-channel scales).")
+        Literal["int8", "int4"],
+        typer.Option(help="Weight format: int8 (per-output-channel scales) or int4 (groups of 32)."),
     ] = "int8",
     as_json: JsonFlag = False,
 ) -> None:
-    """Write an int8 copy of a model folder that hexamer loads directly (docs/quantization.md).
+    """Write an int8 or int4 copy of a model folder that hexamer loads directly (docs/quantization.md).
 
     Exit status 2 for what the user can fix (not a model folder, a broken or already quantized
     checkpoint, an output folder in the way), 1 when writing the folder fails (disk, a folder that
@@ -48,7 +49,7 @@ def quantize(
     if not (source / "config.json").is_file():
         fail(f"{source} is not a model folder (no config.json)")
     try:
-        folder = quantize_folder(source, out)
+        folder = quantize_folder(source, out, bits=4 if dtype == "int4" else 8)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:  # ModelFolderError is a ValueError
         fail(exc)
     except (OSError, RuntimeError) as exc:
@@ -59,6 +60,7 @@ def quantize(
         "source": str(source),
         "out": str(folder),
         "quant_method": QUANT_METHOD,
+        "dtype": dtype,
         "source_bytes": before,
         "out_bytes": after,
     }
@@ -66,7 +68,7 @@ def quantize(
         print_json(summary)
     else:
         console.print(
-            f"wrote {folder} ({QUANT_METHOD}): weights {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB"
+            f"wrote {folder} ({QUANT_METHOD}, {dtype}): weights {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB"
         )
 
 
@@ -129,9 +131,9 @@ def bench_quant(
         str | None,
         typer.Option(help="Random-weight shape when no --model (tiny, 500m, ...; speed default 500m)."),
     ] = None,
-    variants: Annotated[str, typer.Option(help="Comma-separated: float32,bfloat16,int8,int8-bf16.")] = (
-        "float32,bfloat16,int8,int8-bf16"
-    ),
+    variants: Annotated[
+        str, typer.Option(help="Comma-separated: float32,bfloat16,int8,int8-bf16,int8-a8,int4,int4-bf16.")
+    ] = ("float32,bfloat16,int8,int8-bf16"),
     fidelity: Annotated[
         bool, typer.Option("--fidelity/--no-fidelity", help="Fidelity report vs float32 instead of speed.")
     ] = False,

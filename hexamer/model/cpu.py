@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from hexamer.model.llama import LlamaModel, RMSNorm
+from hexamer.model.lowbit import Int4Linear
 from hexamer.model.native import NativeKernels, native_kernels, native_status
 from hexamer.model.quant import Int8Linear
 
@@ -187,6 +188,78 @@ class PanelInt8Linear(nn.Module):
         )
 
 
+class PanelLowbitLinear(nn.Module):
+    """An :class:`~hexamer.model.lowbit.Int4Linear`, or an :class:`Int8Linear` with int8
+    activations, on hexamer's integer dot-product kernel (``lowbit_gemm.c``: VNNI where the CPU has
+    it). Each call rounds the input rows to int8 (float32 in, float32 sums), the results match the
+    reference modules. Inference only; the state dict is the quantized one."""
+
+    def __init__(self, linear: Int4Linear | Int8Linear, kernels: NativeKernels) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.bits = 4 if isinstance(linear, Int4Linear) else 8
+        self._kernels = kernels
+        if self.bits == 4:
+            panels, extra = kernels.pack_w4(linear.weight, linear.weight_scale, self.in_features)
+        else:
+            panels, extra = kernels.pack_w8(linear.weight)
+        self.register_buffer("panels", panels, persistent=False)
+        self.register_buffer("extra", extra, persistent=False)  # int4: group scales; int8: column sums
+        # a plain attribute, not a buffer: Module.to(dtype) must not round the scales
+        self.column_scale = None if self.bits == 4 else linear.weight_scale.float().contiguous()
+        self.bias = linear.bias
+
+    def reference(self) -> Int4Linear | Int8Linear:
+        """The equivalent PyTorch module."""
+        bias = None if self.bias is None else self.bias.detach()
+        if self.bits == 4:
+            codes, scales = self._kernels.unpack_w4(
+                self.panels, self.extra, self.out_features, self.in_features
+            )
+            return Int4Linear(codes, scales, self.in_features, bias)
+        assert self.column_scale is not None
+        ref = Int8Linear(
+            self._kernels.unpack_w8(self.panels, self.out_features, self.in_features),
+            self.column_scale.clone(),
+            bias,
+        )
+        ref.quantize_activations = True
+        return ref
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The stored codes (int8 [out, in], or packed int4 [out, in/2]; an unpacked copy)."""
+        return self.reference().weight
+
+    @property
+    def weight_scale(self) -> torch.Tensor:
+        return self.reference().weight_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).float().contiguous()
+        if self.bits == 4:
+            y = self._kernels.linear_w4a8(rows, self.panels, self.extra, self.out_features)
+        else:
+            y = self._kernels.linear_w8a8(rows, self.panels, self.extra, self.column_scale, self.out_features)
+        if self.bias is not None:
+            y += self.bias
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        ref = self.reference()
+        destination[prefix + "weight"] = ref.weight
+        destination[prefix + "weight_scale"] = ref.weight_scale
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+
+    def __deepcopy__(self, memo: dict) -> PanelLowbitLinear:
+        return PanelLowbitLinear(self.reference(), self._kernels)
+
+    def extra_repr(self) -> str:
+        kind = "int4 groups of 32" if self.bits == 4 else "int8 per-channel"
+        return f"in_features={self.in_features}, out_features={self.out_features}, {kind}, int8 activations"
+
+
 class PanelHead:
     """Scores a contiguous block of LM-head rows (decoding's DNA block) on the panel kernel.
 
@@ -244,19 +317,20 @@ def _native_kernels_for(model: LlamaModel) -> NativeKernels | None:
     return native_kernels()
 
 
-def _int8_linears(model: LlamaModel) -> list[tuple[nn.Module, str, Int8Linear]]:
+def _quantized_linears(model: LlamaModel) -> list[tuple[nn.Module, str, Int8Linear | Int4Linear]]:
     return [
         (parent, name, child)
         for layer in model.layers
         for parent in (layer.self_attn, layer.mlp)
         for name, child in list(parent.named_children())
-        if isinstance(child, Int8Linear)
+        if isinstance(child, (Int8Linear, Int4Linear))
     ]
 
 
 def use_native_linears(model: LlamaModel) -> int:
     """Swap every ``nn.Linear`` of the decoder layers for a :class:`PanelLinear` (and every
-    :class:`~hexamer.model.quant.Int8Linear` for a :class:`PanelInt8Linear`), in place.
+    :class:`~hexamer.model.quant.Int8Linear` for a :class:`PanelInt8Linear`, and every int4 or
+    int8-activation one for a :class:`PanelLowbitLinear`), in place.
 
     Returns how many were converted: float32 and bfloat16 models on the CPU where the kernels
     build (:func:`hexamer.model.native.native_kernels`); 0 otherwise (the model is left alone).
@@ -267,9 +341,16 @@ def use_native_linears(model: LlamaModel) -> int:
     linears = _decoder_linears(model)
     for parent, name, child in linears:
         setattr(parent, name, PanelLinear(child, kernels))
-    quantized = _int8_linears(model)
-    for parent, name, child in quantized:
-        setattr(parent, name, PanelInt8Linear(child, kernels, model.dtype))
+    # (parent, name) only: each quantized weight is freed as soon as its panels exist, so packing
+    # never holds two copies of the model's projections (an 8B int4 model must fit in 8 GiB)
+    quantized = [(parent, name) for parent, name, _ in _quantized_linears(model)]
+    for parent, name in quantized:
+        child = getattr(parent, name)
+        if isinstance(child, Int4Linear) or child.quantize_activations:
+            setattr(parent, name, PanelLowbitLinear(child, kernels))
+        else:
+            setattr(parent, name, PanelInt8Linear(child, kernels, model.dtype))
+        del child
     return len(linears) + len(quantized)
 
 

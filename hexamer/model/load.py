@@ -2,7 +2,7 @@
 
 The one entry point above the two loaders: :mod:`hexamer.model.checkpoint` reads float checkpoints,
 :mod:`hexamer.model.quant` int8 ones (a quantized folder, or a float folder loaded with an
-``"int8"``/``"int8-bf16"`` dtype). Keeping the choice here lets the int8 loader build on the float
+``"int8"``/``"int8-bf16"``/``"int8-a8"``/``"int4"`` dtype). Keeping the choice here lets the int8 loader build on the float
 one without the two modules importing each other.
 """
 
@@ -32,6 +32,6 @@ def load_model(
     """
     folder, config = read_folder_config(path)
     qconfig = quant.folder_quantization(folder)
-    if qconfig is not None or quant.int8_activation_dtype(dtype) is not None:
+    if qconfig is not None or quant.lowbit_mode(dtype) is not None:
         return quant.load_int8(folder, config, qconfig, dtype, torch.device(device))
     return load_float_model(folder, dtype, device)

@@ -29,19 +29,21 @@ from pathlib import Path
 import torch
 
 from hexamer.cache import cache_root
+from hexamer.model.lowbit import check_lowbit_kernels
 
 log = logging.getLogger(__name__)
 
 #: The C sources, compiled together into one library.
 SOURCES = tuple(
-    Path(__file__).with_name(name) for name in ("panel_gemm.c", "decode_attention.c", "rms_norm.c")
+    Path(__file__).with_name(name)
+    for name in ("panel_gemm.c", "decode_attention.c", "rms_norm.c", "lowbit_gemm.c")
 )
 #: The header they share (part of the build key: a change to it must rebuild).
 HEADERS = (Path(__file__).with_name("simd.h"),)
 #: Output columns per weight panel (``PANEL`` in the C source).
 PANEL = 32
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-shared", "-fPIC", "-std=gnu11")
-_ABI_VERSION = 4
+_ABI_VERSION = 5
 _status = "not used in this process"
 
 
@@ -171,6 +173,98 @@ class NativeKernels:
             torch.get_num_threads(), int(x.dtype == torch.bfloat16), int(out_dtype == torch.bfloat16),
         ):  # fmt: skip
             raise MemoryError(f"no memory to widen {m}x{k} bf16 activations")
+        return y
+
+    @property
+    def vnni(self) -> bool:
+        """int8 dot products run on AVX-512 VNNI (else on plain C loops, same results)."""
+        return bool(self.lib.hx_vnni())
+
+    def pack_w8(self, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """int8 ``weight`` [N, K] as (panels for :meth:`linear_w8a8`, int32 column sums per 32 inputs)."""
+        if weight.dtype != torch.int8 or weight.dim() != 2:
+            raise ValueError(f"cannot pack a {weight.dtype} tensor of shape {tuple(weight.shape)} as int8")
+        n, k = weight.shape
+        weight = weight.detach().contiguous()
+        panels = torch.empty(self.lib.hx_packed_size_w8(n, k), dtype=torch.int8)
+        sums = torch.empty(self.lib.hx_packed_sums_w8(n, k), dtype=torch.int32)
+        self.lib.hx_pack_w8(
+            weight.data_ptr(), panels.data_ptr(), sums.data_ptr(), n, k, torch.get_num_threads()
+        )
+        return panels, sums
+
+    def unpack_w8(self, panels: torch.Tensor, out_features: int, in_features: int) -> torch.Tensor:
+        weight = torch.empty(out_features, in_features, dtype=torch.int8)
+        self.lib.hx_unpack_w8(panels.data_ptr(), weight.data_ptr(), out_features, in_features)
+        return weight
+
+    def pack_w4(
+        self, codes: torch.Tensor, scales: torch.Tensor, in_features: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Packed int4 ``codes`` uint8 [N, Kp/2] and float16 ``scales`` [N, Kp/32] (the format of
+        :mod:`hexamer.model.lowbit`) as (panels, panel-ordered scales) for :meth:`linear_w4a8`."""
+        n, k = codes.shape[0], in_features
+        panels = torch.empty(self.lib.hx_packed_size_w4(n, k), dtype=torch.uint8)
+        pscales = torch.empty(self.lib.hx_packed_scales_w4(n, k), dtype=torch.float16)
+        self.lib.hx_pack_w4(
+            codes.contiguous().data_ptr(), scales.contiguous().data_ptr(), panels.data_ptr(),
+            pscales.data_ptr(), n, k, torch.get_num_threads(),
+        )  # fmt: skip
+        return panels, pscales
+
+    def unpack_w4(
+        self, panels: torch.Tensor, pscales: torch.Tensor, out_features: int, in_features: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (codes, scales) back from :meth:`pack_w4` (exact)."""
+        kp = -(-in_features // 32) * 32
+        codes = torch.empty(out_features, kp // 2, dtype=torch.uint8)
+        scales = torch.empty(out_features, kp // 32, dtype=torch.float16)
+        self.lib.hx_unpack_w4(
+            panels.data_ptr(),
+            pscales.data_ptr(),
+            codes.data_ptr(),
+            scales.data_ptr(),
+            out_features,
+            in_features,
+        )
+        return codes, scales
+
+    def linear_w8a8(
+        self,
+        x: torch.Tensor,
+        panels: torch.Tensor,
+        sums: torch.Tensor,
+        scales: torch.Tensor,
+        out_features: int,
+    ) -> torch.Tensor:
+        """float32 ``x`` [M, K], rounded to int8 per 32 inputs, times the int8 weight of :meth:`pack_w8`
+        with its float32 column ``scales``: float32 [M, out_features]."""
+        k = x.shape[-1]
+        if panels.numel() != self.lib.hx_packed_size_w8(out_features, k) or scales.shape != (out_features,):
+            raise ValueError(f"int8 panels do not hold a [{out_features}, {k}] weight")
+        return self._lowbit_call(self.lib.hx_linear_w8a8, x, out_features, panels, sums, scales.float())
+
+    def linear_w4a8(
+        self, x: torch.Tensor, panels: torch.Tensor, pscales: torch.Tensor, out_features: int
+    ) -> torch.Tensor:
+        """float32 ``x`` [M, K], rounded to int8 per 32 inputs, times the int4 weight of :meth:`pack_w4`:
+        float32 [M, out_features]."""
+        k = x.shape[-1]
+        if panels.numel() != self.lib.hx_packed_size_w4(out_features, k):
+            raise ValueError(f"int4 panels do not hold a [{out_features}, {k}] weight")
+        return self._lowbit_call(self.lib.hx_linear_w4a8, x, out_features, panels, pscales)
+
+    @staticmethod
+    def _lowbit_call(
+        fn: ctypes._CFuncPtr, x: torch.Tensor, out_features: int, *weights: torch.Tensor
+    ) -> torch.Tensor:
+        if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 2:
+            raise ValueError(f"need contiguous float32 [M, K] activations, got {x.dtype} {tuple(x.shape)}")
+        m, k = x.shape
+        y = torch.empty(m, out_features, dtype=torch.float32)
+        ptrs = [w.contiguous().data_ptr() for w in weights]
+        if fn(*ptrs, x.data_ptr(), y.data_ptr(), m, out_features, k, torch.get_num_threads()):
+            raise MemoryError(f"no memory to quantize {m}x{k} activations")
         return y
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -414,6 +508,16 @@ def _load(path: Path) -> NativeKernels:
     lib.hx_decode_attention.restype = c_int
     lib.hx_rms_norm.argtypes = [ptr, ptr, ptr, i64, i64, ctypes.c_float, c_int, c_int]
     lib.hx_rms_norm.restype = None
+    lib.hx_vnni.restype = c_int
+    for name in ("hx_packed_size_w8", "hx_packed_sums_w8", "hx_packed_size_w4", "hx_packed_scales_w4"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [i64, i64], i64
+    lib.hx_pack_w8.argtypes, lib.hx_pack_w8.restype = [ptr, ptr, ptr, i64, i64, c_int], None
+    lib.hx_unpack_w8.argtypes, lib.hx_unpack_w8.restype = [ptr, ptr, i64, i64], None
+    lib.hx_pack_w4.argtypes, lib.hx_pack_w4.restype = [ptr, ptr, ptr, ptr, i64, i64, c_int], None
+    lib.hx_unpack_w4.argtypes, lib.hx_unpack_w4.restype = [ptr, ptr, ptr, ptr, i64, i64], None
+    lib.hx_linear_w8a8.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, c_int]
+    lib.hx_linear_w4a8.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, c_int]
+    lib.hx_linear_w8a8.restype = lib.hx_linear_w4a8.restype = c_int
     return NativeKernels(path=path, lib=lib)
 
 
@@ -439,6 +543,7 @@ def _self_check(kernels: NativeKernels) -> None:
         want = (x.double() * (x.double().pow(2).mean(-1, keepdim=True) + 1e-6).rsqrt() * w.double()).to(dtype)
         if not torch.allclose(kernels.rms_norm(x, w, 1e-6).double(), want.double(), atol=1e-2, rtol=1e-2):
             raise RuntimeError(f"self-check failed (rms_norm, {dtype})")
+    check_lowbit_kernels(kernels, gen)
 
 
 def _check_int8(kernels: NativeKernels, dtype: torch.dtype, gen: torch.Generator) -> None:

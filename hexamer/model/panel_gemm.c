@@ -531,7 +531,7 @@ static int linear_i8_bf16_dot(const int8_t *panels, const float *scales, const u
 }
 #endif
 
-int hx_abi_version(void) { return 4; } /* of the whole library, decode_attention.c included */
+int hx_abi_version(void) { return 5; } /* of the whole library, decode_attention.c included */
 
 /* 1 where bf16 runs on VDPBF16PS (k-pair panels), 0 where it is widened to fp32 */
 int hx_bf16_dot(void) { return HX_BF16_DOT; }

@@ -1,4 +1,4 @@
-"""int8 weight-only quantisation of the decoder's linear layers.
+"""int8 and int4 quantisation of the decoder's linear layers: formats, folders and loading.
 
 Why: CPU decode streams every weight once per step and already runs at the memory bandwidth, so
 the only way to a faster step is fewer bytes per weight. Each decoder projection (q/k/v/o,
@@ -15,6 +15,10 @@ A quantized folder (``hexamer quantize``) stores ``<module>.weight`` as I8 [N, K
 ``<module>.weight_scale`` as F32 [N] in safetensors, and ``config.json`` gains
 :data:`QUANT_METHOD`'s ``quantization_config`` (see docs/quantization.md). Loaders that do not know
 it refuse it: transformers rejects the unknown ``quant_method``; hexamer's training refuses too.
+
+int4 weights (``bits: 4``: :class:`~hexamer.model.lowbit.Int4Linear`, grouped float16 scales) and
+int8 activations (``"int8-a8"``) are defined in :mod:`hexamer.model.lowbit`; the folder format,
+loading and refusals here serve both widths.
 """
 
 from __future__ import annotations
@@ -40,16 +44,19 @@ from hexamer.model.checkpoint import (
 from hexamer.model.config import ModelConfig, read_config_json
 from hexamer.model.finite import check_finite_weight
 from hexamer.model.llama import LlamaModel
+from hexamer.model.lowbit import GROUP, Int4Linear, fake_quantize_activations, padded_in_features
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
 __all__ = [
     "INT8_DTYPES",
+    "LOWBIT_DTYPES",
     "QUANT_METHOD",
     "Int8Linear",
     "folder_quantization",
     "int8_activation_dtype",
     "int8_weight_bytes",
     "load_int8",
+    "lowbit_mode",
     "quantization_config",
     "quantize_model",
     "quantize_weight",
@@ -67,6 +74,13 @@ INT8_DTYPES: dict[str, torch.dtype] = {
     "int8-bf16": torch.bfloat16,
     "int8-bfloat16": torch.bfloat16,
 }
+#: Every quantized dtype name: (weight bits, activation dtype, int8 activations in the projections).
+LOWBIT_DTYPES: dict[str, tuple[int, torch.dtype, bool]] = {
+    **{name: (8, act, False) for name, act in INT8_DTYPES.items()},
+    "int8-a8": (8, torch.float32, True),
+    "int4": (4, torch.float32, True),
+    "int4-bf16": (4, torch.bfloat16, True),
+}
 #: The projections that are quantized (every other tensor keeps its float dtype).
 QUANTIZED_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 SCALE_SUFFIX = "weight_scale"
@@ -79,6 +93,14 @@ def int8_activation_dtype(dtype: object) -> torch.dtype | None:
     """The activation dtype if ``dtype`` names an int8 load (``"int8"``, ``"int8-bf16"``...), else None."""
     if isinstance(dtype, str):
         return INT8_DTYPES.get(dtype.strip().lower())
+    return None
+
+
+def lowbit_mode(dtype: object) -> tuple[int, torch.dtype, bool] | None:
+    """(weight bits, activation dtype, int8 activations) if ``dtype`` names a quantized load
+    (``"int8"``, ``"int8-bf16"``, ``"int8-a8"``, ``"int4"``), else None."""
+    if isinstance(dtype, str):
+        return LOWBIT_DTYPES.get(dtype.strip().lower())
     return None
 
 
@@ -104,11 +126,13 @@ class Int8Linear(nn.Module):
     """A bias-optional linear layer with an int8 weight and a float32 scale per output channel.
 
     ``forward`` computes ``(x @ q.T) * scale (+ bias)`` with float32 sums and rounds once to the
-    activation dtype. Inference only. The state dict holds ``weight`` (int8) and ``weight_scale``,
+    activation dtype; with ``quantize_activations`` ``x`` is first rounded per row to int8
+    (:func:`~hexamer.model.lowbit.fake_quantize_activations`, what the VNNI kernel does). Inference only. The state dict holds ``weight`` (int8) and ``weight_scale``,
     the names of the on-disk format."""
 
     weight: torch.Tensor
     weight_scale: torch.Tensor
+    quantize_activations = False
 
     def __init__(self, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None) -> None:
         super().__init__()
@@ -135,7 +159,8 @@ class Int8Linear(nn.Module):
         return (self.weight.float() * self.weight_scale.float()[:, None]).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(x.float(), self.weight.float()) * self.weight_scale.float()
+        inputs = fake_quantize_activations(x) if self.quantize_activations else x.float()
+        y = F.linear(inputs, self.weight.float()) * self.weight_scale.float()
         if self.bias is not None:
             y = y + self.bias.float()
         return y.to(x.dtype)
@@ -165,20 +190,48 @@ def _decoder_linear_slots(model: LlamaModel) -> list[tuple[str, nn.Module, str]]
     return slots
 
 
-def quantize_model(model: LlamaModel, activations: torch.dtype = torch.float32) -> int:
-    """Replace every decoder projection of ``model`` by an :class:`Int8Linear` quantized from its
-    current weight, and cast everything else to ``activations``; returns how many were quantized."""
+def quantize_model(
+    model: LlamaModel,
+    activations: torch.dtype = torch.float32,
+    *,
+    bits: int = 8,
+    int8_activations: bool = False,
+) -> int:
+    """Replace every decoder projection of ``model`` by an :class:`Int8Linear` (``bits=8``) or an
+    :class:`~hexamer.model.lowbit.Int4Linear` (``bits=4``) quantized from its current weight, and
+    cast everything else to ``activations``; returns how many were quantized."""
     slots = _decoder_linear_slots(model)
     for name, parent, attr in slots:
         child = getattr(parent, attr)
-        if not isinstance(child, Int8Linear):
-            setattr(parent, attr, Int8Linear.from_linear(child, name))
+        if not isinstance(child, (Int8Linear, Int4Linear)):
+            child = (Int4Linear if bits == 4 else Int8Linear).from_linear(child, name)
+            setattr(parent, attr, child)
+        if isinstance(child, Int8Linear):
+            child.quantize_activations = int8_activations
     model.to(activations)
     return len(slots)
 
 
-def quantization_config(source_dtype: str | None = None) -> dict[str, Any]:
+def quantization_config(source_dtype: str | None = None, bits: int = 8) -> dict[str, Any]:
     """The ``quantization_config`` block ``hexamer quantize`` writes into config.json."""
+    if bits == 4:
+        return {
+            "quant_method": QUANT_METHOD,
+            "format_version": FORMAT_VERSION,
+            "bits": 4,
+            "weight_dtype": "int4",
+            "group_size": GROUP,
+            "scheme": f"symmetric, per output channel and {GROUP} inputs, scale = (weight of largest "
+            "magnitude) / -8, codes in [-8, 7], round to nearest",
+            "packing": f"uint8 [out, in/2]: code + 8, even input in the low nibble, rows padded to a "
+            f"multiple of {GROUP} inputs",
+            "scale_dtype": "float16",
+            "scale_suffix": SCALE_SUFFIX,
+            "activations": "int8 per row (token), absmax / 127, round to nearest even, on the fly",
+            "modules": [f"model.layers.*.{m}" for m in QUANTIZED_MODULES],
+            "not_quantized": ["model.embed_tokens", "lm_head", "model.norm", "model.layers.*.*_layernorm"],
+            "source_dtype": source_dtype,
+        }
     return {
         "quant_method": QUANT_METHOD,
         "format_version": FORMAT_VERSION,
@@ -212,10 +265,16 @@ def folder_quantization(folder: str | Path) -> dict[str, Any] | None:
             f"{config_path}: quantization method {method!r} is not supported (hexamer loads float "
             f"checkpoints and its own {QUANT_METHOD!r} folders written by 'hexamer quantize')"
         )
-    if qc.get("format_version") != FORMAT_VERSION or qc.get("bits") != 8:
+    bits = qc.get("bits")
+    if (
+        qc.get("format_version") != FORMAT_VERSION
+        or bits not in (8, 4)
+        or (bits == 4 and qc.get("group_size") != GROUP)
+    ):
         raise ValueError(
             f"{config_path}: {QUANT_METHOD} format_version {qc.get('format_version')!r} / bits "
-            f"{qc.get('bits')!r} is not supported (this hexamer reads version {FORMAT_VERSION}, 8 bits)"
+            f"{bits!r} / group_size {qc.get('group_size')!r} is not supported (this hexamer reads "
+            f"version {FORMAT_VERSION}: 8 bits, or 4 bits in groups of {GROUP})"
         )
     return qc
 
@@ -225,16 +284,16 @@ def refuse_int8_folder(folder: str | Path, tool: str) -> None:
     only warns about an unknown ``quantization_config`` and loads the int8 codes as numbers)."""
     if folder_quantization(folder) is not None:
         raise ValueError(
-            f"{folder} is a {QUANT_METHOD} folder (int8 weights); {tool} cannot load it: use hexamer "
+            f"{folder} is a {QUANT_METHOD} folder (int8/int4 weights); {tool} cannot load it: use hexamer "
             "(Carbon.from_pretrained) or the float checkpoint it was quantized from"
         )
 
 
 def _activation_dtype_for(dtype: object) -> torch.dtype:
     """A quantized folder's activation dtype from the user's ``dtype`` (float names pick it)."""
-    chosen = int8_activation_dtype(dtype)
-    if chosen is not None:
-        return chosen
+    mode = lowbit_mode(dtype)
+    if mode is not None:
+        return mode[1]
     if dtype is None or dtype == "auto":
         return torch.float32
     return resolve_dtype(dtype, _NO_CONFIG)  # type: ignore[arg-type]
@@ -250,30 +309,49 @@ _NO_CONFIG = _NoConfig()
 def load_int8(
     folder: Path, config: ModelConfig, qconfig: dict[str, Any] | None, dtype: object, device: torch.device
 ) -> tuple[LlamaModel, ModelConfig]:
-    """``load_model``'s int8 branch: a quantized folder (``qconfig``) read as stored, or a float
-    folder quantized while loading (from float32, whatever the activation dtype)."""
+    """``load_model``'s quantized branch: a quantized folder (``qconfig``) read as stored, or a
+    float folder quantized while loading (from float32, whatever the activation dtype). ``dtype``
+    names the mode (:data:`LOWBIT_DTYPES`); a quantized folder's own width must agree with it."""
     activations = _activation_dtype_for(dtype)
+    mode = lowbit_mode(dtype)
     if qconfig is None:
+        assert mode is not None
         model, config = load_float_model(folder, dtype=torch.float32, device="cpu")
-        quantize_model(model, activations)
+        quantize_model(model, activations, bits=mode[0], int8_activations=mode[2])
         return model.to(device).eval(), config
-    return _load_quantized_folder(folder, config, activations, device), config
+    bits = int(qconfig["bits"])
+    if mode is not None and mode[0] != bits:
+        raise ValueError(
+            f"{folder} holds int{bits} weights; dtype {dtype!r} asks for int{mode[0]} (use the float "
+            f"checkpoint, or dtype 'auto'/'{'int4' if bits == 4 else 'int8'}')"
+        )
+    model = _load_quantized_folder(folder, config, activations, device, bits)
+    if mode is not None and mode[2]:
+        for _, parent, attr in _decoder_linear_slots(model):
+            getattr(parent, attr).quantize_activations = True
+    return model, config
 
 
-def int8_weight_bytes(config: ModelConfig, activations: torch.dtype) -> int:
-    """Bytes an int8 model of ``config`` holds: one per projection weight, four per output
-    channel's scale, everything else (embeddings, head, norms, biases) in ``activations``."""
+def int8_weight_bytes(config: ModelConfig, activations: torch.dtype, bits: int = 8) -> int:
+    """Bytes a quantized model of ``config`` holds: per projection weight one (int8) or half
+    (int4, rows padded to whole groups), four per output channel's scale (int8) or two per group
+    (int4), everything else (embeddings, head, norms, biases) in ``activations``."""
     h, f = config.hidden_size, config.intermediate_size
     q = config.num_attention_heads * config.head_dim
     kv = config.num_key_value_heads * config.head_dim
     codes = config.num_hidden_layers * (2 * h * q + 2 * h * kv + 3 * h * f)
-    scales = config.num_hidden_layers * (q + 2 * kv + h + 2 * f + h)
     itemsize = torch.empty((), dtype=activations).element_size()
-    return codes + 4 * scales + (parameter_count(config) - codes) * itemsize
+    rest = (parameter_count(config) - codes) * itemsize
+    if bits == 4:
+        hp, qp, fp = (padded_in_features(n) for n in (h, q, f))
+        padded = config.num_hidden_layers * ((q + 2 * kv + 2 * f) * hp + h * qp + h * fp)
+        return padded // 2 + 2 * (padded // GROUP) + rest
+    scales = config.num_hidden_layers * (q + 2 * kv + h + 2 * f + h)
+    return codes + 4 * scales + rest
 
 
 def _load_quantized_folder(
-    folder: Path, config: ModelConfig, activations: torch.dtype, device: torch.device
+    folder: Path, config: ModelConfig, activations: torch.dtype, device: torch.device, bits: int = 8
 ) -> LlamaModel:
     """Read a quantized folder the way ``load_model`` reads a float one: the file's header is
     checked against its size, every name, shape and dtype against ``config.json``, and the
@@ -283,14 +361,25 @@ def _load_quantized_folder(
     if not os.path.lexists(file):
         raise FileNotFoundError(f"{folder} is a {QUANT_METHOD} folder but has no {QUANTIZED_FILE}")
     header = read_safetensors_header(checked_file(file, folder))
-    check_config_matches_headers(folder, config, {file: header})
+    packed = (  # int4 rows hold two codes per byte: their shapes are checked below, against config.json
+        {n for n in header if n.endswith(".weight") and n.split(".")[-2] in QUANTIZED_MODULES}
+        if bits == 4
+        else set()
+    )
+    check_config_matches_headers(folder, config, {file: {n: h for n, h in header.items() if n not in packed}})
     with torch.device("meta"):
         model = LlamaModel(config)
         for _, parent, attr in _decoder_linear_slots(model):
             lin = getattr(parent, attr)
-            q = torch.empty(lin.out_features, lin.in_features, dtype=torch.int8)
             bias = None if lin.bias is None else torch.empty(lin.out_features)
-            setattr(parent, attr, Int8Linear(q, torch.empty(lin.out_features), bias))
+            if bits == 4:
+                kp = padded_in_features(lin.in_features)
+                codes = torch.empty(lin.out_features, kp // 2, dtype=torch.uint8)
+                scales = torch.empty(lin.out_features, kp // GROUP, dtype=torch.float16)
+                setattr(parent, attr, Int4Linear(codes, scales, lin.in_features, bias))
+            else:
+                q = torch.empty(lin.out_features, lin.in_features, dtype=torch.int8)
+                setattr(parent, attr, Int8Linear(q, torch.empty(lin.out_features), bias))
     quantized = {f"model.{name}" for name, _, _ in _decoder_linear_slots(model)}
     expected: dict[str, tuple[str, tuple[int, ...], str]] = {}
     for name, p in model.named_parameters():
@@ -305,13 +394,14 @@ def _load_quantized_folder(
         if module in quantized:
             kind = "int8" if name.endswith(".weight") else "scale"
             expected[hf] = (name, tuple(b.shape), kind)
-    storage = {"float": {"F64", "F32", "F16", "BF16"}, "int8": {"I8"}, "scale": {"F32"}}
+    storage = {"float": {"F64", "F32", "F16", "BF16"}, "int8": {"I8"} if bits == 8 else {"U8"}}
+    storage["scale"] = {"F32"} if bits == 8 else {"F16"}
     names: list[str] = []
     for name in sorted(header):
         if name.endswith("rotary_emb.inv_freq") or (config.tie_word_embeddings and name == "lm_head.weight"):
             continue
         if name not in expected:
-            raise ValueError(f"unexpected tensor '{name}' in {file} (not part of this int8 checkpoint)")
+            raise ValueError(f"unexpected tensor '{name}' in {file} (not part of this int{bits} checkpoint)")
         _, shape, kind = expected[name]
         stored = header[name]
         if stored.shape != shape:
@@ -330,11 +420,11 @@ def _load_quantized_folder(
         shown = ", ".join(f"'{m}'" for m in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise ValueError(f"missing tensor(s) in {folder}: {shown}{more}")
-    need = int8_weight_bytes(config, activations)
+    need = int8_weight_bytes(config, activations, bits)
     check_fits(
         need,
         device,
-        f"{folder}: {parameter_count(config):,} parameters in int8 with "
+        f"{folder}: {parameter_count(config):,} parameters in int{bits} with "
         f"{str(activations).removeprefix('torch.')} activations ({format_bytes(need)})",
         "free memory or use a smaller model",
     )
@@ -345,7 +435,7 @@ def _load_quantized_folder(
                 tensor = f.get_tensor(name)
                 if kind != "float":
                     check_finite_weight(tensor, name, file)
-                if kind == "scale" and not (tensor > 0).all():
+                if kind == "scale" and bits == 8 and not (tensor > 0).all():
                     raise ValueError(
                         f"tensor '{name}' in {file} holds scales that are not > 0 (a scale must be finite and > 0)"
                     )
@@ -364,24 +454,27 @@ def _load_quantized_folder(
 
 def quantized_tensors(model: LlamaModel, float_dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """The safetensors contents of a quantized folder for ``model`` (its projections already
-    :class:`Int8Linear`): Hugging Face names, int8 codes + float32 scales, the rest in ``float_dtype``."""
+    :class:`Int8Linear` or :class:`~hexamer.model.lowbit.Int4Linear`, or their CPU panel forms):
+    Hugging Face names, int8 codes + float32 scales (int4: packed codes + float16 group scales),
+    the rest in ``float_dtype``."""
     tensors: dict[str, torch.Tensor] = {}
     for name, p in model.named_parameters():  # a tied head appears once, as the embedding
         hf = name if name.startswith("lm_head.") else f"model.{name}"
         tensors[hf] = p.detach().to(float_dtype).contiguous()
     for name, parent, attr in _decoder_linear_slots(model):
         lin = getattr(parent, attr)
-        if not isinstance(lin, Int8Linear):
-            lin = Int8Linear(lin.weight, lin.weight_scale, lin.bias) if hasattr(lin, "weight_scale") else None
-        if lin is None:
+        if not hasattr(lin, "weight_scale"):
             raise ValueError(f"{name} is not quantized")
+        scale = lin.weight_scale
         tensors[f"model.{name}.weight"] = lin.weight.contiguous()
-        tensors[f"model.{name}.{SCALE_SUFFIX}"] = lin.weight_scale.float().contiguous()
+        tensors[f"model.{name}.{SCALE_SUFFIX}"] = (
+            scale if scale.dtype == torch.float16 else scale.float()
+        ).contiguous()
     return tensors
 
 
-def quantize_folder(source: str | Path, out: str | Path) -> Path:
-    """Write an int8 copy of the float checkpoint folder ``source`` to ``out`` (which must not
+def quantize_folder(source: str | Path, out: str | Path, bits: int = 8) -> Path:
+    """Write an int8 (``bits=8``) or int4 (``bits=4``) copy of the float checkpoint folder ``source`` to ``out`` (which must not
     exist or be empty): :func:`quantized_tensors` in one ``model.safetensors``, config.json with
     :func:`quantization_config`, the tokenizer and other small files copied. The folder is built
     beside ``out`` and renamed into place after it loads back, so ``out`` is never half-written."""
@@ -402,10 +495,12 @@ def quantize_folder(source: str | Path, out: str | Path) -> Path:
     float_dtype = (
         getattr(torch, config.dtype) if config.dtype in ("float32", "bfloat16", "float16") else torch.float32
     )
-    quantize_model(model, torch.float32)
+    if bits not in (8, 4):
+        raise ValueError(f"bits must be 8 or 4, got {bits}")
+    quantize_model(model, torch.float32, bits=bits)
     tensors = quantized_tensors(model, float_dtype)
     del model
-    raw["quantization_config"] = quantization_config(config.dtype)
+    raw["quantization_config"] = quantization_config(config.dtype, bits)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
@@ -429,7 +524,7 @@ def quantize_folder(source: str | Path, out: str | Path) -> Path:
         )
         for name, parent, attr in _decoder_linear_slots(check):
             if not torch.equal(getattr(parent, attr).weight, tensors[f"model.{name}.weight"]):
-                raise RuntimeError(f"{name}: the written int8 weight does not load back")
+                raise RuntimeError(f"{name}: the written int{bits} weight does not load back")
         del check
         if out.exists():
             out.rmdir()

@@ -21,8 +21,9 @@ def _ok(args: list[str]) -> str:
 
 def test_variants_are_checked_and_float32_comes_first() -> None:
     assert check_variants(["int8", "bfloat16", "int8"]) == ("float32", "int8", "bfloat16")
-    with pytest.raises(ValueError, match="int4"):
-        check_variants(["int4"])
+    assert check_variants(["int4", "int8-a8"]) == ("float32", "int4", "int8-a8")
+    with pytest.raises(ValueError, match="int3"):
+        check_variants(["int3"])
 
 
 def test_held_out_windows_are_acgt_and_deterministic() -> None:
@@ -81,8 +82,11 @@ def test_quantize_command_writes_a_loadable_folder(tiny_folder: Path, tmp_path: 
     assert summary["out_bytes"] < summary["source_bytes"]
     result = run(["quantize", str(out), str(tmp_path / "again")])
     assert result.exit_code == 2 and not (tmp_path / "again").exists()  # a usage error
-    result = run(["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int4"])
+    result = run(["quantize", str(tiny_folder), str(tmp_path / "x"), "--dtype", "int2"])
     assert result.exit_code != 0 and not (tmp_path / "x").exists()
+    four = run_json(["quantize", str(tiny_folder), str(tmp_path / "q4"), "--dtype", "int4", "--json"])
+    assert folder_quantization(tmp_path / "q4")["bits"] == 4  # type: ignore[index]
+    assert four["out_bytes"] < summary["out_bytes"]
 
 
 def test_llama_cpp_peer_is_timed_when_installed_and_given_a_gguf(
@@ -202,3 +206,12 @@ def test_bench_quant_fidelity_without_llama_cpp_has_a_skipped_row_with_the_hint(
     rows = json.loads(out.read_text())["rows"]
     assert [r["variant"] for r in rows] == ["float32", "int8", "llama.cpp Q8_0"]
     assert rows[-1]["status"] == "skipped" and rows[-1]["reason"] == LLAMA_CPP_HINT
+
+
+def test_fidelity_of_int4_and_int8_activations(tiny_folder: Path) -> None:
+    carbons = load_variants(tiny_folder, ("float32", "int8-a8", "int4"), 4, lambda _: None)
+    report = run_quant_fidelity(carbons, model_name="tiny", n_variants=12, n_windows=6, window_bp=60)
+    rows = {r["variant"]: r for r in report.rows}
+    assert set(rows) == {"float32", "int8-a8", "int4"} and all(r["status"] == "ok" for r in rows.values())
+    for v in ("int8-a8", "int4"):
+        assert rows[v]["|Δ log P| max"] > 0 and rows[v]["Spearman vs fp32"] > 0.9

@@ -62,3 +62,14 @@ def test_a_failure_while_writing_exits_1(
         result
     )
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".q-")]
+
+
+def test_int4_folder_is_written_and_refused_as_int8(source: Path, tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "q4"
+    result = run_ok(["quantize", source, out, "--dtype", "int4", "--json"])
+    summary = json.loads(result.stdout)
+    assert summary["dtype"] == "int4" and summary["out_bytes"] < summary["source_bytes"]
+    assert json.loads((out / "config.json").read_text())["quantization_config"]["bits"] == 4
+    assert run(["quantize", source, tmp_path / "q5", "--dtype", "int3"]).exit_code == 2
