@@ -35,6 +35,7 @@ from hexamer.engine.scheduler import Scheduler
 from hexamer.engine.verify import speculative_round
 from hexamer.model import LlamaModel
 from hexamer.model.finite import finite_rows, non_finite_output
+from hexamer.model.kv_blocks import BLOCK_SIZE
 from hexamer.tokenizer.layout import DnaLayout
 
 
@@ -162,6 +163,27 @@ class Engine:
     @property
     def n_free_rows(self) -> int:
         return len(self.cache.free_rows)
+
+    @property
+    def kv_blocks_total(self) -> int:
+        """Blocks of the KV pool (0 before it is allocated); each holds ``kv_block_size`` tokens."""
+        cache = self.cache.cache
+        return cache.blocks_total if cache is not None else 0
+
+    @property
+    def kv_blocks_free(self) -> int:
+        """Blocks of the KV pool holding no token."""
+        cache = self.cache.cache
+        return cache.blocks_free if cache is not None else 0
+
+    @property
+    def kv_blocks_reserved(self) -> int:
+        """Blocks promised to running requests (a request is admitted only when its blocks fit)."""
+        return self.kv_blocks_total - self.cache.blocks_available if self.cache.cache is not None else 0
+
+    @property
+    def kv_block_size(self) -> int:
+        return BLOCK_SIZE
 
     @property
     def kv_bytes(self) -> int:

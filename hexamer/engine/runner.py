@@ -161,6 +161,9 @@ class ModelRunner:
         if int(cache.lengths.max()) + 1 > cache.max_len:
             raise ValueError(f"KV cache full: a row would exceed max_len={cache.max_len}")
         slots = cache.lengths.clone()
+        rows = [r.row for r in requests]
+        starts = slots[rows].tolist()
+        cache.grow(rows, starts, [s + 1 for s in starts])  # type: ignore[arg-type]
         positions = cache.num_real_tokens()[:, None]
         cache.lengths += 1
         logits = self._decode_fn(

@@ -201,6 +201,7 @@ class NativeKernels:
         *,
         rows: torch.Tensor | None = None,
         scale: float,
+        block_table: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One layer's attention for a decode-shaped forward, cache write included.
 
@@ -209,8 +210,11 @@ class NativeKernels:
         and k (``None``: already rotated). The rotated keys and the values are written into
         ``k_cache``/``v_cache`` (rows, G, slots, D), float32 or bfloat16, at ``slots`` (B, T) of
         cache row ``rows[b]`` (default ``b``); then every new token attends over the first ``S``
-        slots of its row under ``mask``, bool (B, 1, T, S). Activations are all float32 or all
-        bfloat16. Returns (B, T, H * D) in that dtype, the layout the output projection takes."""
+        slots of its row under ``mask``, bool (B, 1, T, S). With a ``block_table`` (cache rows,
+        n) int64 the caches are block pools (blocks, G, block size, D), block size a power of two,
+        and slot ``s`` of row ``r`` lives in block ``block_table[r, s // block size]`` (a paged
+        cache, :class:`hexamer.model.KVCache`). Activations are all float32 or all bfloat16. Returns
+        (B, T, H * D) in that dtype, the layout the output projection takes."""
         b, t, h, d = q.shape
         g, s = k.shape[2], mask.shape[-1]
         act, supported = q.dtype, (torch.float32, torch.bfloat16)
@@ -229,12 +233,12 @@ class NativeKernels:
             raise ValueError("decode attention needs a contiguous head dim and contiguous caches")
         if k_cache.shape[1:] != v_cache.shape[1:] or k_cache.shape[1] != g or k_cache.shape[3] != d:
             raise ValueError(f"caches {tuple(k_cache.shape)} do not hold {g} KV heads of dim {d}")
-        if (
-            mask.dtype != torch.bool
-            or mask.shape != (b, 1, t, s)
-            or mask.stride(-1) != 1
-            or s > k_cache.shape[2]
-        ):
+        paged = block_table is not None
+        bs = k_cache.shape[2]
+        if paged and (bs & (bs - 1) or block_table.dtype != torch.int64 or block_table.stride(-1) != 1):
+            raise ValueError("a block table must be int64 with contiguous rows over power-of-two blocks")
+        room = block_table.shape[1] * bs if paged else bs
+        if mask.dtype != torch.bool or mask.shape != (b, 1, t, s) or mask.stride(-1) != 1 or s > room:
             raise ValueError(f"mask must be bool (B, 1, T, S<=slots) = {(b, 1, t)}, got {tuple(mask.shape)}")
         slots = slots.to(torch.int64).expand(b, t).contiguous()
         if rows is not None:
@@ -249,7 +253,8 @@ class NativeKernels:
             slots.data_ptr(), int(act == torch.bfloat16),
             k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
             int(k_cache.dtype == torch.bfloat16), None if rows is None else rows.data_ptr(),
-            mask.data_ptr(), mask.stride(0), mask.stride(2), out.data_ptr(),
+            block_table.data_ptr() if paged else None, block_table.stride(0) if paged else 0,
+            bs.bit_length() - 1 if paged else 0, mask.data_ptr(), mask.stride(0), mask.stride(2), out.data_ptr(),
             b, t, h, g, d, s, scale, torch.get_num_threads(),
         )  # fmt: skip
         if code == -1:
@@ -400,8 +405,11 @@ def _load(path: Path) -> NativeKernels:
         ptr,
         ptr,
         i64,
+        c_int,  # rows, block table, its row stride, log2 block size
+        ptr,
         i64,
-        ptr,  # rows, mask, mask strides, out
+        i64,
+        ptr,  # mask, mask strides, out
         i64,
         i64,
         i64,
@@ -469,12 +477,23 @@ def _check_attention(kernels: NativeKernels, dtype: torch.dtype, gen: torch.Gene
         got = kernels.decode_attention(
             q, k_new, v_new, None, None, k, v, slots, mask, rows=rows, scale=d**-0.5
         )
+        # the same through a block table: rows cut into 8-slot blocks laid out in shuffled order
+        table = torch.randperm(15, generator=gen).view(3, 5)
+        kp, vp = (torch.empty(15, 2, 8, d, dtype=dtype) for _ in range(2))
+        kp[table.reshape(-1)] = k.view(3, 2, 5, 8, d).transpose(1, 2).reshape(15, 2, 8, d)
+        vp[table.reshape(-1)] = v.view(3, 2, 5, 8, d).transpose(1, 2).reshape(15, 2, 8, d)
+        paged = kernels.decode_attention(
+            q, k_new, v_new, None, None, kp, vp, slots, mask, rows=rows, scale=d**-0.5, block_table=table
+        )
         k[rows[:, None], :, slots], v[rows[:, None], :, slots] = k_new, v_new
         want = _attention_reference(q, k[rows, :, :37], v[rows, :, :37], mask, d**-0.5)
         if not torch.allclose(
             got.double(), want.to(dtype).double(), atol=2e-2 if dtype == torch.bfloat16 else 1e-5
         ):
             raise RuntimeError(f"self-check failed (decode attention, {dtype}, head dim {d})")
+        stored = kp[table.reshape(-1)].view(3, 5, 2, 8, d).transpose(1, 2).reshape(3, 2, 40, d)
+        if not (torch.equal(paged, got) and torch.equal(stored, k)):
+            raise RuntimeError(f"self-check failed (paged decode attention, {dtype}, head dim {d})")
 
 
 def _attention_reference(
