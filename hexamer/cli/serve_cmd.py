@@ -69,7 +69,8 @@ def serve(
         int | None, typer.Option(help="Tokens per sequence (default: the model's context).")
     ] = None,
     kv_cache_bytes: Annotated[
-        int | None, typer.Option(help="KV-cache memory budget; fewer rows if needed.")
+        int | None,
+        typer.Option(help="KV-cache pool in bytes (default: 4 GiB on CPU, 80 % of free memory on GPU)."),
     ] = None,
     max_queue: Annotated[int, typer.Option(help="Waiting sequences beyond which requests get 429.")] = 1024,
     max_tokens: Annotated[int, typer.Option(help="Largest max_tokens per request.")] = 8192,

@@ -1,5 +1,5 @@
 """64 concurrent streaming clients, some vanishing midway: the others finish exactly as they would
-alone, and every KV-cache row is free afterwards."""
+alone, and every KV-cache row and block is free afterwards."""
 
 from __future__ import annotations
 
@@ -71,6 +71,8 @@ def test_64_streams_with_disconnects(url: str) -> None:
     health = _wait_idle(url)
     assert (health["running"], health["waiting"], health["kv_rows_used"]) == (0, 0, 0)
     assert _metric(url, "hexamer_kv_cache_rows_used") == 0
+    assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks") > 0
+    assert _metric(url, "hexamer_kv_cache_blocks_reserved") == 0
 
 
 def test_disconnect_cancels_at_once(url: str) -> None:
@@ -82,5 +84,6 @@ def test_disconnect_cancels_at_once(url: str) -> None:
                 break
     health = _wait_idle(url)
     assert health["kv_rows_used"] == 0
+    assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks")
     # the request stopped soon after the client left, far short of its 400 tokens
     assert _metric(url, "hexamer_generated_tokens_total") - before < 200
