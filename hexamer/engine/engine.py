@@ -3,7 +3,8 @@
     engine = Engine(model, tokenizer.layout, EngineConfig(max_batch_size=16))
     engine.run([Request(prompt_ids, SamplingParams(max_bp=1000, seed=0)), ...])
 
-Requests are admitted into free cache rows as they free up (continuous batching); each decode step
+Requests are admitted, in order of arrival, when a cache row and the KV blocks they may fill are
+free (continuous batching over a paged cache, docs/engine.md); each decode step
 advances every running request by one 6-mer (or, for ``mode="text"`` requests, one token of the
 whole vocabulary; both kinds share steps).
 
@@ -199,9 +200,10 @@ class Engine:
         return self.draft.model if self.draft is not None else None
 
     def reserve(self) -> int:
-        """Allocate, once, the KV cache a server keeps: ``max_batch_size`` rows of ``max_len`` tokens
-        (fewer rows when the KV budget holds fewer), and the draft model's like it when one is
-        attached, so a request never meets an allocation; returns the rows."""
+        """Allocate, once, the KV cache a server keeps: ``max_batch_size`` rows of up to ``max_len``
+        tokens over a block pool of ``kv_cache_bytes`` (untouched until tokens arrive), and the draft
+        model's like it when one is attached, so a request never meets an allocation; returns the
+        rows."""
         cache = self.cache.ensure(self.max_len, self.config.max_batch_size)
         if self.draft is not None:
             self.draft.ensure_like(cache)
