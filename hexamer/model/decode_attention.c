@@ -57,7 +57,7 @@ typedef struct {
     const void *cos, *sin; /* (B, T, D) contiguous rotary tables, or NULL: no rotation */
     const int64_t *slots;  /* (B, T) contiguous: cache slot of each new token */
     void *k, *v;           /* caches (rows, G, slots, D) at strides (c_sb, c_sh, c_ss); paged: */
-    int64_t c_sb, c_sh, c_ss; /* block pools (blocks, G, block size, D), c_sb the block stride */
+    int64_t c_sb, c_sh, c_ss; /* block pools (G, blocks, block size, D), c_sb the block stride */
     const int64_t *rows; /* cache row of each batch row, or NULL: row b */
     const int64_t *tab;  /* paged: block table (cache rows, tab_s) of pool blocks; NULL: contiguous */
     int64_t tab_s;
@@ -141,12 +141,17 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
     const uint8_t *m = a->mask + b * a->m_sb + t * a->m_st;
     float maxes[64];
     for (int64_t j = 0; j < rep; j++) maxes[j] = -INFINITY;
-    for (int64_t s = 0; s < S; s++) { /* pass 1: scores */
+    /* the slots are walked in runs that lie contiguously in memory: the whole row (contiguous
+     * cache) or one block (paged), so the table is read once per block, not once per slot */
+    const int64_t span = trow ? INT64_C(1) << a->bshift : (S > 0 ? S : 1), ss = a->c_ss * es;
+    for (int64_t s0 = 0; s0 < S; s0 += span) { /* pass 1: scores */
+    const char *kblk = kbase + slot_at(a, trow, base, s0) * es;
+    for (int64_t s = s0, end = s0 + span < S ? s0 + span : S; s < end; s++) {
         if (!m[s]) {
             for (int64_t j = 0; j < rep; j++) scores[j * sp + s] = -INFINITY;
             continue;
         }
-        const char *krow = kbase + slot_at(a, trow, base, s) * es;
+        const char *krow = kblk + (s - s0) * ss;
         v16 kv[NV ? NV : 1];
         for (int c = 0; c < NV; c++) kv[c] = load16(krow, c * VL, kv_bf16);
         for (int64_t j = 0; j < rep; j++) {
@@ -162,11 +167,14 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
             maxes[j] = dot > maxes[j] ? dot : maxes[j];
         }
     }
+    }
     for (int64_t j = 0; j < rep; j++) softmax_row(scores + j * sp, S, sp, maxes[j]);
     memset(acc, 0, (size_t)(rep * D) * sizeof *acc);
-    for (int64_t s = 0; s < S; s++) { /* pass 2: probability-weighted values */
+    for (int64_t s0 = 0; s0 < S; s0 += span) { /* pass 2: probability-weighted values */
+    const char *vblk = vbase + slot_at(a, trow, base, s0) * es;
+    for (int64_t s = s0, end = s0 + span < S ? s0 + span : S; s < end; s++) {
         if (!m[s]) continue;
-        const char *vrow = vbase + slot_at(a, trow, base, s) * es;
+        const char *vrow = vblk + (s - s0) * ss;
         if (NV) {
             v16 vv[NV ? NV : 1];
             for (int c = 0; c < NV; c++) vv[c] = load16(vrow, c * VL, kv_bf16);
@@ -178,6 +186,7 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
             for (int64_t j = 0; j < rep; j++)
                 for (int64_t d = 0; d < D; d++) acc[j * D + d] += scores[j * sp + s] * load1(vrow, d, kv_bf16);
         }
+    }
     }
     memcpy(out, acc, (size_t)(rep * D) * sizeof *out);
 }

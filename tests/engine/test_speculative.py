@@ -283,8 +283,8 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
                 for slot in range(length, len(cache.row_blocks[i]) * bs):
                     block = cache.row_blocks[i][slot // bs]
                     for layer in range(len(cache.k)):
-                        cache.k[layer][block, :, slot % bs] = 1e3
-                        cache.v[layer][block, :, slot % bs] = -1e3
+                        cache.k[layer][:, block, slot % bs] = 1e3
+                        cache.v[layer][:, block, slot % bs] = -1e3
         with torch.inference_mode():
             for j, r in enumerate(reqs):
                 i = rows[j]
