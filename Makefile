@@ -6,10 +6,10 @@ STAMP  := $(VENV)/.hexamer-installed
 
 .PHONY: setup test test-all demo lint bench-tokenizer bench-quick clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints/cpu.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints/cpu.txt -e '.[test]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -12,15 +12,16 @@ __version__ = "0.1.0.dev0"
 _LAZY = {
     "Carbon": "hexamer.carbon",
     "EngineConfig": "hexamer.engine.config",
-    "Generation": "hexamer.carbon",
-    "ScoreResult": "hexamer.carbon",
-    "UnscoredSequenceWarning": "hexamer.carbon",
+    "Generation": "hexamer.backend.results",
+    "ScoreResult": "hexamer.backend.results",
+    "UnscoredSequenceWarning": "hexamer.backend.results",
     "CarbonTokenizer": "hexamer.tokenizer",
     "DnaLayout": "hexamer.tokenizer",
 }
 
 if TYPE_CHECKING:
-    from hexamer.carbon import Carbon, Generation, ScoreResult, UnscoredSequenceWarning
+    from hexamer.backend.results import Generation, ScoreResult, UnscoredSequenceWarning
+    from hexamer.carbon import Carbon
     from hexamer.engine.config import EngineConfig
     from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 

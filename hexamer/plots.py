@@ -28,6 +28,7 @@ __all__ = [
     "plot_pr",
     "plot_roc",
     "plot_score_hist",
+    "plot_table",
     "score_axis_label",
 ]
 
@@ -237,3 +238,56 @@ def plot_pr(
         legend="lower left",
     )
     return aps
+
+
+def plot_table(
+    kind: str,
+    data: Any,
+    path: PathLike,
+    *,
+    score_col: str = "score",
+    label_col: str | None = None,
+    positive: Any = None,
+    by: str | None = None,
+    negate: bool = False,
+    title: str | None = None,
+) -> dict[str, Any]:
+    """The figure of a score table (a ``pyarrow.Table``, as ``hexamer vep``/``score`` write them):
+    ``kind`` hist (one distribution, or one per value of ``by``), roc or pr (against
+    ``label_col``). Rows without a score are left out; ``negate`` plots ``-score``. Returns what
+    was drawn: ``n`` scores and, for hist, the ``counts`` per group, else the ``metric``, its
+    ``value`` and the ``positive`` label. A ``ValueError`` names a missing column or unusable labels."""
+    missing = [c for c in (score_col, label_col, by) if c and c not in data.column_names]
+    if missing:
+        raise ValueError(f"no column {missing[0]!r}; columns: {', '.join(data.column_names)}")
+    scores = np.asarray(data.column(score_col).to_pylist(), dtype=float)
+    keep = ~np.isnan(scores)
+    scores = -scores if negate else scores
+    recipes = set(data.column("recipe").to_pylist()) if "recipe" in data.column_names else set()
+    meaning = recipes.pop() if len(recipes) == 1 else score_col
+    summary: dict[str, Any] = {"n": int(keep.sum())}
+    if kind == "hist":
+        groups = data.column(by).to_pylist() if by else None
+        summary["counts"] = plot_score_hist(
+            path,
+            scores[keep],
+            [g for g, k in zip(groups, keep, strict=True) if k] if groups else None,
+            title=title or (f"{score_col} per {by}" if by else f"{score_col} distribution"),
+            xlabel=score_axis_label(meaning, negated=negate),
+        )
+        return summary
+    if label_col is None:
+        raise ValueError(f"{kind} needs a label column")
+    labels = [label for label, k in zip(data.column(label_col).to_pylist(), keep, strict=True) if k]
+    fn, metric = (plot_roc, "AUROC") if kind == "roc" else (plot_pr, "average precision")
+    what = "ROC" if kind == "roc" else "Precision-recall"
+    positive_name = positive if positive is not None else "1"
+    values = fn(
+        path,
+        {score_col if not negate else f"-{score_col}": scores[keep]},
+        labels,
+        title=title or f"{what}: {'-' if negate else ''}{score_col} vs {label_col} = {positive_name}",
+        positive=positive,
+    )
+    summary.update(metric=metric, value=next(iter(values.values())), positive=positive_name)
+    return summary

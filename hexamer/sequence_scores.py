@@ -1,25 +1,67 @@
-"""The rows of ``hexamer score``: one per input record, with a status, computed a chunk at a time.
+"""The score batch job (``hexamer score``): one row per input record, with a status, computed a
+chunk at a time.
 
-One function for the command and for its scale-out (:mod:`hexamer.distributed.score`), so both
-compute the same numbers for the same chunks of records.
+One function computes a chunk's rows (:func:`score_record_rows`) for the single-process job
+(:func:`run_scoring`) and for its scale-out (:mod:`hexamer.distributed.score`), so both compute
+the same numbers for the same chunks of records.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
     from hexamer.io import BadRecord, SequenceRecord
 
-__all__ = ["SCORE_CHUNK", "ScoredChunk", "blank_row", "score_record_rows"]
+__all__ = [
+    "SCORE_CHUNK",
+    "ScoreSettings",
+    "ScoredChunk",
+    "ScoringResult",
+    "blank_row",
+    "run_scoring",
+    "score_record_rows",
+]
 
 #: records per engine call in ``hexamer score`` (bounds memory on huge inputs); the batches of
 #: a chunk never mix with another chunk's, so a chunk's numbers depend only on its records
 SCORE_CHUNK = 256
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """The options that decide a score job's rows (those of ``hexamer score``): the ``level``
+    (bp or token), the ``method`` (fns or exact), the prompt ``prefix``, a ``per_base`` column,
+    and ``batch_size`` (a local model's forward holds ``batch_size`` x 1,024 tokens)."""
+
+    level: str = "bp"
+    method: str = "fns"
+    prefix: str = ""
+    per_base: bool = False
+    batch_size: int = 16
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keywords of :func:`score_record_rows` and :func:`hexamer.distributed.score`."""
+        return asdict(self)
+
+
+@dataclass
+class ScoringResult:
+    """A finished job: records per status, the problems met, the bases scored, and the rows
+    themselves when no output file was given (the caller prints them)."""
+
+    output: str | None
+    n_records: int = 0
+    status_counts: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    scored_bp: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -60,10 +102,9 @@ def score_record_rows(
     """Score a chunk of records (at most :data:`SCORE_CHUNK` for ``hexamer score``'s batches):
     a row per record with ``status`` ok, skipped (a bad record, nothing scorable) or failed (a
     sequence the model cannot take, a non-finite model output), ``error``, ``length``, ``mean_logprob``, ``n_scored``,
-    ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size`` bounds a local
-    model's forward (``batch_size`` x 1,024 tokens); a served model batches on the server."""
-    from hexamer.backend.results import FailedResultWarning
-    from hexamer.carbon import UnscoredSequenceWarning
+    ``n_oov_bases`` and, with ``per_base``, ``per_base_logprob``. ``batch_size`` x 1,024 tokens
+    bound a local model's forward, and the prompt tokens in flight to a served one."""
+    from hexamer.backend.results import FailedResultWarning, UnscoredSequenceWarning
     from hexamer.io import BadRecord, normalize_sequence
 
     out = ScoredChunk()
@@ -107,3 +148,46 @@ def score_record_rows(
                 row["per_base_logprob"] = res.per_base if res.per_base is not None else res.per_token
             out.scored_bp += len(seq)
     return out
+
+
+def run_scoring(
+    carbon: Carbon,
+    records: Iterable[SequenceRecord | BadRecord],
+    output: str | os.PathLike[str] | None,
+    settings: ScoreSettings,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+    on_bases: Callable[[int], None] | None = None,
+) -> ScoringResult:
+    """The whole job in this process: every record scored, :data:`SCORE_CHUNK` at a time, and
+    written to the table ``output`` atomically (None: the rows are returned in the result).
+    ``on_progress`` hears the records done and ``on_bases`` the bases scored, after each chunk."""
+    from hexamer.batching import batched
+    from hexamer.job_output import JobOutput
+
+    table = JobOutput(output) if output is not None else None
+    result = ScoringResult(output=None if output is None else os.fspath(output))
+    statuses: Counter[str] = Counter()
+    try:
+        for chunk in batched(records, SCORE_CHUNK):
+            scored = score_record_rows(carbon, chunk, **settings.as_dict())
+            result.problems.extend(scored.problems)
+            result.scored_bp += scored.scored_bp
+            statuses.update(r["status"] for r in scored.rows)
+            if table is not None:
+                table.add(scored.rows, None)
+            else:
+                result.rows.extend(scored.rows)
+            if on_bases is not None:
+                on_bases(scored.scored_bp)
+            if on_progress is not None:
+                on_progress(len(scored.rows))
+    except BaseException:
+        if table is not None:
+            table.abort()
+        raise
+    if table is not None:
+        table.close()
+    result.status_counts = dict(statuses)
+    result.n_records = sum(statuses.values())
+    return result

@@ -1,4 +1,4 @@
-"""Rebuild ``hexamer/testing/data/qwen3_bpe.json.xz``: the real Qwen3 base BPE of Carbon's tokenizer.
+"""Rebuild ``hexamer/synthetic/data/qwen3_bpe.json.xz``: the real Qwen3 base BPE of Carbon's tokenizer.
 
 Hub downloads are not possible everywhere hexamer is tested, but llama.cpp ships the Qwen2 vocabulary
 (the same 151,643 BPE tokens and merges that Qwen3 uses) as ``models/ggml-vocab-qwen2.gguf``; its
@@ -18,9 +18,9 @@ import lzma
 import sys
 from pathlib import Path
 
-from hexamer.testing.qwen import QWEN3_BPE_SIZE, qwen_tokenizer_json
+from hexamer.synthetic.qwen import QWEN3_BPE_SIZE, qwen_tokenizer_json
 
-OUT = Path(__file__).resolve().parents[1] / "hexamer" / "testing" / "data" / "qwen3_bpe.json.xz"
+OUT = Path(__file__).resolve().parents[1] / "hexamer" / "synthetic" / "data" / "qwen3_bpe.json.xz"
 
 
 def main(gguf_path: str) -> None:

@@ -8,8 +8,8 @@ or executed), in two layers:
 * **function level**: imports inside a function or method body, which run on first call; they
   are how a cycle is usually deferred rather than removed.
 
-An edge goes to the deepest module an import names: ``from hexamer.vep import engine`` is an edge
-to ``hexamer.vep.engine``; ``from hexamer.vep import score_variants`` is an edge to the package
+An edge goes to the deepest module an import names: ``from hexamer.vep import scoring`` is an edge
+to ``hexamer.vep.scoring``; ``from hexamer.vep import score_variants`` is an edge to the package
 ``hexamer.vep`` (its ``__init__``). Cycles are the strongly connected components of more than one
 module, listed for the module-level graph and for module + function level together.
 
@@ -20,7 +20,10 @@ top-level module such as ``hexamer.cache`` is its own package). Listed apart, as
 without type information: ``obj._y`` on an object (not ``self``/``cls``) where ``_y`` is defined
 only in other packages, such as a private method of another package's class. Also listed:
 product modules that import the benchmarks (``hexamer.bench``); only ``hexamer.cli`` and
-``hexamer.testing`` may.
+``hexamer.testing`` may; and modules that import the test helpers (``hexamer.testing``), which only
+tests may (product code builds synthetic models with ``hexamer.synthetic``); and modules that
+re-export another module's names in ``__all__`` (a second import path for one name; a package
+``__init__`` may).
 
     python scripts/check_imports.py            # the hexamer/ package of this checkout
     python scripts/check_imports.py --json     # the same, machine-readable
@@ -223,6 +226,49 @@ def product_imports_of_bench(modules: dict[str, ModuleInfo]) -> dict[str, list[s
     return found
 
 
+def re_exports(modules: dict[str, ModuleInfo]) -> dict[str, list[str]]:
+    """Names a module (not a package ``__init__``) lists in ``__all__`` but imports from another
+    hexamer module: a second import path for one public name. A package may export its modules'
+    names (one short path for users); a module exports only what it defines."""
+    found: dict[str, list[str]] = {}
+    for name, info in sorted(modules.items()):
+        if info.is_package:
+            continue
+        tree = ast.parse(info.path.read_text(encoding="utf-8"), filename=str(info.path))
+        imported: dict[str, str] = {}
+        exported: list[str] = []
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hexamer"):
+                for alias in node.names:
+                    imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                try:
+                    exported = list(ast.literal_eval(node.value))
+                except ValueError:
+                    exported = []
+        names = [f"{n} (from {imported[n].rpartition('.')[0]})" for n in exported if n in imported]
+        if names:
+            found[name] = names
+    return found
+
+
+def imports_of_testing(modules: dict[str, ModuleInfo]) -> dict[str, list[str]]:
+    """Modules outside ``hexamer.testing`` that import it: test helpers are for tests; what product
+    code needs from them (model folders with random weights, random VCFs) is ``hexamer.synthetic``."""
+    found: dict[str, list[str]] = {}
+    for name, info in sorted(modules.items()):
+        if top_package(name) == "hexamer.testing":
+            continue
+        targets = sorted(
+            t for t in info.module_edges | info.function_edges if top_package(t) == "hexamer.testing"
+        )
+        if targets:
+            found[name] = targets
+    return found
+
+
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's algorithm (iterative); components with more than one module, sorted."""
     index: dict[str, int] = {}
@@ -302,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         "cross_package_private_uses": private,
         "foreign_private_attributes": foreign_private_attributes(modules),
         "product_imports_of_bench": product_imports_of_bench(modules),
+        "imports_of_testing": imports_of_testing(modules),
+        "re_exports": re_exports(modules),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -336,6 +384,14 @@ def _print_text(report: dict) -> None:
     print(f"\nproduct modules importing hexamer.bench: {len(bench)}")
     for module, targets in bench.items():
         print(f"  {module} -> {', '.join(targets)}")
+    testing = report["imports_of_testing"]
+    print(f"\nproduct modules importing hexamer.testing: {len(testing)}")
+    for module, targets in testing.items():
+        print(f"  {module} -> {', '.join(targets)}")
+    again = report["re_exports"]
+    print(f"\nmodules re-exporting another module's names: {len(again)}")
+    for module, names in again.items():
+        print(f"  {module}: {', '.join(names)}")
     foreign = report["foreign_private_attributes"]
     total = sum(len(v) for v in foreign.values())
     print(

@@ -18,7 +18,7 @@ from hexamer.finetune.folders import new_classifier, save_classifier
 from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.task import TaskSpec
 from hexamer.finetune.transform import LabelTransform
-from hexamer.testing.vcf import write_random_vcf
+from hexamer.synthetic.vcf import write_random_vcf
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "hexamer" / "data" / "demo-model"

@@ -20,6 +20,7 @@ import torch
 
 from hexamer import Carbon
 from hexamer.cache import cache_root
+from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.vep import recipes, score_variants
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "vep"
@@ -40,7 +41,7 @@ def main() -> None:
             out = m.model(torch.tensor([ids]), logits_at="all")
         lsm = torch.log_softmax(out.logits[0].float(), dim=-1)  # float32, as a server sends it
         block = lsm[start - 1 : start - 1 + len(targets), m.layout.kmer_start : m.layout.kmer_stop]
-        return recipes.bp_log_likelihood(block.double(), targets, n_real)
+        return bp_log_likelihood(block.double(), targets, n_real)
 
     for r in rows[:3]:
         p0 = r["pos"] - 1

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hexamer.testing import build_carbon_folder
-from hexamer.testing.vcf import add_vcf_records, write_random_vcf
+from hexamer.synthetic import build_carbon_folder
+from hexamer.synthetic.vcf import add_vcf_records, write_random_vcf
 from hexamer.tokenizer import CarbonTokenizer
 
 VEP_DATA = Path(__file__).resolve().parent / "data" / "vep"

@@ -40,6 +40,45 @@ def test_a_clean_package_passes(tmp_path: Path) -> None:
     assert code == 0
     assert report["module_level_cycles"] == [] and report["cycles_with_function_imports"] == []
     assert report["cross_package_private_uses"] == {} and report["product_imports_of_bench"] == {}
+    assert report["imports_of_testing"] == {}
+
+
+def test_product_code_never_imports_the_test_helpers(tmp_path: Path) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "testing/__init__.py": "from hexamer.synthetic import build\n",
+            "testing/cli.py": "from hexamer.testing import build\n",  # inside the package: fine
+            "synthetic/__init__.py": "def build():\n    return 1\n",
+            "train/__init__.py": "def init():\n    from hexamer.testing.cli import build\n",
+        },
+    )
+    _, report = _check(package)
+    assert report["imports_of_testing"] == {"hexamer.train": ["hexamer.testing.cli"]}
+    _, real = _check(SCRIPT.parents[1] / "hexamer")
+    assert real["imports_of_testing"] == {}
+
+
+def test_a_module_re_exporting_another_modules_name_is_listed(tmp_path: Path) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a/__init__.py": "from hexamer.a.core import run\n\n__all__ = ['run']\n",  # a package may
+            "a/core.py": "def run():\n    return 1\n\n__all__ = ['run']\n",
+            "a/other.py": "from hexamer.a.core import run\n\n__all__ = ['run', 'walk']\n\ndef walk():\n    return run()\n",
+        },
+    )
+    _, report = _check(package)
+    assert report["re_exports"] == {"hexamer.a.other": ["run (from hexamer.a.core)"]}
+
+
+def test_one_import_path_per_public_name_in_these_packages() -> None:
+    _, real = _check(SCRIPT.parents[1] / "hexamer")
+    packages = ("calibration", "evals", "finetune", "io", "ism", "model", "synthetic", "testing", "train")
+    again = {m: names for m, names in real["re_exports"].items() if m.split(".")[1] in packages}
+    assert again == {}
 
 
 def test_cycles_private_names_and_bench_imports_are_reported(tmp_path: Path) -> None:

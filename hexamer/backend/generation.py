@@ -1,5 +1,5 @@
-"""Generation options shared by the local and the served front end: samples per prompt, seeds,
-stop strings, recorded log-probabilities and one checked engine request per prompt."""
+"""Generation options whatever the backend (local or served): samples per prompt, seeds, stop
+strings, recorded log-probabilities and one checked engine request per prompt."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ _ACGT = set("ACGT")
 
 
 class RequestMaker(Protocol):
-    """A front end that turns one prompt into a checked engine request (``Carbon``, ``RemoteCarbon``)."""
+    """A front end that turns one prompt into a checked engine request (``Carbon``)."""
 
     def make_request(
         self, text: str, index: int, prefix: str, params: SamplingParams
@@ -37,7 +37,7 @@ class RequestMaker(Protocol):
 
 
 def check_n(n: int, num_return_sequences: int | None) -> int:
-    """``generate``'s samples per prompt (``n``, alias ``num_return_sequences``), local or remote."""
+    """``generate``'s samples per prompt (``n``, alias ``num_return_sequences``)."""
     if num_return_sequences is not None:
         if n not in (1, num_return_sequences):
             raise ValueError(f"n={n} and num_return_sequences={num_return_sequences} disagree: give one")
@@ -48,7 +48,7 @@ def check_n(n: int, num_return_sequences: int | None) -> int:
 
 
 def check_stops(stop: str | Sequence[str] | None) -> list[str]:
-    """``generate``'s ``stop`` as a list of upper-case DNA strings, local or remote."""
+    """``generate``'s ``stop`` as a list of upper-case DNA strings."""
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     for s in stops:
         if not isinstance(s, str) or not s or not set(s.upper()) <= _ACGT:

@@ -1,6 +1,7 @@
 """:class:`LocalBackend`: the :class:`~hexamer.backend.protocol.Backend` operations on a model loaded
-in this process (CPU or GPU), including the shared-prefix scorers only an in-process model allows
-(``supports_kv_sharing``)."""
+in this process (CPU or GPU): scoring, hidden states, generation on its own
+:class:`~hexamer.engine.Engine` (speculative decoding included), and the shared-prefix scorers
+only an in-process model allows (``supports_kv_sharing``)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ from typing import Literal
 import numpy as np
 import torch
 
-from hexamer.backend.inputs import TokenizedInputs, next_base_ids
-from hexamer.backend.protocol import OnProgress
+from hexamer.backend.inputs import Prompt, TokenizedInputs, next_base_ids
+from hexamer.backend.protocol import Backend, Decoding, OnDone, OnProgress, UnsupportedOperation
 from hexamer.backend.results import ScoreResult, bp_score_result, checked_base_logprobs
 from hexamer.backend.score_options import ScoreOptions
+from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.engine.batching import padded_chunks
+from hexamer.engine.spec_config import SpecConfig, SpecStats
+from hexamer.engine.speculative import check_compatible
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.model import KVCache, LlamaModel, pad_rows
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna, encode_kmers, oov_bases
+from hexamer.validate import check_new_length
 
 __all__ = ["LocalBackend", "length_batches"]
 
@@ -43,13 +48,16 @@ def length_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]
 
 class LocalBackend(TokenizedInputs):
     """The model and tokenizer of this process, as a :class:`~hexamer.backend.protocol.Backend`
-    and :class:`~hexamer.backend.protocol.PrefixSharingBackend`."""
+    and :class:`~hexamer.backend.protocol.PrefixSharingBackend`; it owns the generation
+    :class:`~hexamer.engine.Engine` (built with ``engine_config``)."""
 
     kind: Literal["local"] = "local"
     supports_kv_sharing = True
     supports_embeddings = True
 
-    def __init__(self, model: LlamaModel, tokenizer: CarbonTokenizer) -> None:
+    def __init__(
+        self, model: LlamaModel, tokenizer: CarbonTokenizer, engine_config: EngineConfig | None = None
+    ) -> None:
         if model.config.vocab_size != len(tokenizer):
             raise ValueError(
                 f"model vocab_size {model.config.vocab_size} != tokenizer vocabulary {len(tokenizer)}"
@@ -58,9 +66,15 @@ class LocalBackend(TokenizedInputs):
         self.tokenizer = tokenizer
         self.layout = tokenizer.layout
         self.rows = (self.layout.kmer_start, self.layout.kmer_stop)
+        #: the engine's options, passed whole to every engine built from this backend's
+        self.engine_config = engine_config if engine_config is not None else EngineConfig()
+        self.engine = Engine(model, self.layout, self.engine_config)
 
     def __repr__(self) -> str:
         return f"LocalBackend(device={self.device}, context={self.context_length})"
+
+    def close(self) -> None:
+        """Nothing to release: the model lives as long as the backend."""
 
     # ---------------------------------------------------------------- declared facts
     @property
@@ -189,6 +203,70 @@ class LocalBackend(TokenizedInputs):
             raise ValueError(f"method must be 'fns' or 'exact', got {method!r}")
         out = to_acgt(lp).reshape(-1, 4)[: len(content)].cpu().numpy().astype(np.float32)
         return checked_base_logprobs(out, n_real, self.layout.k)
+
+    # ---------------------------------------------------------------- generation
+    def check_generation_length(self, max_bp: object, max_new_tokens: object) -> None:
+        """More new tokens than the context (or ``max_model_len``), or a KV cache for them larger
+        than the budget or the free memory, are refused naming the option."""
+        limit = self.engine.max_len
+        where = "model's context" if limit == self.context_length else "max_model_len"
+        n_new = check_new_length(max_bp, max_new_tokens, self.layout.k, limit, where)
+        if n_new is not None:
+            name, value = ("max_bp", max_bp) if max_bp is not None else ("max_new_tokens", max_new_tokens)
+            self.engine.cache.check_row(n_new, f"{name}={value:,}")
+
+    def make_request(self, prompt: Prompt, params: SamplingParams) -> Request:
+        params.check_fits(len(prompt.ids), len(prompt.forced), self.layout.k, self.engine.max_len)
+        req = Request(prompt.ids, params, forced=prompt.forced, k=self.layout.k)
+        if params.repetition_penalty != 1:
+            start, stop = self.layout.kmer_start, self.layout.kmer_stop
+            req.prompt_kmers = tuple(i - start for i in prompt.ids if start <= i < stop)
+        self.engine.check(req)
+        return req
+
+    def check_decoding(self, requests: Sequence[Request], decoding: Decoding) -> None:
+        """The engine samples here: ``sampler="server"`` is refused; a draft must be in-process
+        too and share this model's tokenizer."""
+        if decoding.sampler == "server":
+            raise UnsupportedOperation(
+                "sampler='server' is a served model's own sampler; this model runs in this process "
+                "(leave sampler='auto')"
+            )
+        if decoding.draft is not None:
+            check_compatible(self, self._draft(decoding.draft))
+
+    def generate(
+        self, requests: Sequence[Request], decoding: Decoding, *, on_done: OnDone = None
+    ) -> SpecStats | None:
+        """All requests on the engine at once (continuous batching); with a draft, speculatively
+        (the draft attached to this engine, every request drafting ``num_speculative`` 6-mers)."""
+        self.check_decoding(requests, decoding)
+
+        def step(done: list[Request]) -> None:
+            if on_done is not None and done:
+                on_done(done)
+
+        if decoding.draft is None:
+            self.engine.run(requests, on_step=step)
+            return None
+        config = SpecConfig.from_option(decoding.num_speculative)
+        for r in requests:
+            r.speculative = config
+        self.engine.attach_draft(self._draft(decoding.draft).model)
+        runner = self.engine.draft
+        assert runner is not None
+        runner.stats = SpecStats()
+        self.engine.run(requests, on_step=step)
+        return runner.stats
+
+    @staticmethod
+    def _draft(draft: Backend) -> LocalBackend:
+        if not isinstance(draft, LocalBackend):
+            raise UnsupportedOperation(
+                f"a draft model runs in this process next to the target; got a {draft.kind} backend "
+                "(load the draft with Carbon.from_pretrained)"
+            )
+        return draft
 
     # ---------------------------------------------------------------- shared-prefix scorers
     @torch.inference_mode()

@@ -1,9 +1,12 @@
 """The :class:`Backend` protocol: the few model operations every pipeline needs.
 
 A backend is where the model runs: :class:`~hexamer.backend.local.LocalBackend` (the weights in
-this process) or :class:`~hexamer.remote.backend.RemoteBackend` (a vLLM, SGLang or hexamer server,
-read through its top-N log-probabilities). ``Carbon`` is the front end over one; pipelines
-(``hexamer.vep``, ``hexamer.embed``, the server) take ``carbon.backend`` and call these methods.
+this process, with the generation engine) or :class:`~hexamer.remote.backend.RemoteBackend` (a
+vLLM, SGLang or hexamer server, read through its top-N log-probabilities). ``Carbon`` is the one
+front end over either: it checks the user's options once and hands the backend checked engine
+:class:`~hexamer.engine.Request` objects (generation) or a :class:`ScoreOptions` (scoring);
+pipelines (``hexamer.vep``, ``hexamer.embed``, the server) take ``carbon.backend`` and call
+these methods.
 
 What a backend can do beyond the common operations is *declared*, never probed:
 
@@ -20,32 +23,61 @@ instead. docs/layout.md says how to add a backend.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from hexamer.backend.inputs import DnaInputs
+from hexamer.backend.inputs import DnaInputs, Prompt
 from hexamer.backend.results import ScoreResult
 from hexamer.backend.score_options import ScoreOptions
+from hexamer.engine import Request, SamplingParams
+from hexamer.engine.spec_config import SpecStats
 from hexamer.tokenizer import CarbonTokenizer, DnaLayout
 
 __all__ = [
+    "SAMPLERS",
     "Backend",
     "BackendKind",
+    "Decoding",
     "EmbeddingBackend",
+    "Frontend",
+    "OnDone",
     "OnProgress",
     "PrefixSharingBackend",
+    "Sampler",
     "UnsupportedOperation",
 ]
 
 BackendKind = Literal["local", "remote"]
 #: Called with how many items (sequences) have just finished; ``None``: nobody listens.
 OnProgress = Callable[[int], None] | None
+#: Called with the generation requests that have just finished; ``None``: nobody listens.
+OnDone = Callable[[Sequence[Request]], None] | None
+#: where a served model draws 6-mers: here from its top-N (``client``), on the server, or either
+Sampler = Literal["auto", "client", "server"]
+SAMPLERS: tuple[str, ...] = ("auto", "client", "server")
 
 
 class UnsupportedOperation(NotImplementedError):
     """The backend cannot do this (e.g. raw logits from a server); the message says what can."""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How requests are decoded, beyond their sampling options: ``sampler`` (a served model's
+    choice: :data:`Sampler`), and speculative decoding with a ``draft`` backend drafting
+    ``num_speculative`` 6-mers a round (an in-process model's). A backend refuses what it cannot
+    do with :class:`UnsupportedOperation`."""
+
+    sampler: Sampler = "auto"
+    draft: Backend | None = None
+    num_speculative: int | Literal["auto"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be 'auto', 'client' or 'server', got {self.sampler!r}")
 
 
 @runtime_checkable
@@ -120,6 +152,41 @@ class Backend(Protocol):
     ) -> np.ndarray:
         """``Carbon.base_logprobs``: ``(L, 4)`` per-base log-probabilities, columns A, C, G, T."""
         ...
+
+    # ------------------------------------------------------------------ generation
+    def check_generation_length(self, max_bp: object, max_new_tokens: object) -> None:
+        """Refuse, before any prompt is read or work allocated, a length no prompt can have (more
+        new tokens than the backend's context, or memory it cannot give); errors name the option."""
+        ...
+
+    def make_request(self, prompt: Prompt, params: SamplingParams) -> Request:
+        """One engine request for a parsed prompt, checked against what this backend can run
+        (``ValueError``; the front end names the prompt)."""
+        ...
+
+    def check_decoding(self, requests: Sequence[Request], decoding: Decoding) -> None:
+        """Raise the error :meth:`generate` would raise for these requests decoded this way."""
+        ...
+
+    def generate(
+        self, requests: Sequence[Request], decoding: Decoding, *, on_done: OnDone = None
+    ) -> SpecStats | None:
+        """Run checked requests to completion, filling them in place (a request the model failed
+        is ``fail``-ed, the others go on); ``on_done`` hears of requests as they finish. Returns
+        the speculative decoder's statistics when ``decoding.draft`` was used."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds open (connections); a no-op where nothing is."""
+        ...
+
+
+@runtime_checkable
+class Frontend(Protocol):
+    """What a pipeline takes as ``carbon``: a front end over a backend (``hexamer.Carbon``).
+    Pipelines type against this where importing ``Carbon`` would close an import cycle."""
+
+    backend: Backend
 
 
 @runtime_checkable

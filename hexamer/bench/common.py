@@ -14,7 +14,7 @@ from typing import Any
 
 def bench_model_folder(shape: str, cache_root: Path, dtype: str = "float32") -> Path:
     """A random-weight folder with a published Carbon shape and the real vocabulary, built once."""
-    from hexamer.testing import build_carbon_folder_once
+    from hexamer.synthetic import build_carbon_folder_once
 
     return build_carbon_folder_once(
         cache_root / f"bench-{shape}-qwen3-{dtype}",

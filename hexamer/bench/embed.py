@@ -3,11 +3,11 @@ on the same weights (mean-pooled last layer), timed and compared vector by vecto
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from hexamer.bench.common import BenchOptionError, bench_model_folder
 from hexamer.bench.report import BenchReport
+from hexamer.bench.timing import best_of
 from hexamer.cache import cache_root
 
 __all__ = ["run_embed_bench"]
@@ -32,7 +32,7 @@ def run_embed_bench(
     from hexamer.bench.tokenizer import random_dna
     from hexamer.carbon import Carbon
     from hexamer.embed import embed_sequences
-    from hexamer.testing import SHAPES
+    from hexamer.synthetic import SHAPES
 
     if model is None and shape not in SHAPES:
         raise BenchOptionError(f"--shape must be one of {sorted(SHAPES)}")
@@ -50,11 +50,7 @@ def run_embed_bench(
     results: dict[str, np.ndarray] = {}
 
     def timed(name: str, fn) -> None:
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            results[name] = fn()
-            best = min(best, time.perf_counter() - start)
+        best, results[name] = best_of(fn, repeats)
         rows.append({"backend": name, "sequences": n_seqs, "seconds": best, "sequences/s": n_seqs / best})
 
     timed("hexamer", ours)

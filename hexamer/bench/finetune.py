@@ -115,8 +115,8 @@ def run_finetune_bench(
     """Examples/s of ``fit`` (full, LoRA) and of the transformers peer, the probe's seconds per
     epoch against full fine-tuning's, and each case's peak RSS (``isolate``: one process per case
     and round; without it the cases run here and no memory is reported)."""
-    from hexamer.finetune.lora import LoraOptions
-    from hexamer.testing import SHAPES
+    from hexamer.finetune.options import LoraOptions
+    from hexamer.synthetic import SHAPES
 
     if model is None and shape not in SHAPES:
         raise BenchOptionError(f"--shape must be one of {sorted(SHAPES)}")

@@ -212,10 +212,13 @@ def _probe_case(spec: dict[str, Any]) -> list[float]:
     from hexamer.finetune.folders import new_classifier
     from hexamer.finetune.head import HeadSettings
     from hexamer.finetune.predict import pooled_features
+    from hexamer.model.checkpoint import read_folder_config
 
     task, rows = _data(spec)
     options = _options(spec, method="probe", epochs=spec["epochs"])
     model = new_classifier(spec["folder"], HeadSettings(task), seed=options.seed)
+    # the learning rates fit() would use: the defaults for the model's size where not given
+    options = options.resolved(read_folder_config(spec["folder"])[1].hidden_size)
     for p in model.backbone.parameters():
         p.requires_grad_(False)
     pooled_features(model, rows.sequences[: options.batch_size], batch_size=options.batch_size)  # warm-up

@@ -135,6 +135,144 @@ def run_external(name: str, *, quick: bool, log: Callable[[str], None]) -> Bench
     return BenchOutcome(name, report=report, seconds=time.perf_counter() - start)
 
 
+@dataclass
+class _OwnBenches:
+    """The benches of this package, each a method returning its table, sharing one model load."""
+
+    folder: str | Path
+    quick: bool
+    dtype: str
+    batches: tuple[int, ...]
+    prompt_bp: int
+    full_bp: int  # new bases of generate and throughput
+    short_bp: int  # new bases of fns and roofline
+    tokenizer_sizes: list[int] | None
+    log: Callable[[str], None]
+    repeats: int = MIN_ROUNDS  # quick or not: one round cannot tell a figure from noise
+    _carbon: Any = None
+
+    def table(self) -> dict[str, Callable[[], BenchReport]]:
+        """Name -> the function that runs that bench, in the order they run."""
+        return {
+            "tokenizer": self.tokenizer,
+            "generate": self.generate,
+            "throughput": self.throughput,
+            "fns": self.fns,
+            "roofline": self.roofline,
+        }
+
+    def carbon(self) -> Any:
+        """The model of fns and roofline, loaded on first use."""
+        if self._carbon is None:
+            import torch
+
+            from hexamer import Carbon
+
+            self._carbon = Carbon.from_pretrained(
+                self.folder, dtype=getattr(torch, self.dtype), device="cpu", max_batch_size=max(self.batches)
+            )
+        return self._carbon
+
+    def tokenizer(self) -> BenchReport:
+        from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
+        from hexamer.tokenizer import CarbonTokenizer
+
+        tok = CarbonTokenizer.from_pretrained(self.folder)
+        sizes = self.tokenizer_sizes or ([1_000_000] if self.quick else [1_000_000, 100_000_000])
+        repeats = 2 if self.quick else 3
+        return tokenizer_report(run_tokenizer_bench(tok, sizes, repeats=repeats), repeats)
+
+    def generate(self) -> BenchReport:
+        from hexamer.bench.generate import generate_report, run_generate_bench
+
+        rows = run_generate_bench(
+            self.folder,
+            batch_sizes=self.batches,
+            prompt_bp=self.prompt_bp,
+            new_bp=self.full_bp,
+            dtype=self.dtype,
+            repeats=self.repeats,
+            log=self.log,
+        )
+        return generate_report(
+            rows, prompt_bp=self.prompt_bp, new_bp=self.full_bp, dtype=self.dtype, repeats=self.repeats
+        )
+
+    def throughput(self) -> BenchReport:
+        from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
+
+        backends = make_backends(
+            self.folder, BACKENDS, dtype=self.dtype, max_batch=max(self.batches), log=self.log
+        )
+        return run_throughput_bench(
+            backends,
+            batch_sizes=self.batches,
+            prompt_bp=self.prompt_bp,
+            new_bp=self.full_bp,
+            repeats=self.repeats,
+            log=self.log,
+        )
+
+    def fns(self) -> BenchReport:
+        from hexamer.bench.fns_cost import run_fns_bench
+
+        return add_plot_labels(
+            run_fns_bench(
+                self.carbon(),
+                batch_sizes=self.batches,
+                prompt_bp=self.prompt_bp,
+                new_bp=self.short_bp,
+                score_bp=self.prompt_bp,
+                score_sequences=8 if self.quick else 16,
+                repeats=2 if self.quick else 3,
+                log=self.log,
+            )
+        )
+
+    def roofline(self) -> BenchReport:
+        from hexamer.bench.roofline import run_roofline_bench
+
+        return add_plot_labels(
+            run_roofline_bench(
+                self.carbon(),
+                batch_sizes=tuple(sorted(self.batches)),
+                prompt_bp=self.prompt_bp,
+                new_bp=max(self.short_bp, 12),
+                repeats=2 if self.quick else 3,
+                quick=self.quick,
+                log=self.log,
+            )
+        )
+
+
+def _run_own(
+    name: str, bench: Callable[[], BenchReport], command: str, log: Callable[[str], None]
+) -> BenchOutcome:
+    """Run one of this package's benches; an error is a failure, recorded with its reason."""
+    start = time.perf_counter()
+    try:
+        report = bench()
+        report.command = command
+        return BenchOutcome(name, report=report, seconds=time.perf_counter() - start)
+    except Exception as exc:
+        log(traceback.format_exc())
+        return BenchOutcome(name, status="failed", reason=f"{type(exc).__name__}: {exc}")
+
+
+def _save_outcome(outcome: BenchOutcome, out: Path, price_per_hour: float | None) -> None:
+    """Add the economics columns and write the table (and its plot) into ``out``."""
+    from hexamer.bench.report import add_economics
+
+    assert outcome.report is not None
+    if price_per_hour is not None:
+        add_economics(outcome.report, price_per_hour)
+    try:
+        outcome.files = save_report(outcome.report, out)
+    except Exception as exc:  # a plot must not lose the table
+        outcome.files = [outcome.report.write_json(out / f"{outcome.report.name}.json")]
+        outcome.report.notes.append(f"plot failed: {type(exc).__name__}: {exc}")
+
+
 def run_all(
     out_dir: str | Path,
     *,
@@ -156,115 +294,30 @@ def run_all(
     workload options override the quick/full defaults (tests use them to stay in seconds).
     ``price_per_hour`` adds bp/hour and $ per Gbp to every table with a throughput column.
     """
-    import torch
-
-    from hexamer import Carbon
-    from hexamer.bench.fns_cost import run_fns_bench
-    from hexamer.bench.generate import generate_report, run_generate_bench
-    from hexamer.bench.report import add_economics
-    from hexamer.bench.roofline import run_roofline_bench
-    from hexamer.bench.throughput import BACKENDS, make_backends, run_throughput_bench
-    from hexamer.bench.tokenizer import run_tokenizer_bench, tokenizer_report
-    from hexamer.tokenizer import CarbonTokenizer
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    full_bp = new_bp or (60 if quick else 1080)
-    short_bp = new_bp or (60 if quick else 360)
-    repeats = MIN_ROUNDS  # quick or not: one round cannot tell a figure from noise
-    batches = tuple(batch_sizes)
-    carbon_cache: list[Carbon] = []
-
-    def carbon() -> Carbon:
-        if not carbon_cache:
-            carbon_cache.append(
-                Carbon.from_pretrained(
-                    folder, dtype=getattr(torch, dtype), device="cpu", max_batch_size=max(batches)
-                )
-            )
-        return carbon_cache[0]
-
-    def tokenizer() -> BenchReport:
-        tok = CarbonTokenizer.from_pretrained(folder)
-        sizes = tokenizer_sizes or ([1_000_000] if quick else [1_000_000, 100_000_000])
-        return tokenizer_report(run_tokenizer_bench(tok, sizes, repeats=2 if quick else 3), 2 if quick else 3)
-
-    def generate() -> BenchReport:
-        rows = run_generate_bench(
-            folder,
-            batch_sizes=batches,
-            prompt_bp=prompt_bp,
-            new_bp=full_bp,
-            dtype=dtype,
-            repeats=repeats,
-            log=log,
-        )
-        return generate_report(rows, prompt_bp=prompt_bp, new_bp=full_bp, dtype=dtype, repeats=repeats)
-
-    def throughput() -> BenchReport:
-        backends = make_backends(folder, BACKENDS, dtype=dtype, max_batch=max(batches), log=log)
-        return run_throughput_bench(
-            backends, batch_sizes=batches, prompt_bp=prompt_bp, new_bp=full_bp, repeats=repeats, log=log
-        )
-
-    def fns() -> BenchReport:
-        return add_plot_labels(
-            run_fns_bench(
-                carbon(),
-                batch_sizes=batches,
-                prompt_bp=prompt_bp,
-                new_bp=short_bp,
-                score_bp=prompt_bp,
-                score_sequences=8 if quick else 16,
-                repeats=2 if quick else 3,
-                log=log,
-            )
-        )
-
-    def roofline() -> BenchReport:
-        return add_plot_labels(
-            run_roofline_bench(
-                carbon(),
-                batch_sizes=tuple(sorted(batches)),
-                prompt_bp=prompt_bp,
-                new_bp=max(short_bp, 12),
-                repeats=2 if quick else 3,
-                quick=quick,
-                log=log,
-            )
-        )
-
-    ours: dict[str, Callable[[], BenchReport]] = {
-        "tokenizer": tokenizer,
-        "generate": generate,
-        "throughput": throughput,
-        "fns": fns,
-        "roofline": roofline,
-    }
+    ours = _OwnBenches(
+        folder,
+        quick=quick,
+        dtype=dtype,
+        batches=tuple(batch_sizes),
+        prompt_bp=prompt_bp,
+        full_bp=new_bp or (60 if quick else 1080),
+        short_bp=new_bp or (60 if quick else 360),
+        tokenizer_sizes=tokenizer_sizes,
+        log=log,
+    ).table()
     outcomes: list[BenchOutcome] = []
     for name in [*ours, *EXTERNAL]:
         if only is not None and name not in only:
             continue
         log(f"== {name}")
-        start = time.perf_counter()
         if name in ours:
-            try:
-                report = ours[name]()
-                report.command = command
-                outcome = BenchOutcome(name, report=report, seconds=time.perf_counter() - start)
-            except Exception as exc:
-                log(traceback.format_exc())
-                outcome = BenchOutcome(name, status="failed", reason=f"{type(exc).__name__}: {exc}")
+            outcome = _run_own(name, ours[name], command, log)
         else:
             outcome = run_external(name, quick=quick, log=log)
         if outcome.report is not None:
-            if price_per_hour is not None:
-                add_economics(outcome.report, price_per_hour)
-            try:
-                outcome.files = save_report(outcome.report, out)
-            except Exception as exc:  # a plot must not lose the table
-                outcome.files = [outcome.report.write_json(out / f"{outcome.report.name}.json")]
-                outcome.report.notes.append(f"plot failed: {type(exc).__name__}: {exc}")
+            _save_outcome(outcome, out, price_per_hour)
         else:
             log(f"{name}: {outcome.status} — {outcome.reason}")
         outcomes.append(outcome)

@@ -19,11 +19,12 @@ import resource
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hexamer.bench.report import BenchReport
-from hexamer.bench.timing import run_rounds, spread_warning
+from hexamer.bench.timing import Timing, run_rounds, spread_warning
 
 __all__ = ["bench_scaleout"]
 
@@ -49,86 +50,48 @@ def _median_cpu(values: list[float]) -> float:
     return statistics.median(kept) if kept else float("nan")
 
 
-def bench_scaleout(
-    model: PathLike,
-    fasta: PathLike,
-    *,
-    sites: int = 96,
-    alts_per_site: int = 1,
-    window: int = 1200,
-    block_records: int = 8,
-    shard_records: int = 8,
-    rounds: int = 3,
-    address: str | None = "auto",
-    log: Any = None,
-) -> BenchReport:
-    """Variants/s of the single-process pipeline and of Ray with 1 and 2 single-thread workers.
+def _write_sites(fasta: PathLike, vcf: Path, sites: int, alts_per_site: int) -> None:
+    """Random SNVs in the first 400 kb of the reference's first contig."""
+    from hexamer.io.reference import Reference
+    from hexamer.synthetic.vcf import write_random_vcf
 
-    ``block_records``/``shard_records`` make several shards of a small input (the single-process
-    run uses the same ``block_records``, so all three compute the same work units)."""
-    import torch
-
-    from hexamer.carbon import Carbon
-    from hexamer.distributed import PoolSpec, WorkerPool, connect
-    from hexamer.distributed import run_vep as run_on_ray
-    from hexamer.testing.vcf import write_random_vcf
-    from hexamer.vep import run_vep
-    from hexamer.vep.variants import Reference
-
-    settings: dict[str, Any] = {"recipe": "window", "window": window, "batch_size": 8}
-    settings["block_records"] = block_records
-    torch.set_num_threads(1)  # one thread per model copy, as each actor
-    carbon = Carbon.from_pretrained(model, max_batch_size=settings["batch_size"])
-    connect(address)
-    started = time.perf_counter()
-    pool = WorkerPool(
-        model, PoolSpec(workers=2, address=address, threads=1), batch_size=settings["batch_size"]
+    with Reference(fasta) as ref:
+        contig, length = next(iter(ref.lengths.items()))
+    write_random_vcf(
+        fasta, vcf, n_sites=sites, alts_per_site=alts_per_site, region=(contig, 0, min(length, 400_000))
     )
-    startup = time.perf_counter() - started
-    with tempfile.TemporaryDirectory(prefix="hexamer-scaleout-") as tmp, pool:
-        vcf = Path(tmp) / "sites.vcf"
-        with Reference(fasta) as ref:
-            contig, length = next(iter(ref.lengths.items()))
-        write_random_vcf(
-            fasta, vcf, n_sites=sites, alts_per_site=alts_per_site, region=(contig, 0, min(length, 400_000))
-        )
-        outs = {name: Path(tmp) / name / "out.tsv" for name in ("single", "ray1", "ray2")}
-        for out in outs.values():
-            out.parent.mkdir()
-        quiet = {"on_note": lambda _: None}
-        one = pool.limited(1)
-        cases = {
-            "single process": lambda: run_vep(carbon, vcf, fasta, outs["single"], **quiet, **settings),
-            "ray, 1 worker": lambda: run_on_ray(
-                None, vcf, fasta, outs["ray1"], pool=one, shard_records=shard_records, **quiet, **settings
-            ),
-            "ray, 2 workers": lambda: run_on_ray(
-                None, vcf, fasta, outs["ray2"], pool=pool, shard_records=shard_records, **quiet, **settings
-            ),
-        }
-        cpu: dict[str, list[float]] = {name: [] for name in cases}
 
-        def with_cpu(name: str, run: Any) -> Any:
-            def case() -> Any:
-                before = _cpu_now(pool)
-                result = run()
-                after = _cpu_now(pool)
-                # a restarted actor (killed, e.g. by Ray's memory monitor) starts its count again
-                cpu[name].append(after - before if before is not None and after is not None else float("nan"))
-                return result
 
-            return case
+def _counting_cpu(
+    cases: dict[str, Callable[[], Any]], pool: Any
+) -> tuple[dict[str, Callable[[], Any]], dict[str, list[float]]]:
+    """The cases, each also recording the CPU seconds (driver + actors) of every run it makes into
+    the returned lists (NaN for a run during which an actor restarted)."""
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
 
-        timings = run_rounds({name: with_cpu(name, run) for name, run in cases.items()}, rounds, log=log)
-        same = all(outs[n].read_bytes() == outs["single"].read_bytes() for n in ("ray1", "ray2"))
+    def with_cpu(name: str, run: Callable[[], Any]) -> Callable[[], Any]:
+        def case() -> Any:
+            before = _cpu_now(pool)
+            result = run()
+            after = _cpu_now(pool)
+            # a restarted actor (killed, e.g. by Ray's memory monitor) starts its count again
+            cpu[name].append(after - before if before is not None and after is not None else float("nan"))
+            return result
+
+        return case
+
+    return {name: with_cpu(name, run) for name, run in cases.items()}, cpu
+
+
+def _scaleout_report(title: str, timings: dict[str, Timing], cpu: dict[str, list[float]]) -> BenchReport:
+    """One row per pipeline: wall time (rounds), variants/s and CPU seconds, each against the
+    single process (CPU medians over the timed rounds only, not the warm-up)."""
     n_rows = timings["single process"].result.n_rows
-    base_cpu = _median_cpu(cpu["single process"][-len(timings["single process"].seconds) :])
     base = timings["single process"].median
-    ray1 = timings["ray, 1 worker"].median
+    base_cpu = _median_cpu(cpu["single process"][-len(timings["single process"].seconds) :])
     report = BenchReport(
         name="scaleout",
-        title=f"VEP on Ray vs one process ({sites} sites, window {window} bp, {Path(model).name}, "
-        f"shards of {shard_records} records)",
+        title=title,
         columns=[
             "pipeline",
             "workers",
@@ -160,6 +123,13 @@ def bench_scaleout(
                 "CPU × single": _median_cpu(cpu[name][-len(t.seconds) :]) / base_cpu,
             }
         )
+    return report
+
+
+def _scaleout_notes(report: BenchReport, timings: dict[str, Timing], same: bool, startup: float) -> None:
+    """Overhead at 1 worker, scaling at 2, byte identity, actor start-up, and the spread warning."""
+    base = timings["single process"].median
+    ray1 = timings["ray, 1 worker"].median
     ray2 = timings["ray, 2 workers"].median
     cpu1 = report.rows[1]["CPU × single"]
     report.notes.append(
@@ -177,4 +147,75 @@ def bench_scaleout(
     warning = spread_warning(timings)
     if warning:
         report.notes.append(warning)
+
+
+def bench_scaleout(
+    model: PathLike,
+    fasta: PathLike,
+    *,
+    sites: int = 96,
+    alts_per_site: int = 1,
+    window: int = 1200,
+    block_records: int = 8,
+    shard_records: int = 8,
+    rounds: int = 3,
+    address: str | None = "auto",
+    log: Any = None,
+) -> BenchReport:
+    """Variants/s of the single-process pipeline and of Ray with 1 and 2 single-thread workers.
+
+    ``block_records``/``shard_records`` make several shards of a small input (the single-process
+    run uses the same ``block_records``, so all three compute the same work units)."""
+    import torch
+
+    from hexamer.carbon import Carbon
+    from hexamer.distributed import PoolSpec, WorkerPool, connect
+    from hexamer.distributed import run_vep as run_on_ray
+    from hexamer.vep import run_vep
+
+    settings: dict[str, Any] = {"recipe": "window", "window": window, "batch_size": 8}
+    settings["block_records"] = block_records
+    torch.set_num_threads(1)  # one thread per model copy, as each actor
+    carbon = Carbon.from_pretrained(model, max_batch_size=settings["batch_size"])
+    connect(address)
+    started = time.perf_counter()
+    pool = WorkerPool(
+        model, PoolSpec(workers=2, address=address, threads=1), batch_size=settings["batch_size"]
+    )
+    startup = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="hexamer-scaleout-") as tmp, pool:
+        vcf = Path(tmp) / "sites.vcf"
+        _write_sites(fasta, vcf, sites, alts_per_site)
+        outs = {name: Path(tmp) / name / "out.tsv" for name in ("single", "ray1", "ray2")}
+        for out in outs.values():
+            out.parent.mkdir()
+        quiet = {"on_note": lambda _: None}
+        one = pool.limited(1)
+        cases, cpu = _counting_cpu(
+            {
+                "single process": lambda: run_vep(carbon, vcf, fasta, outs["single"], **quiet, **settings),
+                "ray, 1 worker": lambda: run_on_ray(
+                    None, vcf, fasta, outs["ray1"], pool=one, shard_records=shard_records, **quiet, **settings
+                ),
+                "ray, 2 workers": lambda: run_on_ray(
+                    None,
+                    vcf,
+                    fasta,
+                    outs["ray2"],
+                    pool=pool,
+                    shard_records=shard_records,
+                    **quiet,
+                    **settings,
+                ),
+            },
+            pool,
+        )
+        timings = run_rounds(cases, rounds, log=log)
+        same = all(outs[n].read_bytes() == outs["single"].read_bytes() for n in ("ray1", "ray2"))
+    title = (
+        f"VEP on Ray vs one process ({sites} sites, window {window} bp, {Path(model).name}, "
+        f"shards of {shard_records} records)"
+    )
+    report = _scaleout_report(title, timings, cpu)
+    _scaleout_notes(report, timings, same, startup)
     return report

@@ -276,6 +276,157 @@ def _target(url: str | None, model: Any, settings: dict[str, Any]) -> Iterator[t
         yield local_url, f"hexamer server in this process ({name})"
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """The workload and how it is sent: every number the rounds, title and notes need."""
+
+    num_prompts: int
+    in_len: int
+    out_len: int
+    concurrency: int
+    request_rate: float
+    temperature: float
+    seed: int
+    endpoint: str
+    rounds: int
+
+
+@dataclass
+class _Measured:
+    """What the rounds against one server gave: where it ran, the last round's summary and each
+    round's output tok/s (and the offline engine's, when compared)."""
+
+    base: str
+    what: str
+    backend: str
+    name: str
+    k: int
+    summary: dict[str, Any]
+    server_rates: list[float] = field(default_factory=list)
+    offline_rates: list[float] = field(default_factory=list)
+
+
+def _check_serve_options(
+    num_prompts: int, endpoint: str, request_rate: float, rounds: int, compare_offline: bool, url: str | None
+) -> None:
+    if num_prompts < 1:
+        raise ValueError(f"num_prompts must be >= 1, got {num_prompts}")
+    if endpoint not in ENDPOINTS:
+        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    if not (request_rate > 0):
+        raise ValueError(f"request_rate must be > 0 (inf = all at once), got {request_rate}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if compare_offline and url is not None:
+        raise ValueError("comparing with the offline engine needs hexamer's own server (--model), not --url")
+
+
+def _measure(
+    base: str,
+    what: str,
+    plan: _Plan,
+    *,
+    api_key: str | None,
+    served_model: str | None,
+    tokenizer: str | None,
+    carbon: Any,
+    log: Callable[[str], None],
+) -> _Measured:
+    """Run the workload ``plan.rounds`` times against the server at ``base`` (and, with ``carbon``,
+    offline after each server round)."""
+    from hexamer.remote.backend import load_server_tokenizer
+    from hexamer.remote.protocol import detect
+
+    conn = Connection(base, api_key=api_key, max_in_flight=plan.concurrency, max_retries=0, timeout=3600)
+    try:
+        info = conn.run(detect(conn))
+        name = served_model or (info.models[0] if info.models else None)
+        if name is None:
+            raise ValueError(f"{base}/v1/models lists no model; pass --served-model")
+        tok, _ = load_server_tokenizer(tokenizer, info, name)
+        work = Workload(random_prompts(plan.num_prompts, plan.in_len, tok.layout, plan.seed), plan.out_len)
+        log(
+            f"{what} at {base} ({info.backend}): {plan.num_prompts} prompts, "
+            f"{plan.in_len} in / {plan.out_len} out tokens"
+        )
+        if carbon is not None:  # its first-call costs (packing, kernels) before any timing
+            carbon.generate(_dna_prompts(work.prompts[:1], tok.layout), max_new_tokens=2, mode="token")
+        measured = _Measured(base, what, info.backend, name, tok.layout.k, {})
+        for r in range(plan.rounds):
+            results, duration = conn.run(
+                _run(
+                    conn,
+                    name,
+                    work,
+                    temperature=plan.temperature,
+                    request_rate=plan.request_rate,
+                    seed=plan.seed,
+                    log=log,
+                    endpoint=plan.endpoint,
+                    layout=tok.layout,
+                )
+            )
+            measured.summary = summarize(results, duration, measured.k)
+            measured.server_rates.append(measured.summary["output_throughput"])
+            if carbon is not None:
+                offline = _offline_rate(carbon, work, tok.layout, plan.temperature, plan.concurrency)
+                measured.offline_rates.append(offline)
+                log(
+                    f"round {r + 1}/{plan.rounds}: server {measured.server_rates[-1]:.1f} tok/s, "
+                    f"offline engine {offline:.1f} tok/s"
+                )
+        return measured
+    finally:
+        conn.close()
+
+
+def _serve_title(m: _Measured, plan: _Plan) -> str:
+    rate = "all at once" if not math.isfinite(plan.request_rate) else f"Poisson {plan.request_rate:g} req/s"
+    shown = Path(m.name).name if Path(m.name).is_absolute() else m.name  # a local folder: its name only
+    return (
+        f"serving: {shown} on {m.backend} {ENDPOINTS[plan.endpoint]} — {plan.num_prompts} prompts × "
+        f"{plan.in_len} in / {plan.out_len} out tokens, ≤{plan.concurrency} in flight, {rate}"
+    )
+
+
+def _serve_notes(m: _Measured, plan: _Plan, own_server: bool, settings: dict[str, Any]) -> list[str]:
+    path = ENDPOINTS[plan.endpoint]
+    notes = [
+        f"target: {m.what} at {m.base}; streamed {path}"
+        + (", ignore_eos" if plan.endpoint == "completions" else ", mode token")
+        + f", temperature {plan.temperature:g}, random <dna> + 6-mer prompts (seed {plan.seed})",
+        f"bp/s = output tok/s × {m.k} (one {m.k}-mer per token); TPOT = (latency − TTFT) / (tokens − 1); "
+        "ITL = gap between streamed chunks",
+    ]
+    if own_server:
+        notes.append("the load generator shares this process and its CPU cores with the server")
+        notes.append(f"hexamer's server started with max_num_seqs {settings['max_num_seqs']}, max_model_len "
+                     f"{settings['max_model_len']} (prompt + new tokens of the workload)")  # fmt: skip
+    if m.summary["failed"]:
+        notes.append(f"{m.summary['failed']} requests failed; first error: {m.summary['first_error']}")
+    return notes
+
+
+def _add_round_rows(report: BenchReport, m: _Measured, plan: _Plan) -> None:
+    """Per-round server throughput (several rounds) and the offline comparison (when made)."""
+    server_rates, offline_rates = m.server_rates, m.offline_rates
+    if plan.rounds > 1:
+        report.rows.append({"metric": "Server output tok/s per round", "key": "server_rounds",
+                            "value": float(np.median(server_rates)), "rounds": server_rates})  # fmt: skip
+    if offline_rates:
+        ratios = [a / b for a, b in zip(server_rates, offline_rates, strict=True)]
+        report.rows.append({"metric": "Offline engine output tok/s (median of rounds)", "key": "offline_throughput",
+                            "value": float(np.median(offline_rates)), "rounds": offline_rates})  # fmt: skip
+        report.rows.append({"metric": "Server / offline engine (median of rounds)", "key": "server_vs_offline",
+                            "value": float(np.median(ratios)), "rounds": ratios})  # fmt: skip
+        report.notes.append(
+            f"server vs offline engine, {plan.rounds} alternating rounds (server then offline, same model "
+            f"object, same prompts, token mode, {plan.out_len} new tokens, batch {plan.concurrency}): ratios "
+            + ", ".join(f"{x:.2f}" for x in ratios)
+            + f" (min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
+
+
 def run_serve_bench(
     *,
     url: str | None = None,
@@ -315,33 +466,22 @@ def run_serve_bench(
     prompts offline (``Carbon.generate``, token mode, same lengths and temperature, in batches of
     the server's concurrency)
     after each server round, and the report gives both throughputs per round and their ratio."""
-    from hexamer.remote.client import load_server_tokenizer
-    from hexamer.remote.protocol import detect
-
     if quick:
         num_prompts = min(num_prompts, QUICK["num_prompts"])
         input_bp, output_bp = QUICK["input_bp"], QUICK["output_bp"]
         max_concurrency = max_concurrency or QUICK["max_concurrency"]
-    if num_prompts < 1:
-        raise ValueError(f"num_prompts must be >= 1, got {num_prompts}")
-    if endpoint not in ENDPOINTS:
-        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
-    if not (request_rate > 0):
-        raise ValueError(f"request_rate must be > 0 (inf = all at once), got {request_rate}")
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
-    if compare_offline and url is not None:
-        raise ValueError("comparing with the offline engine needs hexamer's own server (--model), not --url")
+    _check_serve_options(num_prompts, endpoint, request_rate, rounds, compare_offline, url)
     concurrency = min(max_concurrency or num_prompts, num_prompts)
     in_len, out_len = token_lengths(input_bp, output_bp)
     in_len, out_len = input_len or in_len, output_len or out_len
+    plan = _Plan(num_prompts, in_len, out_len, concurrency, request_rate, temperature, seed, endpoint, rounds)
     settings = {
         "max_num_seqs": max(concurrency, 1),
         "max_model_len": in_len + out_len + 8,  # rows sized to the work, like the offline engine's cache
         **(server_settings or {}),
     }
     if url is None and model is None:  # hexamer's own server on the default model
-        from hexamer.cli.app import builtin_tiny_model, default_model
+        from hexamer.default_model import builtin_tiny_model, default_model
 
         model = str(builtin_tiny_model() if quick else default_model()[0])
     carbon = None
@@ -349,83 +489,19 @@ def run_serve_bench(
         from hexamer import Carbon
 
         carbon = Carbon.from_pretrained(model, max_batch_size=concurrency)
-    server_rates: list[float] = []
-    offline_rates: list[float] = []
     with _target(url, carbon if carbon is not None else model, settings) as (base, what):
-        conn = Connection(base, api_key=api_key, max_in_flight=concurrency, max_retries=0, timeout=3600)
-        try:
-            info = conn.run(detect(conn))
-            name = served_model or (info.models[0] if info.models else None)
-            if name is None:
-                raise ValueError(f"{base}/v1/models lists no model; pass --served-model")
-            tok, _ = load_server_tokenizer(tokenizer, info, name)
-            k = tok.layout.k
-            work = Workload(random_prompts(num_prompts, in_len, tok.layout, seed), out_len)
-            log(
-                f"{what} at {base} ({info.backend}): {num_prompts} prompts, {in_len} in / {out_len} out tokens"
-            )
-            if carbon is not None:  # its first-call costs (packing, kernels) before any timing
-                carbon.generate(_dna_prompts(work.prompts[:1], tok.layout), max_new_tokens=2, mode="token")
-            for r in range(rounds):
-                results, duration = conn.run(
-                    _run(
-                        conn,
-                        name,
-                        work,
-                        temperature=temperature,
-                        request_rate=request_rate,
-                        seed=seed,
-                        log=log,
-                        endpoint=endpoint,
-                        layout=tok.layout,
-                    )
-                )
-                summary = summarize(results, duration, k)
-                server_rates.append(summary["output_throughput"])
-                if carbon is not None:
-                    offline_rates.append(_offline_rate(carbon, work, tok.layout, temperature, concurrency))
-                    log(
-                        f"round {r + 1}/{rounds}: server {server_rates[-1]:.1f} tok/s, "
-                        f"offline engine {offline_rates[-1]:.1f} tok/s"
-                    )
-        finally:
-            conn.close()
-    rate = "all at once" if not math.isfinite(request_rate) else f"Poisson {request_rate:g} req/s"
-    shown = Path(name).name if Path(name).is_absolute() else name  # a local folder: its name only
-    title = (
-        f"serving: {shown} on {info.backend} {ENDPOINTS[endpoint]} — {num_prompts} prompts × {in_len} in / "
-        f"{out_len} out tokens, "
-        f"≤{concurrency} in flight, {rate}"
-    )
-    notes = [
-        f"target: {what} at {base}; streamed {ENDPOINTS[endpoint]}"
-        + (", ignore_eos" if endpoint == "completions" else ", mode token")
-        + f", temperature {temperature:g}, random <dna> + 6-mer prompts (seed {seed})",
-        f"bp/s = output tok/s × {k} (one {k}-mer per token); TPOT = (latency − TTFT) / (tokens − 1); "
-        "ITL = gap between streamed chunks",
-    ]
-    if url is None:
-        notes.append("the load generator shares this process and its CPU cores with the server")
-        notes.append(f"hexamer's server started with max_num_seqs {settings['max_num_seqs']}, max_model_len "
-                     f"{settings['max_model_len']} (prompt + new tokens of the workload)")  # fmt: skip
-    if summary["failed"]:
-        notes.append(f"{summary['failed']} requests failed; first error: {summary['first_error']}")
-    report = build_report(summary, title, notes)
-    if rounds > 1:
-        report.rows.append({"metric": "Server output tok/s per round", "key": "server_rounds",
-                            "value": float(np.median(server_rates)), "rounds": server_rates})  # fmt: skip
-    if offline_rates:
-        ratios = [a / b for a, b in zip(server_rates, offline_rates, strict=True)]
-        report.rows.append({"metric": "Offline engine output tok/s (median of rounds)", "key": "offline_throughput",
-                            "value": float(np.median(offline_rates)), "rounds": offline_rates})  # fmt: skip
-        report.rows.append({"metric": "Server / offline engine (median of rounds)", "key": "server_vs_offline",
-                            "value": float(np.median(ratios)), "rounds": ratios})  # fmt: skip
-        report.notes.append(
-            f"server vs offline engine, {rounds} alternating rounds (server then offline, same model object, "
-            f"same prompts, token mode, {out_len} new tokens, batch {concurrency}): ratios "
-            + ", ".join(f"{x:.2f}" for x in ratios)
-            + f" (min {min(ratios):.2f}, max {max(ratios):.2f})"
+        m = _measure(
+            base,
+            what,
+            plan,
+            api_key=api_key,
+            served_model=served_model,
+            tokenizer=tokenizer,
+            carbon=carbon,
+            log=log,
         )
+    report = build_report(m.summary, _serve_title(m, plan), _serve_notes(m, plan, url is None, settings))
+    _add_round_rows(report, m, plan)
     return report
 
 

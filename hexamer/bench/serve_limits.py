@@ -212,7 +212,7 @@ def run_serve_limits_bench(
     the run short: the memory of a score request peaks on one forward, not on the count)."""
     if score_sequences < 1:
         raise ValueError(f"score_sequences must be >= 1, got {score_sequences}")
-    from hexamer.cli.app import default_model
+    from hexamer.default_model import default_model
 
     options = dict(server_options or {})
     settings = ServerSettings.from_options(**options)

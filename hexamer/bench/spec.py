@@ -21,7 +21,7 @@ import torch
 from hexamer.bench.report import BenchReport
 from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first, run_rounds
 from hexamer.bench.tokenizer import random_dna
-from hexamer.testing import ModelShape
+from hexamer.synthetic import ModelShape
 
 __all__ = ["FULL_PAIR", "QUICK_PAIR", "TINY_PAIR", "PairShape", "build_spec_pair", "run_spec_bench"]
 
@@ -67,7 +67,7 @@ def build_spec_pair(
     root: str | Path, shape: PairShape = FULL_PAIR, noise: float = 0.0, seed: int = 0
 ) -> tuple[Path, Path]:
     """``(draft_dir, target_dir)`` under ``root``, each built once (atomically) and reused."""
-    from hexamer.testing import build_carbon_folder_once
+    from hexamer.synthetic import build_carbon_folder_once
 
     root = Path(root)
     base = build_carbon_folder_once(root / f"spec-base-{shape.tag}-{seed}", shape=shape.draft, seed=seed)
@@ -78,7 +78,7 @@ def build_spec_pair(
         _write_folder(draft, shape.draft, weights)
     target = root / f"spec-target-{shape.tag}-{seed}-noise{noise:g}"
     if not (target / "config.json").is_file():
-        from hexamer.testing import llama_config, random_llama_weights
+        from hexamer.synthetic import llama_config, random_llama_weights
 
         weights = _load_weights(draft)
         gen = torch.Generator().manual_seed(seed + 1)
@@ -107,7 +107,7 @@ def _write_folder(folder: Path, shape: Any, weights: dict[str, torch.Tensor]) ->
     import shutil
     import tempfile
 
-    from hexamer.testing import build_carbon_folder, save_safetensors
+    from hexamer.synthetic import build_carbon_folder, save_safetensors
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
@@ -141,6 +141,102 @@ COLUMNS = (
 )
 
 
+def _check_spec_options(
+    target: str | Path | None,
+    draft: str | Path | None,
+    modes: Sequence[str],
+    decodings: Sequence[str],
+    temperature: float,
+) -> None:
+    if (target is None) != (draft is None):
+        raise ValueError("give both target and draft folders, or neither")
+    for m in modes:
+        if m not in ("token", "bp"):
+            raise ValueError(f"modes must be token and/or bp, got {m!r}")
+    for d in decodings:
+        if d not in ("greedy", "sampled"):
+            raise ValueError(f"decodings must be greedy and/or sampled, got {d!r}")
+    if "sampled" in decodings and not temperature > 0:
+        raise ValueError(f"sampled runs need a temperature > 0, got {temperature!r}")
+
+
+def _spec_pairs(
+    target: str | Path | None,
+    draft: str | Path | None,
+    *,
+    quick: bool,
+    noises: Sequence[float] | None,
+    shape: PairShape | None,
+    cache_root: str | Path | None,
+    log: Callable[[str], None],
+) -> list[tuple[str, Path | str, Path | str]]:
+    """``(label, target folder, draft folder)``: the given pair, or a synthetic pair per noise."""
+    if target is not None and draft is not None:
+        return [("given", target, draft)]
+    if cache_root is None:
+        from hexamer.cli.app import cache_dir
+
+        cache_root = cache_dir()
+    shape = shape or (QUICK_PAIR if quick else FULL_PAIR)
+    pairs: list[tuple[str, Path | str, Path | str]] = []
+    for noise in noises if noises is not None else ((0.0, 0.003) if quick else (0.0, 0.001, 0.002, 0.004)):
+        log(f"building/using the synthetic pair {shape.tag}, noise {noise:g} ...")
+        d_dir, t_dir = build_spec_pair(Path(cache_root) / "spec-bench", shape, noise)
+        pairs.append((f"noise {noise:g}", t_dir, d_dir))
+    return pairs
+
+
+def _spec_row(
+    label: str, mode: str, decoding: str, timings: dict[str, Timing], stats: Any, batch: int, new_bp: int
+) -> dict[str, Any]:
+    """One (pair, mode, decoding) row from the target-alone and speculative timings."""
+    base, spec = timings["target"], timings["spec"]
+    base_s, spec_s = base.median, spec.median
+    same = None
+    if decoding == "greedy":
+        same = "yes" if [g.sequence for g in base.result] == [g.sequence for g in spec.result] else "NO"
+    return {
+        "pair": label,
+        "mode": mode,
+        "decoding": decoding,
+        "target bp/s": batch * new_bp / base_s,
+        "spec bp/s": batch * new_bp / spec_s,
+        "speed-up": base_s / spec_s,
+        "speed-up range": f"{base.min / spec.max:.2f}–{base.max / spec.min:.2f}×",
+        "target s min/med/max": base.summary(),
+        "spec s min/med/max": spec.summary(),
+        "timings": {"target": base.as_dict(), "spec": spec.as_dict()},
+        "acceptance": stats.acceptance_rate,
+        "accepted/fwd": stats.accepted_per_forward,
+        "tokens/fwd": stats.tokens_per_forward,
+        "mean k": stats.mean_k,
+        "greedy same": same,
+        "case": f"{mode} {decoding}",  # plot label, not a column
+    }
+
+
+def _spec_report(
+    batch: int, prompt_bp: int, new_bp: int, num_speculative: int | str, repeats: int
+) -> BenchReport:
+    return BenchReport(
+        name="spec",
+        title=(
+            f"speculative decoding, batch {batch}, {prompt_bp} bp in / {new_bp} bp out, "
+            f"k={num_speculative}, median of {repeats} alternating rounds after a warm-up"
+        ),
+        columns=COLUMNS,
+        formats={
+            "target bp/s": "{:,.1f}",
+            "spec bp/s": "{:,.1f}",
+            "speed-up": "{:.2f}×",
+            "acceptance": "{:.1%}",
+            "accepted/fwd": "{:.2f}",
+            "tokens/fwd": "{:.2f}",
+            "mean k": "{:.2f}",
+        },
+    )
+
+
 def run_spec_bench(
     *,
     quick: bool = False,
@@ -167,55 +263,17 @@ def run_spec_bench(
     alternating rounds; the speed-up is the ratio of the medians, its range min/max over max/min.
     """
     from hexamer import Carbon
-    from hexamer.engine.speculative import SpecConfig
+    from hexamer.engine.spec_config import SpecConfig
 
-    if (target is None) != (draft is None):
-        raise ValueError("give both target and draft folders, or neither")
-    for m in modes:
-        if m not in ("token", "bp"):
-            raise ValueError(f"modes must be token and/or bp, got {m!r}")
-    for d in decodings:
-        if d not in ("greedy", "sampled"):
-            raise ValueError(f"decodings must be greedy and/or sampled, got {d!r}")
-    if "sampled" in decodings and not temperature > 0:
-        raise ValueError(f"sampled runs need a temperature > 0, got {temperature!r}")
+    _check_spec_options(target, draft, modes, decodings, temperature)
     config = SpecConfig.from_option(num_speculative)  # type: ignore[arg-type]
     prompt_bp = prompt_bp or (60 if quick else 300)
     new_bp = new_bp or (60 if quick else 300)
     repeats = max(repeats or MIN_ROUNDS, MIN_ROUNDS)
-    pairs: list[tuple[str, Path | str, Path | str]] = []
-    if target is not None and draft is not None:
-        pairs.append(("given", target, draft))
-    else:
-        if cache_root is None:
-            from hexamer.cli.app import cache_dir
-
-            cache_root = cache_dir()
-        shape = shape or (QUICK_PAIR if quick else FULL_PAIR)
-        for noise in (
-            noises if noises is not None else ((0.0, 0.003) if quick else (0.0, 0.001, 0.002, 0.004))
-        ):
-            log(f"building/using the synthetic pair {shape.tag}, noise {noise:g} ...")
-            d_dir, t_dir = build_spec_pair(Path(cache_root) / "spec-bench", shape, noise)
-            pairs.append((f"noise {noise:g}", t_dir, d_dir))
-
-    report = BenchReport(
-        name="spec",
-        title=(
-            f"speculative decoding, batch {batch}, {prompt_bp} bp in / {new_bp} bp out, "
-            f"k={num_speculative}, median of {repeats} alternating rounds after a warm-up"
-        ),
-        columns=COLUMNS,
-        formats={
-            "target bp/s": "{:,.1f}",
-            "spec bp/s": "{:,.1f}",
-            "speed-up": "{:.2f}×",
-            "acceptance": "{:.1%}",
-            "accepted/fwd": "{:.2f}",
-            "tokens/fwd": "{:.2f}",
-            "mean k": "{:.2f}",
-        },
+    pairs = _spec_pairs(
+        target, draft, quick=quick, noises=noises, shape=shape, cache_root=cache_root, log=log
     )
+    report = _spec_report(batch, prompt_bp, new_bp, num_speculative, repeats)
     prompts = [random_dna(prompt_bp - prompt_bp % 6 + 3, seed=2000 + i) for i in range(batch)]
     all_timings: dict[str, Timing] = {}
     for label, t_dir, d_dir in pairs:
@@ -238,32 +296,10 @@ def run_spec_bench(
                     },
                     repeats,
                 )
-                base, spec = timings["target"], timings["spec"]
-                base_s, base_out, spec_s, spec_out = base.median, base.result, spec.median, spec.result
                 all_timings.update({f"{label} {mode} {decoding} {k}": v for k, v in timings.items()})
                 stats = tgt.last_spec_stats
                 assert stats is not None
-                same = None
-                if decoding == "greedy":
-                    same = "yes" if [g.sequence for g in base_out] == [g.sequence for g in spec_out] else "NO"
-                row = {
-                    "pair": label,
-                    "mode": mode,
-                    "decoding": decoding,
-                    "target bp/s": batch * new_bp / base_s,
-                    "spec bp/s": batch * new_bp / spec_s,
-                    "speed-up": base_s / spec_s,
-                    "speed-up range": f"{base.min / spec.max:.2f}–{base.max / spec.min:.2f}×",
-                    "target s min/med/max": base.summary(),
-                    "spec s min/med/max": spec.summary(),
-                    "timings": {"target": base.as_dict(), "spec": spec.as_dict()},
-                    "acceptance": stats.acceptance_rate,
-                    "accepted/fwd": stats.accepted_per_forward,
-                    "tokens/fwd": stats.tokens_per_forward,
-                    "mean k": stats.mean_k,
-                    "greedy same": same,
-                    "case": f"{mode} {decoding}",  # plot label, not a column
-                }
+                row = _spec_row(label, mode, decoding, timings, stats, batch, new_bp)
                 report.rows.append(row)
                 log(
                     f"{label} {mode} {decoding}: target {row['target bp/s']:.1f} bp/s, spec {row['spec bp/s']:.1f} bp/s "

@@ -8,13 +8,13 @@ the best of ``repeats`` runs (machines are noisy; the best run is the least dist
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from hexamer.bench.report import BenchReport
+from hexamer.bench.timing import best_of
 from hexamer.tokenizer import CarbonTokenizer
 
 
@@ -65,15 +65,6 @@ def _kmer_table(kmer_start: int) -> dict[str, int]:
     return _TABLES[kmer_start]
 
 
-def _best(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def run_tokenizer_bench(
     tokenizer: CarbonTokenizer,
     sizes: list[int],
@@ -114,7 +105,7 @@ def run_tokenizer_bench(
             ]
         measured = []
         for op, impl, fn in cases:
-            seconds = _best(fn, repeats if n <= 10_000_000 else 1)
+            seconds, _ = best_of(fn, repeats if n <= 10_000_000 else 1)
             measured.append(TokenizerBenchRow(op, impl, n, seconds, n / seconds / 1e6))
             if impl.startswith("per-chunk"):
                 peer_rows[op] = seconds

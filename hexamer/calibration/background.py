@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hexamer.calibration.table import Calibration, CalibrationError
+from hexamer.io.reference import Reference
 from hexamer.ism.mutagenesis import iter_mutagenesis
 from hexamer.ism.regions import Region
-from hexamer.vep.engine import VepSettings
-from hexamer.vep.variants import Reference
+from hexamer.vep.settings import VepSettings
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon

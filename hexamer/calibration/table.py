@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hexamer.io import atomic_path
+from hexamer.vep.recipes import window_placement
 from hexamer.vep.settings import RECIPE_FIELDS
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
-    from hexamer.vep.engine import VepSettings
+    from hexamer.vep.settings import VepSettings
 
 __all__ = [
     "FORMAT",
@@ -161,8 +162,16 @@ class Calibration:
             problems.append(f"model fingerprint {fingerprint} (the calibration's: {self.model})")
         wanted = score_settings(settings)
         for key in sorted(set(wanted) | set(self.settings)):
-            if wanted.get(key) != self.settings.get(key):
-                problems.append(f"{key}={wanted.get(key)!r} (the calibration's: {self.settings.get(key)!r})")
+            have, made = wanted.get(key), self.settings.get(key)
+            if have == made:
+                continue
+            if key == "window_grid" and have is not None and made is not None:
+                problems.append(
+                    f"window placement {window_placement(have)} (the calibration's: {window_placement(made)}, "
+                    f"--window-grid {made})"
+                )
+            else:
+                problems.append(f"{key}={have!r} (the calibration's: {made!r})")
         if problems:
             where = self.provenance.get("path", "the calibration")
             raise CalibrationMismatch(

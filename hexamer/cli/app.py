@@ -15,6 +15,7 @@ from rich.table import Table
 from hexamer import __version__
 from hexamer.cache import cache_root
 from hexamer.cli.checks import THREADS_MAX, path_option
+from hexamer.default_model import default_model
 
 if TYPE_CHECKING:
     from hexamer.tokenizer import CarbonTokenizer
@@ -84,24 +85,6 @@ ModelOption = Annotated[
 
 #: The cache folder (:func:`hexamer.cache.cache_root`), under the name the CLI modules import.
 cache_dir = cache_root
-
-
-def builtin_tiny_model() -> Path:
-    """A tiny random-weight Carbon-format folder, built once into the cache (atomically)."""
-    from hexamer.testing import build_carbon_folder_once
-
-    return build_carbon_folder_once(cache_dir() / f"tiny-random-{__version__}")
-
-
-def default_model() -> tuple[Path, bool]:
-    """The shipped demo model (trained on real DNA), else the tiny random test model; and whether
-    it is the trained one."""
-    try:
-        from hexamer.demo import demo_model_path
-
-        return demo_model_path(), True
-    except (ImportError, FileNotFoundError):
-        return builtin_tiny_model(), False
 
 
 def resolve_model(model: str | None) -> str:
@@ -308,4 +291,13 @@ def demo(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ModuleNotFoundError as exc:  # an optional package a command needs: the hint, not a traceback
+        from hexamer.extras import install_hint
+
+        hint = install_hint(exc)
+        if hint is None:
+            raise
+        err_console.print(f"[red]error:[/red] {escape(hint)}")
+        raise SystemExit(2) from None

@@ -25,7 +25,7 @@ from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, JsonOption, Price
 from hexamer.cli.checks import fasta_option, path_option
 from hexamer.cli.sequence_jobs import set_threads
 
-Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.testing.SHAPES
+Shape = Literal["tiny", "500m", "3b", "8b"]  # hexamer.synthetic.SHAPES
 ShapeOption = Annotated[Shape, typer.Option(help="Random-weight shape when no --model.")]
 DtypeOption = Annotated[
     Literal["float32", "bfloat16"], typer.Option(help="Weights' dtype, used by every backend.")
@@ -85,7 +85,7 @@ def bench_folder(model: str | None, shape: str, dtype: str) -> str:
     if model is not None:
         return model
     from hexamer.bench.common import bench_model_folder
-    from hexamer.testing import SHAPES
+    from hexamer.synthetic import SHAPES
 
     if shape not in SHAPES:
         raise typer.BadParameter(f"--shape must be one of {sorted(SHAPES)}")

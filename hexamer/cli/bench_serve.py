@@ -3,16 +3,60 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
 from hexamer.cli.app import bench_app, fail
 from hexamer.cli.bench_cmd import _log
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
+from hexamer.cli.option_groups import FILLED, option_group
+
+#: The workload of ``bench serve`` (prompts, lengths, arrivals, sampling), handed to the command
+#: as one dict of :func:`hexamer.bench.serve.run_serve_bench` keywords.
+workload_options = option_group(
+    "workload",
+    (
+        ("num_prompts", Annotated[int, typer.Option(min=1)], 16),
+        (
+            "input_bp",
+            Annotated[int, typer.Option(min=6, help="Prompt DNA (whole 6-mers after <dna>).")],
+            1000,
+        ),
+        (
+            "output_bp",
+            Annotated[int, typer.Option(min=1, help="New DNA per request (ceil(bp/6) tokens).")],
+            1000,
+        ),
+        (
+            "input_len",
+            Annotated[int | None, typer.Option(min=2, help="Prompt tokens instead of --input-bp.")],
+            None,
+        ),
+        (
+            "output_len",
+            Annotated[int | None, typer.Option(min=1, help="New tokens instead of --output-bp.")],
+            None,
+        ),
+        (
+            "max_concurrency",
+            Annotated[int | None, typer.Option(min=1, help="Requests in flight at most (default: all).")],
+            None,
+        ),
+        (
+            "request_rate",
+            Annotated[float, typer.Option(help="Poisson arrival rate in req/s (default inf: all at once).")],
+            math.inf,
+        ),
+        ("temperature", Annotated[float, typer.Option(min=0)], 0.0),
+        ("seed", Annotated[int, typer.Option(help="Seed of the random prompts.")], 0),
+    ),
+    dict,
+)
 
 
 @bench_app.command("serve")
+@workload_options
 @bench_output("Also draw the latencies (PNG).")
 def bench_serve_cmd(
     url: Annotated[
@@ -30,19 +74,7 @@ def bench_serve_cmd(
         str | None,
         typer.Option(help="Local Carbon folder or hub id for the DNA token ids (default: served)."),
     ] = None,
-    num_prompts: Annotated[int, typer.Option(min=1)] = 16,
-    input_bp: Annotated[int, typer.Option(min=6, help="Prompt DNA (whole 6-mers after <dna>).")] = 1000,
-    output_bp: Annotated[int, typer.Option(min=1, help="New DNA per request (ceil(bp/6) tokens).")] = 1000,
-    input_len: Annotated[int | None, typer.Option(min=2, help="Prompt tokens instead of --input-bp.")] = None,
-    output_len: Annotated[int | None, typer.Option(min=1, help="New tokens instead of --output-bp.")] = None,
-    max_concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Requests in flight at most (default: all).")
-    ] = None,
-    request_rate: Annotated[
-        float, typer.Option(help="Poisson arrival rate in req/s (default inf: all at once).")
-    ] = math.inf,
-    temperature: Annotated[float, typer.Option(min=0)] = 0.0,
-    seed: Annotated[int, typer.Option(help="Seed of the random prompts.")] = 0,
+    workload: dict[str, Any] = FILLED,  # the workload options (workload_options)
     endpoint: Annotated[
         Literal["completions", "dna"],
         typer.Option(
@@ -80,20 +112,12 @@ def bench_serve_cmd(
             served_model=served_model,
             api_key=api_key,
             tokenizer=tokenizer,
-            num_prompts=num_prompts,
-            input_bp=input_bp,
-            output_bp=output_bp,
-            input_len=input_len,
-            output_len=output_len,
-            max_concurrency=max_concurrency,
-            request_rate=request_rate,
-            temperature=temperature,
-            seed=seed,
             quick=quick,
             endpoint=endpoint,
             rounds=rounds,
             compare_offline=compare_offline,
             log=_log,
+            **workload,
         )
     except (RemoteError, ValueError, RuntimeError) as exc:
         fail(exc)

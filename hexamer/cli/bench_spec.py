@@ -47,7 +47,7 @@ def bench_spec_cmd(
     """Speed-up of speculative decoding over the target alone (greedy output checked identical)."""
     from hexamer.bench.run_all import EXTERNAL_PLOTS
     from hexamer.bench.spec import run_spec_bench
-    from hexamer.engine.speculative import SpecConfig
+    from hexamer.engine.spec_config import SpecConfig
 
     if (target is None) != (draft is None):
         raise typer.BadParameter("give both --target and --draft, or neither (synthetic pairs)")

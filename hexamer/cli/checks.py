@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hexamer.io.stdio import STDIO
-from hexamer.validate import SEED_MIN, check_dtype, check_threads, max_threads, parse_device
+from hexamer.validate import check_dtype, check_threads, max_threads, parse_device
 
 if TYPE_CHECKING:
     from hexamer.vep.settings import VepSettings
@@ -24,7 +24,6 @@ __all__ = [
     "MAX_TOKEN_BUDGET",
     "MAX_TOP_N",
     "SEED_MAX_CLI",
-    "SEED_MIN",
     "THREADS_MAX",
     "PrefixOption",
     "check_choice",

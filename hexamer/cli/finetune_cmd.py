@@ -60,6 +60,10 @@ FractionOpt = Annotated[float, _opt("Fraction of --train for a random split.", S
 DupQuantileOpt = Annotated[
     float | None, _opt("Repeat training rows above this label quantile.", TRAINING, min=0.01, max=0.999)
 ]
+DupAboveOpt = Annotated[
+    float | None,
+    _opt("Repeat training rows with any raw label above this value (Malinois: 0.5).", TRAINING),
+]
 DupCopiesOpt = Annotated[int, _opt("Extra copies of each high-activity row.", TRAINING, min=1, max=100)]
 SeedOpt = Annotated[int, _opt("Seed of the split, the head and the batches.", TRAINING, min=0, max=2**63 - 1)]
 
@@ -88,7 +92,7 @@ def _check_kfold(valid: str | None, split: Any, dup: Any, resume: bool) -> None:
             ("--valid", valid is not None),
             ("--split-column", split.column is not None),
             ("--valid-chroms/--test-chroms", bool(split.valid_chroms or split.test_chroms)),
-            ("--duplicate-quantile", dup is not None),
+            ("--duplicate-quantile/--duplicate-above", dup is not None),
             ("--resume", resume),
         )
         if on
@@ -140,6 +144,7 @@ def finetune(
     fit: FitValues = FILLED,
     seed: SeedOpt = 0,
     duplicate_quantile: DupQuantileOpt = None,
+    duplicate_above: DupAboveOpt = None,
     duplicate_copies: DupCopiesOpt = 1,
     baseline: Annotated[bool, _opt("Fit the k-mer baseline on the same split.", TRAINING)] = True,
     resume: Annotated[bool, _opt("Continue the run checkpointed in --output-dir.", TRAINING)] = False,
@@ -164,9 +169,12 @@ def finetune(
     except ValueError as exc:
         fail(exc)
     specs = [None if p is None else InputSpec(p, labels, reference) for p in (train, valid, test)]
+    if duplicate_quantile is not None and duplicate_above is not None:
+        raise typer.BadParameter("give --duplicate-quantile or --duplicate-above, not both")
     dup = None if duplicate_quantile is None else (duplicate_quantile, duplicate_copies)
+    dup_above = None if duplicate_above is None else (duplicate_above, duplicate_copies)
     if folds is not None:
-        _check_kfold(valid, split, dup, resume)
+        _check_kfold(valid, split, dup or dup_above, resume)
     bar, update = _progress(quiet or as_json)
     try:
         try:
@@ -178,7 +186,7 @@ def finetune(
             else:
                 result = run_finetune(
                     resolve_model(model), specs[0], output_dir, read, options, valid=specs[1], test=specs[2],
-                    split=split, baseline=baseline, duplicate=dup, resume=resume, on_progress=update,
+                    split=split, baseline=baseline, duplicate=dup, duplicate_above=dup_above, resume=resume, on_progress=update,
                 )  # fmt: skip
         finally:
             bar.stop()

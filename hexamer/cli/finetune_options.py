@@ -82,7 +82,12 @@ PlateauFactor = Annotated[
 ]  # fmt: skip
 PlateauPatience = Annotated[
     int | None,
-    _opt("plateau: evaluations without improvement before the cut (default 1).", min=1, max=100_000),
+    _opt(
+        "plateau: evaluations without improvement before the cut (default 3: torch's patience 2, "
+        "the Malinois recipe's).",
+        min=1,
+        max=100_000,
+    ),
 ]
 CheckpointEvery = Annotated[
     int | None, _opt("Steps between resumable checkpoints (default: at each evaluation).", min=1)
@@ -101,7 +106,8 @@ HuberDelta = Annotated[
     float | None, _opt("Huber delta (default 1.0).", min=0.0, max=1e9, callback=_above_zero)
 ]
 PearsonLambda = Annotated[
-    float | None, _opt("Weight of Huber in pearson_huber (default 1.0).", min=0.0, max=1e9)
+    float | None,
+    _opt("Weight of Huber in pearson_huber (default 0.2, the DREAM recipe's).", min=0.0, max=1e9),
 ]
 ClassWeights = Annotated[
     str | None, _opt("Comma-separated loss weight per class (ce) or positive weight per label (bce).")
@@ -125,6 +131,16 @@ Bf16 = Annotated[bool | None, _opt("bf16 autocast (GPU).")]
 GradCkpt = Annotated[bool | None, _opt("Recompute decoder layers in the backward pass (less memory).")]
 ProbeRidge = Annotated[
     float | None, _opt("Regression probe: closed-form ridge head with this penalty.", min=0.0, max=1e12)
+]
+ProbeLogistic = Annotated[
+    bool | None,
+    _opt("Classification probe: scikit-learn logistic regression (lbfgs), C chosen on validation."),
+]
+AdamBeta2 = Annotated[
+    float | None,
+    _opt(
+        "AdamW beta2 (default 0.999; the official recipes use 0.95).", min=0.0, max=1.0, callback=_below_one
+    ),
 ]
 LoraRank = Annotated[int | None, _opt("LoRA rank (default 8).", LORA, min=1, max=4096)]
 LoraAlpha = Annotated[
@@ -230,6 +246,8 @@ fit_options = option_group(
         ("bf16", Bf16, None),
         ("grad_checkpointing", GradCkpt, None),
         ("probe_ridge", ProbeRidge, None),
+        ("probe_logistic", ProbeLogistic, None),
+        ("adam_beta2", AdamBeta2, None),
         ("lora_rank", LoraRank, None),
         ("lora_alpha", LoraAlpha, None),
         ("lora_dropout", LoraDropout, None),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from hexamer.cli.app import (
     err_console,
     fail,
     print_json,
+    resolve_model,
 )
 from hexamer.cli.checks import (
     MAX_BATCH_SIZE,
@@ -32,7 +34,7 @@ from hexamer.cli.checks import (
 from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
 from hexamer.cli.scaleout import ResumeOption
-from hexamer.cli.sequence_jobs import load_calibration, progress_bar, set_threads
+from hexamer.cli.sequence_jobs import job_progress, load_calibration, set_threads
 
 if TYPE_CHECKING:
     from hexamer.vep import VepSettings
@@ -45,12 +47,13 @@ WindowOption = Annotated[
     int, typer.Option(max=1_000_000, help="Window recipe: bp around the variant's tile (at least 30).")
 ]
 WindowGridOption = Annotated[
-    int | None,
+    int,
     typer.Option(
         min=1,
         max=500_000,
-        help="Window recipe: centre windows on tiles of this many bp; the SNVs of a tile share one reference "
-        "forward (default 128, at most half the window; 1 = centred on each variant, the published recipe).",
+        help="Window recipe: 1 = windows centred on each variant (as hexamer vep; the published recipe); G = "
+        "centred on G-bp tiles, so the SNVs of a tile share one reference forward (faster, other numbers; "
+        "rows say window_placement=grid:G). At most half the window.",
     ),
 ]
 ContextOption = Annotated[
@@ -72,24 +75,32 @@ BudgetOption = Annotated[
 DeviceOption = Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")]
 
 
-def _recipe_settings(**options: Any) -> VepSettings:
+def _recipe_settings(batch_size: int = 8, token_budget: int | None = None, **options: Any) -> VepSettings:
     from hexamer.ism import ism_settings
 
-    return check_vep_settings(ism_settings(**options))  # before the model loads
+    settings = check_vep_settings(ism_settings(**options))  # before the model loads
+    return replace(settings, batch_size=batch_size, token_budget=token_budget)
 
 
 #: The window and context options of ``ism``, ``calibrate`` and ``bench ism``.
 _WINDOW_OPTIONS = (
     ("window", WindowOption, 8192),
-    ("window_grid", WindowGridOption, None),
+    ("window_grid", WindowGridOption, 1),
     ("rc_average", RcOption, False),
     ("context", ContextOption, 24576),
     ("context_grid", ContextGridOption, 6144),
 )
-#: The recipe options of ``ism`` and ``calibrate``, handed to the command as one ``settings``
-#: (:func:`hexamer.ism.ism_settings`; ``--batch-size`` and ``--token-budget`` are set on it after).
+#: The recipe options of ``ism`` and ``calibrate``, with ``--batch-size`` and ``--token-budget``,
+#: handed to the command as one ``settings`` (:func:`hexamer.ism.ism_settings`).
 recipe_options = option_group(
-    "settings", (("recipe", RecipeOption, "window"), *_WINDOW_OPTIONS), _recipe_settings
+    "settings",
+    (
+        ("recipe", RecipeOption, "window"),
+        *_WINDOW_OPTIONS,
+        ("batch_size", BatchOption, 8),
+        ("token_budget", BudgetOption, None),
+    ),
+    _recipe_settings,
 )
 
 
@@ -147,8 +158,6 @@ def ism(
     logo: Annotated[
         Path | None, typer.Option("--logo", help="Sequence-logo style per-base importance (.png/.svg/.pdf).")
     ] = None,
-    batch_size: BatchOption = 8,
-    token_budget: BudgetOption = None,
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
     threads: CpuThreadsOption = None,
@@ -159,29 +168,15 @@ def ism(
 ) -> None:
     """In-silico saturation mutagenesis: all 3 SNVs of every base of a region (or around VCF sites)."""
     from hexamer.calibration import CalibrationError
-    from hexamer.cli.app import resolve_model
-    from hexamer.ism import RegionError, output_format, plot_heatmap, plot_logo, write_ism
+    from hexamer.ism import RegionError, write_ism
     from hexamer.ism.mutagenesis import scan_mutagenesis
     from hexamer.vep import FastaError, VcfInputError
-    from hexamer.vep.summary import status_summary
 
     served.check_server_choice(server, model, ray, command)
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     check_resume(resume, ray)
-    if (region is None) == (vcf is None):
-        raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
-    if vcf is not None and not vcf.is_file():
-        raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
-    if not fasta.is_file():
-        raise typer.BadParameter(f"{str(fasta)!r} is not a file", param_hint="'--fasta'")
-    check_output("--out", out, output_format)
-    check_plot_path(plot)
-    check_plot_path(logo, "--logo")
-    if indels and settings.recipe == "next_base":
-        err_console.print(
-            "[yellow]--indels: the next_base recipe scores SNVs only; indel rows will be skipped[/yellow]"
-        )
+    _check_ism_inputs(fasta, out, region, vcf, plot, logo, indels and settings.recipe == "next_base")
     on_ray = None
     if ray is not None:
         from hexamer.cli.scaleout import ray_ism_runner
@@ -193,34 +188,70 @@ def ism(
     carbon = (
         resolve_model(model)  # --ray: each actor loads it
         if on_ray is not None
-        else served.open_model(server, model, dtype, device, batch_size, command)
+        else served.open_model(server, model, dtype, device, settings.batch_size, command)
     )  # no KV sharing on a server: each window is scored on its own
-    settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
-
-    def note(message: str) -> None:
-        err_console.print(f"[yellow]{message}[/yellow]")
-
-    unplaced: list = []
+    where = {"vcf": vcf, "flank": flank} if vcf is not None else {"region": region}
     try:
-        with progress_bar() as progress:
-            task = progress.add_task("scoring variants", total=None, rate="")
-
-            def tick(n: int) -> None:
-                done = progress.tasks[task].completed + n
-                rate = done / (progress.tasks[task].elapsed or 1e-9)
-                progress.update(task, advance=n, rate=f"{rate:,.1f} variants/s")
-
-            where = {"vcf": vcf, "flank": flank} if vcf is not None else {"region": region}
-            common = {"indels": indels, "calibration": cal, "on_note": note, "on_progress": tick}
+        with job_progress("scoring variants", None, digits=1) as bar:
+            tick = functools.partial(bar.tick, unit="variants")
+            common = {"indels": indels, "calibration": cal, "on_note": _note, "on_progress": tick, **where}
             if on_ray is not None:  # the actors score, the driver writes the file
-                scan = on_ray(carbon, fasta, out, resume=resume, settings=settings, **where, **common)
+                scan = on_ray(carbon, fasta, out, resume=resume, settings=settings, **common)
             else:
-                scan = scan_mutagenesis(carbon, fasta, settings, **where, **common)
+                scan = scan_mutagenesis(carbon, fasta, settings, **common)
         rows, unplaced = scan.rows, scan.unplaced
         regions = [str(r) for r in scan.regions] if vcf is not None else list(region or [])
         n_written = scan.n_written if on_ray is not None else write_ism(out, rows)
     except (RegionError, CalibrationError, FastaError, VcfInputError, FileNotFoundError, ValueError) as exc:
         fail(exc)
+    _report_ism(rows, unplaced, regions, n_written, out, plot, logo, as_json)
+
+
+def _note(message: str) -> None:
+    err_console.print(f"[yellow]{message}[/yellow]")
+
+
+def _check_ism_inputs(
+    fasta: Path,
+    out: Path,
+    region: list[str] | None,
+    vcf: Path | None,
+    plot: Path | None,
+    logo: Path | None,
+    snv_only_indels: bool,
+) -> None:
+    """Where ``ism`` looks (regions or VCF sites, not both) and the files it reads and writes,
+    before any model loads; a note when ``--indels`` meets the SNV-only next_base recipe."""
+    from hexamer.ism import output_format
+
+    if (region is None) == (vcf is None):
+        raise typer.BadParameter("give --region (one or more) or --vcf with --flank, not both")
+    if vcf is not None and not vcf.is_file():
+        raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
+    if not fasta.is_file():
+        raise typer.BadParameter(f"{str(fasta)!r} is not a file", param_hint="'--fasta'")
+    check_output("--out", out, output_format)
+    check_plot_path(plot)
+    check_plot_path(logo, "--logo")
+    if snv_only_indels:
+        _note("--indels: the next_base recipe scores SNVs only; indel rows will be skipped")
+
+
+def _report_ism(
+    rows: list[dict[str, Any]],
+    unplaced: list[Any],
+    regions: list[str],
+    n_written: int,
+    out: Path,
+    plot: Path | None,
+    logo: Path | None,
+    as_json: bool,
+) -> None:
+    """The heat-map and logo (when something was scored), the summary (``--json``: one object),
+    and exit status 1 when no variant was scored."""
+    from hexamer.ism import output_format, plot_heatmap, plot_logo
+    from hexamer.vep.summary import status_summary
+
     counts = dict(Counter(r["status"] for r in rows))
     summary = {
         "output": str(out),
@@ -268,8 +299,6 @@ def calibrate(
     ] = 20,
     region_bp: Annotated[int, typer.Option(min=1, max=100_000, help="Bases per background region.")] = 100,
     seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed of the region sampling.")] = 0,
-    batch_size: BatchOption = 8,
-    token_budget: BudgetOption = None,
     dtype: DTypeOption = "auto",
     device: DeviceOption = None,
     threads: CpuThreadsOption = None,
@@ -293,8 +322,7 @@ def calibrate(
     if not out.parent.is_dir():
         raise typer.BadParameter(f"--out folder {str(out.parent)!r} does not exist")
     set_threads(threads)
-    carbon = served.open_model(server, model, dtype, device, batch_size, command)
-    settings = replace(settings, batch_size=batch_size, token_budget=token_budget)
+    carbon = served.open_model(server, model, dtype, device, settings.batch_size, command)
     try:
         cal = run_calibration(
             carbon,

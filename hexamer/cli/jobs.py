@@ -4,31 +4,8 @@ A bad record never stops a job: it is reported (stderr, and a ``status``/``error
 outputs) and every other record is processed. Outputs are written atomically.
 
 Importing this module registers both commands: :mod:`~hexamer.cli.generate_cmd` and
-:mod:`~hexamer.cli.score_cmd`; what they share is in :mod:`~hexamer.cli.sequence_jobs`.
+:mod:`~hexamer.cli.score_cmd`; what they share is in :mod:`~hexamer.cli.sequence_jobs`; the jobs
+themselves are :mod:`hexamer.generation_job` and :mod:`hexamer.sequence_scores`.
 """
 
-from hexamer.cli.generate_cmd import generate
-from hexamer.cli.score_cmd import score
-from hexamer.cli.sequence_jobs import (
-    CHUNK,
-    MAX_SAMPLES,
-    count_records,
-    fail_if_none_ok,
-    is_fasta_name,
-    load_carbon,
-    progress_bar,
-)
-
-_progress = progress_bar  # the name earlier releases had
-
-__all__ = [
-    "CHUNK",
-    "MAX_SAMPLES",
-    "count_records",
-    "fail_if_none_ok",
-    "generate",
-    "is_fasta_name",
-    "load_carbon",
-    "progress_bar",
-    "score",
-]
+from hexamer.cli import generate_cmd, score_cmd  # noqa: F401  (importing registers the commands)

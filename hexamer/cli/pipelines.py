@@ -1,8 +1,9 @@
-"""``hexamer vep``, ``hexamer embed`` and ``hexamer plot``: thin wrappers of hexamer.vep/embed/plots."""
+"""``hexamer vep`` and ``hexamer embed``: thin layers over :mod:`hexamer.vep` and\n:mod:`hexamer.embedding_job` (``hexamer plot``: :mod:`hexamer.cli.plot_cmd`)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import tempfile
@@ -40,10 +41,18 @@ from hexamer.cli.checks import (
 from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
 from hexamer.cli.scaleout import ResumeOption
-from hexamer.cli.sequence_jobs import count_records, load_calibration, load_carbon, progress_bar, set_threads
+from hexamer.cli.sequence_jobs import (
+    count_records,
+    job_progress,
+    load_calibration,
+    load_carbon,
+    progress_bar,
+    set_threads,
+)
 from hexamer.io.stdio import copy_to_stdout
 
 if TYPE_CHECKING:
+    from hexamer.embedding_job import EmbeddingSettings
     from hexamer.vep import VepSettings
 
 
@@ -120,6 +129,47 @@ vep_settings_options = option_group(
 )
 
 
+VcfOption = Annotated[
+    Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain, gzip or bgzip; - reads standard input.")
+]
+VepOutOption = Annotated[
+    Path,
+    typer.Option(
+        "--out", "-o", help=".vcf, .vcf.gz, .bcf, .parquet, .tsv, .csv or .jsonl; - writes VCF to stdout."
+    ),
+]
+InfoFieldsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--info-fields",
+        help="Table outputs: add these INFO fields of the input as info_NAME columns "
+        "(comma-separated, e.g. AF,CLNSIG, or 'all').",
+    ),
+]
+VepPlotOption = Annotated[
+    Path | None,
+    path_option(
+        "Also draw the score distribution per variant kind (.png/.svg/.pdf).",
+        "an image is written to a file (standard output carries the VCF or the summary)",
+        "--plot",
+    ),
+]
+CalibrationOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration",
+        help="A `hexamer calibrate` file of this model and settings: adds HEXAMER_RAW and HEXAMER_PHRED.",
+    ),
+]
+RenameChrsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--rename-chrs",
+        help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
+    ),
+]
+
+
 @app.command()
 @served.server_options
 @vep_settings_options
@@ -131,55 +181,22 @@ vep_settings_options = option_group(
 )
 def vep(
     command: typer.Context,
-    vcf: Annotated[
-        Path, typer.Option("--vcf", help="Variants: VCF/BCF, plain, gzip or bgzip; - reads standard input.")
-    ],
+    vcf: VcfOption,
     fasta: Annotated[Path, fasta_option()],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", "-o", help=".vcf, .vcf.gz, .bcf, .parquet, .tsv, .csv or .jsonl; - writes VCF to stdout."
-        ),
-    ],
+    out: VepOutOption,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
     settings: VepSettings = FILLED,  # the recipe options (vep_settings_options)
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Continue a killed run from its checkpoint.")
     ] = False,
-    info_fields: Annotated[
-        str | None,
-        typer.Option(
-            "--info-fields",
-            help="Table outputs: add these INFO fields of the input as info_NAME columns "
-            "(comma-separated, e.g. AF,CLNSIG, or 'all').",
-        ),
-    ] = None,
+    info_fields: InfoFieldsOption = None,
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
     threads: CpuThreadsOption = None,
-    plot: Annotated[
-        Path | None,
-        path_option(
-            "Also draw the score distribution per variant kind (.png/.svg/.pdf).",
-            "an image is written to a file (standard output carries the VCF or the summary)",
-            "--plot",
-        ),
-    ] = None,
+    plot: VepPlotOption = None,
     server: served.Server | None = None,  # the --server options (server_options)
-    calibration: Annotated[
-        Path | None,
-        typer.Option(
-            "--calibration",
-            help="A `hexamer calibrate` file of this model and settings: adds HEXAMER_RAW and HEXAMER_PHRED.",
-        ),
-    ] = None,
-    rename_chrs: Annotated[
-        Path | None,
-        typer.Option(
-            "--rename-chrs",
-            help="Contig renames, as in bcftools: two whitespace-separated columns, VCF name then FASTA name.",
-        ),
-    ] = None,
+    calibration: CalibrationOption = None,
+    rename_chrs: RenameChrsOption = None,
     ray: RayRun | None = None,  # the --ray options (ray_options)
     as_json: JsonFlag = False,
 ) -> None:
@@ -187,17 +204,64 @@ def vep(
 
     Exits with status 1 (after writing the whole output) when most records name a contig the FASTA
     does not have."""
-    from hexamer.io.stdio import spool_stdin
-    from hexamer.vep import FastaError, VcfInputError, status_summary
-    from hexamer.vep.engine import count_rows
-    from hexamer.vep.output import output_kind
-    from hexamer.vep.recipes import RECIPES
-    from hexamer.vep.resume import ResumeError, run_vep
-    from hexamer.vep.variants import Reference, survey_contigs
+    from hexamer.io.vcf.contig_survey import survey_contigs
+    from hexamer.io.vcf.index import indexed_records
+    from hexamer.vep import FastaError, VcfInputError
+    from hexamer.vep.job import ResumeError, run_vep
 
     served.check_server_choice(server, model, ray, command)  # before any file is looked at
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
+    _check_vep_files(settings, vcf, out, resume)
+    set_threads(threads)
+    cal = load_calibration(calibration)
+    check_plot_path(plot)
+    runner = run_vep
+    if ray is not None:
+        from hexamer.cli.scaleout import ray_vep_runner
+
+        runner = ray_vep_runner(ray.pool(threads=threads, dtype=dtype, device=device), ray.shard_records)
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
+        target = tmp / "stdout.vcf" if is_stdio(out) else out
+        vcf, reference, survey = _survey(stack, tmp, vcf, fasta, rename_chrs)
+        known = {r.message for r in survey.resolutions.values()}  # said in the survey: not again per contig
+        carbon = (
+            resolve_model(model)  # --ray: each actor loads it
+            if ray is not None
+            else served.open_model(server, model, dtype, device, settings.batch_size, command)
+        )
+        try:
+            # the bar's total: the records the index counts (none: a bar without a total)
+            with job_progress("scoring variants", indexed_records(vcf), digits=1) as bar:
+                result = runner(
+                    carbon,
+                    vcf,
+                    fasta,
+                    target,
+                    resume=resume,
+                    info_fields=info_fields,
+                    calibration=cal,
+                    on_progress=functools.partial(bar.tick, unit="variants"),
+                    on_note=lambda msg: (
+                        None if msg in known else err_console.print(f"[yellow]{msg}[/yellow]")
+                    ),
+                    renames=reference.resolver.renames,
+                    settings=settings,
+                )
+        except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
+            fail(exc)
+        if is_stdio(out):
+            copy_to_stdout(target)
+    survey = survey_contigs(vcf, reference, result.contig_records)  # the records the job read
+    _report_vep(result, settings, survey, out, plot, as_json)
+
+
+def _check_vep_files(settings: VepSettings, vcf: Path, out: Path, resume: bool) -> None:
+    """The recipe, the output and the VCF (``-``: standard input, which ``--resume`` cannot take)."""
+    from hexamer.vep.output import output_kind
+    from hexamer.vep.recipes import RECIPES
+
     check_choice("--recipe", settings.recipe, RECIPES)
     if is_stdio(out) and resume:
         raise typer.BadParameter("--resume needs an output file, not - (standard output)")
@@ -207,75 +271,46 @@ def vep(
         check_output("--out", out, output_kind)
     if not is_stdio(vcf) and not vcf.is_file():
         raise typer.BadParameter(f"{str(vcf)!r} is not a file", param_hint="'--vcf'")
-    set_threads(threads)
-    cal = load_calibration(calibration)
-    check_plot_path(plot)
-    runner = run_vep
-    if ray is not None:
-        from hexamer.cli.scaleout import ray_vep_runner
 
-        runner = ray_vep_runner(ray.pool(threads=threads, dtype=dtype, device=device), ray.shard_records)
-    out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
-    with contextlib.ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hexamer-vep-")))
-        target = tmp / "stdout.vcf" if is_stdio(out) else out
-        try:
-            if is_stdio(vcf):
-                vcf = tmp / "stdin.vcf"
-                spool_stdin(vcf)
-            reference = stack.enter_context(Reference(fasta, renames=rename_chrs))
-            survey = survey_contigs(vcf, reference)
-        except (VcfInputError, FastaError, ValueError) as exc:
-            fail(exc)
-        for line in ([reference.note] if reference.note else []) + survey.notes():
-            err_console.print(f"[yellow]{line}[/yellow]")
-        if survey.mostly_unmatched():
-            err_console.print(
-                f"[yellow]{survey.n_unmatched} of {survey.n_records} records name a contig the FASTA "
-                "does not have: they will be skipped[/yellow]"
-            )
-        known = {r.message for r in survey.resolutions.values()}  # said above: not again per contig
-        carbon = (
-            resolve_model(model)  # --ray: each actor loads it
-            if ray is not None
-            else served.open_model(server, model, dtype, device, settings.batch_size, command)
+
+def _survey(
+    stack: contextlib.ExitStack, tmp: Path, vcf: Path, fasta: Path, rename_chrs: Path | None
+) -> tuple[Path, Any, Any]:
+    """The VCF (standard input spooled under ``tmp``), the reference (open in ``stack``) and the
+    survey of the VCF's contigs against it, its notes printed."""
+    from hexamer.io.reference import Reference
+    from hexamer.io.stdio import spool_stdin
+    from hexamer.io.vcf.contig_survey import survey_contigs
+    from hexamer.vep import FastaError, VcfInputError
+
+    try:
+        if is_stdio(vcf):
+            vcf = tmp / "stdin.vcf"
+            spool_stdin(vcf)
+        reference = stack.enter_context(Reference(fasta, renames=rename_chrs))
+        survey = survey_contigs(vcf, reference)
+    except (VcfInputError, FastaError, ValueError) as exc:
+        fail(exc)
+    for line in ([reference.note] if reference.note else []) + survey.notes():
+        err_console.print(f"[yellow]{line}[/yellow]")
+    if survey.mostly_unmatched():
+        err_console.print(
+            f"[yellow]{survey.n_unmatched} of {survey.n_records} records name a contig the FASTA "
+            "does not have: they will be skipped[/yellow]"
         )
-        try:
-            total = count_rows(vcf)  # a real total and ETA for the bar; seconds for millions of lines
-        except (OSError, ValueError):
-            total = None  # a missing or unreadable file is reported by run_vep, with its reason
-        try:
-            with progress_bar() as progress:
-                task = progress.add_task("scoring variants", total=total, rate="")
+    return vcf, reference, survey
 
-                def tick(n: int) -> None:
-                    elapsed = progress.tasks[task].elapsed or 1e-9
-                    done = progress.tasks[task].completed + n
-                    progress.update(task, advance=n, rate=f"{done / elapsed:,.1f} variants/s")
 
-                def note(msg: str) -> None:
-                    if msg not in known:
-                        err_console.print(f"[yellow]{msg}[/yellow]")
-
-                result = runner(
-                    carbon,
-                    vcf,
-                    fasta,
-                    target,
-                    resume=resume,
-                    info_fields=info_fields,
-                    calibration=cal,
-                    on_progress=tick,
-                    on_note=note,
-                    renames=reference.resolver.renames,
-                    settings=settings,
-                )
-        except (VcfInputError, FastaError, ResumeError, FileNotFoundError, ValueError) as exc:
-            fail(exc)
-        if is_stdio(out):
-            copy_to_stdout(target)
+def _report_vep(
+    result: Any, settings: VepSettings, survey: Any, out: Path, plot: Path | None, as_json: bool
+) -> None:
+    """The summary (``--json``: one object; on standard error when the VCF went to standard
+    output), the plot, and exit status 1 when most contigs were unknown or nothing was scored."""
     from collections import Counter
 
+    from hexamer.vep import status_summary
+
+    out_info = err_console if is_stdio(out) else console  # stdout may be the output itself
     statuses = dict(sorted(result.status_counts.items()))
     kinds = dict(sorted(Counter(result.kinds).items()))
     shown = "standard output" if is_stdio(out) else str(result.output)
@@ -294,23 +329,21 @@ def vep(
     }
     if not as_json:
         out_info.print(f"wrote {shown} ({result.n_rows:,} rows: {in_words})")
-    nothing_scored = bool(statuses.get("failed", 0)) and not statuses.get("ok", 0)
-    if plot is not None:
-        if not result.scores:
-            err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
-        else:
-            from hexamer import plots
+    if plot is not None and not result.scores:
+        err_console.print("[yellow]no variant was scored: no plot drawn[/yellow]")
+    elif plot is not None:
+        from hexamer import plots
 
-            plots.plot_score_hist(
-                plot,
-                result.scores,
-                result.kinds,
-                title=f"{settings.recipe} recipe: scores per variant kind",
-                xlabel=plots.score_axis_label(settings.recipe),
-            )
-            summary["plot"] = str(plot)
-            if not as_json:
-                out_info.print(f"wrote {plot} (scored variants per kind: {describe_counts(kinds)})")
+        plots.plot_score_hist(
+            plot,
+            result.scores,
+            result.kinds,
+            title=f"{settings.recipe} recipe: scores per variant kind",
+            xlabel=plots.score_axis_label(settings.recipe),
+        )
+        summary["plot"] = str(plot)
+        if not as_json:
+            out_info.print(f"wrote {plot} (scored variants per kind: {describe_counts(kinds)})")
     if as_json:
         if is_stdio(out):  # stdout carries the VCF itself
             print(json.dumps(summary, default=str), file=sys.stderr)
@@ -318,11 +351,55 @@ def vep(
             print_json(summary)
     if survey.mostly_unmatched():
         fail(survey.summary(), code=1)
-    if nothing_scored:
+    if bool(statuses.get("failed", 0)) and not statuses.get("ok", 0):
         fail(f"no variant was scored ({in_words}); the reasons are in the output", code=1)
 
 
+def _embedding_settings(**options: Any) -> EmbeddingSettings:
+    from hexamer.embedding_job import EmbeddingSettings
+
+    return EmbeddingSettings(**options)
+
+
+#: The options that decide the vectors, handed to ``embed`` as one
+#: :class:`~hexamer.embedding_job.EmbeddingSettings` (the local and the ``--ray`` job take it whole).
+embedding_options = option_group(
+    "settings",
+    (
+        (
+            "pool",
+            Annotated[
+                Literal["mean", "last", "sep"],
+                typer.Option(help="mean (content tokens), last (content token) or sep (</dna>)."),
+            ],
+            "mean",
+        ),
+        (
+            "layer",
+            Annotated[
+                int, typer.Option(help="Hidden layer; negative counts from the end (-1 = final norm).")
+            ],
+            -1,
+        ),
+        (
+            "max_tokens",
+            Annotated[int | None, typer.Option(min=1, help="Chunk length in tokens (default: the context).")],
+            None,
+        ),
+        (
+            "chunk_overlap",
+            Annotated[int | None, typer.Option(min=0, help="Overlap between chunks, bp.")],
+            None,
+        ),
+        ("prefix", PrefixOption, ""),
+        ("batch_size", Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)], 8),
+    ),
+    _embedding_settings,
+)
+
+
 @app.command()
+@embedding_options
 @ray_options(
     Annotated[
         int | None,
@@ -337,19 +414,7 @@ def embed(
         Path, typer.Option("--out", "-o", help=".parquet, or .npy (+ .ids.txt); - writes Parquet to stdout.")
     ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
-    pool: Annotated[
-        Literal["mean", "last", "sep"],
-        typer.Option(help="mean (content tokens), last (content token) or sep (</dna>)."),
-    ] = "mean",
-    layer: Annotated[
-        int, typer.Option(help="Hidden layer; negative counts from the end (-1 = final norm).")
-    ] = -1,
-    max_tokens: Annotated[
-        int | None, typer.Option(min=1, help="Chunk length in tokens (default: the context).")
-    ] = None,
-    chunk_overlap: Annotated[int | None, typer.Option(min=0, help="Overlap between chunks, bp.")] = None,
-    prefix: PrefixOption = "",
-    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 8,
+    settings: EmbeddingSettings = FILLED,  # the embedding options (embedding_options)
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ...")] = None,
     threads: CpuThreadsOption = None,
@@ -361,29 +426,18 @@ def embed(
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
-    from hexamer.embed import embed_sequences, write_embeddings
-    from hexamer.io import BadRecord, SequenceInputError, SequenceRecord, read_sequences
+    from hexamer.embedding_job import run_embedding
+    from hexamer.io import SequenceInputError
 
     served.refuse_server(
         server,
         "embeddings are the model's hidden states, which a vLLM / SGLang / hexamer server does not "
         "return (only log-probabilities); embed with a local --model",
     )
-
-    check_choice("--pool", pool, ("mean", "last", "sep"))
+    check_choice("--pool", settings.pool, ("mean", "last", "sep"))
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
-    if is_stdio(out) and as_json:
-        raise typer.BadParameter(
-            "--out - writes the Parquet table to standard output; drop --json (or give a file)"
-        )
-    if is_stdio(out) and ray is not None:
-        raise typer.BadParameter(
-            "--ray writes the embeddings to a file (its shards are kept for --resume); give --out FILE",
-            param_hint="'--out'",
-        )
-    if not is_stdio(out):
-        check_output("--out", out, _check_embedding_output)
+    _check_embed_output(out, as_json, ray)
     check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import embed_on_ray
@@ -396,65 +450,52 @@ def embed(
             shard_records=ray.shard_records,
             as_json=as_json,
             resume=resume,
-            pooling=pool,
-            layer=layer,
-            max_tokens=max_tokens,
-            chunk_overlap=chunk_overlap,
-            prefix=prefix,
-            batch_size=batch_size,
+            **settings.driver_options(),
         )
     set_threads(threads)
-    carbon = load_carbon(model, dtype, device, batch_size)
-    errors: dict[str, str] = {}
-
-    def records():  # a bad input record stays in the output, with no vector and its reason
-        for rec in read_sequences(str(input_file)):
-            if isinstance(rec, BadRecord):
-                ident = rec.id or f"record{rec.index}"
-                errors[ident] = rec.reason
-                err_console.print(f"[yellow]skipped[/yellow] {rec}")
-                yield SequenceRecord(id=ident, sequence="", index=rec.index)
-            else:
-                yield rec
-
-    def on_error(ident: str, reason: str) -> None:
-        if ident not in errors:
-            errors[ident] = reason
-            err_console.print(f"[yellow]failed[/yellow] {ident}: {reason}")
-
+    carbon = load_carbon(model, dtype, device, settings.batch_size)
     try:
-        with progress_bar() as progress:
+        with progress_bar() as progress, tempfile.TemporaryDirectory(prefix="hexamer-embed-") as tmp:
             task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
-            items = embed_sequences(
+            target = Path(tmp) / "embeddings.parquet" if is_stdio(out) else out  # "-o -": Parquet on stdout
+            result = run_embedding(
                 carbon,
-                records(),
-                pool=pool,  # type: ignore[arg-type]
-                layer=layer,
-                max_tokens=max_tokens,
-                chunk_overlap=chunk_overlap,
-                prefix=prefix,
-                batch_size=batch_size,
-                on_error=on_error,
+                input_file,
+                target,
+                settings,
+                on_progress=lambda n: progress.update(task, advance=n),
+                on_bad_record=lambda rec: err_console.print(f"[yellow]skipped[/yellow] {rec}"),
+                on_failed=lambda ident, why: err_console.print(f"[yellow]failed[/yellow] {ident}: {why}"),
             )
-            with tempfile.TemporaryDirectory(prefix="hexamer-embed-") as tmp:
-                target = (
-                    Path(tmp) / "embeddings.parquet" if is_stdio(out) else out
-                )  # "-o -": Parquet on stdout
-                n = write_embeddings(
-                    target, items, errors=errors, on_item=lambda _: progress.update(task, advance=1)
-                )
-                if is_stdio(out):
-                    copy_to_stdout(target)
+            if is_stdio(out):
+                copy_to_stdout(target)
     except (SequenceInputError, ValueError) as exc:
         fail(exc)
+    n, bad = result.n_records, len(result.errors)
     if as_json:
-        print_json({"output": str(out), "n_records": n, "n_without_vector": len(errors)})
+        print_json({"output": str(out), "n_records": n, "n_without_vector": bad})
     else:
         (err_console if is_stdio(out) else console).print(
-            f"wrote {out} ({n:,} records, {len(errors):,} without a vector)"
+            f"wrote {out} ({n:,} records, {bad:,} without a vector)"
         )
-    if n and len(errors) >= n:  # written, every row with its reason: but nothing was embedded
+    if n and bad >= n:  # written, every row with its reason: but nothing was embedded
         fail(f"no record was embedded; the reasons are in {out} and above", code=1)
+
+
+def _check_embed_output(out: Path, as_json: bool, ray: RayRun | None) -> None:
+    """``--out``: a file of a supported format, or ``-`` (Parquet on standard output) without
+    ``--json`` or ``--ray``."""
+    if is_stdio(out) and as_json:
+        raise typer.BadParameter(
+            "--out - writes the Parquet table to standard output; drop --json (or give a file)"
+        )
+    if is_stdio(out) and ray is not None:
+        raise typer.BadParameter(
+            "--ray writes the embeddings to a file (its shards are kept for --resume); give --out FILE",
+            param_hint="'--out'",
+        )
+    if not is_stdio(out):
+        check_output("--out", out, _check_embedding_output)
 
 
 def _check_embedding_output(path: Path) -> None:
@@ -462,122 +503,3 @@ def _check_embedding_output(path: Path) -> None:
 
     if not path.name.lower().endswith(tuple(EMBEDDING_FORMATS)):
         raise ValueError(f"embeddings are written as {' or '.join(EMBEDDING_FORMATS)}, got {path.name!r}")
-
-
-@app.command()
-def plot(
-    kind: Annotated[
-        Literal["hist", "roc", "pr"], typer.Argument(help="hist (distribution), roc or pr (against labels).")
-    ],
-    table: Annotated[
-        Path,
-        typer.Argument(
-            help="A score table (.parquet/.tsv/.csv/.jsonl) from hexamer vep or score; - reads standard "
-            "input (with --format)."
-        ),
-    ],
-    out: Annotated[Path, typer.Option("--out", "-o", help=".png, .svg or .pdf; - writes PNG to stdout.")],
-    table_format: Annotated[
-        Literal["parquet", "tsv", "csv", "jsonl"] | None,
-        typer.Option(
-            "--format",
-            help="The table's format: needed when it is read from standard input, else its extension.",
-        ),
-    ] = None,
-    score_col: Annotated[str, typer.Option(help="Column holding the scores.")] = "score",
-    label_col: Annotated[
-        str | None, typer.Option(help="Label column (roc, pr): 0/1, or any values with --positive.")
-    ] = None,
-    positive: Annotated[
-        str | None,
-        typer.Option(help="roc, pr: the label value of the positive class, e.g. pathogenic."),
-    ] = None,
-    by: Annotated[str | None, typer.Option(help="hist: one histogram per value of this column.")] = None,
-    negate: Annotated[
-        bool,
-        typer.Option(
-            "--negate/--no-negate", help="Use -score (window scores are negative for damaging alts)."
-        ),
-    ] = False,
-    title: Annotated[str | None, typer.Option(help="Figure title (default: says what is drawn).")] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Score distribution, or ROC / PR curves against labels."""
-    import numpy as np
-
-    from hexamer import plots
-    from hexamer.io import table_format as format_of
-    from hexamer.io.tables import read_table
-
-    if is_stdio(table) and table_format is None:
-        raise typer.BadParameter(
-            "a table read from standard input ('-') needs --format (parquet, tsv, csv or jsonl)"
-        )
-    if is_stdio(out) and as_json:
-        raise typer.BadParameter("--out - writes the image to standard output; drop --json (or give a file)")
-    shown = "standard input" if is_stdio(table) else str(table)
-    try:  # the format first: a name it cannot tell is a usage error, a bad file is not
-        format_of("" if is_stdio(table) else table, table_format)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="'TABLE'") from None
-    try:
-        data = read_table(table, table_format)
-    except Exception as exc:
-        fail(f"cannot read {shown}: {exc}")
-    missing = [c for c in (score_col, label_col, by) if c and c not in data.column_names]
-    if missing:
-        fail(f"{shown} has no column {missing[0]!r}; columns: {', '.join(data.column_names)}")
-    scores = np.asarray(data.column(score_col).to_pylist(), dtype=float)
-    keep = ~np.isnan(scores)
-    scores = -scores if negate else scores
-    recipes = set(data.column("recipe").to_pylist()) if "recipe" in data.column_names else set()
-    meaning = recipes.pop() if len(recipes) == 1 else score_col
-    xlabel = plots.score_axis_label(meaning, negated=negate)
-    summary: dict = {"output": str(out), "kind": kind, "n": int(keep.sum())}
-    spool = tempfile.TemporaryDirectory(prefix="hexamer-plot-") if is_stdio(out) else None
-    target = Path(spool.name) / "plot.png" if spool is not None else out  # "-o -": PNG on stdout
-    screen = err_console if spool is not None else console
-    if kind == "hist":
-        groups = data.column(by).to_pylist() if by else None
-        counts = plots.plot_score_hist(
-            target,
-            scores[keep],
-            [g for g, k in zip(groups, keep, strict=True) if k] if groups else None,
-            title=title or (f"{score_col} per {by}" if by else f"{score_col} distribution"),
-            xlabel=xlabel,
-        )
-        summary["counts"] = counts
-        if spool is not None:
-            copy_to_stdout(target)
-            spool.cleanup()
-        if as_json:
-            print_json(summary)
-        else:
-            screen.print(f"wrote {out} (plotted scores per group: {describe_counts(counts)})")
-        return
-    if label_col is None:
-        raise typer.BadParameter(f"{kind} needs --label-col")
-    labels = data.column(label_col).to_pylist()
-    labels = [label for label, k in zip(labels, keep, strict=True) if k]
-    fn, metric = (plots.plot_roc, "AUROC") if kind == "roc" else (plots.plot_pr, "average precision")
-    what = "ROC" if kind == "roc" else "Precision-recall"
-    positive_name = positive if positive is not None else "1"
-    try:
-        values = fn(
-            target,
-            {score_col if not negate else f"-{score_col}": scores[keep]},
-            labels,
-            title=title or f"{what}: {'-' if negate else ''}{score_col} vs {label_col} = {positive_name}",
-            positive=positive,
-        )
-    except ValueError as exc:
-        fail(f"{shown}: {exc}")
-    if spool is not None:
-        copy_to_stdout(target)
-        spool.cleanup()
-    value = next(iter(values.values()))
-    summary.update(metric=metric, value=value, positive=positive_name)
-    if as_json:
-        print_json(summary)
-    else:
-        screen.print(f"wrote {out} ({metric} {value:.4f}, n = {summary['n']:,}, positive: {positive_name})")

@@ -5,7 +5,7 @@ fidelity against float32 / bfloat16); thin layers over :mod:`hexamer.model.quant
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -13,6 +13,7 @@ from hexamer.cli.app import JsonFlag, app, bench_app, console, fail, print_json,
 from hexamer.cli.bench_cmd import ThreadsOption, _log, bench_folder, parse_ints
 from hexamer.cli.bench_output import SCREEN_ONLY, BenchOutput, bench_output
 from hexamer.cli.checks import not_stdio, path_option
+from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.sequence_jobs import set_threads
 
 
@@ -69,8 +70,52 @@ def quantize(
         )
 
 
+def _speed(batch_sizes: str, prompt_bp: int, new_bp: int, rounds: int) -> dict[str, Any]:
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
+    return {"batch_sizes": sizes, "prompt_bp": prompt_bp, "new_bp": new_bp, "rounds": rounds}
+
+
+#: ``bench quant``'s speed run: keywords of :func:`hexamer.bench.quant.run_quant_speed`
+speed_options = option_group(
+    "speed",
+    (
+        ("batch_sizes", Annotated[str, typer.Option(help="Speed: comma-separated batch sizes.")], "1,16"),
+        ("prompt_bp", Annotated[int, typer.Option(min=6, max=100_000, help="Speed: prompt length.")], 1080),
+        ("new_bp", Annotated[int, typer.Option(min=12, max=100_000, help="Speed: bases generated.")], 360),
+        (
+            "rounds",
+            Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")],
+            3,
+        ),
+    ),
+    _speed,
+)
+#: ``bench quant --fidelity``: keywords of :func:`hexamer.bench.quant.run_quant_fidelity`
+fidelity_options = option_group(
+    "fidelity_run",
+    (
+        ("n_variants", Annotated[int, typer.Option(min=2, max=100_000, help="Fidelity: SNVs scored.")], 200),
+        (
+            "n_windows",
+            Annotated[
+                int, typer.Option(min=2, max=100_000, help="Fidelity: real (and as many corrupted) windows.")
+            ],
+            64,
+        ),
+        (
+            "window_bp",
+            Annotated[int, typer.Option(min=12, max=100_000, help="Fidelity: window length.")],
+            600,
+        ),
+    ),
+    dict,
+)
+
+
 @bench_app.command("quant")
 @bench_output(plot=None)
+@speed_options
+@fidelity_options
 def bench_quant(
     model: Annotated[
         str | None,
@@ -90,10 +135,7 @@ def bench_quant(
     fidelity: Annotated[
         bool, typer.Option("--fidelity/--no-fidelity", help="Fidelity report vs float32 instead of speed.")
     ] = False,
-    batch_sizes: Annotated[str, typer.Option(help="Speed: comma-separated batch sizes.")] = "1,16",
-    prompt_bp: Annotated[int, typer.Option(min=6, max=100_000, help="Speed: prompt length.")] = 1080,
-    new_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Speed: bases generated.")] = 360,
-    rounds: Annotated[int, typer.Option(min=1, max=100, help="Speed: alternating rounds (best kept).")] = 3,
+    speed: dict[str, Any] = FILLED,  # the speed run's options (speed_options)
     gguf: Annotated[
         Path | None,
         path_option(
@@ -109,11 +151,7 @@ def bench_quant(
             "or scored with --fidelity."
         ),
     ] = None,
-    n_variants: Annotated[int, typer.Option(min=2, max=100_000, help="Fidelity: SNVs scored.")] = 200,
-    n_windows: Annotated[
-        int, typer.Option(min=2, max=100_000, help="Fidelity: real (and as many corrupted) windows.")
-    ] = 64,
-    window_bp: Annotated[int, typer.Option(min=12, max=100_000, help="Fidelity: window length.")] = 600,
+    fidelity_run: dict[str, Any] = FILLED,  # the fidelity run's options (fidelity_options)
     threads: ThreadsOption = 0,
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
@@ -134,29 +172,26 @@ def bench_quant(
         check_peer_gguf(gguf, gguf_quantize)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    sizes = parse_ints(batch_sizes, "--batch-sizes")
     set_threads(threads or None)  # 0: left as torch chose
-    if model is None and shape is None and fidelity:
-        folder = resolve_model(None)
-    else:
-        folder = bench_folder(model, shape or "500m", "float32")
+    default = model is None and shape is None and fidelity  # the demo model scores, random weights time
+    folder = resolve_model(None) if default else bench_folder(model, shape or "500m", "float32")
     try:  # before loading: conversion errors surface first, and it needs memory
         gguf = peer_gguf(folder, gguf, gguf_quantize, n_threads=threads, log=_log)
     except (OSError, RuntimeError) as exc:  # converter missing, conversion or quantization failed
         fail(exc, code=1)
-    carbons = load_variants(folder, chosen, max(sizes), _log)
+    carbons = load_variants(folder, chosen, max(speed["batch_sizes"]), _log)
     if fidelity:
-        if window_bp > 6 * (next(iter(carbons.values())).context_length - 4):
-            raise typer.BadParameter(f"--window-bp {window_bp} does not fit the model's context")
+        if fidelity_run["window_bp"] > 6 * (next(iter(carbons.values())).context_length - 4):
+            raise typer.BadParameter(
+                f"--window-bp {fidelity_run['window_bp']} does not fit the model's context"
+            )
         peer, skipped = llama_cpp_scorer(gguf, folder)
         report = run_quant_fidelity(
-            carbons, model_name=Path(folder).name, n_variants=n_variants, n_windows=n_windows,
-            window_bp=window_bp, peer=peer, peer_name=llama_cpp_name(gguf_quantize), peer_skipped=skipped,
-            log=_log,
+            carbons, model_name=Path(folder).name, peer=peer, peer_name=llama_cpp_name(gguf_quantize),
+            peer_skipped=skipped, log=_log, **fidelity_run,
         )  # fmt: skip
     else:
         report = run_quant_speed(
-            carbons, batch_sizes=sizes, prompt_bp=prompt_bp, new_bp=new_bp, rounds=rounds, gguf=gguf,
-            gguf_type=gguf_quantize, folder=folder, log=_log,
+            carbons, gguf=gguf, gguf_type=gguf_quantize, folder=folder, log=_log, **speed,
         )  # fmt: skip
     output.emit(report)

@@ -4,7 +4,7 @@ table with one row per record (bad records too, with their ``status`` and ``erro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -26,22 +26,65 @@ from hexamer.cli.checks import (
     check_runtime,
     is_stdio,
 )
+from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.cli.ray_options import RayRun, check_resume, ray_options
 from hexamer.cli.scaleout import ResumeOption
 from hexamer.cli.sequence_jobs import (
-    JobOutput,
-    check_score_output,
-    chunks,
     count_records,
     fail_if_none_ok,
-    progress_bar,
+    job_progress,
     read_job_records,
     report_skipped,
+)
+
+if TYPE_CHECKING:
+    from hexamer.sequence_scores import ScoreSettings
+from hexamer.job_output import check_table_output
+
+
+def _score_settings(**options: Any) -> ScoreSettings:
+    from hexamer.sequence_scores import ScoreSettings
+
+    return ScoreSettings(**options)
+
+
+#: The options that decide the scores, handed to ``score`` as one
+#: :class:`~hexamer.sequence_scores.ScoreSettings` (the local and the ``--ray`` job take it whole).
+score_options = option_group(
+    "settings",
+    (
+        (
+            "level",
+            Annotated[
+                Literal["bp", "token"], typer.Option(help="bp (mean per-base log-likelihood) or token.")
+            ],
+            "bp",
+        ),
+        (
+            "method",
+            Annotated[
+                Literal["fns", "exact"],
+                typer.Option(help="fns (published marginals) or exact (within-token chain rule)."),
+            ],
+            "fns",
+        ),
+        ("prefix", PrefixOption, ""),
+        (
+            "per_base",
+            Annotated[
+                bool, typer.Option("--per-base/--no-per-base", help="Also write per-base log-probabilities.")
+            ],
+            False,
+        ),
+        ("batch_size", Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)], 16),
+    ),
+    _score_settings,
 )
 
 
 @app.command()
 @served.server_options
+@score_options
 @ray_options(
     Annotated[
         int | None, typer.Option(min=1, help="--ray: records per shard, a multiple of 256 (default 4,096).")
@@ -58,18 +101,7 @@ def score(
         typer.Option("--out", "-o", help=".tsv, .csv, .jsonl or .parquet; default (or -): TSV on stdout."),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or hub id.")] = None,
-    level: Annotated[
-        Literal["bp", "token"], typer.Option(help="bp (mean per-base log-likelihood) or token.")
-    ] = "bp",
-    method: Annotated[
-        Literal["fns", "exact"],
-        typer.Option(help="fns (published marginals) or exact (within-token chain rule)."),
-    ] = "fns",
-    prefix: PrefixOption = "",
-    per_base: Annotated[
-        bool, typer.Option("--per-base/--no-per-base", help="Also write per-base log-probabilities.")
-    ] = False,
-    batch_size: Annotated[int, typer.Option(min=1, max=MAX_BATCH_SIZE)] = 16,
+    settings: ScoreSettings = FILLED,  # the scoring options (score_options)
     dtype: DTypeOption = "auto",
     device: Annotated[str | None, typer.Option(help="cpu, cuda, ... (default: cuda when present).")] = None,
     ray: RayRun | None = None,  # the --ray options (ray_options)
@@ -80,18 +112,17 @@ def score(
     """Log-likelihood of DNA sequences under the model (bp or token level).
 
     Exits with status 1 (after writing the whole output) when no record is ok."""
-    from hexamer.sequence_scores import SCORE_CHUNK, score_record_rows
+    from hexamer.sequence_scores import run_scoring
 
-    check_choice("--level", level, ("bp", "token"))
-    check_choice("--method", method, ("fns", "exact"))
+    check_choice("--level", settings.level, ("bp", "token"))
+    check_choice("--method", settings.method, ("fns", "exact"))
     served.check_server_choice(server, model, ray, command)
     check_runtime(dtype=dtype, device=None if ray else device)  # --ray: the workers' device
-    if is_stdio(out):
-        out = None  # "-o -": the TSV on stdout
+    out = None if is_stdio(out) else out  # "-o -": the TSV on stdout
     if as_json and out is None:
         raise typer.BadParameter("--json needs --out FILE: stdout carries the scores")
     if out is not None:
-        check_output("--out", out, check_score_output)  # before scoring, not after
+        check_output("--out", out, check_table_output)  # before scoring, not after
     check_resume(resume, ray)
     if ray is not None:
         from hexamer.cli.scaleout import score_on_ray
@@ -105,62 +136,31 @@ def score(
             shard_records=ray.shard_records,
             as_json=as_json,
             resume=resume,
-            level=level,
-            method=method,
-            prefix=prefix,
-            per_base=per_base,
-            batch_size=batch_size,
+            **settings.as_dict(),
         )
     records = read_job_records(sequences or [], input_file)  # an unusable file stops us before the load
-    carbon = served.open_model(server, model, dtype, device, batch_size, command)
-    output = JobOutput(out) if out is not None else None
-    stdout_rows: list[dict[str, Any]] = []
-    all_statuses: list[str] = []
-    bad: list[str] = []
-    scored_bp = 0
-    try:
-        with progress_bar() as progress:
-            task = progress.add_task("scoring", total=count_records(sequences, input_file), rate="")
-            for chunk in chunks(records, SCORE_CHUNK):
-                scored = score_record_rows(
-                    carbon,
-                    chunk,
-                    level=level,
-                    method=method,
-                    prefix=prefix,
-                    per_base=per_base,
-                    batch_size=batch_size,
-                )
-                rows = scored.rows
-                bad.extend(scored.problems)
-                scored_bp += scored.scored_bp
-                elapsed = progress.tasks[task].elapsed or 1e-9
-                progress.update(task, advance=len(rows), rate=f"{scored_bp / elapsed:,.0f} bp/s")
-                all_statuses.extend(r["status"] for r in rows)
-                if output is not None:
-                    output.add(rows, None)
-                else:
-                    stdout_rows.extend(rows)
-    except BaseException:
-        if output is not None:
-            output.abort()
-        raise
-    statuses: dict[str, int] = {}
-    for status in all_statuses:
-        statuses[status] = statuses.get(status, 0) + 1
-    if output is not None:
-        output.close()
-        if as_json:
-            print_json({"output": str(out), "n_records": len(all_statuses), "status_counts": statuses})
-        else:
-            console.print(f"wrote {out} ({describe_counts(statuses)})")
+    carbon = served.open_model(server, model, dtype, device, settings.batch_size, command)
+    with job_progress("scoring", count_records(sequences, input_file)) as bar:
+        result = run_scoring(
+            carbon, records, out, settings, on_progress=bar.advance, on_bases=lambda n: bar.count(n, "bp")
+        )
+    statuses = result.status_counts
+    if out is None:
+        _print_rows(result.rows)
+    elif as_json:
+        print_json({"output": str(out), "n_records": result.n_records, "status_counts": statuses})
     else:
-        columns = list(stdout_rows[0]) if stdout_rows else []
-        print("\t".join(columns))
-        for row in stdout_rows:
-            print("\t".join(_cell(row[c]) for c in columns))
-    report_skipped(bad)
+        console.print(f"wrote {out} ({describe_counts(statuses)})")
+    report_skipped(result.problems)
     fail_if_none_ok(statuses, "scored", table=True)
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
+    """The rows as TSV on standard output (numbers to 6 significant digits)."""
+    columns = list(rows[0]) if rows else []
+    print("\t".join(columns))
+    for row in rows:
+        print("\t".join(_cell(row[c]) for c in columns))
 
 
 def _cell(value: Any) -> str:

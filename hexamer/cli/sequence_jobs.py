@@ -1,5 +1,5 @@
 """What ``hexamer generate``, ``hexamer score`` and the pipeline commands share: loading the model
-(its threads, a ``--calibration`` file), reading records, chunks, the progress bar, the output.
+(its threads, a ``--calibration`` file), reading records, the progress bar, the report.
 
 A bad record never stops a job: it is reported (stderr, and a ``status``/``error`` column in table
 outputs) and every other record is processed. Outputs are written atomically.
@@ -7,6 +7,7 @@ outputs) and every other record is processed. Outputs are written atomically.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.progress import Progress
 
-from hexamer.batching import batched
 from hexamer.cli.app import (
     describe_counts,
     err_console,
@@ -30,16 +30,10 @@ if TYPE_CHECKING:
     from hexamer.io import BadRecord, SequenceRecord
 
 __all__ = [
-    "CHUNK",
-    "FASTA_SUFFIXES",
-    "MAX_SAMPLES",
-    "JobOutput",
-    "check_generate_output",
-    "check_score_output",
-    "chunks",
+    "JobProgress",
     "count_records",
     "fail_if_none_ok",
-    "is_fasta_name",
+    "job_progress",
     "load_calibration",
     "load_carbon",
     "progress_bar",
@@ -47,10 +41,6 @@ __all__ = [
     "report_skipped",
     "set_threads",
 ]
-
-CHUNK = 256  # sequences per engine call (records x samples): bounds memory on huge inputs
-#: Largest ``generate --n``: samples per prompt (the server's default limit is 64).
-MAX_SAMPLES = 1024
 
 
 def load_carbon(model: str | None, dtype: str, device: str | None, batch_size: int) -> Carbon:
@@ -145,9 +135,33 @@ def count_records(inputs: list[str] | None, input_file: Path | None) -> int | No
         return None
 
 
-def chunks(records: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    """Records in lists of ``size`` (the last one shorter)."""
-    return batched(records, size)
+class JobProgress:
+    """One task of the job's progress bar: ``advance`` moves it by records done, ``count`` shows
+    the rate of something else (bases, variants) per second of the task."""
+
+    def __init__(self, progress: Progress, task: Any, digits: int) -> None:
+        self.progress, self.task, self.digits = progress, task, digits
+        self.counted = 0
+
+    def advance(self, n: int) -> None:
+        self.progress.update(self.task, advance=n)
+
+    def tick(self, n: int, unit: str) -> None:
+        """``n`` more records done, each one ``unit`` of the rate."""
+        self.advance(n)
+        self.count(n, unit)
+
+    def count(self, n: int, unit: str) -> None:
+        self.counted += n
+        elapsed = self.progress.tasks[self.task].elapsed or 1e-9
+        self.progress.update(self.task, rate=f"{self.counted / elapsed:,.{self.digits}f} {unit}/s")
+
+
+@contextlib.contextmanager
+def job_progress(what: str, total: int | None, digits: int = 0) -> Iterator[JobProgress]:
+    """The job's progress bar with one task, ``what`` of ``total`` (None: unknown)."""
+    with progress_bar() as progress:
+        yield JobProgress(progress, progress.add_task(what, total=total, rate=""), digits)
 
 
 def progress_bar() -> Progress:
@@ -155,71 +169,6 @@ def progress_bar() -> Progress:
     return make_progress_bar(
         "[bold]{task.description}", "{task.fields[rate]}", console=err_console, transient=False
     )
-
-
-class JobOutput:
-    """FASTA (good records only) or a table (every record, with status) at ``path``; stdout FASTA
-    when no path is given."""
-
-    def __init__(self, path: Path | None) -> None:
-        from hexamer.io import TableWriter
-
-        path = None if is_stdio(path) else path  # "-o -": stdout
-        self.path = path
-        self.fasta: list[tuple[str, str, str]] = []
-        self.table: TableWriter | None = None
-        self.is_fasta = path is None or is_fasta_name(path)
-        if path is not None and not self.is_fasta:
-            self.table = TableWriter(path)
-
-    def add(self, rows: list[dict[str, Any]], fasta_key: str | None) -> None:
-        if self.table is not None:
-            self.table.write_batch(rows)
-        elif fasta_key is not None:  # sample j of a record (--n) is named ID_j
-            self.fasta.extend(
-                (r["id"] if "sample" not in r else f"{r['id']}_{r['sample']}", r[fasta_key], "")
-                for r in rows
-                if r["status"] == "ok"
-            )
-
-    def close(self) -> None:
-        from hexamer.io import write_fasta
-
-        if self.table is not None:
-            self.table.close()
-        elif self.path is not None:
-            write_fasta(self.path, self.fasta)
-        else:
-            for ident, seq, desc in self.fasta:
-                print(f">{ident}{' ' + desc if desc else ''}\n{seq}")
-
-    def abort(self) -> None:
-        if self.table is not None:
-            self.table.abort()
-
-
-def is_fasta_name(path: Path) -> bool:
-    return path.name.lower().endswith(FASTA_SUFFIXES)
-
-
-FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fa.gz", ".fasta.gz")
-
-
-def check_generate_output(path: Path) -> None:
-    """``generate -o``: FASTA or a table, by extension."""
-    if not is_fasta_name(path):
-        from hexamer.io import table_format
-
-        table_format(path)
-
-
-def check_score_output(path: Path) -> None:
-    """``score -o``: a table (scores are no sequences)."""
-    from hexamer.io import table_format
-
-    if is_fasta_name(path):
-        raise ValueError("scores are a table: use .tsv, .csv, .jsonl or .parquet")
-    table_format(path)
 
 
 def report_skipped(bad: list[str]) -> None:

@@ -11,6 +11,7 @@ import typer
 
 from hexamer.cli.app import DTypeOption, ModelOption, app, err_console, fail, resolve_model
 from hexamer.cli.checks import MAX_BATCH_SIZE
+from hexamer.cli.option_groups import FILLED, option_group
 from hexamer.server.settings import (
     DEFAULT_MAX_LOGPROBS,
     DEFAULT_MAX_RESPONSE_VALUES,
@@ -46,67 +47,169 @@ def _model_path(given: str | None, head: str | None) -> str:
     return model
 
 
+def _limits(
+    api_key: str | None,
+    served_model_name: str | None,
+    max_num_seqs: int,
+    max_model_len: int | None,
+    kv_cache_bytes: int | None,
+    max_queue: int,
+    max_tokens: int,
+    max_bp: int,
+    max_logprobs: int,
+    max_body_bytes: int,
+    max_response_values: int,
+    max_prompt_chars: int | None,
+    timeout: float,
+    header_timeout: float,
+    body_timeout: float,
+    keep_alive: float,
+    max_connections: int,
+    shutdown_grace: float,
+) -> dict[str, Any]:
+    """The :class:`~hexamer.server.settings.ServerSettings` keywords these options give (checked
+    when the settings are made, with ``--draft-tokens``)."""
+    return {
+        "api_key": api_key, "served_model_name": served_model_name, "max_num_seqs": max_num_seqs,
+        "max_model_len": max_model_len, "kv_cache_bytes": kv_cache_bytes, "max_queue": max_queue,
+        "max_tokens": max_tokens, "max_bp": max_bp, "max_logprobs": max_logprobs,
+        "max_body_bytes": max_body_bytes, "max_response_values": max_response_values,
+        "max_prompt_chars": max_prompt_chars, "request_timeout_s": timeout, "header_timeout_s": header_timeout,
+        "body_timeout_s": body_timeout, "keep_alive_s": keep_alive, "max_connections": max_connections,
+        "shutdown_grace_s": shutdown_grace,
+    }  # fmt: skip
+
+
+#: What the server accepts and how much work it takes on, handed to ``serve`` as one dict of
+#: :class:`~hexamer.server.settings.ServerSettings` keywords.
+limit_options = option_group(
+    "limits",
+    (
+        (
+            "api_key",
+            Annotated[
+                str | None,
+                typer.Option(
+                    help="Require 'Authorization: Bearer KEY' (all endpoints but /health).",
+                    envvar="HEXAMER_API_KEY",
+                ),
+            ],
+            None,
+        ),
+        (
+            "served_model_name",
+            Annotated[str | None, typer.Option(help="Model id in /v1/models (default: --model).")],
+            None,
+        ),
+        (
+            "max_num_seqs",
+            Annotated[
+                int,
+                typer.Option(min=1, max=MAX_BATCH_SIZE, help="Sequences decoded together (KV-cache rows)."),
+            ],
+            64,
+        ),
+        (
+            "max_model_len",
+            Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's context).")],
+            None,
+        ),
+        (
+            "kv_cache_bytes",
+            Annotated[
+                int | None,
+                typer.Option(
+                    help="KV-cache pool in bytes (default: 4 GiB on CPU, 80 % of free memory on GPU)."
+                ),
+            ],
+            None,
+        ),
+        (
+            "max_queue",
+            Annotated[int, typer.Option(help="Waiting sequences beyond which requests get 429.")],
+            1024,
+        ),
+        ("max_tokens", Annotated[int, typer.Option(help="Largest max_tokens per request.")], 8192),
+        (
+            "max_bp",
+            Annotated[int, typer.Option(help="Largest bases per generated or scored sequence.")],
+            49152,
+        ),
+        (
+            "max_logprobs",
+            Annotated[int, typer.Option(help="Largest logprobs / prompt_logprobs top-N.")],
+            DEFAULT_MAX_LOGPROBS,
+        ),
+        (
+            "max_body_bytes",
+            Annotated[int, typer.Option(help="Largest request body (413 above).")],
+            32 * 2**20,
+        ),
+        ("max_response_values", ResponseValuesOption, DEFAULT_MAX_RESPONSE_VALUES),
+        (
+            "max_prompt_chars",
+            Annotated[
+                int | None,
+                typer.Option(
+                    help="Largest prompt string, checked before tokenising (default: 16 x --max-model-len)."
+                ),
+            ],
+            None,
+        ),
+        (
+            "timeout",
+            Annotated[
+                float,
+                typer.Option(
+                    help="Seconds from a request's arrival to its cancellation (504, or a stream error event)."
+                ),
+            ],
+            600.0,
+        ),
+        (
+            "header_timeout",
+            Annotated[float, typer.Option(help="Seconds a connection has to send a request's headers.")],
+            10.0,
+        ),
+        (
+            "body_timeout",
+            Annotated[float, typer.Option(help="Seconds a request has to send its whole body (408).")],
+            60.0,
+        ),
+        (
+            "keep_alive",
+            Annotated[float, typer.Option(help="Seconds an idle keep-alive connection stays open.")],
+            5.0,
+        ),
+        (
+            "max_connections",
+            Annotated[
+                int, typer.Option(help="Open connections beyond which new ones get 503 and are closed.")
+            ],
+            512,
+        ),
+        (
+            "shutdown_grace",
+            Annotated[
+                float,
+                typer.Option(help="Seconds in-flight requests get to finish after SIGTERM (new ones: 503)."),
+            ],
+            10.0,
+        ),
+    ),
+    _limits,
+)
+
+
 @app.command()
+@limit_options
 def serve(
     model: ModelOption = None,
     host: Annotated[
         str, typer.Option(help="Interface to bind; 0.0.0.0 exposes the server to the network.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free port).")] = 8000,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            help="Require 'Authorization: Bearer KEY' (all endpoints but /health).", envvar="HEXAMER_API_KEY"
-        ),
-    ] = None,
-    served_model_name: Annotated[
-        str | None, typer.Option(help="Model id in /v1/models (default: --model).")
-    ] = None,
-    max_num_seqs: Annotated[
-        int, typer.Option(min=1, max=MAX_BATCH_SIZE, help="Sequences decoded together (KV-cache rows).")
-    ] = 64,
-    max_model_len: Annotated[
-        int | None, typer.Option(help="Tokens per sequence (default: the model's context).")
-    ] = None,
-    kv_cache_bytes: Annotated[
-        int | None,
-        typer.Option(help="KV-cache pool in bytes (default: 4 GiB on CPU, 80 % of free memory on GPU)."),
-    ] = None,
-    max_queue: Annotated[int, typer.Option(help="Waiting sequences beyond which requests get 429.")] = 1024,
-    max_tokens: Annotated[int, typer.Option(help="Largest max_tokens per request.")] = 8192,
-    max_bp: Annotated[int, typer.Option(help="Largest bases per generated or scored sequence.")] = 49152,
-    max_logprobs: Annotated[
-        int, typer.Option(help="Largest logprobs / prompt_logprobs top-N.")
-    ] = DEFAULT_MAX_LOGPROBS,
-    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413 above).")] = 32 * 2**20,
-    max_response_values: ResponseValuesOption = DEFAULT_MAX_RESPONSE_VALUES,
-    max_prompt_chars: Annotated[
-        int | None,
-        typer.Option(
-            help="Largest prompt string, checked before tokenising (default: 16 x --max-model-len)."
-        ),
-    ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds from a request's arrival to its cancellation (504, or a stream error event)."
-        ),
-    ] = 600.0,
-    header_timeout: Annotated[
-        float, typer.Option(help="Seconds a connection has to send a request's headers.")
-    ] = 10.0,
-    body_timeout: Annotated[
-        float, typer.Option(help="Seconds a request has to send its whole body (408).")
-    ] = 60.0,
-    keep_alive: Annotated[
-        float, typer.Option(help="Seconds an idle keep-alive connection stays open.")
-    ] = 5.0,
-    max_connections: Annotated[
-        int, typer.Option(help="Open connections beyond which new ones get 503 and are closed.")
-    ] = 512,
-    shutdown_grace: Annotated[
-        float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM (new ones: 503).")
-    ] = 10.0,
+    limits: dict[str, Any] = FILLED,  # what the server accepts (limit_options)
     compile_decode: Annotated[
         bool | None,
         typer.Option(
@@ -139,21 +242,14 @@ def serve(
 
     logging.basicConfig(level=log_level.upper(), format="%(message)s", stream=sys.stderr)
     try:
-        settings = ServerSettings(
-            max_num_seqs=max_num_seqs, max_model_len=max_model_len, max_queue=max_queue, max_tokens=max_tokens,
-            max_bp=max_bp, max_logprobs=max_logprobs, max_body_bytes=max_body_bytes, request_timeout_s=timeout,
-            api_key=api_key, served_model_name=served_model_name, kv_cache_bytes=kv_cache_bytes,
-            max_prompt_chars=max_prompt_chars, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
-            keep_alive_s=keep_alive, max_connections=max_connections, shutdown_grace_s=shutdown_grace,
-            draft_tokens=draft_tokens, max_response_values=max_response_values,
-        )  # fmt: skip
+        settings = ServerSettings(**limits, draft_tokens=draft_tokens)
         application = _application(
             settings, model=model, head=head, dtype=dtype, device=device, compile_decode=compile_decode,
             draft_model=draft_model,
         )  # fmt: skip
     except (ValueError, TypeError, OSError) as exc:
         fail(exc)
-    if host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
+    if host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         err_console.print(
             f"[yellow]warning:[/yellow] serving on {host} without --api-key: anyone who can reach it can use it"
         )

@@ -21,7 +21,6 @@ from hexamer.cli.sequence_jobs import load_carbon
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
     from hexamer.cli.ray_options import RayRun
-    from hexamer.remote import RemoteCarbon
 
 __all__ = [
     "LOCAL_MODEL_OPTIONS",
@@ -59,8 +58,8 @@ class Server:
     tokenizer: str | None = None
     top_n: int | None = None
 
-    def connect(self, in_flight: int, command: typer.Context | None = None) -> RemoteCarbon:
-        """The remote front end, or a clean exit naming what failed. Given the command's context,
+    def connect(self, in_flight: int, command: typer.Context | None = None) -> Carbon:
+        """The served model's ``Carbon``, or a clean exit naming what failed. Given the command's context,
         the connection is closed when the command ends, however it ends; otherwise close it."""
         from hexamer.carbon import Carbon
         from hexamer.remote import RemoteError
@@ -113,8 +112,8 @@ def open_model(
     device: str | None,
     batch_size: int,
     command: typer.Context | None = None,
-) -> Carbon | RemoteCarbon:
-    """The model a command runs on: the server's front end with ``--server`` (``batch_size``
+) -> Carbon:
+    """The model a command runs on: the served model with ``--server`` (``batch_size``
     requests in flight; closed with ``command``), else the local ``--model`` loaded."""
     if server is not None:
         return server.connect(batch_size, command)

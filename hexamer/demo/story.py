@@ -355,7 +355,7 @@ def _step_variants_and_embeddings(
 ) -> dict[str, Any]:
     from hexamer.embed import embed_sequences
     from hexamer.io import SequenceRecord
-    from hexamer.testing.vcf import write_random_vcf
+    from hexamer.synthetic.vcf import write_random_vcf
     from hexamer.vep import score_variants
 
     res: dict[str, Any] = {}

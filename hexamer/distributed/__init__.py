@@ -1,5 +1,5 @@
-"""Scale-out on Ray: ``hexamer vep``, ``score``, ``embed`` and ``ism`` across a cluster, with the
-single-process output byte for byte.
+"""Scale-out on Ray: ``hexamer vep``, ``score``, ``embed``, ``ism`` and ``generate`` across a
+cluster, with the single-process output byte for byte.
 
 * :mod:`~hexamer.distributed.cluster`: joining a cluster; :class:`PoolSpec`, the actors a job asks
   for; :class:`WorkerPool`, model-holding actors;
@@ -11,7 +11,8 @@ single-process output byte for byte.
 * :mod:`~hexamer.distributed.vep`: the VEP driver, :func:`run_vep`;
 * :mod:`~hexamer.distributed.score`: ``hexamer score``'s driver, :func:`score`;
 * :mod:`~hexamer.distributed.embed`: ``hexamer embed``'s driver, :func:`embed`;
-* :mod:`~hexamer.distributed.ism`: ``hexamer ism``'s driver, :func:`ism`.
+* :mod:`~hexamer.distributed.ism`: ``hexamer ism``'s driver, :func:`ism`;
+* :mod:`~hexamer.distributed.generate`: ``hexamer generate``'s driver, :func:`generate`.
 
     from hexamer.distributed import PoolSpec, run_vep
     run_vep("path/to/model", "cohort.vcf.gz", "hg38.fa.gz", "scored.vcf.gz",
@@ -24,6 +25,7 @@ Design and cluster recipes: docs/distributed.md.
 from hexamer.distributed.cluster import PoolSpec, RayUnavailableError, WorkerPool, connect, require_ray
 from hexamer.distributed.embed import EmbedRunResult, embed
 from hexamer.distributed.faults import FaultPlan, InjectedFault
+from hexamer.distributed.generate import generate
 from hexamer.distributed.ism import IsmRunResult, ism
 from hexamer.distributed.score import ScoreRunResult, score
 from hexamer.distributed.store import run_folder
@@ -40,6 +42,7 @@ __all__ = [
     "WorkerPool",
     "connect",
     "embed",
+    "generate",
     "ism",
     "require_ray",
     "run_folder",

@@ -12,12 +12,12 @@ from hexamer.distributed.cluster import WorkerPool, require_ray
 from hexamer.distributed.driver import ShardFeed, ShardRun, drive, failure_reason, job_store, note_once
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import ShardStore
-from hexamer.vep.engine import VepSettings
-from hexamer.vep.planner import result_row
+from hexamer.vep.rows import result_row
+from hexamer.vep.settings import VepSettings
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
-    from hexamer.vep.variants import VcfRecord
+    from hexamer.io.vcf.records import VcfRecord
 
 __all__ = ["block_shards", "score_blocks"]
 

@@ -17,7 +17,7 @@ from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.vep import run_vep
 from hexamer.finetune.apply import read_head_settings
 from hexamer.finetune.effects import effect_columns, effect_settings
-from hexamer.vep.resume import VepRunResult
+from hexamer.vep.job import VepRunResult
 from hexamer.vep.rows import row_schema
 from hexamer.vep.settings import VepSettings
 from hexamer.vep.vcf_header import extra_info

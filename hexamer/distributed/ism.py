@@ -30,12 +30,13 @@ from hexamer.distributed.driver import ShardRun, check_job, pool_for, refuse_poo
 from hexamer.distributed.faults import FaultPlan
 from hexamer.distributed.sharding import Shard
 from hexamer.distributed.store import file_identity
-from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_regions, ism_rows, ism_settings
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import VcfRecord
+from hexamer.ism.mutagenesis import ISM_COLUMNS, ism_regions, ism_rows, ism_settings, placement_of
 from hexamer.ism.regions import Region
 from hexamer.ism.tables import ism_schema, output_format, write_ism
 from hexamer.ism.variants import IsmRecord, ism_records
-from hexamer.vep.engine import VepSettings
-from hexamer.vep.variants import Reference, VcfRecord
+from hexamer.vep.settings import VepSettings
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
@@ -148,7 +149,7 @@ def ism(
         job: dict[str, Any] = {"format": _FORMAT, "fasta": file_identity(fasta_path), "indels": indels}
         job["regions"] = [[r.chrom, r.contig, r.start, r.end] for r in regions]
         with pool_for(pool, model, requested.batch_size) as workers_pool:
-            _, store, feed = score_blocks(
+            checked, store, feed = score_blocks(
                 workers_pool,
                 run,
                 requested,
@@ -160,7 +161,8 @@ def ism(
                 records_of=_scored_records,
                 rows_of=_shard_rows,
             )
-    stored = store.rows(ISM_COLUMNS)
+    placement = placement_of(checked)  # the settings the actors fitted, as one process names them
+    stored = ({**r, "window_placement": placement} for r in store.rows(ISM_COLUMNS))
     rows = list(stored if calibration is None else calibration.annotate(stored))
     n_written = write_ism(run.out, rows)
     store.remove()

@@ -9,7 +9,6 @@ their dtype (lossless, and no pickle), and the merge replays the chunks in input
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -17,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from hexamer.distributed.chunk_lines import read_chunk_lines, write_chunk_lines
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
 from hexamer.distributed.driver import ShardRun, check_job, drive, file_handlers, job_store, pool_for
 from hexamer.distributed.faults import FaultPlan
@@ -48,37 +46,16 @@ class ScoreRunResult:
     n_resumed: int = 0
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return {"ndarray": value.dtype.str, "data": value.tolist()}
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {"ndarray", "data"}:
-        return np.asarray(value["data"], dtype=np.dtype(value["ndarray"]))
-    return value
-
-
-def _chunk_line(rows: list[Row], problems: list[str], scored_bp: int) -> str:
-    encoded = [{k: _encode(v) for k, v in row.items()} for row in rows]
-    return json.dumps({"rows": encoded, "problems": problems, "scored_bp": scored_bp}) + "\n"
-
-
 def _write_chunks(path: Path, chunks: list[tuple[list[Row], list[str], int]]) -> None:
     """A shard's chunks, one JSON line each."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(_chunk_line(*chunk) for chunk in chunks)
+    write_chunk_lines(
+        path, ({"rows": rows, "problems": problems, "scored_bp": bp} for rows, problems, bp in chunks)
+    )
 
 
 def _read_chunks(path: Path) -> Iterator[tuple[list[Row], list[str], int]]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            chunk = json.loads(line)
-            rows = [{k: _decode(v) for k, v in row.items()} for row in chunk["rows"]]
-            yield rows, chunk["problems"], chunk["scored_bp"]
+    for chunk in read_chunk_lines(path):
+        yield chunk["rows"], chunk["problems"], chunk["scored_bp"]
 
 
 def _failed_chunks(

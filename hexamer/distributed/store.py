@@ -3,8 +3,8 @@ atomically and then listed with its SHA-256 in ``shards.json`` (also written ato
 killed driver loses at most the shards in flight and ``resume`` trusts only verified files.
 
 Layout, next to the output ``NAME``: ``.NAME.hexamer-ray/meta.json`` (the job: settings, inputs
-by size and SHA-256, model fingerprint, shard size, the command that started it),
-``shards.json`` and the shard files ``shard-NNNNNN`` (Parquet rows for vep).
+by size and SHA-256 (vep: size, mtime and sampled bytes), model fingerprint, shard size, the
+command that started it), ``shards.json`` and the shard files ``shard-NNNNNN`` (Parquet rows for vep).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from hexamer.io import TableWriter, atomic_path
-from hexamer.vep.resume import ResumeError, file_sha256, read_checkpoint_meta
+from hexamer.vep.checkpoint import file_sha256
+from hexamer.vep.job import ResumeError, read_checkpoint_meta
 
 __all__ = ["ShardEntry", "ShardStore", "file_identity", "run_folder"]
 
@@ -63,7 +64,7 @@ class ShardEntry:
 
 class ShardStore:
     """The committed shards of one job. With ``resume`` an existing folder of the same job is
-    continued (a different job is refused with :class:`~hexamer.vep.resume.ResumeError`); without
+    continued (a different job is refused with :class:`~hexamer.vep.job.ResumeError`); without
     it any old folder is removed."""
 
     def __init__(

@@ -9,10 +9,11 @@ the same writer (:func:`~hexamer.vep.output.write_vep_output`) with the same pro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +21,17 @@ from hexamer.distributed.blocks import score_blocks
 from hexamer.distributed.cluster import PoolSpec, WorkerPool
 from hexamer.distributed.driver import ShardRun, pool_for, refuse_pool_keywords
 from hexamer.distributed.faults import FaultPlan
-from hexamer.distributed.sharding import shards_of
-from hexamer.distributed.store import file_identity
+from hexamer.distributed.sharding import Shard, shards_of
+from hexamer.distributed.store import run_folder
 from hexamer.io.contigs import read_rename_file
-from hexamer.vep.engine import ROW_COLUMNS, VepSettings, settings_from
-from hexamer.vep.output import resolve_info_fields, row_schema
-from hexamer.vep.resume import VepRunResult, check_job_paths, write_job_output
-from hexamer.vep.variants import read_vcf
+from hexamer.io.vcf.reader import WriterView, read_vcf
+from hexamer.io.vcf.records import VcfRecord
+from hexamer.vep.checkpoint import input_identity
+from hexamer.vep.job import VepRunResult, check_job_paths, write_job_output
+from hexamer.vep.rows import row_schema
+from hexamer.vep.scoring import settings_from
+from hexamer.vep.settings import ROW_COLUMNS, VepSettings
+from hexamer.vep.table_output import keep_info, resolve_info_fields
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
@@ -35,7 +40,12 @@ __all__ = ["SCALE_OUT_OPTIONS", "run_vep", "single_process_command"]
 
 PathLike = str | os.PathLike[str]
 #: the layout of the run folder; another value is another job
-_FORMAT = "hexamer-ray-vep/1"
+#: (2: inputs identified by size, mtime and sampled bytes, :func:`~hexamer.vep.checkpoint.input_identity`)
+_FORMAT = "hexamer-ray-vep/2"
+#: the data lines of a text VCF input, copied by the pass that reads the records, for the writer
+_BODY = "records.vcf"
+#: the chosen INFO values of its records, kept by that pass for a table's ``info_*`` columns
+_INFO = "info.jsonl"
 #: CLI options that say where a job runs, not what it computes: left out of ``##hexamer_command``
 #: so the output equals the single-process run's (value-taking options first)
 SCALE_OUT_OPTIONS = ("--ray", "--workers", "--shard-records", "--num-gpus-per-worker")
@@ -106,24 +116,31 @@ def run_vep(
     renames = read_rename_file(renames) if isinstance(renames, str | os.PathLike) else renames
     fasta_path = str(Path(fasta).resolve())
     read_vcf(vcf).close()  # a bad header fails now, before any actor starts
-    job: dict[str, Any] = {"format": _FORMAT, "vcf": file_identity(vcf), "fasta": file_identity(fasta_path)}
+    # inputs as the single-process job knows them (size, mtime, sampled bytes): not read through
+    job: dict[str, Any] = {"format": _FORMAT, "vcf": input_identity(vcf), "fasta": input_identity(fasta_path)}
     job["command"] = command or single_process_command()
     if renames:
         job["renames"] = dict(sorted(renames.items()))
     extra = dict(extra_columns or {})
     if extra:
         job["extra_columns"] = list(extra)
-    with pool_for(pool, model, requested.batch_size) as workers_pool:
+    view = WriterView() if kind == "vcf" else None
+    with contextlib.ExitStack() as stack:
+
+        def shards(size: int) -> Iterator[Shard[VcfRecord]]:
+            """The one pass over the records (every run reads them all, resumed or not); for a
+            VCF output it keeps what the writer needs, its lines in the run folder."""
+            if view is not None:  # called once the run folder holds this job
+                view.body = stack.enter_context(open(run_folder(run.out) / _BODY, "wb"))
+            records = read_vcf(vcf, view=view, keep_records=bool(info))
+            if info:  # and the INFO values a table's columns take
+                sink = stack.enter_context(open(run_folder(run.out) / _INFO, "wb"))
+                records = keep_info(records, info, sink)
+            return shards_of(records, size)
+
+        workers_pool = stack.enter_context(pool_for(pool, model, requested.batch_size))
         checked, store, feed = score_blocks(
-            workers_pool,
-            run,
-            requested,
-            calibration,
-            job,
-            row_schema(extra),
-            lambda size: shards_of(read_vcf(vcf), size),
-            fasta_path,
-            renames,
+            workers_pool, run, requested, calibration, job, row_schema(extra), shards, fasta_path, renames
         )
     return write_job_output(
         run.out,
@@ -139,4 +156,6 @@ def run_vep(
         n_resumed=feed.n_resumed,
         clean_up=store.remove,
         extra_columns=extra,
+        source=view,
+        info_kept=run_folder(run.out) / _INFO if info else None,
     )

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hexamer.distributed.faults import FaultPlan
-    from hexamer.vep.variants import Reference, VcfRecord
+    from hexamer.io.reference import Reference
+    from hexamer.io.vcf.records import VcfRecord
 
 __all__ = ["ShardWorker"]
 
@@ -58,10 +59,8 @@ class ShardWorker:
 
     def describe(self) -> dict[str, Any]:
         """Where this worker runs and which model it holds (its fingerprint)."""
-        from hexamer.vep.resume import model_fingerprint
-
         return {
-            "fingerprint": model_fingerprint(self.carbon),
+            "fingerprint": self.carbon.backend.fingerprint(),
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "device": str(self.carbon.model.device),
@@ -76,14 +75,14 @@ class ShardWorker:
 
     def vep_settings(self, settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """The settings checked against the model (a window too long is cut to fit), with notes."""
-        from hexamer.vep.engine import VepSettings
+        from hexamer.vep.settings import VepSettings
 
         notes: list[str] = []
         checked = VepSettings(**settings).checked(self.carbon, on_note=notes.append)
         return checked.as_dict(), notes
 
     def _reference(self, fasta: str, renames: Mapping[str, str] | None) -> Reference:
-        from hexamer.vep.variants import Reference
+        from hexamer.io.reference import Reference
 
         key = (fasta, tuple(sorted((renames or {}).items())))
         ref = self._references.get(key)
@@ -102,7 +101,8 @@ class ShardWorker:
     ) -> tuple[list[Row], list[str]]:
         """The rows of a shard of VCF records, sorted by ``(record, alt_index)``, and the notes
         scoring them gave (contig renames)."""
-        from hexamer.vep.engine import VepSettings, iter_record_blocks
+        from hexamer.vep.scoring import iter_record_blocks
+        from hexamer.vep.settings import VepSettings
 
         if fault is not None:
             fault.apply(shard)
@@ -141,6 +141,34 @@ class ShardWorker:
         for at in range(0, len(records), SCORE_CHUNK):
             scored = score_record_rows(self.carbon, records[at : at + SCORE_CHUNK], **options)
             out.append((scored.rows, scored.problems, scored.scored_bp))
+        return out
+
+    def generate_shard(
+        self,
+        shard: int,
+        records: Sequence[Any],
+        settings: Mapping[str, Any],
+        fault: FaultPlan | None = None,
+    ) -> list[dict[str, Any]]:
+        """``hexamer generate`` rows of a shard, chunk by chunk (as the command batches them): per
+        chunk its rows, each record's status, the problems and the bases written."""
+        from hexamer.generation_job import GenerationSettings, chunk_records, generate_record_rows
+
+        if fault is not None:
+            fault.apply(shard)
+        options = GenerationSettings(**{**settings, "stop": tuple(settings.get("stop", ()))})
+        size = chunk_records(options.n)
+        out = []
+        for at in range(0, len(records), size):
+            done = generate_record_rows(self.carbon, records[at : at + size], options)
+            out.append(
+                {
+                    "rows": done.rows,
+                    "statuses": done.statuses,
+                    "problems": done.problems,
+                    "written_bp": done.written_bp,
+                }
+            )
         return out
 
     def embed_geometry(self, options: Mapping[str, Any]) -> tuple[Any, int, int]:

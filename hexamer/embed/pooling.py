@@ -22,20 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
 
-from hexamer.backend.protocol import EmbeddingBackend, UnsupportedOperation
+from hexamer.backend.protocol import EmbeddingBackend, Frontend, UnsupportedOperation
 from hexamer.embed.chunks import Chunk, chunk_plan
 from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
 from hexamer.model.finite import non_finite_output
 from hexamer.tokenizer.dna import encode_dna
 from hexamer.tokenizer.tags import check_prefix
-
-if TYPE_CHECKING:
-    from hexamer.carbon import Carbon
 
 __all__ = ["GROUP_PROMPTS", "POOLS", "chunk_geometry", "embed_sequences", "embedding_backend", "prompt_count"]
 
@@ -82,7 +79,7 @@ def _as_record(item: RecordLike, index: int) -> SequenceRecord | BadRecord:
     raise TypeError(f"record {index + 1}: expected a SequenceRecord, BadRecord, (id, sequence) or str")
 
 
-def embedding_backend(carbon: Carbon) -> EmbeddingBackend:
+def embedding_backend(carbon: Frontend) -> EmbeddingBackend:
     """``carbon.backend`` where it gives hidden states, else :class:`UnsupportedOperation`."""
     backend = carbon.backend
     if not backend.supports_embeddings:
@@ -103,7 +100,7 @@ def _layer_index(layer: int, n_layers: int) -> int:
 
 
 def embed_sequences(
-    carbon: Carbon,
+    carbon: Frontend,
     records: Iterable[RecordLike],
     *,
     pool: Pool = "mean",
@@ -116,6 +113,9 @@ def embed_sequences(
     on_error: Callable[[str, str], None] | None = None,
 ) -> Iterator[tuple[str, np.ndarray | None]]:
     """Yield ``(id, vector)`` per record, in input order; ``vector`` is float32 ``(hidden,)``.
+
+    ``carbon`` is a :class:`hexamer.Carbon` (any front end with a ``backend``); its backend must
+    give hidden states (``supports_embeddings``), else :class:`UnsupportedOperation`.
 
     Records are :class:`~hexamer.io.SequenceRecord`/:class:`~hexamer.io.BadRecord` (as
     :func:`~hexamer.io.read_sequences` yields them), ``(id, sequence)`` pairs or plain strings. A
@@ -141,18 +141,19 @@ def embed_sequences(
 
 
 def chunk_geometry(
-    carbon: Carbon, *, max_tokens: int | None = None, chunk_overlap: int | None = None, prefix: str = ""
+    carbon: Frontend, *, max_tokens: int | None = None, chunk_overlap: int | None = None, prefix: str = ""
 ) -> tuple[list[int], int, int]:
     """How :func:`embed_sequences` cuts sequences: the prefix's token ids, the DNA tokens per
     chunk and the overlap between chunks (tokens); arguments as for :func:`embed_sequences`."""
-    limit = carbon.context_length if max_tokens is None else max_tokens
-    if limit > carbon.context_length:
-        raise ValueError(f"max_tokens={limit} exceeds the model's context of {carbon.context_length}")
+    backend = carbon.backend
+    limit = backend.context_length if max_tokens is None else max_tokens
+    if limit > backend.context_length:
+        raise ValueError(f"max_tokens={limit} exceeds the model's context of {backend.context_length}")
     if chunk_overlap is not None and chunk_overlap < 0:
         raise ValueError(f"chunk_overlap must be >= 0 bp, got {chunk_overlap}")
-    prefix_ids = carbon.tokenizer.encode(check_prefix(prefix)) if prefix else []
+    prefix_ids = backend.tokenizer.encode(check_prefix(prefix)) if prefix else []
     capacity = limit - len(prefix_ids) - 2
-    k = carbon.layout.k
+    k = backend.layout.k
     if capacity < 1:
         raise ValueError(f"max_tokens={limit} leaves no room for DNA after the prefix and the two tags")
     overlap = min(512, capacity // 4) if chunk_overlap is None else chunk_overlap // k
@@ -178,7 +179,7 @@ GROUP_PROMPTS = 64
 
 
 def _embed(
-    carbon: Carbon,
+    carbon: Frontend,
     records: Iterable[RecordLike],
     plan: _EmbedPlan,
     on_error: Callable[[str, str], None] | None,
@@ -193,7 +194,7 @@ def _embed(
         yield from _finish(carbon, jobs, plan, on_error)
 
 
-def _prepare(carbon: Carbon, rec: SequenceRecord | BadRecord, plan: _EmbedPlan) -> _Job:
+def _prepare(carbon: Frontend, rec: SequenceRecord | BadRecord, plan: _EmbedPlan) -> _Job:
     if isinstance(rec, BadRecord):
         return _Job(rec.id, [], [], 0, error=rec.reason)
     if not isinstance(rec.sequence, str):
@@ -201,7 +202,7 @@ def _prepare(carbon: Carbon, rec: SequenceRecord | BadRecord, plan: _EmbedPlan) 
     seq = normalize_sequence(rec.sequence)
     if not seq:
         return _Job(rec.id, [], [], 0, error="empty sequence")
-    lay = carbon.layout
+    lay = carbon.backend.layout
     ids = encode_dna(seq, lay).ids.tolist()
     chunks = chunk_plan(len(ids), plan.capacity, plan.overlap)
     head = [*plan.prefix_ids, lay.begin_id]
@@ -211,7 +212,7 @@ def _prepare(carbon: Carbon, rec: SequenceRecord | BadRecord, plan: _EmbedPlan) 
 
 @torch.inference_mode()
 def _finish(
-    carbon: Carbon, jobs: list[_Job], plan: _EmbedPlan, on_error: Callable[[str, str], None] | None
+    carbon: Frontend, jobs: list[_Job], plan: _EmbedPlan, on_error: Callable[[str, str], None] | None
 ) -> Iterator[tuple[str, np.ndarray | None]]:
     work = [(j, c) for j, job in enumerate(jobs) for c in range(len(job.prompts))]
     work.sort(key=lambda jc: len(jobs[jc[0]].prompts[jc[1]]))
@@ -237,7 +238,7 @@ def _finish(
         yield job.id, vector
 
 
-def _run(carbon: Carbon, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int) -> None:
+def _run(carbon: Frontend, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int) -> None:
     prompts = [jobs[j].prompts[c] for j, c in batch]
     hidden = embedding_backend(carbon).hidden_states(prompts, layer)
     for r, (j, c) in enumerate(batch):

@@ -1,4 +1,5 @@
-"""Cutting rows of different lengths into padded forwards of bounded size."""
+"""Cutting rows of different lengths into padded forwards of bounded size: the one packer of the
+engine's prefill chunks, the local backend's batches and the VEP job's work units."""
 
 from __future__ import annotations
 
@@ -9,22 +10,31 @@ T = TypeVar("T")
 
 
 def padded_chunks(
-    items: Sequence[T], lengths: Sequence[int], *, token_budget: int | None, max_rows: int | None = None
+    items: Sequence[T],
+    lengths: Sequence[int],
+    *,
+    token_budget: int | None,
+    max_rows: int | None = None,
+    rows: Sequence[int] | None = None,
 ) -> Iterator[list[T]]:
     """Consecutive runs of ``items`` whose padded size (rows x longest length) stays within
     ``token_budget`` and whose row count stays within ``max_rows`` (``None``: no bound). An item
-    longer than the budget on its own still gets a chunk of its own."""
+    is one row, or ``rows[i]`` rows of length ``lengths[i]`` (a VEP site: its ref and alt
+    windows). An item larger than the bounds on its own still gets a chunk of its own."""
+    counts = rows if rows is not None else [1] * len(items)
     chunk: list[T] = []
     width = 0
-    for item, n in zip(items, lengths, strict=True):
+    n_rows = 0
+    for item, n, r in zip(items, lengths, counts, strict=True):
         w = max(width, n)
-        fits = (max_rows is None or len(chunk) < max_rows) and (
-            token_budget is None or (len(chunk) + 1) * w <= token_budget
+        fits = (max_rows is None or n_rows + r <= max_rows) and (
+            token_budget is None or (n_rows + r) * w <= token_budget
         )
         if chunk and not fits:
             yield chunk
-            chunk, w = [], n
+            chunk, w, n_rows = [], n, 0
         chunk.append(item)
         width = w
+        n_rows += r
     if chunk:
         yield chunk

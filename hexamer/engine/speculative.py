@@ -20,31 +20,13 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from hexamer.engine.config import EngineConfig
-from hexamer.engine.draft import estimate_draft_cost
 from hexamer.engine.engine import Engine
 from hexamer.engine.request import Request
-from hexamer.engine.spec_config import (
-    AdaptiveK,
-    NumSpeculative,
-    SpecConfig,
-    SpecStats,
-    best_k,
-    expected_tokens,
-)
+from hexamer.engine.spec_config import SpecConfig, SpecStats
 from hexamer.model import LlamaModel
 from hexamer.tokenizer.layout import DnaLayout
 
-__all__ = [
-    "AdaptiveK",
-    "NumSpeculative",
-    "SpecConfig",
-    "SpecStats",
-    "SpeculativeDecoder",
-    "best_k",
-    "check_compatible",
-    "estimate_draft_cost",
-    "expected_tokens",
-]
+__all__ = ["SpeculativeDecoder", "check_compatible"]
 
 
 class _ModelWithTokenizer(Protocol):

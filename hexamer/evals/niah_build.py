@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.batching import batched
-from hexamer.evals.tasks.niah import DIFFICULTIES, cell_name, parse_ctx
+from hexamer.evals.tasks.niah_cells import DIFFICULTIES, cell_name, parse_ctx
 
 __all__ = [
     "DEFAULT_GENOME",

@@ -21,7 +21,7 @@ from typing import Any
 from hexamer.evals.published import REFERENCE_MODELS
 from hexamer.evals.runner import EvalResult, is_count_metric
 
-__all__ = ["REFERENCE_MODELS", "report_rows", "write_report"]
+__all__ = ["report_rows", "write_report"]
 
 _COLUMNS = ("Task", "Level", "n", "Metric", "Value [95% CI]", *REFERENCE_MODELS, "Status")
 

@@ -292,14 +292,12 @@ def run_task(
     on_record: Callable[[Record], None] | None = None,
 ) -> EvalResult:
     """Run one task at one level; see the module docstring for caching and intervals."""
-    from hexamer.vep.resume import model_fingerprint
-
     task = get_task(task) if isinstance(task, str) else task
     if level not in task.levels:
         raise ValueError(f"task {task.name} has no {level!r} level (it allows {', '.join(task.levels)})")
     started = time.perf_counter()
     opts = _task_options(task, options or {})
-    fingerprint = model_fingerprint(carbon)
+    fingerprint = carbon.backend.fingerprint()
     header = {
         "version": CACHE_VERSION,
         "model": fingerprint,

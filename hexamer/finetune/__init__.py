@@ -7,7 +7,12 @@
 * :mod:`~hexamer.finetune.lora`: LoRA adapters (``peft``'s maths and files), merged on export;
 * :mod:`~hexamer.finetune.fit`: ``fit`` (full / lora / probe), its losses
   (:mod:`~hexamer.finetune.losses`), loop (:mod:`~hexamer.finetune.fit_loop`) and resumable
-  checkpoints (:mod:`~hexamer.finetune.state`);
+  checkpoints (:mod:`~hexamer.finetune.state`); its best-checkpoint folders
+  (:mod:`~hexamer.finetune.best_folder`: a probe's head beside links to the unchanged backbone)
+  and the logistic-regression probe (:mod:`~hexamer.finetune.probe`);
+* :mod:`~hexamer.finetune.apply`, :mod:`~hexamer.finetune.effects`: a head folder applied to
+  sequences, regions and variants (``hexamer predict``); :mod:`~hexamer.finetune.shared`: a head
+  served on the language model's own decoder (``hexamer serve --head``);
 * :mod:`~hexamer.finetune.predict`: ``predict`` (optionally averaged over both strands);
 * :mod:`~hexamer.finetune.data` (with :mod:`~hexamer.finetune.inputs`, :mod:`~hexamer.finetune.labels`):
   labelled tables, FASTA + labels, BED + reference, checked before any training;
@@ -58,7 +63,8 @@ if TYPE_CHECKING:
         load_table,
         normalize_dna,
     )
-    from hexamer.finetune.fit import FitProgress, FitResult
+    from hexamer.finetune.fit import FitResult
+    from hexamer.finetune.fit_loop import FitProgress
     from hexamer.finetune.folders import is_head_folder, load_classifier, new_classifier, save_classifier
     from hexamer.finetune.head import HeadSettings, SequenceClassifier
     from hexamer.finetune.inputs import DataError
@@ -104,7 +110,7 @@ _LAZY = {
     "split_random": "hexamer.finetune.splits",
     "LabelTransform": "hexamer.finetune.transform",
     "duplicate_high_activity": "hexamer.finetune.transform",
-    "FitProgress": "hexamer.finetune.fit",
+    "FitProgress": "hexamer.finetune.fit_loop",
     "FitResult": "hexamer.finetune.fit",
     "HeadSettings": "hexamer.finetune.head",
     "SequenceClassifier": "hexamer.finetune.head",

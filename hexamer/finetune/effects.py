@@ -35,20 +35,23 @@ from hexamer.finetune.apply import Predictor, output_columns
 from hexamer.finetune.data import normalize_dna
 from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.task import TaskSpec
-from hexamer.vep.planner import Row, result_row
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.index import indexed_records
+from hexamer.io.vcf.records import Variant
+from hexamer.vep.job import VepRunResult, run_vep
 from hexamer.vep.recipes import WindowPair
-from hexamer.vep.resume import VepRunResult, run_vep
-from hexamer.vep.rows import row_schema
+from hexamer.vep.rows import Row, result_row, row_schema
 from hexamer.vep.runner import Runner
 from hexamer.vep.settings import VepSettings
-from hexamer.vep.variants import Reference, Variant
 from hexamer.vep.vcf_header import extra_info
 
 __all__ = [
     "EffectRunner",
     "HeadVariantModel",
+    "count_variant_rows",
     "effect_columns",
     "effect_settings",
+    "plot_effects",
     "run_effects",
     "score_output",
 ]
@@ -220,3 +223,37 @@ def run_effects(
             make_runner=lambda reference, checked: EffectRunner(predictor, reference, checked),
             extra_columns=columns,
         )
+
+
+def count_variant_rows(vcf: PathLike) -> int | None:
+    """The progress total of :func:`run_effects` for ``vcf``, found as ``hexamer vep`` finds its
+    own: the record count of the VCF's tabix/CSI index (no pass over the records); None without an
+    index, or when the file cannot be read (the job reports why)."""
+    try:
+        return indexed_records(vcf)
+    except (OSError, ValueError):
+        return None
+
+
+def plot_effects(path: PathLike, result: VepRunResult, task: TaskSpec) -> dict[str, int]:
+    """The distribution of the ``score`` effects of a finished job per variant kind, as
+    ``hexamer vep --plot`` draws its scores; returns the plotted rows per kind. Only heads whose
+    effect has one ``score`` (:func:`score_output`) have one to draw: for the others, plot a
+    column of the table (``hexamer plot hist TABLE --score-col COLUMN --by kind``)."""
+    index = score_output(task)
+    if index is None:
+        raise ValueError(
+            f"this head has {task.num_labels} outputs and no single score to plot; plot one column "
+            "of the table with: hexamer plot hist TABLE --score-col COLUMN --by kind"
+        )
+    from hexamer import plots
+
+    column = output_columns(task)[index]
+    what = "value" if task.kind == "regression" else "probability"
+    return plots.plot_score_hist(
+        path,
+        result.scores,
+        result.kinds,
+        title=f"fine-tuned head: effect on {column} per variant kind",
+        xlabel=f"{what} {column}: alt window minus ref window",
+    )

@@ -19,21 +19,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from hexamer.finetune.best_folder import BEST_ADAPTER_DIR, BEST_DIR, BestWriter
+from hexamer.finetune.embedding_rows import train_dna_block_only
 from hexamer.finetune.fit_loop import FitProgress, Trainer
-from hexamer.finetune.folders import new_classifier, save_classifier
+from hexamer.finetune.folders import new_classifier
 from hexamer.finetune.head import HeadSettings, SequenceClassifier, layer_index
-from hexamer.finetune.lora import add_lora, lora_merged, save_adapter
+from hexamer.finetune.lora import add_lora
 from hexamer.finetune.losses import check_loss, default_loss
 from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
-from hexamer.model.loading import read_folder_config
+from hexamer.model.checkpoint import read_folder_config
+from hexamer.model.train_kernels import use_onednn_training_linears
 from hexamer.tokenizer import CarbonTokenizer
 
-__all__ = ["BEST_ADAPTER_DIR", "BEST_DIR", "FitProgress", "FitResult", "fit"]
-
-BEST_DIR = "best"
-BEST_ADAPTER_DIR = "best_adapter"
+__all__ = ["FitResult", "fit"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,10 @@ def _check_inputs(train: LabelledSet, valid: LabelledSet | None, task: TaskSpec,
         raise ValueError("the pearson_huber loss needs batch_size >= 2 (Pearson r over the batch)")
     if options.probe_ridge is not None and (options.method != "probe" or loss != "mse"):
         raise ValueError("probe_ridge solves a regression probe trained with mse only")
+    if options.probe_logistic and (options.method != "probe" or loss not in ("ce", "bce")):
+        raise ValueError("probe_logistic fits a classification probe (ce or bce loss) only")
+    if options.probe_logistic and options.probe_ridge is not None:
+        raise ValueError("give probe_ridge (regression) or probe_logistic (classification), not both")
     return loss
 
 
@@ -103,11 +107,15 @@ def _build_model(
     if options.method == "full":
         for p in model.parameters():
             p.requires_grad_(True)
+        train_dna_block_only(model)  # the only embedding rows a DNA input reads
     elif options.method == "lora":
         add_lora(model, options.lora, seed=options.seed)
     elif options.method == "probe":
         for p in model.backbone.parameters():
             p.requires_grad_(False)
+    if options.method != "probe" and model.device.type == "cpu":
+        # the same products on oneDNN's kernels: faster than PyTorch's default CPU GEMM here
+        use_onednn_training_linears(model.backbone)
     if options.grad_checkpointing and options.method != "probe":
         enable_grad_checkpointing(model)
     return model
@@ -177,13 +185,15 @@ def fit(
     model = _build_model(base_folder, task, options, settings)
     trainer = Trainer(model, train, valid, task, options, loss, metric, higher_is_better)
     trainer.fingerprint = fingerprint
-    trainer.save_best = lambda: _save_best(model, out, options, base_folder)
+    best = BestWriter(model, out, options, base_folder)
+    trainer.save_best = best.save
     if saved is not None:
         trainer.restore(out, saved)
     trainer.run(out, on_progress)
     if valid is None or trainer.best_step < 0:
-        _save_best(model, out, options, base_folder)
+        best.save()
         trainer.best_step = trainer.step
+    best.finish()  # LoRA: the merged head folder, once
     return FitResult(
         best_folder=out / BEST_DIR,
         best_step=trainer.best_step,
@@ -193,14 +203,3 @@ def fit(
         history=list(trainer.history),
         adapter_folder=out / BEST_ADAPTER_DIR if options.method == "lora" else None,
     )
-
-
-def _save_best(
-    model: SequenceClassifier, out: Path, options: FitOptions, base_folder: str | os.PathLike[str]
-) -> None:
-    if options.method == "lora":
-        save_adapter(model, out / BEST_ADAPTER_DIR, base_model=str(base_folder))
-        with lora_merged(model):
-            save_classifier(model, out / BEST_DIR)
-    else:
-        save_classifier(model, out / BEST_DIR)

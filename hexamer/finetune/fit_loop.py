@@ -20,6 +20,7 @@ from hexamer.finetune.head import SequenceClassifier
 from hexamer.finetune.losses import compute_loss, outputs_of
 from hexamer.finetune.options import FitOptions
 from hexamer.finetune.predict import autocast_context, pooled_features, run_batches
+from hexamer.finetune.probe import fit_logistic_probe
 from hexamer.finetune.state import load_fit_state, save_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.io import reverse_complement
@@ -89,6 +90,7 @@ class Trainer:
         #: rather than at every improvement, which would rewrite the whole model each epoch
         self.best_head: torch.Tensor | None = None
         self.features: dict[str, np.ndarray] = {}
+        self.probe_fit: dict[str, Any] | None = None  # the logistic probe's C and its validation scores
         self._order: tuple[int, np.ndarray] = (-1, np.empty(0, dtype=np.int64))  # (epoch, its row order)
         if options.method == "probe":
             self._cache_features()
@@ -108,7 +110,12 @@ class Trainer:
         # fused: one kernel over all tensors instead of a Python loop of ~10 ops per tensor
         # (about 10x faster a step on CPU; what transformers.Trainer uses by default)
         fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
-        return torch.optim.AdamW([g for g in groups if g["params"]], lr=self.options.lr, fused=fused or None)
+        return torch.optim.AdamW(
+            [g for g in groups if g["params"]],
+            lr=self.options.lr,
+            betas=(0.9, self.options.adam_beta2),
+            fused=fused or None,
+        )
 
     def _cache_features(self) -> None:
         """Pooled features of every row, once (and of its reverse complement where needed)."""
@@ -210,12 +217,14 @@ class Trainer:
 
     def run(self, out: Path, on_progress: Callable[[FitProgress], None] | None) -> None:
         o = self.options
-        if o.probe_ridge is not None:
+        if o.probe_ridge is not None or o.probe_logistic:
             if self.step == 0:
-                self.solve_ridge()
+                self.solve_ridge() if o.probe_ridge is not None else self.solve_logistic()
                 self.step = 1
                 if self.valid is not None:
                     self.evaluate(1.0, math.nan)
+                    if self.probe_fit is not None:  # which C, and why
+                        self.history[-1]["probe"] = self.probe_fit
                 self.flush_best()
             return
         self.model.train(o.method != "probe")
@@ -349,6 +358,36 @@ class Trainer:
         coef = np.linalg.solve(gram, (x * w[:, None]).T @ y)  # (hidden, num_labels)
         with torch.no_grad():
             self.model.score.weight.copy_(torch.as_tensor(coef.T, dtype=self.model.score.weight.dtype))
+
+    def solve_logistic(self) -> None:
+        """The head as scikit-learn's logistic regression on the cached features, C chosen on
+        the validation rows by the selection metric (:mod:`hexamer.finetune.probe`)."""
+        x, y, w = self.features["train"], self.train.labels, self.train.weights
+        if self.options.rc_augment:
+            x, y = np.vstack([x, self.features["train_rc"]]), np.concatenate([y, y])
+            w = None if w is None else np.concatenate([w, w])
+        weight = self.model.score.weight
+
+        def set_head(coef: np.ndarray) -> None:
+            with torch.no_grad():
+                weight.copy_(torch.as_tensor(coef, dtype=weight.dtype))
+
+        def valid_score(coef: np.ndarray) -> float:
+            assert self.valid is not None and self.metric is not None
+            set_head(coef)
+            outputs = outputs_of(self.task, torch.as_tensor(self.valid_logits())).numpy()
+            keep = (
+                np.ones(len(self.valid), bool) if self.valid.metric_mask is None else self.valid.metric_mask
+            )
+            return float(self.metric(self.valid.labels[keep], outputs[keep]))
+
+        has_valid = self.valid is not None and self.metric is not None
+        fitted = fit_logistic_probe(
+            self.task, x, y, weights=w, class_weights=self.options.class_weights,
+            valid_score=valid_score if has_valid else None, higher_is_better=self.higher_is_better,
+        )  # fmt: skip
+        set_head(fitted.coef)
+        self.probe_fit = fitted.to_json()
 
     # ---------------------------------------------------------------- checkpoints
 

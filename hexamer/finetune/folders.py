@@ -24,8 +24,8 @@ from safetensors.torch import save_file
 from hexamer.finetune.head import HeadSettings, SequenceClassifier, init_score
 from hexamer.finetune.task import TaskSpec
 from hexamer.model import LlamaModel, ModelConfig, load_model, resolve_dtype
+from hexamer.model.checkpoint import read_safetensors_header
 from hexamer.model.config import read_config_json
-from hexamer.model.loading import read_safetensors_header
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.train.checkpoint import atomic_folder
 
@@ -34,8 +34,11 @@ __all__ = [
     "is_head_folder",
     "load_classifier",
     "new_classifier",
+    "pad_token_of",
     "save_classifier",
     "settings_from_config",
+    "weight_files",
+    "write_head_files",
 ]
 
 HEAD_ARCHITECTURE = "LlamaForSequenceClassification"
@@ -80,12 +83,14 @@ def new_classifier(
     ):
         raise ValueError(f"{folder}: fine-tuning needs a float model, not an int8 one")
     tokenizer = CarbonTokenizer.from_pretrained(folder)
-    model = SequenceClassifier(backbone, settings, tokenizer, raw, _pad_id(raw, tokenizer, folder))
+    model = SequenceClassifier(backbone, settings, tokenizer, raw, pad_token_of(raw, tokenizer, folder))
     init_score(model.score, float(raw.get("initializer_range", 0.02)), seed)
     return model
 
 
-def _pad_id(raw: dict[str, Any], tokenizer: CarbonTokenizer, folder: Path) -> int:
+def pad_token_of(raw: dict[str, Any], tokenizer: CarbonTokenizer, folder: Path) -> int:
+    """The pad id a head folder's rows use: config.json's ``pad_token_id``, else the tokenizer's
+    pad (or eos) token."""
     pad = raw.get("pad_token_id")
     if isinstance(pad, int) and not isinstance(pad, bool):
         return pad
@@ -137,20 +142,31 @@ def save_classifier(
     tensors = head_tensors(model, target)
     if any("lora_" in name for name in tensors):
         raise ValueError("the model still holds LoRA adapters: merge them before saving a head folder")
-    config = head_config(model, target)
-    source = Path(model.tokenizer.name_or_path) if model.tokenizer.name_or_path else None
 
     def fill(tmp: Path) -> None:
-        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        model.tokenizer.copy_files_to(tmp)
-        for name in _EXTRA_TOKENIZER_FILES:
-            if source is not None and (source / name).is_file():
-                shutil.copy2(source / name, tmp / name)
+        write_head_files(model, tmp, target)
         save_file(tensors, str(tmp / _WEIGHTS), metadata={"format": "pt"})
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
 
     return atomic_folder(Path(folder), fill)
+
+
+def write_head_files(model: SequenceClassifier, folder: Path, dtype: torch.dtype) -> None:
+    """Everything of a head folder but its weights: config.json (declaring ``dtype``) and the
+    base folder's tokenizer files."""
+    config = head_config(model, dtype)
+    source = Path(model.tokenizer.name_or_path) if model.tokenizer.name_or_path else None
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    model.tokenizer.copy_files_to(folder)
+    for name in _EXTRA_TOKENIZER_FILES:
+        if source is not None and (source / name).is_file():
+            shutil.copy2(source / name, folder / name)
+
+
+def weight_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The safetensors files of a model folder: those its index names, else ``model.safetensors``."""
+    return _weight_files(Path(folder))
 
 
 def settings_from_config(raw: dict[str, Any], config_path: Path) -> HeadSettings:
@@ -223,7 +239,7 @@ def load_classifier(
     tokenizer = CarbonTokenizer.from_pretrained(folder)
     with torch.device("meta"):
         backbone = LlamaModel(config)
-    model = SequenceClassifier(backbone, settings, tokenizer, raw, _pad_id(raw, tokenizer, folder))
+    model = SequenceClassifier(backbone, settings, tokenizer, raw, pad_token_of(raw, tokenizer, folder))
     model.to_empty(device=device)
     model.to(target)
     _read_weights(model, folder, target, torch.device(device))

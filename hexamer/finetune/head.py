@@ -24,7 +24,7 @@ from hexamer.finetune.task import TaskSpec
 from hexamer.model import LlamaModel, PaddedRows, pad_rows
 from hexamer.tokenizer import CarbonTokenizer, encode_dna
 
-__all__ = ["POOLINGS", "HeadSettings", "SequenceClassifier"]
+__all__ = ["HeadSettings", "SequenceClassifier"]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from hexamer.io import SequenceInputError, read_sequences, reverse_complement
-from hexamer.io.reference import FastaError, Reference
+from hexamer.io.fasta import FastaError
+from hexamer.io.reference import Reference
 from hexamer.io.stdio import STDIO, spool_stdin
 
 __all__ = [

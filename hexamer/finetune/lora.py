@@ -31,11 +31,10 @@ from hexamer.train.checkpoint import atomic_folder
 __all__ = [
     "ADAPTER_CONFIG",
     "ADAPTER_WEIGHTS",
-    "LORA_TARGETS",
     "LoraLinear",
-    "LoraOptions",
     "add_lora",
     "load_adapter",
+    "load_adapter_weights",
     "lora_merged",
     "lora_modules",
     "merge_lora",
@@ -69,7 +68,9 @@ class LoraLinear(nn.Module):
             self.lora_B.weight.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base_layer(x) + self.lora_B(self.lora_A(self.dropout(x))) * self.scaling
+        # the scale applied to the rank-r activations, not the (rows, out) product: the same
+        # value up to rounding, one multiply on r columns instead of out_features
+        return self.base_layer(x) + self.lora_B(self.lora_A(self.dropout(x)) * self.scaling)
 
     def merged_weight(self) -> torch.Tensor:
         """``W + scaling * B @ A`` (computed in float32, returned in the weight's dtype), detached."""
@@ -235,6 +236,13 @@ def load_adapter(model: SequenceClassifier, folder: str | os.PathLike[str]) -> S
         int(raw["r"]), float(raw["lora_alpha"]), float(raw.get("lora_dropout", 0.0)), tuple(targets)
     )
     add_lora(model, options)
+    return load_adapter_weights(model, folder)
+
+
+def load_adapter_weights(model: SequenceClassifier, folder: str | os.PathLike[str]) -> SequenceClassifier:
+    """Copy the adapter saved at ``folder`` into the adapters ``model`` already has (same targets
+    and rank), in place: how a run puts its best adapter back before merging it."""
+    folder = Path(folder)
     expected = adapter_tensors(model)
     with safe_open(str(folder / ADAPTER_WEIGHTS), framework="pt", device="cpu") as f:
         stored = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from hexamer.finetune.options import LOSSES
 from hexamer.finetune.task import TaskSpec
 
-__all__ = ["LOSSES", "check_loss", "compute_loss", "default_loss", "outputs_of"]
+__all__ = ["check_loss", "compute_loss", "default_loss", "outputs_of"]
 
 _FOR_KIND = {
     "regression": ("mse", "huber", "pearson_huber"),

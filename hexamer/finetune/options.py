@@ -111,7 +111,10 @@ class FitOptions:
     ``eval_every``: steps between evaluations on the validation set (None: once per epoch);
     ``checkpoint_every``: steps between resumable checkpoints (None: at each evaluation).
     ``probe_ridge``: for a regression probe with mse, solve the head in closed form with this
-    ridge penalty instead of training it.
+    ridge penalty instead of training it. ``probe_logistic``: for a classification probe (ce or
+    bce), fit the head as scikit-learn's L2 logistic regression (lbfgs, no intercept, as the
+    bias-free ``score``) with C chosen on the validation set by the selection metric.
+    ``adam_beta2``: AdamW's second-moment decay (the official recipes use 0.95).
     """
 
     method: str = "full"
@@ -125,7 +128,7 @@ class FitOptions:
     schedule: str = "cosine"
     min_lr_ratio: float = 0.0
     plateau_factor: float = 0.5
-    plateau_patience: int = 1
+    plateau_patience: int = 3
     grad_accum: int = 1
     max_grad_norm: float | None = 1.0
     grad_checkpointing: bool = False
@@ -134,7 +137,7 @@ class FitOptions:
     loss: str | None = None
     class_weights: tuple[float, ...] | None = None
     huber_delta: float = 1.0
-    pearson_lambda: float = 1.0
+    pearson_lambda: float = 0.2
     rc_augment: bool = False
     rc_average: bool = False
     shift_augment: bool | None = None
@@ -146,6 +149,8 @@ class FitOptions:
     layer: int = -1
     lora: LoraOptions = field(default_factory=LoraOptions)
     probe_ridge: float | None = None
+    probe_logistic: bool = False
+    adam_beta2: float = 0.999
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -159,6 +164,8 @@ class FitOptions:
             raise ValueError(
                 "shift_augment cuts rows afresh at each step; a probe computes its features once"
             )
+        if self.probe_logistic and (self.method != "probe" or self.probe_ridge is not None):
+            raise ValueError("probe_logistic is for method='probe', without probe_ridge")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         _int("epochs", self.epochs, 1, 100_000)
@@ -180,6 +187,7 @@ class FitOptions:
         _float("plateau_factor", self.plateau_factor, 0.0, 1.0, lo_open=True, hi_open=True)
         _float("huber_delta", self.huber_delta, 0.0, 1e9, lo_open=True)
         _float("pearson_lambda", self.pearson_lambda, 0.0, 1e9)
+        _float("adam_beta2", self.adam_beta2, 0.0, 1.0, hi_open=True)
         if self.max_grad_norm is not None:
             _float("max_grad_norm", self.max_grad_norm, 0.0, 1e9, lo_open=True)
         if self.probe_ridge is not None:

@@ -135,7 +135,7 @@ def read_input(spec: InputSpec, opts: ReadOptions) -> ReadResult:
 
 def context_bp(model: str | os.PathLike[str]) -> int:
     """Bases the model's context holds: ``<dna>`` + 6-mers + ``</dna>`` in its positions."""
-    from hexamer.model.loading import read_folder_config
+    from hexamer.model.checkpoint import read_folder_config
     from hexamer.tokenizer import CarbonTokenizer
 
     _, config = read_folder_config(model)
@@ -289,18 +289,25 @@ def run_finetune(
     split: SplitSpec = SplitSpec(),
     baseline: bool = True,
     duplicate: tuple[float, int] | None = None,
+    duplicate_above: tuple[float, int] | None = None,
     resume: bool = False,
     on_progress: Callable[[Any], None] | None = None,
 ) -> RunResult:
     """Fine-tune ``model`` on ``train`` (see the module text); ``fit_options`` a
     :class:`~hexamer.finetune.options.FitOptions` (default: its defaults); ``duplicate`` =
-    ``(quantile, copies)`` repeats high-activity training rows (regression)."""
+    ``(quantile, copies)`` repeats high-activity training rows (regression): those with any label
+    above that quantile of the training rows, or with ``duplicate_above = (threshold, copies)``
+    any raw label above the threshold (the Malinois recipe's rule: ``(0.5, 1)``)."""
+    if duplicate is not None and duplicate_above is not None:
+        raise ValueError("give duplicate (a quantile) or duplicate_above (a threshold), not both")
+    rule = None if duplicate is None else ("quantile", *duplicate)
+    rule = rule if duplicate_above is None else ("threshold", *duplicate_above)
     require_packages(baseline=baseline)
     started = time.perf_counter()
     task, data, _, sp, notes = read_all(model, train, valid, test, read, split)
     inputs = {k: dataclasses.asdict(v) for k, v in (("train", train), ("valid", valid), ("test", test)) if v}
     job = TrainJob(
-        model, task, data, fit_options or FitOptions(seed=split.seed), notes, inputs, baseline, duplicate,
+        model, task, data, fit_options or FitOptions(seed=split.seed), notes, inputs, baseline, rule,
         resume, on_progress, split.seed,
     )  # fmt: skip
     result = train_on_split(job, sp, Path(output_dir))
@@ -318,7 +325,8 @@ class TrainJob:
     notes: list[str]
     inputs: dict[str, Any]
     baseline: bool = True
-    duplicate: tuple[float, int] | None = None
+    #: ``("quantile", q, copies)`` or ``("threshold", t, copies)``: high-activity rows repeated
+    duplicate: tuple[str, float, int] | None = None
     resume: bool = False
     on_progress: Callable[[Any], None] | None = None
     seed: int = 0
@@ -333,8 +341,9 @@ def train_on_split(job: TrainJob, sp: Split, out: Path) -> RunResult:
     transform = LabelTransform.fit(task, sets["train"].labels)
     sets["train_fit"] = sets["train"]
     if job.duplicate is not None:
-        quantile, copies = job.duplicate
-        sets["train_fit"], n_dup = duplicate_high_activity(sets["train"], quantile=quantile, copies=copies)
+        rule, value, copies = job.duplicate
+        cut = {"quantile": None, "threshold": None, rule: value}
+        sets["train_fit"], n_dup = duplicate_high_activity(sets["train"], copies=copies, **cut)
         notes.append(f"{n_dup} high-activity training rows repeated {copies} more time(s)")
     out.mkdir(parents=True, exist_ok=True)
     base = (

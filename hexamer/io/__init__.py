@@ -3,7 +3,8 @@
 * :mod:`~hexamer.io.sequences`: read FASTA/FASTQ, ``.txt`` and id/sequence tables, reporting bad
   records without stopping;
 * :mod:`~hexamer.io.writers`: write FASTA and Parquet/TSV/CSV/JSONL tables atomically, whole or
-  streamed.
+  streamed;
+* :mod:`hexamer.io.vcf`: VCF/BCF records and headers (imported on its own: it is not named here).
 
 pysam and pyarrow are imported on first use, so importing this package stays cheap.
 """

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from hexamer.io.contigs import ContigResolver, read_rename_file
 from hexamer.io.fasta import FastaError, PreparedFasta, prepare_fasta
 
-__all__ = ["FastaError", "Reference"]
+__all__ = ["Reference"]
 
 PathLike = str | os.PathLike[str]
 

@@ -18,7 +18,6 @@ Its benchmark is :mod:`hexamer.bench.ism`; raw scores become PHRED-like with :mo
 """
 
 from hexamer.ism.mutagenesis import (
-    DEFAULT_ISM_WINDOW_GRID,
     ISM_COLUMNS,
     MAX_FLANK,
     SiteScan,
@@ -33,7 +32,6 @@ from hexamer.ism.tables import CADD_COLUMNS, output_format, write_cadd_tsv, writ
 
 __all__ = [
     "CADD_COLUMNS",
-    "DEFAULT_ISM_WINDOW_GRID",
     "ISM_COLUMNS",
     "MAX_FLANK",
     "MAX_REGION_BP",

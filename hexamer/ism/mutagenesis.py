@@ -1,11 +1,15 @@
 """In-silico saturation mutagenesis: every SNV of every base of a region scored by a VEP recipe.
 
 The variants (:mod:`hexamer.ism.variants`) go through the VEP engine itself
-(:func:`hexamer.vep.engine.iter_record_blocks`), so every row has exactly the status, reason and score
+(:func:`hexamer.vep.scoring.iter_record_blocks`), so every row has exactly the status, reason and score
 ``hexamer vep`` gives the same variant with the same settings, and the engine's sharing does the
-speed: with the window recipe the windows of a tile of ``window_grid`` bases share one reference
-window and its KV-cache prefix; with the next-base recipe one forward over a context reads the
-next-base distribution of every position of it (all three ALTs of a base come from one logit row).
+speed: with the next-base recipe one forward over a context reads the next-base distribution of
+every position of it (all three ALTs of a base come from one logit row); with the window recipe the
+three ALTs of a base share its reference window and each alt window runs from its first changed
+6-mer on (KV-cache prefix reuse). Windows are centred on each variant, as ``hexamer vep`` centres
+them, so the same SNV gets the same score from both; ``window_grid=128`` centres them on 128-bp
+tiles instead (the SNVs of a tile share one reference window: faster, other numbers, and every
+row says ``window_placement = grid:128``).
 
     from hexamer import Carbon
     from hexamer.ism import saturation_mutagenesis
@@ -19,19 +23,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import read_vcf
 from hexamer.ism.regions import MAX_REGION_BP, Region, RegionError, merge_regions, parse_region
 from hexamer.ism.variants import IsmRecord, ism_records
-from hexamer.vep.engine import VepSettings, iter_record_blocks
-from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW
-from hexamer.vep.settings import ROW_COLUMNS
-from hexamer.vep.variants import Reference, read_vcf
+from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, window_placement
+from hexamer.vep.scoring import iter_record_blocks
+from hexamer.vep.settings import ROW_COLUMNS, VepSettings
 
 if TYPE_CHECKING:
     from hexamer.calibration.table import Calibration
     from hexamer.carbon import Carbon
 
 __all__ = [
-    "DEFAULT_ISM_WINDOW_GRID",
     "ISM_COLUMNS",
     "MAX_FLANK",
     "SiteScan",
@@ -39,6 +43,7 @@ __all__ = [
     "ism_rows",
     "ism_settings",
     "iter_mutagenesis",
+    "placement_of",
     "region_list",
     "saturation_mutagenesis",
     "scan_mutagenesis",
@@ -51,18 +56,15 @@ PathLike = str | os.PathLike[str]
 Row = dict[str, Any]
 
 #: Columns of an ISM row, in output order: those of the VEP engine's row it is made from
-#: (:data:`hexamer.vep.ROW_COLUMNS`) but the input record's keys, with ``phred`` after ``score``
-#: (set when a calibration is given).
+#: (:data:`hexamer.vep.ROW_COLUMNS`) but the input record's keys, with ``window_placement`` after
+#: ``recipe`` (window recipe: ``centred`` or ``grid:G``, :func:`hexamer.vep.recipes.window_placement`;
+#: empty for next_base) and ``phred`` after ``score`` (set when a calibration is given).
 ISM_COLUMNS = tuple(
     column
     for name in ROW_COLUMNS
     if name not in ("record", "alt_index", "id")
-    for column in ((name, "phred") if name == "score" else (name,))
+    for column in {"score": (name, "phred"), "recipe": (name, "window_placement")}.get(name, (name,))
 )
-#: Window recipe default for ISM: windows centred on 128-bp tiles (a base sits at most 64 bp off
-#: centre of an 8,192-bp window), so the 384 SNVs of a tile share one reference window.
-#: ``hexamer vep --window-grid 128`` gives the same numbers.
-DEFAULT_ISM_WINDOW_GRID = 128
 #: The most bases on each side of a site in site mode.
 MAX_FLANK = 100_000
 
@@ -71,17 +73,15 @@ def ism_settings(
     *,
     recipe: str = "window",
     window: int = DEFAULT_WINDOW,
-    window_grid: int | None = None,
+    window_grid: int = 1,
     context: int = DEFAULT_CONTEXT,
     context_grid: int = DEFAULT_CONTEXT_GRID,
     rc_average: bool = False,
     batch_size: int = 8,
     token_budget: int | None = None,
 ) -> VepSettings:
-    """The :class:`~hexamer.vep.VepSettings` of an ISM run; ``window_grid=None`` is
-    :data:`DEFAULT_ISM_WINDOW_GRID` (at most half the window) for the window recipe, 1 otherwise."""
-    if window_grid is None:
-        window_grid = min(DEFAULT_ISM_WINDOW_GRID, max(1, window // 2)) if recipe == "window" else 1
+    """The :class:`~hexamer.vep.VepSettings` of an ISM run: the defaults of ``hexamer vep`` (windows
+    centred on each variant); ``window_grid=128`` shares one reference window per 128-bp tile."""
     return VepSettings(
         recipe=recipe,
         window=window,
@@ -94,19 +94,29 @@ def ism_settings(
     )
 
 
-def _skipped(item: IsmRecord, recipe: str) -> list[Row]:
+def placement_of(settings: VepSettings) -> str | None:
+    """The ``window_placement`` of rows scored with ``settings`` (checked ones: fitting a window
+    to the model may narrow its grid); None for the next-base recipe, which has no window."""
+    return window_placement(settings.window_grid) if settings.recipe == "window" else None
+
+
+def _skipped(item: IsmRecord, recipe: str, placement: str | None) -> list[Row]:
     rec = item.record
     return [
         _ism_row(
-            {"chrom": rec.chrom, "pos": rec.pos, "ref": rec.ref, "alt": alt, "kind": "SNV"}, recipe, item.skip
+            {"chrom": rec.chrom, "pos": rec.pos, "ref": rec.ref, "alt": alt, "kind": "SNV"},
+            recipe,
+            placement,
+            item.skip,
         )
         for alt in rec.alts
     ]
 
 
-def _ism_row(row: dict[str, Any], recipe: str, skip: str | None = None) -> Row:
+def _ism_row(row: dict[str, Any], recipe: str, placement: str | None, skip: str | None = None) -> Row:
     out = {c: row.get(c) for c in ISM_COLUMNS}
     out["recipe"] = recipe
+    out["window_placement"] = placement
     if skip is not None:
         out.update(status="skipped", reason=skip, score=None)
     return out
@@ -117,19 +127,21 @@ def ism_rows(
     scored: dict[int, list[Row]],
     recipe: str,
     *,
+    placement: str | None = None,
     on_skipped: Callable[[int], None] | None = None,
 ) -> Iterator[list[Row]]:
     """The ISM rows of ``items``, one list per item in item order: a skipped base's rows, else the
     engine rows of its record (``scored``, by record index; taken out of it) by ALT order. Shards
-    scored elsewhere merge into the rows one process gives. ``on_skipped`` counts skipped rows."""
+    scored elsewhere merge into the rows one process gives. ``placement`` is the rows'
+    ``window_placement`` (:func:`placement_of`); ``on_skipped`` counts skipped rows."""
     for it in items:
         if it.skip is not None:
-            batch = _skipped(it, recipe)
+            batch = _skipped(it, recipe, placement)
             if on_skipped is not None:
                 on_skipped(len(batch))
         else:
             engine_rows = sorted(scored.pop(it.record.index), key=lambda r: r["alt_index"])
-            batch = [_ism_row(r, recipe) for r in engine_rows]
+            batch = [_ism_row(r, recipe, placement) for r in engine_rows]
         yield batch
 
 
@@ -158,7 +170,8 @@ def iter_mutagenesis(
         for unit in units:
             for r in unit:
                 rows.setdefault(r["record"], []).append(r)
-    for batch in ism_rows(items, rows, settings.recipe, on_skipped=on_progress):
+    placement = placement_of(settings)
+    for batch in ism_rows(items, rows, settings.recipe, placement=placement, on_skipped=on_progress):
         yield from batch if calibration is None else calibration.annotate(batch)
 
 
@@ -185,7 +198,7 @@ def saturation_mutagenesis(
     region: str | Region | Iterable[str | Region],
     recipe: str = "window",
     window: int = DEFAULT_WINDOW,
-    window_grid: int | None = None,
+    window_grid: int = 1,
     context: int = DEFAULT_CONTEXT,
     context_grid: int = DEFAULT_CONTEXT_GRID,
     rc_average: bool = False,
@@ -203,8 +216,9 @@ def saturation_mutagenesis(
     Returns rows with the columns :data:`ISM_COLUMNS` sorted by position, one per variant:
     ``score`` is the recipe's (window: ``LL(alt) - LL(ref)``, next_base: ``log P(ref) - log
     P(alt)``), equal to :func:`hexamer.vep.score_variants` on the same variants with the same
-    settings (:func:`ism_settings`; ``window_grid=None`` shares one reference window per 128-bp
-    tile); ``status``/``reason`` as ``hexamer vep`` gives them (an ``N`` base is ``skipped``).
+    settings (:func:`ism_settings`: windows centred on each variant, as ``hexamer vep`` centres
+    them; ``window_grid=128`` shares one reference window per 128-bp tile, ``window_placement``
+    says which); ``status``/``reason`` as ``hexamer vep`` gives them (an ``N`` base is ``skipped``).
     ``calibration`` (:class:`hexamer.calibration.Calibration`, checked against the model and
     settings first) fills ``phred``. A bad region raises :class:`~hexamer.ism.regions.RegionError`
     before any scoring.

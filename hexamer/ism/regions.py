@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from hexamer.vep.variants import Reference
+from hexamer.io.reference import Reference
 
 __all__ = ["MAX_REGION_BP", "Region", "RegionError", "merge_regions", "parse_region"]
 

@@ -3,7 +3,9 @@
 The CADD layout (``#Chrom  Pos  Ref  Alt  RawScore  PHRED``, one line per scored variant, sorted
 by position, bgzip-compressed and tabix-indexed) is what Ensembl VEP ``--custom``, bcftools
 annotate and genome browsers read for CADD and GPN-MSA score files. Only ``ok`` rows go into it
-(a score file lists scores); ``PHRED`` is empty without a calibration. Every file is complete
+(a score file lists scores); ``PHRED`` is empty without a calibration. Like CADD's own
+``## CADD ...`` line, a ``## hexamer recipe=window window_placement=centred`` line above the column
+names says how the scores were made (tabix skips ``#`` lines). Every file is complete
 before it replaces an older one (temp file + rename; the index is renamed after the data).
 """
 
@@ -16,7 +18,15 @@ from typing import Any
 from hexamer.io.writers import AtomicTarget, TableWriter, table_format
 from hexamer.ism.mutagenesis import ISM_COLUMNS
 
-__all__ = ["CADD_COLUMNS", "CADD_SUFFIXES", "ism_schema", "output_format", "write_cadd_tsv", "write_ism"]
+__all__ = [
+    "CADD_COLUMNS",
+    "CADD_SUFFIXES",
+    "cadd_comment",
+    "ism_schema",
+    "output_format",
+    "write_cadd_tsv",
+    "write_ism",
+]
 
 PathLike = str | os.PathLike[str]
 CADD_COLUMNS = ("#Chrom", "Pos", "Ref", "Alt", "RawScore", "PHRED")
@@ -59,6 +69,18 @@ def _number(x: float | None) -> str:
     return "" if x is None else f"{x:.6g}"
 
 
+def cadd_comment(rows: Iterable[Mapping[str, Any]]) -> str | None:
+    """The ``## hexamer ...`` line of a score file: the rows' recipe and window placement (a score
+    depends on both); None when the rows name no recipe."""
+    made = dict.fromkeys((r.get("recipe"), r.get("window_placement")) for r in rows if r.get("recipe"))
+    if not made:
+        return None
+    if len(made) > 1:
+        raise ValueError(f"rows made with different recipes or window placements: {sorted(map(str, made))}")
+    ((recipe, placement),) = made
+    return f"## hexamer recipe={recipe}" + (f" window_placement={placement}" if placement else "")
+
+
 def write_cadd_tsv(path: PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
     """The ``ok`` rows as a bgzip-compressed, tabix-indexed TSV in CADD layout; returns the
     variant lines written. Rows are sorted by contig (first-seen order) and position."""
@@ -67,6 +89,8 @@ def write_cadd_tsv(path: PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
     out = os.fspath(path)
     if not out.lower().endswith(CADD_SUFFIXES):
         raise ValueError(f"{out!r}: a tabix score file must end in {' or '.join(CADD_SUFFIXES)}")
+    rows = list(rows)
+    comment = cadd_comment(rows)
     ok = [r for r in rows if r.get("status") == "ok"]
     contigs = {c: i for i, c in enumerate(dict.fromkeys(str(r["chrom"]) for r in ok))}
     ok.sort(key=lambda r: (contigs[str(r["chrom"])], int(r["pos"])))
@@ -74,6 +98,8 @@ def write_cadd_tsv(path: PathLike, rows: Iterable[Mapping[str, Any]]) -> int:
     plain = AtomicTarget(out + ".txt")
     try:
         with open(plain.tmp, "w", encoding="utf-8") as f:
+            if comment is not None:
+                f.write(comment + "\n")
             f.write("\t".join(CADD_COLUMNS) + "\n")
             for r in ok:
                 f.write(

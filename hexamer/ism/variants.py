@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import VcfRecord
 from hexamer.ism.regions import Region
-from hexamer.vep.variants import Reference, VcfRecord
 
 __all__ = ["BASES", "IsmRecord", "ism_records"]
 

@@ -38,7 +38,6 @@ from hexamer.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 __all__ = [
     "DECODE_KERNEL_MAX_TOKENS",
     "DecodeAttention",
-    "KVCache",
     "LlamaModel",
     "ModelOutput",
     "VocabRows",

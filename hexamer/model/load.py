@@ -1,6 +1,6 @@
 """``load_model``: a checkpoint folder as a :class:`~hexamer.model.LlamaModel`, float or int8.
 
-The one entry point above the two loaders: :mod:`hexamer.model.loading` reads float checkpoints,
+The one entry point above the two loaders: :mod:`hexamer.model.checkpoint` reads float checkpoints,
 :mod:`hexamer.model.quant` int8 ones (a quantized folder, or a float folder loaded with an
 ``"int8"``/``"int8-bf16"`` dtype). Keeping the choice here lets the int8 loader build on the float
 one without the two modules importing each other.
@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 from hexamer.model import quant
+from hexamer.model.checkpoint import load_float_model, read_folder_config
 from hexamer.model.config import ModelConfig
 from hexamer.model.llama import LlamaModel
-from hexamer.model.loading import load_float_model, read_folder_config
 
 __all__ = ["load_model"]
 

@@ -30,16 +30,16 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from hexamer.folder_files import checked_file
-from hexamer.model.config import ModelConfig, read_config_json
-from hexamer.model.finite import check_finite_weight
-from hexamer.model.llama import LlamaModel
-from hexamer.model.loading import (
+from hexamer.model.checkpoint import (
     check_config_matches_headers,
     load_float_model,
     read_folder_config,
     read_safetensors_header,
     resolve_dtype,
 )
+from hexamer.model.config import ModelConfig, read_config_json
+from hexamer.model.finite import check_finite_weight
+from hexamer.model.llama import LlamaModel
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
 __all__ = [

@@ -4,8 +4,10 @@
     m = Carbon.from_server("http://host:8000", model="Carbon-3B", tokenizer="path/to/Carbon-3B")
     m.score(["ACGT..."], level="bp")
 
-* :mod:`~hexamer.remote.client`: :class:`RemoteCarbon` (score, base_logprobs, generate), the front end;
-* :mod:`~hexamer.remote.backend`: :class:`RemoteBackend`, the :class:`~hexamer.backend.protocol.Backend` it runs on;
+* :mod:`~hexamer.remote.backend`: :class:`RemoteBackend`, the :class:`~hexamer.backend.protocol.Backend`
+  that ``Carbon.from_server`` runs on (the front end is ``Carbon`` itself);
+* :mod:`~hexamer.remote.sampling`: generation, the client sampler (6-mers drawn here from the
+  server's top N) and the server's own;
 * :mod:`~hexamer.remote.protocol`: request bodies, response parsers, backend detection;
 * :mod:`~hexamer.remote.marginals`: top-N log-probabilities -> k-mer logits for :mod:`hexamer.fns`;
 * :mod:`~hexamer.remote.http`: bounded concurrency, retries, timeouts, error messages.
@@ -14,7 +16,6 @@ Details and limits: ``docs/remote.md``.
 """
 
 from hexamer.remote.backend import RemoteBackend
-from hexamer.remote.client import RemoteCarbon
 from hexamer.remote.errors import MalformedResponse, RemoteError, TopNWarning
 from hexamer.remote.http import Connection
 from hexamer.remote.marginals import Coverage, kmer_rows
@@ -26,7 +27,6 @@ __all__ = [
     "Coverage",
     "MalformedResponse",
     "RemoteBackend",
-    "RemoteCarbon",
     "RemoteError",
     "ServerInfo",
     "TopNWarning",

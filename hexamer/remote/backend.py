@@ -3,8 +3,10 @@ vLLM, SGLang or hexamer server from its top-N log-probabilities.
 
 Inputs are tokenised here (:mod:`hexamer.backend.inputs`: the same ids as locally) and sent as
 token ids; the k-mer distributions are rebuilt and marginalised here (:mod:`hexamer.remote.marginals`).
-Every list operation sends its requests concurrently (``max_in_flight`` at a time). A server gives
-no logits, hidden states or KV cache: :meth:`kmer_logits` raises
+Every list operation sends its requests concurrently (``max_in_flight`` at a time; scoring also
+at most ``token_budget`` prompt tokens at a time). Generation draws each 6-mer here from the
+server's top N or on the server's own sampler (:mod:`hexamer.remote.sampling`). A server gives no
+logits, hidden states or KV cache: :meth:`kmer_logits` raises
 :class:`~hexamer.backend.protocol.UnsupportedOperation`, and ``supports_kv_sharing`` and
 ``supports_embeddings`` are False.
 """
@@ -15,26 +17,30 @@ import asyncio
 import hashlib
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
 
-from hexamer.backend.inputs import DnaInputs, TokenizedInputs, next_base_ids
-from hexamer.backend.protocol import OnProgress, UnsupportedOperation
+from hexamer.backend.inputs import DnaInputs, Prompt, TokenizedInputs, next_base_ids
+from hexamer.backend.protocol import Decoding, OnDone, OnProgress, UnsupportedOperation
 from hexamer.backend.results import ScoreResult, bp_score_result, checked_base_logprobs
 from hexamer.backend.score_options import ScoreOptions
+from hexamer.engine import Request, SamplingParams
+from hexamer.engine.spec_config import SpecStats
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.model.config import MAX_POSITION_EMBEDDINGS, read_config_json
 from hexamer.remote.errors import RemoteError, TopNWarning
-from hexamer.remote.http import Connection
+from hexamer.remote.http import Connection, TokenGate
 from hexamer.remote.marginals import Coverage, kmer_rows
 from hexamer.remote.protocol import BACKENDS, ServerInfo, SglangFormat, Top, VllmFormat, detect, make_format
+from hexamer.remote.sampling import client_generate, failing_on_500, server_generate, server_sampler_problem
 from hexamer.tokenizer import CarbonTokenizer, ModelFolderError, resolve_model_dir
 from hexamer.tokenizer.dna import oov_bases
+from hexamer.validate import check_new_length
 
 __all__ = ["RemoteBackend", "load_server_tokenizer"]
 
@@ -206,10 +212,13 @@ class RemoteBackend(TokenizedInputs):
         return kmer_rows(tops[start : start + n], self.layout, self.top_n, targets=targets)
 
     # ---------------------------------------------------------------- scoring
-    async def _score_one(self, inputs: DnaInputs, level: str, method: str) -> tuple[ScoreResult, Coverage]:
+    async def _score_one(
+        self, inputs: DnaInputs, level: str, method: str, gate: TokenGate
+    ) -> tuple[ScoreResult, Coverage]:
         ids, start, targets, n_real, content = inputs
         try:
-            tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
+            async with gate.hold(len(ids)):
+                tops = await self.format.prompt_tops(self.connection, ids, self.top_n)
         except RemoteError as exc:
             if exc.status != 500:  # unreachable, refused, malformed: the whole call fails
                 raise
@@ -260,11 +269,14 @@ class RemoteBackend(TokenizedInputs):
     def score(
         self, sequences: Sequence[str], options: ScoreOptions, *, on_progress: OnProgress = None
     ) -> list[ScoreResult]:
-        """One prompt-logprobs request per sequence, concurrently (``token_budget`` is unused:
-        the server batches). Token level is the block log-softmax of the true 6-mer, as locally."""
+        """One prompt-logprobs request per sequence, concurrently: ``max_in_flight`` requests and
+        at most ``token_budget`` prompt tokens at a time (one longer sequence goes alone), as the
+        budget bounds one local forward. Token level is the block log-softmax of the true 6-mer,
+        as locally."""
         inputs = [self.dna_inputs(s, options.prefix, i) for i, s in enumerate(sequences)]
         done = None if on_progress is None else (lambda _i, _r: on_progress(1))
-        jobs = [self._score_one(x, options.level, options.method) for x in inputs]
+        gate = TokenGate(options.token_budget)
+        jobs = [self._score_one(x, options.level, options.method, gate) for x in inputs]
         pairs = self.connection.run_all(jobs, on_done=done)
         cov = Coverage()
         for _, c in pairs:
@@ -322,3 +334,60 @@ class RemoteBackend(TokenizedInputs):
         todo = list(dict.fromkeys(contexts))
         values = dict(zip(todo, self.connection.run_all([self._next_marginal(c) for c in todo]), strict=True))
         return [values[c] for c in contexts]
+
+    # ---------------------------------------------------------------- generation
+    def check_generation_length(self, max_bp: object, max_new_tokens: object) -> None:
+        """Refuse, before any prompt is read, more new tokens than the served context."""
+        check_new_length(max_bp, max_new_tokens, self.layout.k, self._context_length, "served context")
+
+    def make_request(self, prompt: Prompt, params: SamplingParams) -> Request:
+        """Checked against the served context (before its per-base table is allocated)."""
+        k = self.layout.k
+        params.check_fits(len(prompt.ids), len(prompt.forced), k, self._context_length, "served context")
+        return Request(prompt.ids, params, forced=prompt.forced, k=k)
+
+    def check_decoding(self, requests: Sequence[Request], decoding: Decoding) -> None:
+        """No draft model (speculative decoding runs two models in this process), no
+        ``repetition_penalty`` (transformers' rule divides positive logits and multiplies negative
+        ones, and a server returns log-probabilities, whose signs are not the logits'); with
+        ``sampler="server"``, the reason the server's sampler cannot take these requests."""
+        self._on_server(requests, decoding)
+
+    def _on_server(self, requests: Sequence[Request], decoding: Decoding) -> bool:
+        """Whether the server's sampler runs these requests (``"auto"``: whenever it can)."""
+        if any(r.params.repetition_penalty != 1 for r in requests):
+            raise ValueError(
+                "a served model takes no repetition_penalty: transformers' rule divides positive "
+                "logits and multiplies negative ones, and a server returns log-probabilities, whose "
+                "signs are not the logits' (generate with a local model for it)"
+            )
+        if decoding.draft is not None:
+            raise UnsupportedOperation(
+                "speculative decoding (draft=...) runs the draft and the target in this process; "
+                "a served model takes no draft (generate with Carbon.from_pretrained for it)"
+            )
+        problem = server_sampler_problem(self.format, self.server_kind, requests)
+        if decoding.sampler == "server" and problem is not None:
+            raise ValueError(problem)
+        return problem is None and decoding.sampler != "client"
+
+    def generate(
+        self, requests: Sequence[Request], decoding: Decoding, *, on_done: OnDone = None
+    ) -> SpecStats | None:
+        """Every request concurrently (``max_in_flight`` at a time), each on the client sampler
+        (one request per 6-mer) or the server's (one request); a request the server fails with
+        HTTP 500 is failed, the others go on."""
+        if self._on_server(requests, decoding):
+            fmt = self.format
+            assert isinstance(fmt, VllmFormat)
+
+            def run(r: Request) -> Awaitable[Request]:
+                return server_generate(self.connection, fmt, self.layout, r)
+        else:
+
+            def run(r: Request) -> Awaitable[Request]:
+                return client_generate(self.connection, self.format, self.layout, self.top_n, r)
+
+        done = None if on_done is None else (lambda _i, r: on_done([r]))
+        self.connection.run_all([failing_on_500(run, r) for r in requests], on_done=done)
+        return None

@@ -4,7 +4,8 @@ One :class:`Connection` owns an ``httpx.AsyncClient`` that lives on a private ev
 daemon thread, so the synchronous ``Carbon``-like API works from plain scripts *and* from code
 that already runs an event loop (Jupyter), and connections are reused between calls.
 
-* At most ``max_in_flight`` requests are on the wire at once (an ``asyncio.Semaphore``).
+* At most ``max_in_flight`` requests are on the wire at once (an ``asyncio.Semaphore``); a
+  :class:`TokenGate` bounds the prompt tokens of a batch in flight (``token_budget``).
 * 429, 502, 503, 504 and connection errors are retried with exponential backoff (honouring
   ``Retry-After``); other HTTP errors fail at once with the URL, the status and the server's own
   message.
@@ -56,6 +57,32 @@ def _hint(status: int, message: str) -> str:
     if status == 404:
         return " (wrong URL or backend? try backend='vllm' or backend='sglang')"
     return ""
+
+
+class TokenGate:
+    """At most ``budget`` prompt tokens in flight at once, as ``token_budget`` bounds the padded
+    tokens of one local forward (a request longer than the budget goes alone). Create and use it
+    on one event loop: ``async with gate.hold(n_tokens): ...``."""
+
+    def __init__(self, budget: int) -> None:
+        if budget < 1:
+            raise ValueError(f"token budget must be >= 1, got {budget}")
+        self.budget = budget
+        self.used = 0
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, n_tokens: int) -> AsyncIterator[None]:
+        n = min(n_tokens, self.budget)
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.used + n <= self.budget)
+            self.used += n
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self.used -= n
+                self._changed.notify_all()
 
 
 class Connection:

@@ -30,6 +30,7 @@ from hexamer.carbon import Carbon
 from hexamer.engine import Engine, EngineConfig
 from hexamer.engine.kv_manager import kv_bytes_per_token
 from hexamer.finetune.apply import Predictor, check_head_folder
+from hexamer.finetune.shared import load_served_head
 from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, format_bytes
 from hexamer.server.completions import create_completion
 from hexamer.server.detok import TokenStrings
@@ -149,7 +150,10 @@ def load_head(head: str | os.PathLike[str] | Predictor, carbon: Carbon) -> tuple
     if isinstance(head, Predictor):
         return head, str(head.model.tokenizer.name_or_path or "head")
     check_head_folder(head)
-    predictor = Predictor.load(head, dtype=carbon.model.dtype, device=str(carbon.backend.device))
+    # on the served model's own decoder when the folder's backbone is the same tensors (a probe's)
+    lm_folder = carbon.tokenizer.name_or_path or None
+    predictor, shared = load_served_head(head, carbon.model, lm_folder, device=str(carbon.backend.device))
+    log.info(json.dumps({"event": "head_loaded", "head": os.fspath(head), "backbone_shared": shared}))
     return predictor, os.path.basename(os.path.normpath(os.fspath(head)))
 
 

@@ -28,7 +28,6 @@ from hexamer.engine import Request, RequestState
 from hexamer.engine.request import TokenLogprobs
 from hexamer.server.completion_input import CompletionPrompt, PreparedCompletion, prepare_completion
 from hexamer.server.completion_logprobs import (
-    LOGPROB_FLOOR,
     legacy_logprobs,
     legacy_logprobs_json,
     prompt_logprobs_json,
@@ -47,7 +46,7 @@ from hexamer.server.streaming import (
 )
 from hexamer.server.worker import Submission
 
-__all__ = ["LOGPROB_FLOOR", "CompletionRun", "create_completion"]
+__all__ = ["CompletionRun", "create_completion"]
 
 
 @dataclass

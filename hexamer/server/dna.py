@@ -24,6 +24,7 @@ from starlette.responses import Response
 from hexamer.backend.results import FailedResultWarning, ScoreResult, UnscoredSequenceWarning
 from hexamer.embed import embed_sequences
 from hexamer.embed.pooling import embedding_backend
+from hexamer.io.vcf.records import classify
 from hexamer.model.finite import non_finite_output
 from hexamer.server.dna_requests import OFFLOAD_CHARS, as_list, dna_problem, engine_job, tag_prefix
 from hexamer.server.errors import ApiError
@@ -31,10 +32,9 @@ from hexamer.server.response_size import check_response_values, score_terms
 from hexamer.server.schemas import DnaScoreRequest, DnaVepRequest, EmbeddingRequest
 from hexamer.server.state import ServerState
 from hexamer.server.streaming import JsonPieces, dumps, json_number, json_response, json_stream
-from hexamer.vep.engine import score_window_pairs
 from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, variant_windows
+from hexamer.vep.scoring import score_window_pairs
 from hexamer.vep.settings import VepSettings, VepSettingsError
-from hexamer.vep.variants import classify
 
 __all__ = ["dna_score", "dna_vep", "embeddings"]
 
@@ -149,7 +149,7 @@ async def dna_score(state: ServerState, http: HttpRequest, body: DnaScoreRequest
 async def dna_vep(state: ServerState, http: HttpRequest, body: DnaVepRequest) -> Response:
     """Window recipe of :mod:`hexamer.vep.recipes`: LL(alt window) - LL(ref window), with the
     same rules and the same shared-prefix scorer as ``hexamer vep``
-    (:func:`hexamer.vep.engine.score_window_pairs`: equal-length indel windows; ``skipped`` with a
+    (:func:`hexamer.vep.scoring.score_window_pairs`: equal-length indel windows; ``skipped`` with a
     reason for ALT equal to REF, N alleles and variants whose bases share a 6-mer with an N). The
     window is checked and fitted to the model by :meth:`hexamer.vep.VepSettings.checked`, as the
     CLI's is: the response gives the window used and the notes saying what was cut."""

@@ -1,35 +1,10 @@
-"""Public test helpers: build complete Carbon-format model folders with no download."""
+"""Test-only helpers: broken model folders (:mod:`~hexamer.testing.weights`), the CLI runner
+(:mod:`~hexamer.testing.cli`), fine-tuned head folders, hang and interrupt drills.
 
-from hexamer.testing.folders import (
-    SHAPES,
-    ModelShape,
-    build_carbon_folder,
-    build_carbon_folder_once,
-    build_overflowing_folder,
-    llama_config,
-    poison_weights,
-    qwen3_bpe_json,
-    random_llama_weights,
-    save_safetensors,
-    tiny_bpe_json,
-    write_tokenizer_files,
-)
-from hexamer.testing.qwen import CARBON_DNA_START_ID, QWEN3_ADDED_TOKENS, QWEN3_BPE_SIZE
+What product code also needs (model folders with random weights, random VCFs) is in
+:mod:`hexamer.synthetic`; product code never imports this package.
+"""
 
-__all__ = [
-    "CARBON_DNA_START_ID",
-    "QWEN3_ADDED_TOKENS",
-    "QWEN3_BPE_SIZE",
-    "SHAPES",
-    "ModelShape",
-    "build_carbon_folder",
-    "build_carbon_folder_once",
-    "build_overflowing_folder",
-    "llama_config",
-    "poison_weights",
-    "qwen3_bpe_json",
-    "random_llama_weights",
-    "save_safetensors",
-    "tiny_bpe_json",
-    "write_tokenizer_files",
-]
+from hexamer.testing.weights import OVERFLOW_TENSOR, build_overflowing_folder, poison_weights
+
+__all__ = ["OVERFLOW_TENSOR", "build_overflowing_folder", "poison_weights"]

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hexamer.testing.folders import build_carbon_folder_once
+from hexamer.synthetic import build_carbon_folder_once
 
 __all__ = ["build_head_folder"]
 

@@ -134,8 +134,8 @@ def _base_tokenizer_json(tok_json: dict[str, Any], dna_start: int) -> dict[str, 
     return data
 
 
-def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> TokenizerFiles:
-    """Read and cross-check the tokenizer files of a Carbon-format folder."""
+def _read_bpe_json(folder: Path) -> dict[str, Any]:
+    """``tokenizer.json``, checked to hold a byte-level BPE with a vocabulary."""
     tok_path = folder / "tokenizer.json"
     if not os.path.lexists(tok_path):
         present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
@@ -149,19 +149,22 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
         raise ModelFolderError(
             f"{tok_path}: model.type must be 'BPE' with a vocab, got {model.get('type')!r}"
         )
+    return tok_json
 
-    dna_cfg = read_json(folder / "dna_config.json")
-    tok_cfg = read_json(folder / "tokenizer_config.json") or {}
-    added_json = read_json(folder / "added_tokens.json") or {}
-    special_map = read_json(folder / "special_tokens_map.json") or {}
-    model_cfg = read_json(folder / "config.json")
-    gen_cfg = read_json(folder / "generation_config.json") or {}
 
-    # every (token -> id) the tokenizer.json knows, base and DNA alike
-    all_tokens: dict[str, int] = dict(model["vocab"])
+def _known_tokens(tok_json: dict[str, Any]) -> dict[str, int]:
+    """Every (token -> id) ``tokenizer.json`` knows, base and DNA alike."""
+    all_tokens: dict[str, int] = dict(tok_json["model"]["vocab"])
     for entry in tok_json.get("added_tokens") or []:
         all_tokens[entry["content"]] = int(entry["id"])
+    return all_tokens
 
+
+def _dna_layout(
+    folder: Path, dna_cfg: dict[str, Any] | None, tok_cfg: dict[str, Any], all_tokens: dict[str, int]
+) -> DnaLayout:
+    """The DNA block as ``dna_config.json`` describes it (or, without one, right after the base
+    vocabulary with ``tokenizer_config.json``'s ``k``)."""
     k = 6
     specials = list(DNA_SPECIAL_TOKENS)
     dna_start: int | None = None
@@ -185,10 +188,20 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
             f"{folder / 'dna_config.json'}: 'dna_start_id' must be an integer, got {dna_start!r}"
         )
     try:
-        layout = DnaLayout(dna_start_id=dna_start, k=k, special_tokens=tuple(specials))
+        return DnaLayout(dna_start_id=dna_start, k=k, special_tokens=tuple(specials))
     except ValueError as exc:
         raise ModelFolderError(f"{folder / 'dna_config.json'}: {exc}") from exc
 
+
+def _check_layout_agrees(
+    layout: DnaLayout,
+    dna_cfg: dict[str, Any] | None,
+    all_tokens: dict[str, int],
+    added_json: dict[str, Any],
+    model_cfg: dict[str, Any] | None,
+) -> None:
+    """The DNA block fits the BPE below it, and every file that states a size or a tag's id agrees."""
+    dna_start, k = layout.dna_start_id, layout.k
     base_ids = sorted({i for i in all_tokens.values() if i < dna_start})
     if len(base_ids) != dna_start or (base_ids and base_ids[-1] != dna_start - 1):
         raise ModelFolderError(
@@ -219,12 +232,17 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
             f"{dna_start} + DNA block {layout.dna_vocab_size}) gives {layout.vocab_size}"
         )
 
-    base_json = _base_tokenizer_json(tok_json, dna_start)
-    try:
-        bpe = Tokenizer.from_str(json.dumps(base_json))
-    except Exception as exc:
-        raise ModelFolderError(f"{tok_path} could not be loaded by the tokenizers library: {exc}") from exc
-    base_vocab = {t: i for t, i in all_tokens.items() if i < dna_start}
+
+def _special_ids(
+    layout: DnaLayout,
+    base_vocab: dict[str, int],
+    gen_cfg: dict[str, Any],
+    special_map: dict[str, Any],
+    tok_cfg: dict[str, Any],
+) -> tuple[int | None, int | None]:
+    """``(eos, pad)``: ``generation_config.json``'s ids first, then the special-token names of
+    ``special_tokens_map.json`` and ``tokenizer_config.json``; eos falls back to ``<|endoftext|>``,
+    pad to eos."""
 
     def lookup(value: Any) -> int | None:
         name = _token_content(value)
@@ -243,13 +261,44 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
     for name, value in (("eos_token_id", eos), ("pad_token_id", pad)):
         if value is not None and not 0 <= value < layout.vocab_size:
             raise ModelFolderError(f"{name}={value} is outside the vocabulary [0, {layout.vocab_size})")
+    return eos, pad
 
-    if auto_dna_tags is None:
-        source = dna_cfg if dna_cfg is not None and "auto_dna_tags" in dna_cfg else tok_cfg
-        auto_dna_tags = bool(source.get("auto_dna_tags", False))
+
+def _model_max_length(tok_cfg: dict[str, Any], model_cfg: dict[str, Any] | None) -> int | None:
+    """``tokenizer_config.json``'s ``model_max_length`` unless absent or a "no limit" sentinel, then
+    ``config.json``'s ``max_position_embeddings``."""
     max_len = tok_cfg.get("model_max_length")
     if not isinstance(max_len, int) or max_len > 10**9:
         max_len = (model_cfg or {}).get("max_position_embeddings")
+    return max_len if isinstance(max_len, int) else None
+
+
+def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> TokenizerFiles:
+    """Read and cross-check the tokenizer files of a Carbon-format folder."""
+    tok_json = _read_bpe_json(folder)
+    dna_cfg = read_json(folder / "dna_config.json")
+    tok_cfg = read_json(folder / "tokenizer_config.json") or {}
+    added_json = read_json(folder / "added_tokens.json") or {}
+    special_map = read_json(folder / "special_tokens_map.json") or {}
+    model_cfg = read_json(folder / "config.json")
+    gen_cfg = read_json(folder / "generation_config.json") or {}
+
+    all_tokens = _known_tokens(tok_json)
+    layout = _dna_layout(folder, dna_cfg, tok_cfg, all_tokens)
+    _check_layout_agrees(layout, dna_cfg, all_tokens, added_json, model_cfg)
+    dna_start = layout.dna_start_id
+    base_json = _base_tokenizer_json(tok_json, dna_start)
+    try:
+        bpe = Tokenizer.from_str(json.dumps(base_json))
+    except Exception as exc:
+        raise ModelFolderError(
+            f"{folder / 'tokenizer.json'} could not be loaded by the tokenizers library: {exc}"
+        ) from exc
+    base_vocab = {t: i for t, i in all_tokens.items() if i < dna_start}
+    eos, pad = _special_ids(layout, base_vocab, gen_cfg, special_map, tok_cfg)
+    if auto_dna_tags is None:
+        source = dna_cfg if dna_cfg is not None and "auto_dna_tags" in dna_cfg else tok_cfg
+        auto_dna_tags = bool(source.get("auto_dna_tags", False))
     return TokenizerFiles(
         folder=folder,
         bpe=bpe,
@@ -258,6 +307,6 @@ def load_tokenizer_files(folder: Path, auto_dna_tags: bool | None = None) -> Tok
         auto_dna_tags=auto_dna_tags,
         eos_token_id=eos,
         pad_token_id=pad,
-        model_max_length=max_len if isinstance(max_len, int) else None,
+        model_max_length=_model_max_length(tok_cfg, model_cfg),
         tokenizer_json=base_json,
     )

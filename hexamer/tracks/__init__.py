@@ -7,7 +7,15 @@ sequences longer than the model's context. Command: ``hexamer track``; docs: doc
 
 from hexamer.tracks.hub import hub_texts, write_hub
 from hexamer.tracks.regions import Region, RegionError, parse_region, parse_regions
-from hexamer.tracks.run import TrackBlock, TrackRunResult, iter_blocks, read_regions, run_tracks, window_plan
+from hexamer.tracks.run import (
+    TrackBlock,
+    TrackRunResult,
+    TrackSettings,
+    iter_blocks,
+    read_regions,
+    run_tracks,
+    window_plan,
+)
 from hexamer.tracks.values import KINDS, parse_kinds, track_names, track_values
 from hexamer.tracks.windows import (
     Window,
@@ -30,6 +38,7 @@ __all__ = [
     "RegionError",
     "TrackBlock",
     "TrackRunResult",
+    "TrackSettings",
     "Window",
     "check_stride",
     "hub_texts",

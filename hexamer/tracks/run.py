@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -102,7 +102,7 @@ class TrackRunResult:
 def read_regions(fasta: str | os.PathLike[str], regions: Sequence[str] | None) -> list[Region]:
     """The regions as they will be tracked (every contig when none is given), checked against the
     FASTA; cheap to call before loading a model (the prepared FASTA is reused by the run)."""
-    from hexamer.vep.variants import Reference
+    from hexamer.io.reference import Reference
 
     with Reference(fasta) as ref:
         chosen = parse_regions(regions, ref.lengths, ref.resolve) if regions else whole_reference(ref.lengths)
@@ -169,6 +169,27 @@ def iter_blocks(
             yield TrackBlock(region.contig, region.start + win.keep_start, text[keep], lp, tokens, failed)
 
 
+@dataclass(frozen=True)
+class TrackSettings:
+    """The options that decide a track job's files (those of ``hexamer track``), as
+    :func:`run_tracks` takes them: the track ``kinds`` and file ``formats``, the windows
+    (``window``, ``stride``; None: the model's context, half of it), the ``method`` and prompt
+    ``prefix``, and the hub's assembly (``hub_genome``; None: no hub) and contact e-mail."""
+
+    kinds: tuple[str, ...] = ("logprob", "entropy", "llr")
+    formats: tuple[str, ...] = ("bigwig",)
+    window: int | None = None
+    stride: int | None = None
+    method: Literal["fns", "exact"] = "fns"
+    prefix: str = ""
+    hub_genome: str | None = None
+    hub_email: str = "unknown@example.org"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keywords of :func:`run_tracks`."""
+        return asdict(self)
+
+
 def run_tracks(
     model: Any,
     fasta: str | os.PathLike[str],
@@ -189,7 +210,7 @@ def run_tracks(
     """Write every track of ``kinds`` in every format into ``out_dir`` (created if missing) and,
     with ``hub_genome`` (a UCSC assembly name such as ``hg38``), the track-hub files. Every
     problem with the options, the FASTA or the regions is raised before the first forward."""
-    from hexamer.vep.variants import Reference
+    from hexamer.io.reference import Reference
 
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:

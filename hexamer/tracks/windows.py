@@ -43,7 +43,7 @@ __all__ = [
 
 
 class _Scorer(Protocol):
-    """What the strided functions use of a model: ``hexamer.Carbon`` or ``RemoteCarbon``."""
+    """What the strided functions use of a model: a ``hexamer.Carbon``, local or served."""
 
     layout: Any
     tokenizer: Any

@@ -38,7 +38,6 @@ __all__ = [
     "build_example",
     "collate",
     "load_corpus",
-    "reverse_complement",
     "step_rng",
     "tokens_per_window",
     "validation_windows",

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from hexamer.io import reverse_complement
 from hexamer.model import LlamaModel, load_model
 from hexamer.tokenizer import CarbonTokenizer
-from hexamer.train.data import Segment, batches, load_corpus, reverse_complement, validation_windows
+from hexamer.train.data import Segment, batches, load_corpus, validation_windows
 from hexamer.train.objective import base_accuracy, supervised_logits
 
 __all__ = [

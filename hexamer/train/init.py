@@ -3,7 +3,7 @@
 A new model gets the real Carbon vocabulary layout (BPE, then ``<dna>``, ``</dna>``, ``<oov>``, the
 4,096 6-mers in ATCG order and the ``<unused_i>`` pads) with either the small test BPE or the real
 Qwen3 BPE, so everything hexamer (and ``transformers``) reads a trained checkpoint exactly like a
-Carbon one. Shapes come from :data:`hexamer.testing.SHAPES` (``tiny``, and the published 500M shape).
+Carbon one. Shapes come from :data:`hexamer.synthetic.SHAPES` (``tiny``, and the published 500M shape).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from hexamer.fns import kmer_digits
 from hexamer.model import LlamaModel, ModelConfig, load_model
 from hexamer.model.config import read_config_json
 from hexamer.model.quant import folder_quantization
-from hexamer.testing import QWEN3_ADDED_TOKENS, SHAPES, llama_config, write_tokenizer_files
+from hexamer.synthetic import QWEN3_ADDED_TOKENS, SHAPES, llama_config, write_tokenizer_files
 from hexamer.tokenizer import CarbonTokenizer
 
 __all__ = [

@@ -186,18 +186,112 @@ def train(
         torch.set_num_threads(threads)
 
 
-def _train(
-    config: TrainConfig,
-    *,
-    progress: bool,
-    console: Console | None,
-    on_step: Callable[[dict[str, Any]], None] | None,
-) -> TrainResult:
+@dataclass
+class _Session:
+    """One invocation's training state: data, model, optimizer, the step range still to run, and
+    what has been recorded (the saved run's records first when resuming)."""
+
+    config: TrainConfig
+    device: torch.device
+    bf16: bool
+    run_dir: Path
+    corpus: Corpus
+    sampler: WindowSampler
+    start: StartingPoint
+    model: Any
+    optimizer: torch.optim.Optimizer
+    pad_id: int
+    val_windows: list[tuple[str, str]]
+    first_step: int
+    last_step: int
+    history: list[dict[str, Any]]
+    validation: list[dict[str, Any]]
+    autocast: Any = field(default_factory=contextlib.nullcontext)
+    loss_value: float = math.nan
+    train_time: float = 0.0
+    bases_done: int = 0
+
+    @property
+    def speed(self) -> float:
+        """Bases per second of this invocation's optimizer steps."""
+        return self.bases_done / max(self.train_time, 1e-9)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "history": self.history, "validation": self.validation}
+
+    def validate(self, step: int) -> EvalResult | None:
+        """Evaluate on the held-out windows (if any) and record the result at ``step``."""
+        if not self.val_windows:
+            return None
+        self.model.eval()
+        res = evaluate_model(
+            self.model,
+            self.start.tokenizer,
+            self.val_windows,
+            batch_size=self.config.eval_batch_size,
+            device=self.device,
+            bf16=self.bf16,
+        )
+        self.model.train()
+        self.validation.append(
+            {
+                "step": step,
+                "val_accuracy": res.accuracy,
+                "val_bp_loss": res.bp_loss,
+                "val_bases": res.n_bases,
+                "val_accuracy_by_position": res.accuracy_by_position,
+            }
+        )
+        return res
+
+    def checkpoint(self, step: int) -> Path:
+        """Write the checkpoint of ``step`` and drop the ones beyond ``keep_checkpoints``."""
+        path = write_checkpoint(
+            self.run_dir,
+            step,
+            self.model,
+            self.optimizer,
+            self.start.hf_config,
+            self.start.tokenizer,
+            self.state_dict(),
+        )
+        prune_checkpoints(self.run_dir, self.config.keep_checkpoints)
+        return path
+
+
+def _model_overrides(config: TrainConfig) -> dict[str, Any]:
+    """The shape options a new model is built with (``None``: the init's own value)."""
+    return {
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_layers": config.num_layers,
+        "num_heads": config.num_heads,
+        "num_kv_heads": config.num_kv_heads,
+        "context_length": config.context_length,
+        "rope_theta": config.rope_theta,
+        "tie_embeddings": config.tie_embeddings,
+    }
+
+
+def _check_window_fits(config: TrainConfig, start: StartingPoint) -> None:
+    """A training window, with its tags, must fit the model's context."""
+    tokenizer, layout = start.tokenizer, start.tokenizer.layout
+    all_tags = {config.tag, *config.file_tags.values()}
+    need = tokens_per_window(tokenizer, config.window_bp, sorted(all_tags))
+    context = start.model.config.max_position_embeddings
+    if need > context:
+        raise ValueError(
+            f"a window of {config.window_bp} bp is {need} tokens with its tags, more than the model's "
+            f"context of {context}; lower --window-bp to at most {(context - need + -(-config.window_bp // layout.k)) * layout.k}"
+        )
+
+
+def _open_session(config: TrainConfig) -> _Session:
+    """Load the data and the starting model, restore a checkpoint when resuming, and check that
+    there is work left, all before the run folder is written."""
     device = _device(config)
     bf16 = _use_bf16(config, device)
-    run_dir = Path(config.output_dir)
     resume_from = _resume_source(config)
-
     corpus: Corpus = load_corpus(
         config.data,
         val_data=config.val_data,
@@ -208,31 +302,17 @@ def _train(
     sampler = WindowSampler(
         corpus.train, config.window_bp, rc_prob=config.rc_prob, tag_dropout=config.tag_dropout
     )
-    overrides = {
-        "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size,
-        "num_layers": config.num_layers,
-        "num_heads": config.num_heads,
-        "num_kv_heads": config.num_kv_heads,
-        "context_length": config.context_length,
-        "rope_theta": config.rope_theta,
-        "tie_embeddings": config.tie_embeddings,
-    }
     start = starting_point(
-        config.init, bpe=config.bpe, seed=config.seed, overrides=overrides, kmer_init=config.kmer_init
+        config.init,
+        bpe=config.bpe,
+        seed=config.seed,
+        overrides=_model_overrides(config),
+        kmer_init=config.kmer_init,
     )
-    tokenizer, layout = start.tokenizer, start.tokenizer.layout
-    all_tags = {config.tag, *config.file_tags.values()}
-    need = tokens_per_window(tokenizer, config.window_bp, sorted(all_tags))
-    context = start.model.config.max_position_embeddings
-    if need > context:
-        raise ValueError(
-            f"a window of {config.window_bp} bp is {need} tokens with its tags, more than the model's "
-            f"context of {context}; lower --window-bp to at most {(context - need + -(-config.window_bp // layout.k)) * layout.k}"
-        )
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else layout.end_id
+    _check_window_fits(config, start)
+    tokenizer = start.tokenizer
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.layout.end_id
     val_windows = validation_windows(corpus.val, config.window_bp, config.val_max_bp)
-
     model = start.model.to(device)
     model.train()
     optimizer = build_optimizer(model, config)
@@ -249,151 +329,162 @@ def _train(
     last_step = config.stop_at or config.steps
     if first_step >= last_step:
         raise ValueError(f"nothing to do: the run is already at step {first_step} (target {last_step})")
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config.to_json(run_dir / "train_config.json")
-    autocast = (
-        torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    )
-
-    def state_dict() -> dict[str, Any]:
-        return {"config": config.to_dict(), "history": history, "validation": validation}
-
-    def validate(step: int) -> EvalResult | None:
-        if not val_windows:
-            return None
-        model.eval()
-        res = evaluate_model(
-            model, tokenizer, val_windows, batch_size=config.eval_batch_size, device=device, bf16=bf16
-        )
-        model.train()
-        validation.append(
-            {
-                "step": step,
-                "val_accuracy": res.accuracy,
-                "val_bp_loss": res.bp_loss,
-                "val_bases": res.n_bases,
-                "val_accuracy_by_position": res.accuracy_by_position,
-            }
-        )
-        return res
-
-    last_ckpt: Path | None = None
-    final_dir: Path | None = None
-    loss_value = math.nan
-    train_time = 0.0
-    bases_done = 0
-    with _Reporter(progress, last_step, first_step, console) as rep:
-        rep.print(
-            f"[dim]{parameter_count(model):,} parameters on {device}{' (bf16 autocast)' if bf16 else ''}; "
-            f"{corpus.train_bp:,} bp train, {corpus.val_bp:,} bp held out "
-            f"({len(val_windows)} validation windows)[/dim]"
-        )
-        if sampler.skipped:
-            rep.print(f"[yellow]skipped {len(sampler.skipped)} sequence(s) shorter than the window[/yellow]")
-        for step in range(first_step, last_step):
-            t0 = time.perf_counter()
-            w = fns_weight_at(config, step)
-            lr = lr_at(config, step)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            micro = list(_step_batches(config, sampler, start, step, pad_id))
-            n_tokens = sum(b.n_full_tokens for b in micro)
-            n_bases = sum(b.n_bases for b in micro)
-            optimizer.zero_grad(set_to_none=True)
-            ce_sum = fns_sum = 0.0
-            for batch in micro:
-                with autocast:
-                    parts = batch_loss(
-                        model,
-                        batch.to(device),
-                        kmer_start=layout.kmer_start,
-                        fns_weight=w,
-                        token_norm=n_tokens,
-                        base_norm=n_bases,
-                        k=layout.k,
-                    )
-                parts.loss.backward()
-                ce_sum += parts.ce_sum
-                fns_sum += parts.fns_sum
-            grad_norm = (
-                float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
-                if config.max_grad_norm > 0
-                else math.nan
-            )
-            optimizer.step()
-            ce = ce_sum / max(n_tokens, 1) if w < 1 else math.nan
-            fns = fns_sum / max(n_bases, 1) if w > 0 else math.nan
-            loss_value = (0.0 if w == 1 else (1 - w) * ce) + (0.0 if w == 0 else w * fns)
-            if not math.isfinite(loss_value):
-                raise FloatingPointError(f"step {step + 1}: loss is {loss_value}; lower --lr")
-            elapsed = time.perf_counter() - t0
-            train_time += elapsed
-            bases_done += n_bases
-            done = step + 1
-            speed = bases_done / max(train_time, 1e-9)
-            record = {
-                "step": done,
-                "loss": loss_value,
-                "ce": ce,
-                "fns": fns,
-                "fns_weight": w,
-                "lr": lr,
-                "grad_norm": grad_norm,
-                "bases_per_s": speed,
-            }
-            if done % config.log_every == 0 or done == last_step:
-                history.append(
-                    {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
-                )
-            if on_step is not None:
-                on_step(record)
-            rep.update(
-                completed=done,
-                loss=f"{loss_value:.4f}",
-                stage="FNS" if w == 1 else "CE" if w == 0 else f"mix w={w:g}",
-                lr=f"{lr:.2e}",
-                speed=f"{speed:,.0f}",
-            )
-            if config.eval_every and done % config.eval_every == 0 and done != last_step:
-                res = validate(done)
-                if res is not None:
-                    rep.update(val=f"val acc {res.accuracy:.4f}")
-            if config.save_every and done % config.save_every == 0 and done != last_step:
-                last_ckpt = write_checkpoint(
-                    run_dir, done, model, optimizer, start.hf_config, tokenizer, state_dict()
-                )
-                prune_checkpoints(run_dir, config.keep_checkpoints)
-                _write_metrics(run_dir, history, validation)
-
-        done = last_step
-        res = validate(done)
-        if res is not None:
-            rep.update(val=f"val acc {res.accuracy:.4f}")
-            rep.print(
-                f"held-out: accuracy {res.accuracy:.4f} (per position "
-                f"{', '.join(f'{a:.3f}' for a in res.accuracy_by_position)}), bp loss {res.bp_loss:.4f}"
-            )
-        last_ckpt = write_checkpoint(
-            run_dir, done, model, optimizer, start.hf_config, tokenizer, state_dict()
-        )
-        prune_checkpoints(run_dir, config.keep_checkpoints)
-        if done == config.steps:
-            final_dir = write_model_folder(
-                run_dir / FINAL_DIR, model, start.hf_config, tokenizer, dtype=config.save_dtype
-            )
-        _write_metrics(run_dir, history, validation)
-
-    return TrainResult(
-        output_dir=run_dir,
-        step=last_step,
-        final_loss=loss_value,
-        checkpoint=last_ckpt,
-        final_dir=final_dir,
+    session = _Session(
+        config=config,
+        device=device,
+        bf16=bf16,
+        run_dir=Path(config.output_dir),
+        corpus=corpus,
+        sampler=sampler,
+        start=start,
+        model=model,
+        optimizer=optimizer,
+        pad_id=pad_id,
+        val_windows=val_windows,
+        first_step=first_step,
+        last_step=last_step,
         history=history,
         validation=validation,
-        train_seconds=train_time,
-        bases_per_second=bases_done / max(train_time, 1e-9),
-        n_parameters=parameter_count(model),
-        skipped_sequences=list(sampler.skipped),
+    )
+    if bf16:
+        session.autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return session
+
+
+def _optimizer_step(s: _Session, step: int) -> dict[str, Any]:
+    """One optimizer step (``grad_accum`` micro-batches, clipped, AdamW); returns its record."""
+    config, layout = s.config, s.start.tokenizer.layout
+    t0 = time.perf_counter()
+    w = fns_weight_at(config, step)
+    lr = lr_at(config, step)
+    for group in s.optimizer.param_groups:
+        group["lr"] = lr
+    micro = list(_step_batches(config, s.sampler, s.start, step, s.pad_id))
+    n_tokens = sum(b.n_full_tokens for b in micro)
+    n_bases = sum(b.n_bases for b in micro)
+    s.optimizer.zero_grad(set_to_none=True)
+    ce_sum = fns_sum = 0.0
+    for batch in micro:
+        with s.autocast:
+            parts = batch_loss(
+                s.model,
+                batch.to(s.device),
+                kmer_start=layout.kmer_start,
+                fns_weight=w,
+                token_norm=n_tokens,
+                base_norm=n_bases,
+                k=layout.k,
+            )
+        parts.loss.backward()
+        ce_sum += parts.ce_sum
+        fns_sum += parts.fns_sum
+    grad_norm = (
+        float(torch.nn.utils.clip_grad_norm_(s.model.parameters(), config.max_grad_norm))
+        if config.max_grad_norm > 0
+        else math.nan
+    )
+    s.optimizer.step()
+    ce = ce_sum / max(n_tokens, 1) if w < 1 else math.nan
+    fns = fns_sum / max(n_bases, 1) if w > 0 else math.nan
+    s.loss_value = (0.0 if w == 1 else (1 - w) * ce) + (0.0 if w == 0 else w * fns)
+    if not math.isfinite(s.loss_value):
+        raise FloatingPointError(f"step {step + 1}: loss is {s.loss_value}; lower --lr")
+    s.train_time += time.perf_counter() - t0
+    s.bases_done += n_bases
+    return {
+        "step": step + 1,
+        "loss": s.loss_value,
+        "ce": ce,
+        "fns": fns,
+        "fns_weight": w,
+        "lr": lr,
+        "grad_norm": grad_norm,
+        "bases_per_s": s.speed,
+    }
+
+
+def _after_step(
+    s: _Session, rep: _Reporter, record: dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None
+) -> None:
+    """Log the step, show it, and validate or checkpoint when the schedule says (the last step's
+    are left to :func:`_finish`)."""
+    config, done, w = s.config, record["step"], record["fns_weight"]
+    if done % config.log_every == 0 or done == s.last_step:
+        s.history.append(
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
+        )
+    if on_step is not None:
+        on_step(record)
+    rep.update(
+        completed=done,
+        loss=f"{s.loss_value:.4f}",
+        stage="FNS" if w == 1 else "CE" if w == 0 else f"mix w={w:g}",
+        lr=f"{record['lr']:.2e}",
+        speed=f"{s.speed:,.0f}",
+    )
+    if config.eval_every and done % config.eval_every == 0 and done != s.last_step:
+        res = s.validate(done)
+        if res is not None:
+            rep.update(val=f"val acc {res.accuracy:.4f}")
+    if config.save_every and done % config.save_every == 0 and done != s.last_step:
+        s.checkpoint(done)
+        _write_metrics(s.run_dir, s.history, s.validation)
+
+
+def _finish(s: _Session, rep: _Reporter) -> tuple[Path, Path | None]:
+    """Validate, checkpoint and (when the schedule is complete) write the final model folder:
+    ``(checkpoint, final folder or None)``."""
+    done = s.last_step
+    res = s.validate(done)
+    if res is not None:
+        rep.update(val=f"val acc {res.accuracy:.4f}")
+        rep.print(
+            f"held-out: accuracy {res.accuracy:.4f} (per position "
+            f"{', '.join(f'{a:.3f}' for a in res.accuracy_by_position)}), bp loss {res.bp_loss:.4f}"
+        )
+    checkpoint = s.checkpoint(done)
+    final_dir = None
+    if done == s.config.steps:
+        final_dir = write_model_folder(
+            s.run_dir / FINAL_DIR, s.model, s.start.hf_config, s.start.tokenizer, dtype=s.config.save_dtype
+        )
+    _write_metrics(s.run_dir, s.history, s.validation)
+    return checkpoint, final_dir
+
+
+def _train(
+    config: TrainConfig,
+    *,
+    progress: bool,
+    console: Console | None,
+    on_step: Callable[[dict[str, Any]], None] | None,
+) -> TrainResult:
+    s = _open_session(config)
+    s.run_dir.mkdir(parents=True, exist_ok=True)
+    config.to_json(s.run_dir / "train_config.json")
+    with _Reporter(progress, s.last_step, s.first_step, console) as rep:
+        rep.print(
+            f"[dim]{parameter_count(s.model):,} parameters on {s.device}{' (bf16 autocast)' if s.bf16 else ''}; "
+            f"{s.corpus.train_bp:,} bp train, {s.corpus.val_bp:,} bp held out "
+            f"({len(s.val_windows)} validation windows)[/dim]"
+        )
+        if s.sampler.skipped:
+            rep.print(
+                f"[yellow]skipped {len(s.sampler.skipped)} sequence(s) shorter than the window[/yellow]"
+            )
+        for step in range(s.first_step, s.last_step):
+            _after_step(s, rep, _optimizer_step(s, step), on_step)
+        checkpoint, final_dir = _finish(s, rep)
+    return TrainResult(
+        output_dir=s.run_dir,
+        step=s.last_step,
+        final_loss=s.loss_value,
+        checkpoint=checkpoint,
+        final_dir=final_dir,
+        history=s.history,
+        validation=s.validation,
+        train_seconds=s.train_time,
+        bases_per_second=s.speed,
+        n_parameters=parameter_count(s.model),
+        skipped_sequences=list(s.sampler.skipped),
     )

@@ -1,15 +1,16 @@
 """Variant-effect prediction with Carbon models: VCF + FASTA in, scores out.
 
-* :mod:`~hexamer.vep.variants`: VCF/BCF records, one :class:`Variant` per ALT; reference FASTA;
+* VCF/BCF records (one :class:`Variant` per ALT) are read by :mod:`hexamer.io.vcf`, the reference
+  FASTA by :class:`hexamer.io.reference.Reference`;
 * :mod:`~hexamer.vep.recipes`: the window-likelihood and next-base recipes, defined exactly, and
   their plain reference implementation;
 * :mod:`~hexamer.vep.settings`: :class:`VepSettings`, everything that decides the numbers;
-* :mod:`~hexamer.vep.engine`: :func:`score_variants`, the same numbers at throughput (shared
+* :mod:`~hexamer.vep.scoring`: :func:`score_variants`, the same numbers at throughput (shared
   prefixes, batching), and :func:`score_window_pairs` for windows you cut yourself; it plans
-  work units (:mod:`~hexamer.vep.planner`) and runs them on the model's backend
-  (:mod:`~hexamer.vep.runner`);
+  work units (:mod:`~hexamer.vep.planner`: frozen data of :mod:`~hexamer.vep.units`) and runs
+  them on the model's backend (:mod:`~hexamer.vep.runner`, a ``UnitRunner``);
 * :mod:`~hexamer.vep.output`: annotated VCF/BCF (``HEXAMER_*`` INFO fields) or a table;
-* :mod:`~hexamer.vep.resume`: :func:`run_vep`, a checkpointed job that a killed run can resume
+* :mod:`~hexamer.vep.job`: :func:`run_vep`, a checkpointed job that a killed run can resume
   (its chunk store: :mod:`~hexamer.vep.checkpoint`);
 * :mod:`~hexamer.vep.summary`: rows per status and reason in one line of plain words.
 
@@ -22,34 +23,28 @@
     run_vep(m, "calls.vcf.gz", "hg38.fa.gz", "scored.vcf.gz", settings=settings, resume=True)
 
 Its benchmark lives in :mod:`hexamer.bench.vep`, the published-scripts baseline in
-:mod:`hexamer.bench.baselines.published_vep`, random test VCFs in :mod:`hexamer.testing.vcf`.
+:mod:`hexamer.bench.baselines.published_vep`, random test VCFs in :mod:`hexamer.synthetic.vcf`.
 """
 
-from hexamer.vep.engine import (
+from hexamer.io.fasta import FastaError
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import VcfInputError, read_vcf
+from hexamer.io.vcf.records import Variant, VcfRecord, classify
+from hexamer.vep.job import ResumeError, VepRunResult, run_vep, sidecar_dir
+from hexamer.vep.output import output_kind, write_vep_output
+from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, RECIPES
+from hexamer.vep.scoring import score_variants, score_window_pairs
+from hexamer.vep.settings import (
     ROW_COLUMNS,
     STATUSES,
     ContigRenameWarning,
     SettingsFittedWarning,
-    score_variants,
-    score_window_pairs,
+    VepSettings,
 )
-from hexamer.vep.output import (
-    INFO_REASON,
-    INFO_RECIPE,
-    INFO_SCORE,
-    INFO_STATUS,
-    VcfWriteResult,
-    output_kind,
-    rejects_path,
-    write_rows,
-    write_vcf,
-    write_vep_output,
-)
-from hexamer.vep.recipes import DEFAULT_CONTEXT, DEFAULT_CONTEXT_GRID, DEFAULT_WINDOW, RECIPES
-from hexamer.vep.resume import ResumeError, VepRunResult, run_vep, sidecar_dir
-from hexamer.vep.settings import VepSettings
 from hexamer.vep.summary import status_summary
-from hexamer.vep.variants import FastaError, Reference, Variant, VcfInputError, VcfRecord, classify, read_vcf
+from hexamer.vep.table_output import write_rows
+from hexamer.vep.vcf_header import INFO_REASON, INFO_RECIPE, INFO_SCORE, INFO_STATUS
+from hexamer.vep.vcf_output import VcfWriteResult, rejects_path, write_vcf
 
 __all__ = [
     "DEFAULT_CONTEXT",

@@ -1,6 +1,6 @@
 """The checkpoint store of a resumable VEP job: sorted Parquet chunks of finished rows, each
 listed with its SHA-256 in ``chunks.json`` once written, merged :data:`CHUNK_FANIN` at a time, and
-read back as one sorted stream (see :mod:`hexamer.vep.resume` for the whole protocol)."""
+read back as one sorted stream (see :mod:`hexamer.vep.job` for the whole protocol)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from hexamer.io import TableWriter, atomic_path
-from hexamer.vep.output import row_schema
-from hexamer.vep.planner import Key, Row
+from hexamer.vep.rows import Key, Row, row_schema
 from hexamer.vep.settings import ROW_COLUMNS
 
 __all__ = [
@@ -29,6 +28,7 @@ __all__ = [
     "DoneKeys",
     "chunk_name",
     "file_sha256",
+    "input_identity",
     "merged_rows",
     "row_key",
 ]
@@ -50,6 +50,36 @@ def file_sha256(path: PathLike) -> str:
     """SHA-256 of a file's bytes, streamed (about 1.5 GB/s on one core)."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+#: bytes of an input read for its identity: the first and last MiB and :data:`SAMPLES` blocks between
+SAMPLE_EDGE = 1 << 20
+SAMPLES = 256
+SAMPLE_BLOCK = 4096
+
+
+def input_identity(path: PathLike) -> dict[str, Any]:
+    """An input file as a job knows it, without reading it through: its size, its mtime (ns), the
+    SHA-256 of a sample of its bytes (the first and last MiB and :data:`SAMPLES` evenly spaced
+    4 KiB blocks: the whole file up to 2 MiB and a bit). An edit changes the mtime, or the size, or
+    the bytes sampled; only an edit of unsampled bytes that keeps both the size and the mtime goes
+    unseen. A copy of the file (``cp`` without ``-p``) has another mtime: it is another input."""
+    size = os.stat(path).st_size
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        if size <= 2 * SAMPLE_EDGE + SAMPLES * SAMPLE_BLOCK:
+            digest.update(f.read())
+        else:
+            offsets = [0] + [
+                SAMPLE_EDGE + i * (size - 2 * SAMPLE_EDGE - SAMPLE_BLOCK) // (SAMPLES - 1)
+                for i in range(SAMPLES)
+            ]
+            for offset in offsets:
+                f.seek(offset)
+                digest.update(f.read(SAMPLE_EDGE if offset == 0 else SAMPLE_BLOCK))
+            f.seek(size - SAMPLE_EDGE)
+            digest.update(f.read(SAMPLE_EDGE))
+    return {"size": size, "mtime_ns": os.stat(path).st_mtime_ns, "sample_sha256": digest.hexdigest()}
 
 
 def row_key(row: Mapping[str, Any]) -> Key:

@@ -6,7 +6,7 @@
   - ``HEXAMER_SCORE`` (Number=A, Float): the score of each ALT, ``.`` where it was not scored;
   - ``HEXAMER_STATUS`` (Number=A, String): ``ok``, ``skipped``, ``ref_mismatch`` or ``failed``;
   - ``HEXAMER_REASON`` (Number=A, String): why an ALT is not ``ok`` (percent-encoded, see
-    :func:`vcf_escape`), ``.`` for ok ones; absent when all are ok;
+    :func:`~hexamer.vep.vcf_header.vcf_escape`), ``.`` for ok ones; absent when all are ok;
   - ``HEXAMER_SCORED_BP``/``HEXAMER_OOV_BP`` (Number=A, Integer): bases of each ALT's windows
     (or context) scored, and lost to ``<oov>`` 6-mers;
   - ``HEXAMER_RECIPE`` (Number=1, String): ``window`` or ``next_base``;
@@ -16,19 +16,19 @@
   VCF text stores floats with about 6 significant digits (htslib's ``%g``); tables keep float64.
   A record htslib cannot parse or write back becomes a stand-in record (CHROM, POS, ID, REF, the
   ALTs when known, the HEXAMER fields) when its CHROM and POS can be declared; otherwise its rows
-  go to the rejects table :func:`rejects_path`, so records in the VCF plus records rejected equal
+  go to the rejects table :func:`~hexamer.vep.vcf_output.rejects_path`, so records in the VCF plus records rejected equal
   the input's. A bgzipped VCF or a BCF is indexed (``.tbi``/``.csi``) when the records are sorted;
   otherwise a stale index of the same name is removed.
 * **Tables** (``.parquet``, ``.tsv``, ``.csv``, ``.jsonl``): one row per (record, ALT) with the
-  columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input order, and optionally chosen INFO
-  fields of the input (:func:`resolve_info_fields`) as ``info_<id>`` columns.
+  columns :data:`~hexamer.vep.scoring.ROW_COLUMNS`, in input order, and optionally chosen INFO
+  fields of the input (:func:`~hexamer.vep.table_output.resolve_info_fields`) as ``info_<id>`` columns.
 
 Both are written atomically: a killed job leaves the previous file (or none), never half of one;
 a VCF, its index and its rejects table are all complete before any of them is renamed into place.
 Rows are sorted in memory by ``(record, alt_index)`` first, unless ``presorted=True`` says they
 already are: then they are streamed (any iterable, read once), tables in batches of
-:data:`TABLE_BATCH_ROWS` rows and the VCF by walking the input and the rows together, so memory
-does not grow with the number of rows (:func:`hexamer.vep.resume.run_vep` writes this way).
+:data:`~hexamer.vep.table_output.TABLE_BATCH_ROWS` rows and the VCF by walking the input and the rows together, so memory
+does not grow with the number of rows (:func:`hexamer.vep.job.run_vep` writes this way).
 
 This module picks the writer by extension; the work is done by :mod:`~hexamer.vep.vcf_output`
 (the annotated VCF), :mod:`~hexamer.vep.vcf_header` (its header), :mod:`~hexamer.vep.table_output`
@@ -42,47 +42,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hexamer.io import table_format
-from hexamer.vep.rows import row_schema
-from hexamer.vep.table_output import (
-    INFO_COLUMN_PREFIX,
-    TABLE_BATCH_ROWS,
-    InfoField,
-    join_info,
-    resolve_info_fields,
-    write_rows,
-)
-from hexamer.vep.vcf_header import (
-    INFO_PHRED,
-    INFO_RAW,
-    INFO_REASON,
-    INFO_RECIPE,
-    INFO_SCORE,
-    INFO_STATUS,
-    vcf_escape,
-)
-from hexamer.vep.vcf_output import VCF_SUFFIXES, VcfWriteResult, rejects_path, write_vcf
+from hexamer.io.vcf.reader import WriterView
+from hexamer.vep.table_output import InfoField, write_rows
+from hexamer.vep.vcf_output import VCF_SUFFIXES, VcfWriteResult, write_vcf
 
-__all__ = [
-    "INFO_COLUMN_PREFIX",
-    "INFO_PHRED",
-    "INFO_RAW",
-    "INFO_REASON",
-    "INFO_RECIPE",
-    "INFO_SCORE",
-    "INFO_STATUS",
-    "TABLE_BATCH_ROWS",
-    "InfoField",
-    "VcfWriteResult",
-    "join_info",
-    "output_kind",
-    "rejects_path",
-    "resolve_info_fields",
-    "row_schema",
-    "vcf_escape",
-    "write_rows",
-    "write_vcf",
-    "write_vep_output",
-]
+__all__ = ["output_kind", "write_vep_output"]
 
 PathLike = str | os.PathLike[str]
 
@@ -108,13 +72,15 @@ def write_vep_output(
     info: Iterable[InfoField] | None = None,
     calibrated: bool = False,
     extra_columns: Mapping[str, str] | None = None,
+    source: WriterView | None = None,
 ) -> VcfWriteResult | int:
     """Write rows as an annotated VCF or a table, by the extension of ``path``.
 
-    ``presorted``, ``contigs`` and ``provenance`` are as for :func:`write_vcf`, ``info`` as for
-    :func:`write_rows` (tables ignore ``contigs`` and ``provenance``; a VCF keeps its INFO anyway).
+    ``presorted``, ``contigs`` and ``provenance`` are as for :func:`~hexamer.vep.vcf_output.write_vcf`, ``info`` as for
+    :func:`~hexamer.vep.table_output.write_rows` (tables ignore ``contigs`` and ``provenance``; a VCF keeps its INFO anyway).
     ``extra_columns`` (``column -> description``) are float64 values the rows carry beyond the
-    standard columns: table columns, or ``HEXAMER_<column>`` INFO fields in a VCF.
+    standard columns: table columns, or ``HEXAMER_<column>`` INFO fields in a VCF. ``source``
+    (VCF only) is what the scoring pass kept of ``vcf_in``, as for :func:`~hexamer.vep.vcf_output.write_vcf`.
     """
     if output_kind(path) == "vcf":
         return write_vcf(
@@ -127,6 +93,7 @@ def write_vep_output(
             provenance=provenance,
             calibrated=calibrated,
             extra_columns=extra_columns,
+            source=source,
         )
     return write_rows(
         path,

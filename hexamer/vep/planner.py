@@ -1,126 +1,30 @@
 """Planning a block of VCF records: rows for what cannot be scored (with a status and a reason),
-and deterministic work units for the rest (window sites, next-base groups) that
-:class:`~hexamer.vep.runner.Runner` computes. Units depend only on the input, never on what was
-already done, so a resumed run recomputes exactly what an uninterrupted one computed."""
+and deterministic work units for the rest (:mod:`~hexamer.vep.units`: window sites, next-base
+groups, plain data) that a :class:`~hexamer.vep.units.UnitRunner` computes. Units depend only on
+the input, never on what was already done, so a resumed run recomputes exactly what an
+uninterrupted one computed. Units are packed by :func:`hexamer.engine.batching.padded_chunks`."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
-from hexamer.model.finite import non_finite_output
+from hexamer.backend.protocol import Backend
+from hexamer.engine.batching import padded_chunks
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import Variant, VcfRecord
 from hexamer.vep.recipes import (
-    WindowPair,
     context_anchor,
     context_start,
     leading_n,
-    variant_windows,
     window_bounds,
     window_pair_bounds,
     window_tokens,
 )
+from hexamer.vep.rows import Row, result_row
 from hexamer.vep.settings import VepSettings
-from hexamer.vep.variants import Reference, Variant, VcfRecord
+from hexamer.vep.units import NextBaseGroup, NextBaseUnit, WindowSite, WindowUnit, WorkUnit
 
-if TYPE_CHECKING:
-    from hexamer.backend.protocol import Backend
-    from hexamer.vep.runner import Runner
-
-__all__ = ["Key", "NextBaseGroup", "Planner", "Row", "WindowSite", "WorkUnit", "result_row"]
-
-Row = dict[str, Any]
-Key = tuple[int, int]
-
-
-def result_row(
-    v: Variant,
-    recipe: str,
-    status: str,
-    score: float | None = None,
-    reason: str | None = None,
-    *,
-    n_scored_bp: int | None = None,
-    n_oov_bp: int | None = None,
-) -> Row:
-    """One output row; an ``ok`` score that is not a finite number (the model's output was NaN or
-    infinite) makes the row ``failed`` with the reason, so no row is ``ok`` without a number."""
-    if status == "ok" and (score is None or not math.isfinite(score)):
-        status, score, reason = "failed", None, non_finite_output("score")
-    return {
-        "record": v.record,
-        "alt_index": v.alt_index,
-        "id": v.id,
-        "chrom": v.chrom,
-        "pos": v.pos,
-        "ref": v.ref,
-        "alt": v.alt,
-        "kind": v.kind,
-        "recipe": recipe,
-        "score": score,
-        "status": status,
-        "reason": reason,
-        "n_scored_bp": n_scored_bp,
-        "n_oov_bp": n_oov_bp,
-    }
-
-
-# --------------------------------------------------------------------------- planning
-
-
-@dataclass
-class WindowSite:
-    """Variants sharing one ref window ``[start, end)`` of a FASTA contig (sequences are fetched
-    when the unit runs, so a planned block holds coordinates, not megabases of windows)."""
-
-    contig: str
-    start: int
-    end: int
-    members: list[Variant] = field(default_factory=list)
-
-    def pairs(self, reference: Reference, window: int, grid: int, limit: int) -> list[WindowPair | None]:
-        """Each member's ref and alt windows (:func:`~hexamer.vep.recipes.variant_windows`: an
-        indel's windows reach up to its length difference beyond ``[start, end)``)."""
-        length = reference.lengths[self.contig]
-        reach = max(abs(len(v.alt) - len(v.ref)) for v in self.members)
-        lo, hi = max(0, self.start - reach), min(length, self.end + reach)
-        seq = reference.fetch(self.contig, lo, hi)
-
-        def fetch(a: int, b: int) -> str:
-            assert lo <= a <= b <= hi
-            return seq[a - lo : b - lo]
-
-        return [
-            variant_windows(fetch, v.start, v.ref, v.alt, length, window, grid, limit) for v in self.members
-        ]
-
-    def n_windows(self) -> int:
-        return 1 + len({(v.start, v.ref, v.alt) for v in self.members})
-
-    def max_bases(self) -> int:
-        return self.end - self.start + max(0, *(len(v.alt) - len(v.ref) for v in self.members))
-
-
-@dataclass
-class NextBaseGroup:
-    """Sites whose contexts start at the same base (so share a prefix), by position."""
-
-    contig: str
-    start: int
-    sites: dict[int, list[Variant]] = field(default_factory=dict)  # p0 -> variants
-
-
-@dataclass
-class WorkUnit:
-    """One deterministic piece of work and the variants whose rows it produces."""
-
-    variants: list[Variant]
-    run: Callable[[], list[Row]]
-
-    @property
-    def keys(self) -> list[Key]:
-        return [v.key for v in self.variants]
+__all__ = ["Planner"]
 
 
 class Planner:
@@ -207,62 +111,53 @@ class Planner:
 
     # ---------------------------------------------------------------- units
 
-    def units(self, scorable: list[Variant], runner: Runner) -> list[WorkUnit]:
+    def units(self, scorable: list[Variant]) -> list[WorkUnit]:
+        """The units of a block's scorable variants, in reference order."""
         if self.s.recipe == "window":
-            return self._window_units(scorable, runner)
-        return self._next_base_units(scorable, runner)
+            return list(self._window_units(scorable))
+        return list(self._next_base_units(scorable))
 
-    def _window_units(self, scorable: list[Variant], runner: Runner) -> list[WorkUnit]:
-        sites: dict[tuple[str, int, int], WindowSite] = {}
+    def _window_units(self, scorable: list[Variant]) -> list[WindowUnit]:
+        members: dict[tuple[str, int, int], list[Variant]] = {}
         for v in scorable:
             contig, _ = self.reference.resolve(v.chrom)
             assert contig is not None
             start, end = window_bounds(
                 v.start, len(v.ref), self.reference.lengths[contig], self.s.window, self.s.window_grid
             )
-            site = sites.get((contig, start, end))
-            if site is None:
-                site = sites[(contig, start, end)] = WindowSite(contig, start, end)
-            site.members.append(v)
+            members.setdefault((contig, start, end), []).append(v)
         order = self.reference.order
-        ordered = [sites[key] for key in sorted(sites, key=lambda c: (order[c[0]], c[1], c[2]))]
+        sites = [
+            WindowSite(*key, members=tuple(members[key]))
+            for key in sorted(members, key=lambda c: (order[c[0]], c[1], c[2]))
+        ]
         strands = 2 if self.s.rc_average else 1
-        units: list[WorkUnit] = []
-        batch: list[WindowSite] = []
-        rows = 0
-        for site in ordered:
-            n = strands * site.n_windows()
-            tokens = window_tokens(site.max_bases(), self.k)
-            if batch and (rows + n > self.s.batch_size or (rows + n) * tokens > self.token_budget):
-                units.append(self._window_unit(batch, runner))
-                batch, rows = [], 0
-            batch.append(site)
-            rows += n
-        if batch:
-            units.append(self._window_unit(batch, runner))
-        return units
+        return [
+            WindowUnit(tuple(chunk))
+            for chunk in padded_chunks(
+                sites,
+                [window_tokens(site.max_bases(), self.k) for site in sites],
+                rows=[strands * site.n_windows() for site in sites],
+                token_budget=self.token_budget,
+                max_rows=self.s.batch_size,
+            )
+        ]
 
-    def _window_unit(self, sites: list[WindowSite], runner: Runner) -> WorkUnit:
-        return WorkUnit([v for site in sites for v in site.members], lambda: runner.window(sites))
-
-    def _next_base_units(self, scorable: list[Variant], runner: Runner) -> list[WorkUnit]:
-        groups: dict[tuple[str, int], NextBaseGroup] = {}
+    def _next_base_units(self, scorable: list[Variant]) -> list[NextBaseUnit]:
+        groups: dict[tuple[str, int], dict[int, list[Variant]]] = {}
         for v in scorable:
             contig, _ = self.reference.resolve(v.chrom)
             assert contig is not None
             anchor = context_anchor(v.start, self.s.context, self.s.context_grid, self.k)
             start = context_start(anchor, v.start, self._leading_n(contig, anchor, v.start), self.k)
-            group = groups.get((contig, start))
-            if group is None:
-                group = groups[(contig, start)] = NextBaseGroup(contig, start)
-            group.sites.setdefault(v.start, []).append(v)
+            groups.setdefault((contig, start), {}).setdefault(v.start, []).append(v)
         order = self.reference.order
-        ordered = [groups[key] for key in sorted(groups, key=lambda c: (order[c[0]], c[1]))]
-        units = [
-            self._next_base_unit(ordered[i : i + self.s.batch_size], runner)
-            for i in range(0, len(ordered), self.s.batch_size)
+        ordered = [
+            NextBaseGroup(*key, sites={p: tuple(groups[key][p]) for p in sorted(groups[key])})
+            for key in sorted(groups, key=lambda c: (order[c[0]], c[1]))
         ]
-        return units
+        n = self.s.batch_size
+        return [NextBaseUnit(tuple(ordered[i : i + n])) for i in range(0, len(ordered), n)]
 
     def _leading_n(self, contig: str, anchor: int, p0: int) -> int:
         """N bases at the anchor, counted up to ``p0`` (cached per anchor; most anchors have none)."""
@@ -278,7 +173,3 @@ class Planner:
             n = leading_n(self.reference.fetch(contig, anchor, p0))
         self._lead[key] = (n, p0)
         return n
-
-    def _next_base_unit(self, groups: list[NextBaseGroup], runner: Runner) -> WorkUnit:
-        variants = [v for g in groups for p in sorted(g.sites) for v in g.sites[p]]
-        return WorkUnit(variants, lambda: runner.next_base(groups))

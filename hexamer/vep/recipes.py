@@ -77,8 +77,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.fns.tables import BASE_INDEX
+from hexamer.io import reverse_complement
 
 if TYPE_CHECKING:
     from hexamer.carbon import Carbon
@@ -92,7 +92,6 @@ __all__ = [
     "NextBaseContext",
     "WindowPair",
     "alt_window",
-    "bp_log_likelihood",
     "context_anchor",
     "context_start",
     "min_context",
@@ -103,7 +102,6 @@ __all__ = [
     "non_acgt_positions",
     "oov_bp",
     "pair_oov_bp",
-    "reverse_complement",
     "unscored_allele",
     "variant_windows",
     "window_bounds",
@@ -111,6 +109,7 @@ __all__ = [
     "window_delta",
     "window_ll",
     "window_pair_bounds",
+    "window_placement",
     "window_tokens",
 ]
 
@@ -132,14 +131,6 @@ def min_window(k: int = 6) -> int:
 def min_context(k: int = 6) -> int:
     """The shortest next-base context: :data:`MIN_FLANK_KMERS` whole k-mers (12 bp for 6-mers)."""
     return MIN_FLANK_KMERS * k
-
-
-_COMPLEMENT = str.maketrans("ACGTNacgtn", "TGCANtgcan")
-
-
-def reverse_complement(seq: str) -> str:
-    """Reverse complement (A<->T, C<->G, N stays N; case kept)."""
-    return seq.translate(_COMPLEMENT)[::-1]
 
 
 # --------------------------------------------------------------------------- window recipe
@@ -164,6 +155,13 @@ def window_centre(p0: int, grid: int = 1) -> int:
     if grid <= 1:
         return p0
     return grid * (p0 // grid) + grid // 2
+
+
+def window_placement(grid: int) -> str:
+    """How windows are placed, as outputs name it: ``centred`` on each variant (``grid`` 1, the
+    published recipe) or ``grid:G``, centred on G-bp tiles (:func:`window_centre`). The same variant
+    scores differently under two placements, so rows, headers and calibration tables say which."""
+    return "centred" if grid <= 1 else f"grid:{grid}"
 
 
 def window_pair_bounds(

@@ -6,15 +6,55 @@ checked as it is read, so a wrong claim fails instead of writing a shuffled file
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from hexamer.vep.engine import ROW_COLUMNS
+from hexamer.io.vcf.records import Variant
+from hexamer.model.finite import non_finite_output
+from hexamer.vep.settings import ROW_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["in_order", "ordered_rows", "row_key", "row_schema"]
+__all__ = ["Key", "Row", "in_order", "ordered_rows", "result_row", "row_key", "row_schema"]
+
+#: one output row: the columns :data:`~hexamer.vep.settings.ROW_COLUMNS` (plus a head's extras)
+Row = dict[str, Any]
+#: a row's place in the input: ``(record, alt_index)``
+Key = tuple[int, int]
+
+
+def result_row(
+    v: Variant,
+    recipe: str,
+    status: str,
+    score: float | None = None,
+    reason: str | None = None,
+    *,
+    n_scored_bp: int | None = None,
+    n_oov_bp: int | None = None,
+) -> Row:
+    """One output row; an ``ok`` score that is not a finite number (the model's output was NaN or
+    infinite) makes the row ``failed`` with the reason, so no row is ``ok`` without a number."""
+    if status == "ok" and (score is None or not math.isfinite(score)):
+        status, score, reason = "failed", None, non_finite_output("score")
+    return {
+        "record": v.record,
+        "alt_index": v.alt_index,
+        "id": v.id,
+        "chrom": v.chrom,
+        "pos": v.pos,
+        "ref": v.ref,
+        "alt": v.alt,
+        "kind": v.kind,
+        "recipe": recipe,
+        "score": score,
+        "status": status,
+        "reason": reason,
+        "n_scored_bp": n_scored_bp,
+        "n_oov_bp": n_oov_bp,
+    }
 
 
 def row_schema(extra: Iterable[str] = ()) -> pa.Schema:

@@ -25,25 +25,45 @@ from typing import Any, cast
 import torch
 
 from hexamer.backend.protocol import Backend, PrefixSharingBackend
-from hexamer.vep.planner import NextBaseGroup, Row, WindowSite, result_row
+from hexamer.io import reverse_complement
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.records import Variant
 from hexamer.vep.recipes import (
     WindowPair,
     next_base_scores,
     non_acgt_positions,
     oov_bp,
     pair_oov_bp,
-    reverse_complement,
     unscored_allele,
+    variant_windows,
     window_delta,
 )
+from hexamer.vep.rows import Row, result_row
 from hexamer.vep.settings import VepSettings
-from hexamer.vep.variants import Reference, Variant
+from hexamer.vep.units import NextBaseGroup, NextBaseUnit, WindowSite, WindowUnit, WorkUnit
 
-__all__ = ["Runner", "window_pair_scores"]
+__all__ = ["Runner", "site_pairs", "window_pair_scores"]
 
 
 def _same(x: str) -> str:
     return x
+
+
+def site_pairs(
+    site: WindowSite, reference: Reference, window: int, grid: int, limit: int
+) -> list[WindowPair | None]:
+    """Each member's ref and alt windows (:func:`~hexamer.vep.recipes.variant_windows`: an
+    indel's windows reach up to its length difference beyond ``[start, end)``), from one fetch."""
+    length = reference.lengths[site.contig]
+    reach = max(abs(len(v.alt) - len(v.ref)) for v in site.members)
+    lo, hi = max(0, site.start - reach), min(length, site.end + reach)
+    seq = reference.fetch(site.contig, lo, hi)
+
+    def fetch(a: int, b: int) -> str:
+        assert lo <= a <= b <= hi
+        return seq[a - lo : b - lo]
+
+    return [variant_windows(fetch, v.start, v.ref, v.alt, length, window, grid, limit) for v in site.members]
 
 
 def window_pair_scores(
@@ -88,8 +108,11 @@ def window_pair_scores(
 
 
 class Runner:
-    """Model work for the units: the shared-prefix scorers, or the recipes one window or context
-    at a time (``naive=True``, or a backend without ``supports_kv_sharing``)."""
+    """Model work for the units (a :class:`~hexamer.vep.units.UnitRunner`): the shared-prefix
+    scorers, or the recipes one window or context at a time (``naive=True``, or a backend without
+    ``supports_kv_sharing``). A subclass may score windows otherwise (a fine-tuned head,
+    :class:`hexamer.finetune.effects.EffectRunner`) by overriding :meth:`window_scores` and
+    :meth:`ok_row`."""
 
     def __init__(self, backend: Backend, reference: Reference, settings: VepSettings, naive: bool) -> None:
         self.backend = backend
@@ -103,13 +126,21 @@ class Runner:
         #: group sequences fetched by next_base_logprobs, reused to count their <oov> bases
         self._group_seqs: dict[tuple[str, int, int], str] = {}
 
+    def run(self, unit: WorkUnit) -> list[Row]:
+        """The rows of one unit (one per variant), by its kind."""
+        if isinstance(unit, WindowUnit):
+            return self.window(unit.sites)
+        if isinstance(unit, NextBaseUnit):
+            return self.next_base(unit.groups)
+        raise TypeError(f"not a VEP work unit: {unit!r}")
+
     # ------------------------------------------------------------ window
-    def window(self, sites: list[WindowSite]) -> list[Row]:
+    def window(self, sites: Sequence[WindowSite]) -> list[Row]:
         recipe, rc, k = self.s.recipe, self.s.rc_average, self.layout.k
         out: list[Row] = []
         todo: list[tuple[int, Variant, WindowPair, int]] = []  # (site, variant, windows, oov bases)
         for si, site in enumerate(sites):
-            pairs = site.pairs(self.reference, self.s.window, self.s.window_grid, self.limit)
+            pairs = site_pairs(site, self.reference, self.s.window, self.s.window_grid, self.limit)
             for v, pair in zip(site.members, pairs, strict=True):
                 if pair is None:  # the planner skips these; kept for callers that bypass it
                     out.append(
@@ -152,7 +183,7 @@ class Runner:
         )
 
     # ------------------------------------------------------------ next base
-    def next_base(self, groups: list[NextBaseGroup]) -> list[Row]:
+    def next_base(self, groups: Sequence[NextBaseGroup]) -> list[Row]:
         recipe = self.s.recipe
         out: list[Row] = []
         if self.naive:

@@ -1,23 +1,26 @@
 """Write VEP result rows as a table (``.parquet``, ``.tsv``, ``.csv``, ``.jsonl``).
 
-One row per (record, ALT) with the columns :data:`~hexamer.vep.engine.ROW_COLUMNS`, in input
+One row per (record, ALT) with the columns :data:`~hexamer.vep.scoring.ROW_COLUMNS`, in input
 order, plus chosen INFO fields of the input (:func:`resolve_info_fields`) as ``info_<id>``
 columns. Presorted rows are streamed in batches of :data:`TABLE_BATCH_ROWS`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hexamer.io import TableWriter, table_format
+from hexamer.io.vcf.header import complete_header
+from hexamer.io.vcf.reader import open_variant_file, read_vcf
+from hexamer.io.vcf.records import VcfRecord
 from hexamer.vep.rows import ordered_rows, row_schema
-from hexamer.vep.variants import VcfRecord, open_variant_file, read_vcf
-from hexamer.vep.vcf_header import complete_header
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,6 +30,8 @@ __all__ = [
     "TABLE_BATCH_ROWS",
     "InfoField",
     "join_info",
+    "join_kept_info",
+    "keep_info",
     "resolve_info_fields",
     "write_rows",
 ]
@@ -125,28 +130,88 @@ def join_info(
     other fields is (docs/vep.md): its cell cannot be filled, and an empty one would read as "the
     record has no such field"."""
     fields = list(fields)
+    return _join(rows, _captured(read_vcf(vcf_in, keep_records=True), fields), fields)
+
+
+def keep_info(
+    records: Iterable[VcfRecord], fields: Iterable[InfoField], sink: IO[bytes]
+) -> Iterator[VcfRecord]:
+    """``records`` (read with ``keep_records``) passed on without their pysam records, the chosen
+    INFO fields of each written to ``sink`` as they pass, one JSON line per record (values are
+    None, flags, numbers, NaN and infinities included, or text; never pickled: a sidecar is data,
+    not code): the pass that scores the input keeps what :func:`join_kept_info` needs, so the input
+    is not read again for them."""
+    fields = list(fields)
     numeric = [f for f in fields if f.type in ("Integer", "Float")]
-    records = read_vcf(vcf_in, keep_records=True)
-    current = None
-    malformed: str | None = None
+    for record in records:
+        sink.write(json.dumps(_capture(record, fields, numeric)).encode() + b"\n")
+        yield dataclasses.replace(record, record=None, text=None)
+
+
+def join_kept_info(
+    rows: Iterable[Mapping[str, Any]], kept: PathLike, fields: Iterable[InfoField]
+) -> Iterator[dict[str, Any]]:
+    """:func:`join_info` from the values :func:`keep_info` wrote to the file ``kept``."""
+
+    def entries() -> Iterator[_Kept]:
+        with open(kept, "rb") as f:
+            for line in f:
+                index, malformed, per_alt = json.loads(line)
+                yield index, malformed, [(values, fail) for values, fail in per_alt]
+
+    return _join(rows, entries(), list(fields))
+
+
+#: a record's INFO values as the table needs them: its index, the reason its numbers fail (or
+#: None), and per ALT index the values of the fields and the reason they fail (or None)
+_Kept = tuple[int, "str | None", list[tuple[list[Any], "str | None"]]]
+
+
+def _captured(records: Iterable[VcfRecord], fields: list[InfoField]) -> Iterator[_Kept]:
+    numeric = [f for f in fields if f.type in ("Integer", "Float")]
+    for record in records:
+        yield _capture(record, fields, numeric)
+
+
+def _capture(record: VcfRecord, fields: list[InfoField], numeric: list[InfoField]) -> _Kept:
+    malformed = malformed_number(record, numeric) if numeric else None
+    per_alt: list[tuple[list[Any], str | None]] = []
+    for alt_index in range(max(1, len(record.alts))):
+        values: list[Any] = []
+        fail: str | None = None
+        for field in fields:
+            value = None
+            if record.record is not None:
+                try:
+                    value = field.value(record.record, alt_index)
+                except UnicodeDecodeError as exc:
+                    fail = _undecodable_info(record, field, exc)  # the last one named, as before
+            values.append(value)
+        per_alt.append((values, fail))
+    return record.index, malformed, per_alt
+
+
+def _join(
+    rows: Iterable[Mapping[str, Any]], kept: Iterator[_Kept], fields: list[InfoField]
+) -> Iterator[dict[str, Any]]:
+    current: _Kept | None = None
     for row in rows:
-        while current is None or current.index < row["record"]:
-            current = next(records, None)
+        while current is None or current[0] < row["record"]:
+            current = next(kept, None)
             if current is None:
                 break
-            malformed = malformed_number(current, numeric) if numeric else None
-        found = current if current is not None and current.index == row["record"] else None
+        found = current if current is not None and current[0] == row["record"] else None
         out = dict(row)
         for field in fields:
             out[field.column] = None
-            if found is None or found.record is None:
-                continue
-            try:
-                out[field.column] = field.value(found.record, int(row["alt_index"]))
-            except UnicodeDecodeError as exc:
-                _fail(out, _undecodable_info(found, field, exc))
-        if found is not None and malformed is not None and out.get("status") != "failed":
-            _fail(out, malformed)
+        alt = int(row["alt_index"])
+        if found is not None and 0 <= alt < len(found[2]):
+            values, fail = found[2][alt]
+            out.update(zip((f.column for f in fields), values, strict=True))
+            if fail is not None:
+                _fail(out, fail)
+        if found is not None and found[1] is not None and out.get("status") != "failed":
+            _fail(out, found[1])
         yield out
 
 

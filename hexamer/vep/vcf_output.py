@@ -17,13 +17,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from hexamer.io import TableWriter
+from hexamer.io.vcf.header import (
+    CONTIG_NAME,
+    complete_header,
+    declare_end,
+    declare_symbolic,
+    declared_source,
+    quiet_htslib,
+)
+from hexamer.io.vcf.reader import WriterView, read_vcf
 from hexamer.io.writers import AtomicTarget
-from hexamer.vep.engine import ROW_COLUMNS
 from hexamer.vep.rows import in_order, row_key, row_schema
-from hexamer.vep.variants import read_vcf
+from hexamer.vep.settings import ROW_COLUMNS
 from hexamer.vep.vcf_header import (
     CALIBRATED_INFO,
-    CONTIG_NAME,
     HEXAMER_INFO,
     INFO_OOV_BP,
     INFO_PHRED,
@@ -35,13 +42,8 @@ from hexamer.vep.vcf_header import (
     INFO_STATUS,
     add_hexamer_info,
     add_provenance,
-    complete_header,
-    declare_end,
-    declare_symbolic,
-    declared_source,
     extra_info,
     extra_info_id,
-    quiet_htslib,
     vcf_escape,
 )
 
@@ -91,6 +93,7 @@ def write_vcf(
     provenance: Mapping[str, str] | None = None,
     calibrated: bool = False,
     extra_columns: Mapping[str, str] | None = None,
+    source: WriterView | None = None,
 ) -> VcfWriteResult:
     """Write ``vcf_in`` with the ``HEXAMER_*`` INFO fields of ``rows`` (from :func:`score_variants`).
 
@@ -105,6 +108,8 @@ def write_vcf(
     ``HEXAMER_RAW``/``HEXAMER_PHRED``, filled from rows that carry ``phred``. ``extra_columns``
     (``column -> description``: a fine-tuned head's effect per output) adds one Number=A Float INFO
     field per column, ``HEXAMER_<column>`` (:func:`~hexamer.vep.vcf_header.extra_info_id`).
+    ``source``: what the pass that scored ``vcf_in`` kept of it (a complete
+    :class:`~hexamer.io.vcf.reader.WriterView`), so a text VCF is not read again.
 
     Every input record is accounted for: written as it was (plus the INFO fields), or, when
     htslib cannot parse or write it, as a stand-in record (CHROM, POS, ID, REF or ``N``, ALT
@@ -124,7 +129,13 @@ def write_vcf(
             contigs = [r["chrom"] for r in in_memory if r.get("chrom")]
         in_memory.sort(key=row_key)
         ordered = iter(in_memory)
-    header, is_bcf, symbolic = complete_header(vcf_in)
+    kept = source is not None and source.complete
+    if kept:
+        assert source is not None
+        header, is_bcf, symbolic = source.header.copy(), source.is_bcf, set(source.symbolic)
+    else:
+        header, is_bcf, symbolic = complete_header(vcf_in)
+    body = source.body.name if kept and source is not None and source.body is not None else None
     # an input scored before (a hexamer output) holds fields of that run: none may be left over
     extra = dict(extra_columns or {})
     known = (*HEXAMER_INFO, *CALIBRATED_INFO, *extra_info(extra))
@@ -137,11 +148,11 @@ def write_vcf(
             if chrom and chrom not in header.contigs and CONTIG_NAME.match(chrom):
                 header.contigs.add(chrom)
         add_provenance(header, provenance)
-    with declared_source(header, is_bcf, vcf_in) as (source, header):
+    with declared_source(header, is_bcf, vcf_in, body) as (records, header):
         return _write_records(
             out_path,
             mode,
-            source,
+            records,
             header,
             ordered,
             recipe,

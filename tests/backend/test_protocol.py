@@ -7,7 +7,7 @@ import pytest
 from hexamer import Carbon
 from hexamer.backend import Backend, EmbeddingBackend, PrefixSharingBackend, UnsupportedOperation
 from hexamer.embed import embed_sequences
-from hexamer.remote import RemoteBackend, RemoteCarbon
+from hexamer.remote import RemoteBackend
 from tests.remote.fake_server import FakeSettings, make_app, serve
 
 
@@ -16,17 +16,17 @@ def test_remote_backend_declares_and_refuses_what_a_server_cannot_do(carbon: Car
         serve(make_app(carbon, FakeSettings(owned_by="vllm"))) as url,
         Carbon.from_server(url, tokenizer=carbon.tokenizer, top_n=4608) as remote,
     ):
-        assert isinstance(remote, RemoteCarbon)
+        assert isinstance(remote, Carbon)
         backend = remote.backend
         assert isinstance(backend, RemoteBackend) and isinstance(backend, Backend)
         assert backend.kind == "remote" and not backend.supports_kv_sharing
         assert not backend.supports_embeddings and not isinstance(backend, EmbeddingBackend)
-        assert remote.server_kind == "vllm"
+        assert backend.server_kind == "vllm"
         assert backend.max_prompt_tokens == backend.context_length - 1
         with pytest.raises(UnsupportedOperation, match="not logits"):
             backend.kmer_logits([[1, 2]])
         with pytest.raises(UnsupportedOperation, match="hidden states"):
-            embed_sequences(remote, ["ACGTAC"])  # type: ignore[arg-type]
+            embed_sequences(remote, ["ACGTAC"])
         seqs = ["ACGTACGGTACCATG", "TTGACATTGACA"]
         got = backend.window_log_likelihoods(seqs)
         want = carbon.backend.window_log_likelihoods(seqs)

@@ -28,7 +28,7 @@ from hexamer.bench.llamacpp import (
     top1_margins,
 )
 from hexamer.bench.llamacpp.tokenizer import _ConverterTokenizer
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 
 
 def _fake_tree(root: Path) -> Path:
@@ -260,6 +260,60 @@ def test_backend_reports_missing_llama_cpp(tiny_folder: Path, monkeypatch: pytes
         LlamaCppBackend(tiny_folder, dtype="int8")
     with pytest.raises(ValueError, match="kv_type"):
         LlamaCppBackend(tiny_folder, kv_type="q4")
+
+
+def test_bench_times_every_backend_per_batch_with_a_stand_in_peer(
+    tiny_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bench's rounds, rows and notes, with a stand-in for llama.cpp (no peer needed)."""
+    from types import SimpleNamespace
+
+    from hexamer.bench.llamacpp import run as run_module
+
+    calls: list[tuple[int, int]] = []
+
+    class Peer:
+        outtype = "f32"
+
+        def __init__(self, folder: Path, **_: object) -> None:
+            self.folder, self.closed = folder, False
+
+        def available(self) -> tuple[bool, str]:
+            return True, ""
+
+        def load(self) -> None:
+            pass
+
+        def check_parity(self, carbon: object, prompts: list[str], **_: object) -> object:
+            return SimpleNamespace(
+                summary=lambda: "parity (stand-in)", documented=["doc"], check=lambda: None
+            )
+
+        def generate(self, items: list[str], bp: int, *, batch: int, **_: object) -> tuple[None, object]:
+            calls.append((len(items), bp))
+            return None, SimpleNamespace(prefill_s=0.01, step_s=[0.002, 0.004])
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(run_module, "LlamaCppBackend", Peer)
+    lines: list[str] = []
+    report = llamacpp.run_llamacpp_bench(
+        folder=tiny_folder, batch_sizes=(1, 2), prompt_bp=24, new_bp=12, repeats=2,
+        hexamer_modes=("token", "bp"), threads=1, log=lines.append,
+    )  # fmt: skip
+    assert [(r["backend"], r["batch"]) for r in report.rows] == [
+        (b, n) for n in (1, 2) for b in ("hexamer token level", "hexamer bp level", "llama.cpp")
+    ]
+    assert calls == [(1, 12), (1, 12), (1, 12), (2, 12), (2, 12), (2, 12)]  # warm-up, then 2 rounds
+    peer = [r for r in report.rows if r["backend"] == "llama.cpp"]
+    assert all(r["× llama.cpp"] == 1.0 and r["prefill s"] == 0.01 for r in peer)
+    assert all(r["median step ms"] == pytest.approx(3.0) for r in peer)
+    assert all(r["bp/s"] > 0 and r["seconds"] > 0 for r in report.rows)
+    assert (
+        report.notes[:2] == ["parity (stand-in)", "doc"] and "best of 2 alternating rounds" in report.notes[2]
+    )
+    assert lines[0] == "parity (stand-in)" and len(lines) == 1 + 2 * 2 * 3
 
 
 # ------------------------------------------------------------------ with llama.cpp

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from hexamer.bench import timing
-from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first, run_rounds, spread_warning
+from hexamer.bench.timing import (
+    MIN_ROUNDS,
+    Timing,
+    best_of,
+    put_spread_warning_first,
+    run_rounds,
+    spread_warning,
+)
 
 
 def test_rounds_warm_up_alternate_and_never_fall_below_three() -> None:
@@ -15,6 +22,14 @@ def test_rounds_warm_up_alternate_and_never_fall_below_three() -> None:
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then A B / B A / A B
     assert [len(t.seconds) for t in out.values()] == [MIN_ROUNDS, MIN_ROUNDS]
     assert out["a"].result == "A" and out["b"].result == "B"
+
+
+def test_best_of_keeps_the_fastest_run_and_the_last_result() -> None:
+    clock = iter([0.0, 3.0, 10.0, 11.0, 20.0, 22.0])  # runs of 3 s, 1 s, 2 s
+    calls: list[int] = []
+    seconds, result = best_of(lambda: calls.append(len(calls)) or len(calls), 3, clock=lambda: next(clock))
+    assert (seconds, result, calls) == (1.0, 3, [0, 1, 2])
+    assert best_of(lambda: "once", 0)[1] == "once"  # at least one run
 
 
 def test_timing_statistics() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from hexamer import Carbon
 from hexamer.bench.vep import bench_vep
-from hexamer.testing.vcf import write_random_vcf
+from hexamer.synthetic.vcf import write_random_vcf
 from tests.vep.conftest import FASTA
 
 TOL = 1e-4

@@ -10,8 +10,8 @@ import pytest
 from hexamer import Carbon
 from hexamer.calibration import calibrate, sample_regions
 from hexamer.calibration.table import CalibrationMismatch
+from hexamer.io.reference import Reference
 from hexamer.ism import ism_settings, saturation_mutagenesis
-from hexamer.vep.variants import Reference
 
 FASTA = Path(__file__).resolve().parents[1] / "data" / "vep" / "chr20_slice.fa.gz"
 warnings.filterwarnings("ignore", category=UserWarning, module="hexamer")

@@ -63,6 +63,23 @@ def test_save_load_round_trip_and_check(tmp_path) -> None:
         back.check("abc", VepSettings(recipe="next_base"))
 
 
+def test_scores_of_another_window_placement_are_refused_by_name() -> None:
+    """A table made on 128-bp tiles does not rank variant-centred scores (the default of every
+    command), nor the other way round: the error names both placements and the option."""
+    tiled = table()
+    with pytest.raises(
+        CalibrationMismatch,
+        match=r"window placement centred \(the calibration's: grid:128, --window-grid 128\)",
+    ):
+        tiled.check("abc", VepSettings(window=600))
+    centred = Calibration.from_scores(range(20), model="abc", settings={**WINDOW, "window_grid": 1})
+    with pytest.raises(
+        CalibrationMismatch, match=r"window placement grid:64 \(the calibration's: centred, --window-grid 1\)"
+    ):
+        centred.check("abc", VepSettings(window=600, window_grid=64))
+    centred.check("abc", VepSettings(window=600))
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [

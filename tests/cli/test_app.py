@@ -44,7 +44,7 @@ def test_demo_runs_on_the_shipped_demo_model(tmp_path: Path) -> None:
 
 
 def test_builtin_tiny_model_is_built_once(tmp_path: Path) -> None:
-    from hexamer.cli.app import builtin_tiny_model
+    from hexamer.default_model import builtin_tiny_model
 
     first = builtin_tiny_model()
     assert (first / "config.json").is_file() and builtin_tiny_model() == first

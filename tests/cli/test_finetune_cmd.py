@@ -160,3 +160,53 @@ def test_finetune_option_ranges_are_checked_when_parsed(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
     result = run([*base, "--layer", "9"])
     assert result.exit_code == 2 and "layer" in error_message(result)
+
+
+def test_finetune_recipe_knobs_and_the_logistic_probe(tmp_path: Path) -> None:
+    from hexamer.finetune.state import read_fit_state
+
+    data = write_motif_table(tmp_path / "motif.tsv", n=60)
+    reg = ["finetune", "-m", DEMO, "--train", data, "--task", "regression", "--label-columns", "activity"]
+    out = tmp_path / "reg"
+    run_json(
+        [
+            *reg,
+            "--output-dir",
+            out,
+            "--no-baseline",
+            "--duplicate-above",
+            "1.5",
+            "--adam-beta2",
+            "0.95",
+            *PROBE,
+        ]
+    )
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert any("high-activity training rows repeated 1 more time" in n for n in metrics["notes"])
+    options = read_fit_state(out)["options"]
+    assert (
+        options["adam_beta2"] == 0.95
+        and options["pearson_lambda"] == 0.2
+        and options["plateau_patience"] == 3
+    )
+    both = [*reg, "--output-dir", tmp_path / "x", "--duplicate-above", "1", "--duplicate-quantile", "0.9"]
+    assert "not both" in str(usage_error(both))
+    cls = [
+        "finetune",
+        "-m",
+        DEMO,
+        "--train",
+        data,
+        "--task",
+        "classification",
+        "--label-columns",
+        "has_motif",
+    ]
+    summary = run_json(
+        [*cls, "--output-dir", tmp_path / "cls", "--no-baseline", "--method", "probe", "--probe-logistic"]
+    )
+    assert summary["selection_metric"] == "mcc"
+    history = json.loads((tmp_path / "cls" / "metrics.json").read_text())["fit"]["history"]
+    assert history[-1]["probe"]["C"] in (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
+    result = run([*cls, "--output-dir", tmp_path / "y", "--probe-logistic"])  # the default method is full
+    assert result.exit_code == 2 and "probe_logistic is for method='probe'" in error_message(result)

@@ -73,6 +73,91 @@ def test_vep_calibration_info_keys(tiny_folder, tmp_path) -> None:
                 assert rec.info["HEXAMER_PHRED"][0] >= 0
 
 
+def test_ism_vep_and_calibrate_share_their_defaults(tiny_folder, tmp_path) -> None:
+    """No recipe option but the window length: one SNV scores the same through ``vep`` and ``ism``,
+    and a default ``calibrate`` table fits both; a table made on 128-bp tiles is refused by name."""
+    one = tmp_path / "one.vcf"
+    one.write_text("##fileformat=VCFv4.2\n##contig=<ID=20>\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n")
+    ism_out, vep_out, cal = tmp_path / "ism.parquet", tmp_path / "vep.parquet", tmp_path / "cal.json"
+    run_json(
+        [
+            "calibrate",
+            "-m",
+            tiny_folder,
+            "--fasta",
+            FASTA,
+            "-o",
+            cal,
+            *SMALL,
+            "--regions",
+            "2",
+            "--region-bp",
+            "5",
+        ]
+    )
+    run_json(
+        [
+            "ism",
+            "-m",
+            tiny_folder,
+            "--fasta",
+            FASTA,
+            "-r",
+            "20:60301",
+            "-o",
+            ism_out,
+            *SMALL,
+            "--calibration",
+            cal,
+        ]
+    )
+    ism_rows = pq.read_table(ism_out).to_pylist()
+    snv = ism_rows[1]
+    with one.open("a") as f:
+        f.write(f"20\t{snv['pos']}\t.\t{snv['ref']}\t{snv['alt']}\t.\t.\t.\n")
+    run_json(
+        [
+            "vep",
+            "-m",
+            tiny_folder,
+            "--vcf",
+            one,
+            "--fasta",
+            FASTA,
+            "-o",
+            vep_out,
+            *SMALL,
+            "--calibration",
+            cal,
+        ]
+    )
+    (vep_row,) = pq.read_table(vep_out).to_pylist()
+    assert snv["status"] == vep_row["status"] == "ok" and snv["window_placement"] == "centred"
+    assert snv["score"] == vep_row["score"] and snv["phred"] == vep_row["phred"]
+    tiled = tmp_path / "tiled.json"
+    run_json(["calibrate", "-m", tiny_folder, "--fasta", FASTA, "-o", tiled, *SMALL, "--window-grid", "120",
+              "--regions", "2", "--region-bp", "5"])  # fmt: skip
+    bad = run(
+        [
+            "ism",
+            "-m",
+            tiny_folder,
+            "--fasta",
+            FASTA,
+            "-r",
+            "20:60301",
+            "-o",
+            ism_out,
+            *SMALL,
+            "--calibration",
+            tiled,
+        ]
+    )
+    assert bad.exit_code == 2 and "window placement centred (the calibration's: grid:120" in error_message(
+        bad
+    )
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [

@@ -208,7 +208,7 @@ def test_positional_and_fasta_sequences_are_checked_alike(tiny_folder: Path, tmp
 
 
 def test_count_records_gives_the_progress_total(fasta: Path, tmp_path: Path) -> None:
-    from hexamer.cli.jobs import count_records
+    from hexamer.cli.sequence_jobs import count_records
 
     assert count_records(["ACGT", "TTGA"], None) == 2
     assert count_records(None, fasta) == 6  # bad records count: they are rows too

@@ -85,7 +85,7 @@ def test_counts_are_printed_as_words() -> None:
 
 def test_vep_token_budget_is_a_setting_resume_checks(tiny_folder: Path, tmp_path: Path) -> None:
     """--token-budget reaches the engine, and resuming with another value names the one to pass."""
-    from hexamer.vep.resume import sidecar_dir
+    from hexamer.vep.job import sidecar_dir
 
     out = tmp_path / "b.tsv"
     args = ["vep", "-m", str(tiny_folder), "--vcf", str(DATA / "edge_cases.vcf")]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hexamer.testing import build_carbon_folder, poison_weights
+from hexamer.synthetic import build_carbon_folder
+from hexamer.testing import poison_weights
 from hexamer.testing.cli import error_message, run, run_ok
 
 

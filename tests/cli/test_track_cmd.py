@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hexamer import Carbon
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from hexamer.testing.cli import error_message, run, run_json, usage_error
 from hexamer.tracks import scored_bases, strided_base_logprobs
 from tests.tracks.conftest import CONTEXT, OOV_FA

@@ -62,6 +62,18 @@ def test_file_is_byte_identical(pool, seqs, single, tmp_path, workers, shard_rec
     assert not run_folder(out).exists()
 
 
+def test_killed_driver_then_resume(pool, seqs, single, tmp_path) -> None:
+    """The embed-specific part of the drill: a driver killed mid-run resumes byte for byte (an
+    actor restart is the shared scheduler's, drilled fast by the vep, score and ism tests)."""
+    out = tmp_path / "emb.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        _embed(pool, seqs, out, 2, 20, on_progress=kill_after(40, KeyboardInterrupt))
+    result = _embed(pool, seqs, out, 2, 20, resume=True)
+    assert result.n_resumed >= 20
+    assert out.read_bytes() == single["parquet"].read_bytes()
+
+
+@pytest.mark.slow  # an actor's cold restart (torch, hexamer and the model loaded again): ~30 s
 def test_killed_actor_then_killed_driver_then_resume(pool, seqs, single, tmp_path) -> None:
     out = tmp_path / "emb.parquet"
     once = FaultPlan(exit_in_shard=1, once_file=str(tmp_path / "exited"))

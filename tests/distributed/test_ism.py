@@ -17,11 +17,11 @@ from hexamer import Carbon
 from hexamer.calibration import CalibrationMismatch, calibrate
 from hexamer.distributed import FaultPlan, WorkerPool, ism, run_folder
 from hexamer.distributed.ism import ism_shards
+from hexamer.io.reference import Reference
 from hexamer.ism import ism_settings, write_ism
 from hexamer.ism.mutagenesis import iter_mutagenesis, region_list, site_list
 from hexamer.ism.variants import ism_records
 from hexamer.testing.cli import error_message, run, run_json
-from hexamer.vep.variants import Reference
 
 from .conftest import FASTA, pool_fixture, resumed_after_kill, stopped
 
@@ -157,7 +157,7 @@ def test_resume_after_a_killed_driver_skips_committed_shards(pool, fasta, single
 
 
 def test_resume_refuses_another_job(pool, fasta, tmp_path) -> None:
-    from hexamer.vep.resume import ResumeError
+    from hexamer.vep.job import ResumeError
 
     out = tmp_path / "ism.tsv"
     stopped(partial(_ism, pool, fasta, out, shard_records=4), 1, 1)

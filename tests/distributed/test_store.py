@@ -7,7 +7,7 @@ import pytest
 
 from hexamer.distributed.sharding import shards_of
 from hexamer.distributed.store import ShardStore, run_folder
-from hexamer.vep.resume import ResumeError
+from hexamer.vep.job import ResumeError
 
 SCHEMA = pa.schema([("record", pa.int64()), ("chrom", pa.string())])
 META = {"format": "test/1", "settings": {"window": 600}, "command": "hexamer vep ..."}

@@ -3,6 +3,7 @@ shard size or faults; resume after a killed driver; a poisoned shard becomes fai
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from hexamer import Carbon
 from hexamer.distributed import FaultPlan, run_folder, run_vep, single_process_command
 from hexamer.vep import run_vep as run_vep_single
-from hexamer.vep.resume import ResumeError
+from hexamer.vep.job import ResumeError
 
 from .conftest import FASTA, SETTINGS, pool_fixture, resumed_after_kill, stopped
 
@@ -102,6 +103,18 @@ def test_resume_refuses_another_job(pool, job_vcf, tmp_path) -> None:
     stopped(partial(_run, pool, job_vcf, out, shard_records=4), 1, 1)
     with pytest.raises(ResumeError, match="shard_records"):
         _run(pool, job_vcf, out, 1, 8, resume=True)
+
+
+def test_resume_refuses_an_edited_input(pool, job_vcf, tmp_path) -> None:
+    """The input is known by size, mtime and sampled bytes (as a single-process job knows it)."""
+    vcf = tmp_path / "calls.vcf"
+    vcf.write_bytes(job_vcf.read_bytes())
+    out = tmp_path / "out.tsv"
+    stopped(partial(_run, pool, vcf, out, shard_records=4), 1, 1)
+    stat = vcf.stat()
+    os.utime(vcf, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # same bytes, touched
+    with pytest.raises(ResumeError, match=r"different job \(changed: vcf\)"):
+        _run(pool, vcf, out, 1, 4, resume=True)
 
 
 def test_a_poisoned_shard_becomes_failed_rows(pool, job_vcf, single, tmp_path) -> None:

@@ -36,3 +36,15 @@ def test_examples() -> None:
     assert list(padded_chunks("abc", [1, 10, 1], token_budget=10)) == [["a"], ["b"], ["c"]]
     assert list(padded_chunks("abc", [1, 1, 1], token_budget=None, max_rows=2)) == [["a", "b"], ["c"]]
     assert list(padded_chunks("", [], token_budget=5)) == []
+
+
+def test_items_of_several_rows_count_every_row() -> None:
+    # a VEP site is several windows: 3 + 2 rows fit 5, the next site of 2 does not
+    assert list(padded_chunks("abc", [4, 4, 4], token_budget=None, max_rows=5, rows=[3, 2, 2])) == [
+        ["a", "b"],
+        ["c"],
+    ]
+    # padded tokens are rows x the longest length of the chunk
+    assert list(padded_chunks("abc", [2, 5, 2], token_budget=20, rows=[2, 2, 1])) == [["a", "b"], ["c"]]
+    # an item larger than the bounds alone still gets its own chunk
+    assert list(padded_chunks("ab", [100, 1], token_budget=10, max_rows=2, rows=[4, 1])) == [["a"], ["b"]]

@@ -15,15 +15,10 @@ from hexamer import Carbon
 from hexamer.bench.spec import TINY_PAIR, build_spec_pair
 from hexamer.engine import Request, SamplingParams
 from hexamer.engine.draft import DraftRunner
-from hexamer.engine.speculative import (
-    AdaptiveK,
-    SpecConfig,
-    SpeculativeDecoder,
-    best_k,
-    check_compatible,
-)
+from hexamer.engine.spec_config import AdaptiveK, SpecConfig, best_k
+from hexamer.engine.speculative import SpeculativeDecoder, check_compatible
 from hexamer.fns import bp_sampling_probs, kmer_mask_from_positions, token_sampling_probs
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from hexamer.testing.cli import run, run_ok
 from hexamer.tokenizer import DnaLayout
 
@@ -329,7 +324,7 @@ def test_incompatible_or_unsupported(pair: tuple[Carbon, Carbon]) -> None:
     target, draft = pair
     check_compatible(target, draft)
     other = Carbon(draft.model, draft.tokenizer)
-    other.layout = dataclasses.replace(draft.layout, dna_start_id=draft.layout.dna_start_id - 1)
+    other.backend.layout = dataclasses.replace(draft.layout, dna_start_id=draft.layout.dna_start_id - 1)
     with pytest.raises(ValueError, match="layouts differ"):
         target.generate("ACGTAC", max_bp=6, draft=other)
     with pytest.raises(ValueError, match="stop_at_end_tag"):

@@ -15,15 +15,9 @@ from hexamer import Carbon
 from hexamer.evals.niah_build import NiahBuildConfig, build_niah
 from hexamer.evals.registry import get_task
 from hexamer.evals.task import DatasetSchemaError, EvalContext
-from hexamer.evals.tasks.niah import (
-    GenomeNiah,
-    cell_name,
-    ctx_label,
-    parse_cell,
-    parse_ctx,
-    value_logliks,
-    yarn_carbon,
-)
+from hexamer.evals.tasks.niah import GenomeNiah
+from hexamer.evals.tasks.niah_cells import cell_name, ctx_label, parse_cell, parse_ctx
+from hexamer.evals.tasks.niah_scoring import value_logliks, yarn_carbon
 from hexamer.fns import log_base_marginals
 from hexamer.tokenizer.dna import encode_dna
 from tests.evals.lookalike import write_parquet

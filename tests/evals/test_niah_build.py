@@ -20,7 +20,8 @@ from hexamer.evals.niah_build import (
     parse_depths,
     prompt_length_bp,
 )
-from hexamer.evals.tasks.niah import GenomeNiah, cell_name, parse_cell
+from hexamer.evals.tasks.niah import GenomeNiah
+from hexamer.evals.tasks.niah_cells import cell_name, parse_cell
 from hexamer.testing.cli import error_message, run, run_ok
 
 

@@ -15,7 +15,7 @@ from hexamer.evals.runner import run_task
 from hexamer.evals.scoring import sequence_loglik
 from hexamer.evals.task import DatasetSchemaError, EvalContext
 from hexamer.evals.tasks.vep_tasks import Brca2, TraitGymMendelian, crop_windows, variant_index
-from hexamer.vep.recipes import reverse_complement
+from hexamer.io import reverse_complement
 from tests.evals.lookalike import write_brca2, write_traitgym
 
 

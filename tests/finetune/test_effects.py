@@ -137,7 +137,7 @@ def test_window_defaults_to_the_training_length(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_another_head(predictor: Predictor, binary: Predictor, tmp_path: Path) -> None:
-    from hexamer.vep.resume import ResumeError
+    from hexamer.vep.job import ResumeError
 
     out = tmp_path / "eff.tsv"
     with pytest.raises(Killed):

@@ -6,9 +6,8 @@ import torch
 from safetensors.torch import load_file
 
 from hexamer.finetune.fit import fit
-from hexamer.finetune.folders import load_classifier
-from hexamer.finetune.lora import LoraOptions
-from hexamer.finetune.options import FitOptions
+from hexamer.finetune.folders import load_classifier, weight_files
+from hexamer.finetune.options import FitOptions, LoraOptions
 from hexamer.finetune.predict import predict
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.io import reverse_complement
@@ -23,7 +22,8 @@ class Interrupt(Exception):
 
 
 def _weights(folder: Path) -> dict[str, torch.Tensor]:
-    return load_file(str(folder / "model.safetensors"))
+    """Every tensor of a head folder (one file, or a probe's shards: backbone links + score)."""
+    return {k: v for f in weight_files(folder) for k, v in load_file(str(f)).items()}
 
 
 def test_full_fine_tuning_learns_gc_content(tiny_folder: Path, tmp_path: Path):
@@ -62,7 +62,7 @@ def test_probe_learns_on_the_demo_model(tmp_path: Path):
     saved = _weights(result.best_folder)
     base = load_file(str(DEMO / "model.safetensors"))
     name = "model.layers.0.self_attn.q_proj.weight"
-    torch.testing.assert_close(saved[name], base[name].float())
+    torch.testing.assert_close(saved[name].float(), base[name].float())
 
 
 def test_lora_learns_on_the_demo_model(tmp_path: Path):
@@ -130,7 +130,9 @@ def test_gradient_checkpointing_gives_the_same_step(tiny_folder: Path, tmp_path:
 def test_early_stopping_and_progress(tiny_folder: Path, tmp_path: Path):
     train, valid = gc_set(8, 24, seed=5), gc_set(4, 24, seed=6)
     seen = []
-    options = FitOptions(steps=10, batch_size=4, lr=1e-3, eval_every=1, patience=2, schedule="plateau")
+    options = FitOptions(
+        steps=10, batch_size=4, lr=1e-3, eval_every=1, patience=2, schedule="plateau", plateau_patience=1
+    )
     result = fit(
         tiny_folder, train, valid, REG, options, tmp_path / "run",
         metric=lambda y, p: 0.0, on_progress=seen.append,

@@ -5,18 +5,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hexamer.finetune.embedding_rows import train_dna_block_only
 from hexamer.finetune.folders import load_classifier, new_classifier, save_classifier
 from hexamer.finetune.head import HeadSettings
-from hexamer.finetune.lora import (
-    LORA_TARGETS,
-    LoraOptions,
-    add_lora,
-    load_adapter,
-    lora_modules,
-    merge_lora,
-    save_adapter,
-)
+from hexamer.finetune.lora import add_lora, load_adapter, lora_modules, merge_lora, save_adapter
+from hexamer.finetune.options import LORA_TARGETS, LoraOptions
 from hexamer.finetune.task import TaskSpec
+from hexamer.model.train_kernels import use_onednn_training_linears
 
 MULTI = TaskSpec("multiclass", ("y",), ("a", "b", "c"))
 
@@ -74,10 +69,13 @@ def test_adapter_round_trip_in_hexamer(tiny_folder: Path, tmp_path: Path, dna):
         torch.testing.assert_close(other(rows.ids, rows.mask), model(rows.ids, rows.mask), atol=1e-6, rtol=0)
 
 
-def test_one_step_equals_peft_on_transformers(tiny_folder: Path, tmp_path: Path, dna):
+@pytest.mark.parametrize("onednn", [False, True], ids=["plain", "onednn-linears"])
+def test_one_step_equals_peft_on_transformers(tiny_folder: Path, tmp_path: Path, dna, onednn: bool):
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
     model = _lora_model(tiny_folder)
+    if onednn:  # what fit trains with on a CPU
+        use_onednn_training_linears(model.backbone)
     save_adapter(model, tmp_path / "adapter", base_model=str(tiny_folder))
     config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["modules_to_save"] == ["score"]
@@ -109,3 +107,64 @@ def test_one_step_equals_peft_on_transformers(tiny_folder: Path, tmp_path: Path,
     score_key = "base_model.model.score.modules_to_save.default.weight"
     torch.testing.assert_close(model.score.weight.grad, peer_grads[score_key], atol=1e-5, rtol=1e-4)
     assert checked == 2 * len(LORA_TARGETS) * model.backbone.config.num_hidden_layers
+
+
+def test_full_step_with_onednn_linears_equals_transformers(tiny_folder: Path, tmp_path: Path, dna):
+    """Full fine-tuning as fit runs it on a CPU (oneDNN linears): loss and every gradient equal
+    transformers' LlamaForSequenceClassification on the same folder and batch."""
+    transformers = pytest.importorskip("transformers")
+    model = new_classifier(tiny_folder, HeadSettings(MULTI), seed=3)
+    folder = save_classifier(model, tmp_path / "head")
+    use_onednn_training_linears(model.backbone)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    peer = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
+    rows = model.encode(dna)
+    labels = torch.tensor([0, 2, 1, 2])
+    model.train()
+    peer.train()
+    loss = F.cross_entropy(model(rows.ids, rows.mask), labels)
+    out = peer(input_ids=rows.ids, attention_mask=rows.mask.long(), labels=labels)
+    torch.testing.assert_close(loss, out.loss, atol=1e-5, rtol=0)
+    loss.backward()
+    out.loss.backward()
+    peer_grads = {n: p.grad for n, p in peer.named_parameters()}
+    for name, p in model.named_parameters():
+        key = "model." + name.removeprefix("backbone.") if name.startswith("backbone.") else name
+        torch.testing.assert_close(p.grad, peer_grads[key], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_full_step_training_the_dna_block_equals_transformers(tiny_folder: Path, tmp_path: Path, dna):
+    """fit's full fine-tuning trains the DNA block of the embedding only: its gradient equals those
+    rows of transformers' dense embedding gradient, and every other row's gradient there is zero."""
+    transformers = pytest.importorskip("transformers")
+    model = new_classifier(tiny_folder, HeadSettings(MULTI), seed=3)
+    folder = save_classifier(model, tmp_path / "head")
+    for p in model.parameters():
+        p.requires_grad_(True)
+    rows_param = train_dna_block_only(model)
+    use_onednn_training_linears(model.backbone)
+    start = model.tokenizer.layout.dna_start_id
+    peer = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
+    batch = model.encode(dna)
+    labels = torch.tensor([0, 2, 1, 2])
+    loss = F.cross_entropy(model(batch.ids, batch.mask), labels)
+    out = peer(input_ids=batch.ids, attention_mask=batch.mask.long(), labels=labels)
+    torch.testing.assert_close(loss, out.loss, atol=1e-5, rtol=0)
+    loss.backward()
+    out.loss.backward()
+    dense = peer.model.embed_tokens.weight.grad
+    stop = start + rows_param.shape[0]
+    torch.testing.assert_close(rows_param.grad, dense[start:stop], atol=1e-5, rtol=1e-4)
+    assert dense[:start].abs().sum() == 0 and dense[stop:].abs().sum() == 0
+    assert model.backbone.embed_tokens.weight.grad is None
+    with torch.no_grad():  # the trained rows are the table's own storage
+        rows_param.add_(1.0)
+    torch.testing.assert_close(model.backbone.embed_tokens.weight[start:stop], rows_param.detach())
+    assert "model.embed_tokens.weight" in save_classifier_names(model)
+
+
+def save_classifier_names(model) -> set[str]:
+    from hexamer.finetune.folders import head_tensors
+
+    return set(head_tensors(model, torch.float32))

@@ -51,8 +51,8 @@ def assert_same(ism: list[dict], vep: list[dict]) -> None:
 @pytest.mark.parametrize(
     "settings",
     [
-        {**WINDOW, "window_grid": 1},
-        {**WINDOW},  # the ISM default: windows shared over 128-bp tiles (grid 120 here: half the window)
+        {**WINDOW},  # the default of both commands: windows centred on each variant
+        {**WINDOW, "window_grid": 120},  # windows shared over 120-bp tiles (half the window)
         {**WINDOW, "rc_average": True},
         NEXT_BASE,
     ],
@@ -64,11 +64,31 @@ def test_every_snv_equals_score_variants(carbon, tmp_path, settings) -> None:
     assert [(r["pos"], r["alt"]) for r in rows] == sorted((r["pos"], r["alt"]) for r in rows)
     assert all(set(r) == set(ISM_COLUMNS) for r in rows)
     assert all(r["status"] == "ok" for r in rows)
-    grid = (
-        settings.get("window_grid", min(128, settings.get("window", 0) // 2)) if "window" in settings else 1
+    grid = settings.get("window_grid", 1)
+    assert {r["window_placement"] for r in rows} == (
+        {"centred" if grid == 1 else f"grid:{grid}"} if "window" in settings else {None}
     )
-    vep = per_variant(carbon, tmp_path, rows, FASTA, "20", 440000, **{**settings, "window_grid": grid})
+    vep = per_variant(carbon, tmp_path, rows, FASTA, "20", 440000, **settings)
     assert_same(rows, vep)
+
+
+def test_the_same_snv_scores_the_same_through_ism_and_vep_by_default(carbon, tmp_path) -> None:
+    """No recipe option given to either: ISM centres its windows on the variant as VEP does, so
+    the score of an SNV does not depend on which command made it."""
+    rows = saturation_mutagenesis(carbon, FASTA, region="20:60301-60301", window=240)
+    snv = next(r for r in rows if r["alt"] == "G" or r["ref"] == "G")
+    vcf = write_vcf(tmp_path / "one.vcf", [snv], "20", 440000)
+    (vep,) = score_variants(carbon, vcf, FASTA, window=240, on_note=lambda _: None)
+    assert snv["status"] == vep["status"] == "ok"
+    assert snv["score"] == vep["score"]
+    assert snv["window_placement"] == "centred" and ism_settings().window_grid == 1
+
+
+def test_a_tiled_run_says_so_and_scores_differently(carbon) -> None:
+    centred = saturation_mutagenesis(carbon, FASTA, region="20:60301-60303", window=240)
+    tiled = saturation_mutagenesis(carbon, FASTA, region="20:60301-60303", window=240, window_grid=120)
+    assert {r["window_placement"] for r in tiled} == {"grid:120"}
+    assert any(abs(a["score"] - b["score"]) > 1e-6 for a, b in zip(centred, tiled, strict=True))
 
 
 def test_n_bases_skipped_with_the_vep_reasons(carbon, tmp_path) -> None:

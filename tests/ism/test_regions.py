@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hexamer.io.reference import Reference
 from hexamer.ism.regions import Region, RegionError, merge_regions, parse_region
-from hexamer.vep.variants import Reference
 from tests.ism.conftest import FASTA
 
 

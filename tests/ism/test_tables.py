@@ -11,6 +11,7 @@ import pysam
 import pytest
 
 from hexamer.ism import CADD_COLUMNS, ISM_COLUMNS, output_format, write_ism
+from hexamer.ism.tables import cadd_comment
 
 
 def rows() -> list[dict]:
@@ -26,6 +27,7 @@ def rows() -> list[dict]:
                     "alt": alt,
                     "kind": "SNV",
                     "recipe": "window",
+                    "window_placement": "grid:128",
                     "score": score,
                     "phred": None,
                     "status": status,
@@ -43,12 +45,26 @@ def test_cadd_tsv_tabix_query_by_region(tmp_path) -> None:
     assert write_ism(path, rows()) == 7  # ok rows only
     assert sorted(os.listdir(tmp_path)) == ["ism.tsv.bgz", "ism.tsv.bgz.tbi"]  # no temp files left
     with pysam.TabixFile(str(path)) as tbx:
-        assert list(tbx.header) == ["\t".join(CADD_COLUMNS)]
+        assert list(tbx.header) == [
+            "## hexamer recipe=window window_placement=grid:128",  # how the scores were made
+            "\t".join(CADD_COLUMNS),
+        ]
         assert set(tbx.contigs) == {"20", "21"}
         hits = [line.split("\t") for line in tbx.fetch("20", 100, 101)]  # 0-based half-open: POS 101
         assert hits == [["20", "101", "G", "A", "-1.5", ""], ["20", "101", "G", "C", "0.25", ""]]
         assert len(list(tbx.fetch("20:100-102"))) == 6  # samtools-style region string
         assert len(list(tbx.fetch("21"))) == 1
+
+
+def test_a_score_file_holds_scores_of_one_placement(tmp_path) -> None:
+    mixed = rows()
+    mixed[0] = {**mixed[0], "window_placement": "centred"}
+    with pytest.raises(ValueError, match="different recipes or window placements"):
+        write_ism(tmp_path / "ism.tsv.bgz", mixed)
+    assert not os.listdir(tmp_path)
+    assert cadd_comment([{**r, "recipe": "next_base", "window_placement": None} for r in rows()]) == (
+        "## hexamer recipe=next_base"
+    )
 
 
 def test_columns_are_the_documented_ones() -> None:

@@ -225,7 +225,7 @@ def test_from_file_refuses_what_is_not_a_config_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [1e6, 10**12])
 def test_huge_but_valid_integers_parse(value: float) -> None:
     """Absurd sizes are refused against the weights and the machine at load time
-    (tests/model/test_loading.py), not guessed at here."""
+    (tests/model/test_checkpoint.py), not guessed at here."""
     assert parse(num_hidden_layers=value).num_hidden_layers == int(value)
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-from hexamer.model import load_model
+from hexamer.model import KVCache, load_model
 from hexamer.model import native as native_mod
 from hexamer.model.cpu import use_cpu_linears, use_native_attention
 from hexamer.model.kv_cache import gather_blocks
-from hexamer.model.llama import DECODE_KERNEL_MAX_TOKENS, KVCache
+from hexamer.model.llama import DECODE_KERNEL_MAX_TOKENS
 from hexamer.model.native import _attention_reference, native_kernels, native_status
 from hexamer.model.rope import apply_rope, rope_cos_sin
 

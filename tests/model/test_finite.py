@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from hexamer.model import load_model
 from hexamer.model.finite import NonFiniteWeightsError, check_finite_weight
 from hexamer.model.quant import quantize_folder
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from hexamer.tokenizer import ModelFolderError
 
 NORM = "model.layers.0.input_layernorm.weight"

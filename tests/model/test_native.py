@@ -298,7 +298,8 @@ def test_panel_head_scores_a_block_of_rows_like_f_linear(kernels: native_mod.Nat
 def test_fully_native_model_matches_transformers(make_checkpoint: Any) -> None:
     """Projections, norms, decode attention and the head all on hexamer's kernels: prefill and
     decode logits, whole vocabulary and a block of rows, against transformers."""
-    from hexamer.model.llama import KVCache, RMSNorm
+    from hexamer.model import KVCache
+    from hexamer.model.llama import RMSNorm
 
     hf, path = make_checkpoint(num_key_value_heads=2, tie_word_embeddings=True)
     model, config = load_model(path)

@@ -24,7 +24,7 @@ from hexamer.model.quant import (
     quantize_folder,
     quantize_weight,
 )
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from hexamer.testing.hangs import error_within
 
 

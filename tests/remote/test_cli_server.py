@@ -221,16 +221,16 @@ def test_track_refuses_a_server_with_a_model(vllm_url: str, tiny_folder: Path, t
 def test_the_connection_is_closed_when_the_command_ends(
     vllm_url: str, tiny_folder: Path, tmp_path: Path, monkeypatch, command: list[str], ok: bool
 ) -> None:
-    from hexamer.remote import RemoteCarbon
+    from hexamer import Carbon
 
-    closed: list[RemoteCarbon] = []
-    close = RemoteCarbon.close
+    closed: list[Carbon] = []
+    close = Carbon.close
 
-    def counting_close(self: RemoteCarbon) -> None:
+    def counting_close(self: Carbon) -> None:
         closed.append(self)
         close(self)
 
-    monkeypatch.setattr(RemoteCarbon, "close", counting_close)
+    monkeypatch.setattr(Carbon, "close", counting_close)
     out = tmp_path / ("t" if command[0] == "track" else "out.jsonl")
     result = run([*command, "-o", str(out), *_server(vllm_url, tiny_folder)])
     assert result.exit_code == (0 if ok else 1), result.output

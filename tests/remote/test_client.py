@@ -1,4 +1,4 @@
-"""RemoteCarbon against fake vLLM / SGLang servers: the numbers must equal the local Carbon's."""
+"""Carbon.from_server against fake vLLM / SGLang servers: the numbers must equal the local Carbon's."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from hexamer import Carbon
-from hexamer.remote import RemoteCarbon, TopNWarning
+from hexamer.remote import TopNWarning
 
 SEQS = ["ACGTACGGTTACGATCGATCGGGCTAAATCG", "TTTTGGGGCCCCAAAATTGCAN", "GATTACAGATTACAGATTACA"]
 
 
-def remote(url: str, folder: Path, **options) -> RemoteCarbon:
+def remote(url: str, folder: Path, **options) -> Carbon:
     return Carbon.from_server(url, tokenizer=folder, top_n=4608, **options)
 
 
@@ -25,14 +25,14 @@ def both(request, vllm_url: str, sglang_url: str, tiny_folder: Path):
         yield m
 
 
-def test_backend_detected(both: RemoteCarbon) -> None:
-    assert both.server_kind in ("vllm", "sglang")
-    assert both.served_model == "tiny-carbon"
+def test_backend_detected(both: Carbon) -> None:
+    assert both.backend.server_kind in ("vllm", "sglang")
+    assert both.backend.served_model == "tiny-carbon"
     assert both.context_length == 2048  # from the tokenizer folder's config.json
 
 
 @pytest.mark.parametrize("level,method", [("bp", "fns"), ("bp", "exact"), ("token", "fns")])
-def test_scores_equal_local(both: RemoteCarbon, local: Carbon, level: str, method: str) -> None:
+def test_scores_equal_local(both: Carbon, local: Carbon, level: str, method: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", TopNWarning)
         got = both.score(SEQS, level=level, method=method, prefix="<x>" if level == "token" else "")
@@ -46,7 +46,7 @@ def test_scores_equal_local(both: RemoteCarbon, local: Carbon, level: str, metho
 
 
 @pytest.mark.parametrize("method", ["fns", "exact"])
-def test_base_logprobs_equal_local(both: RemoteCarbon, local: Carbon, method: str) -> None:
+def test_base_logprobs_equal_local(both: Carbon, local: Carbon, method: str) -> None:
     got = both.base_logprobs(SEQS[0], method=method)
     want = local.base_logprobs(SEQS[0], method=method)
     assert got.shape == (len(SEQS[0]), 4)
@@ -54,7 +54,7 @@ def test_base_logprobs_equal_local(both: RemoteCarbon, local: Carbon, method: st
 
 
 @pytest.mark.parametrize("mode", ["bp", "token"])
-def test_client_side_generation_equals_local(both: RemoteCarbon, local: Carbon, mode: str) -> None:
+def test_client_side_generation_equals_local(both: Carbon, local: Carbon, mode: str) -> None:
     prompts = ["ACGTACGGTTAC", "<x><dna>TTTTGGGGCCCCAAA"]  # the second ends mid-6-mer: forced tail
     opts = {"max_bp": 17, "mode": mode, "temperature": 0.9, "top_p": 0.95, "seed": 7, "mask": "NNRY"}
     got = both.generate(prompts, sampler="client", **opts)
@@ -66,7 +66,7 @@ def test_client_side_generation_equals_local(both: RemoteCarbon, local: Carbon, 
         assert g.finish_reason == w.finish_reason == "length"
 
 
-def test_greedy_bp_generation_equals_local(both: RemoteCarbon, local: Carbon) -> None:
+def test_greedy_bp_generation_equals_local(both: Carbon, local: Carbon) -> None:
     got = both.generate("GATTACAGATTACA", max_new_tokens=3, temperature=0)
     assert got.sequence == local.generate("GATTACAGATTACA", max_new_tokens=3, temperature=0).sequence
 
@@ -84,7 +84,7 @@ def test_server_side_token_generation(vllm_url: str, tiny_folder: Path, local: C
             m.generate("ACGTAC", max_bp=6, mode="bp", sampler="server")
 
 
-def test_bad_input_raises_like_local(both: RemoteCarbon, local: Carbon) -> None:
+def test_bad_input_raises_like_local(both: Carbon, local: Carbon) -> None:
     for call in (
         lambda c: c.score(""),
         lambda c: c.generate("ACGTN", max_bp=3),
@@ -98,7 +98,7 @@ def test_bad_input_raises_like_local(both: RemoteCarbon, local: Carbon) -> None:
 
 
 def test_generation_lengths_past_the_served_context_are_refused_before_any_request(
-    both: RemoteCarbon,
+    both: Carbon,
 ) -> None:
     with pytest.raises(ValueError, match=r"^max_bp=1,000,000,000,000 needs .* the served context of"):
         both.generate("ACGTAC", max_bp=10**12)
@@ -107,7 +107,7 @@ def test_generation_lengths_past_the_served_context_are_refused_before_any_reque
         both.check_prompt("ACGTACGT", max_bp=most)
 
 
-def test_sampling_extras_n_stop_and_logprobs_equal_local(both: RemoteCarbon, local: Carbon) -> None:
+def test_sampling_extras_n_stop_and_logprobs_equal_local(both: Carbon, local: Carbon) -> None:
     """top_k, min_p and logprobs run in the client sampler, n and stop as locally: the same seeds
     give the local Carbon's samples, cuts and log-probabilities."""
     opts = {

@@ -80,7 +80,7 @@ def test_too_many_logprobs_gives_a_hint(local: Carbon, tiny_folder: Path) -> Non
             RemoteError, match=r"HTTP 400: Requested prompt logprobs of 4096.*--max-logprobs 4096"
         ):
             m.score("ACGTACGT")
-        m.top_n = 20
+        m.backend.top_n = 20
         with pytest.warns(TopNWarning, match="lacked some k-mers in the server's top 20"):
             assert np.isfinite(m.score("ACGTACGTAAAC").mean)
 
@@ -94,7 +94,7 @@ def test_top_n_missing_the_true_token(local: Carbon, tiny_folder: Path) -> None:
         with pytest.warns(TopNWarning, match=r"the true k-mer itself was not returned.*top_n="):
             result = m.score("ACGTACGTAAACGGGTTT", level="token")
         assert np.isneginf(result.per_token).all() and result.mean == -np.inf
-        assert m.last_coverage.true_missing == 3
+        assert m.backend.last_coverage.true_missing == 3
         with pytest.warns(TopNWarning):  # bp level stays defined: the other k-mers carry the bases
             bp = m.score("ACGTACGTAAACGGGTTT", level="bp")
         assert bp.n_scored == 18

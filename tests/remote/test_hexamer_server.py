@@ -1,4 +1,4 @@
-"""RemoteCarbon against hexamer's own server (the real uvicorn app): equal to the local Carbon."""
+"""Carbon.from_server against hexamer's own server (the real uvicorn app): equal to the local Carbon."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hexamer import Carbon
-from hexamer.remote import RemoteCarbon, TopNWarning
+from hexamer.remote import TopNWarning
 from hexamer.server.testing import serve_in_thread
 
 SEQS = ["ACGTACGGTTACGATCGATCGGGCTAAATCG", "TTTTGGGGCCCCAAAATTGCAN"]
@@ -23,18 +23,18 @@ def hexamer_url(tiny_folder: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def remote(hexamer_url: str, tiny_folder: Path) -> Iterator[RemoteCarbon]:
+def remote(hexamer_url: str, tiny_folder: Path) -> Iterator[Carbon]:
     with Carbon.from_server(hexamer_url, api_key="key", top_n=4608) as m:  # tokenizer: the served folder
         yield m
 
 
-def test_detected_as_hexamer(remote: RemoteCarbon, tiny_folder: Path) -> None:
-    assert remote.server_kind == "hexamer"
+def test_detected_as_hexamer(remote: Carbon, tiny_folder: Path) -> None:
+    assert remote.backend.server_kind == "hexamer"
     assert remote.context_length == 2048
 
 
 @pytest.mark.parametrize("level,method", [("bp", "fns"), ("bp", "exact"), ("token", "fns")])
-def test_scores_equal_local(remote: RemoteCarbon, local: Carbon, level: str, method: str) -> None:
+def test_scores_equal_local(remote: Carbon, local: Carbon, level: str, method: str) -> None:
     seqs = SEQS
     with warnings.catch_warnings():
         warnings.simplefilter("error", TopNWarning)
@@ -45,7 +45,7 @@ def test_scores_equal_local(remote: RemoteCarbon, local: Carbon, level: str, met
         np.testing.assert_allclose(a, b, atol=1e-4)
 
 
-def test_base_logprobs_equal_local(remote: RemoteCarbon, local: Carbon) -> None:
+def test_base_logprobs_equal_local(remote: Carbon, local: Carbon) -> None:
     for method in ("fns", "exact"):
         np.testing.assert_allclose(
             remote.base_logprobs(SEQS[1], method=method),
@@ -54,7 +54,7 @@ def test_base_logprobs_equal_local(remote: RemoteCarbon, local: Carbon) -> None:
         )
 
 
-def test_generation_equals_local(remote: RemoteCarbon, local: Carbon) -> None:
+def test_generation_equals_local(remote: Carbon, local: Carbon) -> None:
     prompts = ["ACGTACGGTTAC", "TTTTGGGGCCCCAAA"]
     opts = {"max_bp": 17, "seed": 3, "mask": "NNRY", "temperature": 0.8}
     assert [g.sequence for g in remote.generate(prompts, **opts)] == [
@@ -67,7 +67,7 @@ def test_generation_equals_local(remote: RemoteCarbon, local: Carbon) -> None:
     ]
 
 
-def test_vep_next_base_equals_local(remote: RemoteCarbon, local: Carbon) -> None:
+def test_vep_next_base_equals_local(remote: Carbon, local: Carbon) -> None:
     from hexamer.vep import score_variants
 
     data = Path(__file__).resolve().parents[1] / "data" / "vep"

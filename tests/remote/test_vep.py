@@ -124,12 +124,18 @@ def test_next_base_default_context_fits_a_served_context(
                 )
             )
         assert any(n.startswith("context 24576 bp -> ") for n in notes)
-        # the remote score path leaves the completion token room as well
-        with Carbon.from_server(url, tokenizer=tiny_folder, top_n=4608) as remote:
-            longest = "ACGTAC" * (remote.max_prompt_tokens - 1)
-            assert remote.score(longest).n_scored == len(longest)
-            with pytest.raises(ValueError, match="less the one completion token"):
-                remote.check_sequence(longest + "ACGTAC")
+    # the remote score path leaves the completion token room as well: the same rule on a server
+    # with a short context (a full 2,048-token one answers ~9 M top-N entries, minutes of JSON)
+    short = FakeSettings(max_model_len=64)
+    with (
+        serve(make_app(local, short)) as url,
+        Carbon.from_server(url, tokenizer=tiny_folder, top_n=4608) as remote,
+    ):
+        assert remote.max_prompt_tokens == 63
+        longest = "ACGTAC" * (remote.max_prompt_tokens - 1)
+        assert remote.score(longest).n_scored == len(longest)
+        with pytest.raises(ValueError, match="less the one completion token"):
+            remote.check_sequence(longest + "ACGTAC")
 
 
 def test_a_job_where_nothing_was_scored_exits_non_zero(

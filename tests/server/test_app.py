@@ -174,7 +174,7 @@ def test_kv_cache_larger_than_memory_is_refused(tmp_path: Path, monkeypatch: pyt
     from hexamer.model.memory import NotEnoughMemory
     from hexamer.server import app as server_app
     from hexamer.server import create_app
-    from hexamer.testing import build_carbon_folder
+    from hexamer.synthetic import build_carbon_folder
 
     folder = build_carbon_folder(tmp_path / "m")
     config = json.loads((folder / "config.json").read_text())

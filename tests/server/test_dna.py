@@ -203,7 +203,7 @@ def test_vep_window_shorter_than_the_cli_minimum_is_refused(url: str, window: in
 @pytest.fixture(scope="module")
 def short_model(tmp_path_factory: pytest.TempPathFactory) -> Carbon:
     """A model whose context (256 tokens: 1,530 bp) is shorter than the default 8,192 bp window."""
-    from hexamer.testing import build_carbon_folder
+    from hexamer.synthetic import build_carbon_folder
 
     return Carbon.from_pretrained(
         build_carbon_folder(tmp_path_factory.mktemp("short") / "model", max_position_embeddings=256)

@@ -58,3 +58,21 @@ def test_no_head_is_404_saying_how(url: str) -> None:
     r = httpx.post(f"{url}/v1/dna/predict", json={"sequences": ["ACGT"]}, timeout=60)
     assert r.status_code == 404
     assert "--head" in r.json()["error"]["message"]
+
+
+def test_a_head_on_the_served_backbone_shares_its_decoder(tiny_folder: Path, tmp_path: Path) -> None:
+    from hexamer import Carbon
+    from hexamer.finetune.folders import new_classifier, save_classifier
+    from hexamer.finetune.head import HeadSettings
+    from hexamer.finetune.task import TaskSpec
+    from hexamer.model.cpu import use_cpu_linears
+    from hexamer.server.app import load_head
+
+    task = TaskSpec("binary", ("label",), ("off", "on"))
+    folder = save_classifier(new_classifier(tiny_folder, HeadSettings(task), seed=2), tmp_path / "probe")
+    carbon = Carbon.from_pretrained(tiny_folder)
+    use_cpu_linears(carbon.model)  # the engine's CPU kernels, where they build
+    predictor, _ = load_head(folder, carbon)
+    assert predictor.model.backbone.layers is carbon.model.layers  # no second copy of the decoder
+    seqs = ["ACGTACGTAAGGCTAGCTAGGATCGA", "TTTTAAAACCCCGGGG"]
+    np.testing.assert_allclose(predictor.predict(seqs), Predictor.load(folder).predict(seqs), atol=1e-4)

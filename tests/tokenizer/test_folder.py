@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 from hexamer.testing.hangs import error_within
 from hexamer.tokenizer import CarbonTokenizer, ModelFolderError, resolve_model_dir
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hexamer import Carbon
-from hexamer.testing import build_carbon_folder
+from hexamer.synthetic import build_carbon_folder
 
 CONTEXT = 40  # tokens: 39 DNA tokens (234 bp) after <dna>
 DATA = Path(__file__).resolve().parents[1] / "data" / "vep"

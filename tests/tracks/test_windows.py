@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hexamer import Carbon
-from hexamer.carbon import UnscoredSequenceWarning
+from hexamer import Carbon, UnscoredSequenceWarning
 from hexamer.tracks import check_stride, plan_windows, scored_bases, strided_base_logprobs, window_capacity
 
 K = 6
@@ -167,7 +166,7 @@ def test_a_prefix_shrinks_the_window(short_model: Carbon) -> None:
 
 
 def test_a_server_model_takes_the_same_windows(short_model: Carbon, short_folder: Path) -> None:
-    """``RemoteCarbon`` has one token less room (the completion token): with the same window and
+    """A served model's ``Carbon`` has one token less room (the completion token): with the same window and
     stride the stitched values equal the local ones."""
     from hexamer.tracks import strided_score
     from tests.remote.fake_server import FakeSettings, make_app, serve

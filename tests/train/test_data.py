@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from hexamer.io import reverse_complement
 from hexamer.model import load_model
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.train.data import (
@@ -23,7 +24,6 @@ from hexamer.train.data import (
     build_example,
     collate,
     load_corpus,
-    reverse_complement,
     step_rng,
     validation_windows,
 )

@@ -30,7 +30,7 @@ from hexamer.vep import (
     write_vep_output,
 )
 from hexamer.vep import vcf_output as output_mod
-from hexamer.vep.output import TABLE_BATCH_ROWS
+from hexamer.vep.table_output import TABLE_BATCH_ROWS
 
 from .conftest import EDGE_VCF, FASTA, MALFORMED_VCF, REF_EQUALS_ALT_VCF, SLICE_VCF, UNREADABLE_VCF
 
@@ -351,7 +351,7 @@ def test_reasons_round_trip_through_percent_encoding(carbon: Carbon, tmp_path: P
     from urllib.parse import unquote
 
     from hexamer.vep import INFO_REASON
-    from hexamer.vep.output import vcf_escape
+    from hexamer.vep.vcf_header import vcf_escape
 
     assert vcf_escape("a b,c;d=e%f\tg\n") == "a%20b%2Cc%3Bd%3De%25f%09g%0A"
     rows = _rows(carbon, EDGE_VCF)
@@ -402,7 +402,7 @@ def test_provenance_lines_and_a_stale_rejects_table(carbon: Carbon, tmp_path: Pa
 
 def test_tables_carry_the_chosen_info_fields(carbon: Carbon, tmp_path: Path) -> None:
     from hexamer.vep import run_vep
-    from hexamer.vep.output import resolve_info_fields
+    from hexamer.vep.table_output import resolve_info_fields
 
     hostile = EDGE_VCF.parent / "hostile.vcf"
     fields = {f.id: f for f in resolve_info_fields(hostile, "all")}

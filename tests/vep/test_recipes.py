@@ -251,3 +251,26 @@ def test_scored_and_oov_bases_are_in_every_output(carbon: Carbon, tmp_path, suff
         }
     assert got["snv_next_to_n"] == (594, 6)
     assert got["deletion"][0] + got["deletion"][1] == 600
+
+
+def test_rc_average_scores_iupac_windows_as_the_acgtn_complement_did(carbon: Carbon) -> None:
+    """The window recipe's reverse strand uses the one IUPAC-aware ``reverse_complement``: an
+    ambiguity code (R, Y, ...) is ``<oov>`` on either strand whatever its complement, so the score is
+    the one an ACGTN-only complement gave."""
+    from hexamer.io import reverse_complement
+    from hexamer.vep.recipes import naive_window_score
+
+    acgtn = str.maketrans("ACGTNacgtn", "TGCANtgcan")
+    ref = "ACGTACRGTTACGYACGTTGCAKACGTACGTTGCAMACGTA"
+    alt = ref[:20] + "G" + ref[21:]
+    assert reverse_complement(ref) != ref.translate(acgtn)[::-1]  # the two complements differ here
+    lls = carbon.backend.window_log_likelihoods(
+        [
+            reverse_complement(ref),
+            ref.translate(acgtn)[::-1],
+            reverse_complement(alt),
+            alt.translate(acgtn)[::-1],
+        ]
+    )
+    assert lls[0] == lls[1] and lls[2] == lls[3]
+    assert np.isfinite(naive_window_score(carbon, ref, alt, rc_average=True))

@@ -30,6 +30,6 @@ def test_every_reason_the_engine_gives_has_a_label(carbon) -> None:
 
 
 def test_alt_equal_to_ref_is_counted_as_skipped_under_its_own_label() -> None:
-    from hexamer.vep.records import ALT_EQUALS_REF
+    from hexamer.io.vcf.records import ALT_EQUALS_REF
 
     assert reason_category(ALT_EQUALS_REF) == "ALT equals REF"

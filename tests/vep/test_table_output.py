@@ -11,10 +11,9 @@ import pyarrow.parquet as pq
 import pysam
 
 from hexamer import Carbon
+from hexamer.io.vcf.reader import read_vcf
 from hexamer.vep import run_vep
-from hexamer.vep.output import resolve_info_fields
-from hexamer.vep.table_output import malformed_number
-from hexamer.vep.variants import read_vcf
+from hexamer.vep.table_output import malformed_number, resolve_info_fields
 
 from .conftest import FASTA, MALFORMED_NUMBERS_VCF
 

@@ -38,21 +38,23 @@ from typing import Any
 import torch
 
 from hexamer.fns import log_base_marginals
+from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.fns.tables import BASE_INDEX
 from hexamer.io import reverse_complement
+from hexamer.io.reference import Reference
+from hexamer.io.vcf.reader import read_vcf
+from hexamer.io.vcf.records import Variant
 from hexamer.tokenizer import CarbonTokenizer
 from hexamer.tokenizer.dna import encode_dna, encode_kmers
-from hexamer.vep.engine import VepSettings
 from hexamer.vep.recipes import (
     alt_window,
-    bp_log_likelihood,
     context_anchor,
     context_start,
     leading_n,
     window_bounds,
     window_tokens,
 )
-from hexamer.vep.variants import Reference, Variant, read_vcf
+from hexamer.vep.settings import VepSettings
 
 __all__ = ["PublishedScorer", "published_scores"]
 
@@ -117,7 +119,7 @@ class PublishedScorer:
     # ------------------------------------------------------------------ variants
     def scores(self, vcf: PathLike, fasta: PathLike, **settings: Any) -> dict[Key, float]:
         """``{(record, alt_index): score}`` for every variant the engine would score ``ok`` with
-        the same :class:`~hexamer.vep.engine.VepSettings` fields (``recipe``, ``window``,
+        the same :class:`~hexamer.vep.settings.VepSettings` fields (``recipe``, ``window``,
         ``window_grid``, ``context``, ``context_grid``, ``rc_average``; the engine's batching
         knobs are accepted and have no effect here)."""
         s = VepSettings(**settings).checked_for("cpu", self.context_length, self.layout.k)

@@ -15,6 +15,7 @@ from hexamer.bench.llamacpp.backend import LlamaCppBackend
 from hexamer.cache import cache_root
 
 if TYPE_CHECKING:
+    from hexamer.bench.llamacpp.parity import ParityReport
     from hexamer.bench.report import BenchReport
     from hexamer.carbon import Carbon
 
@@ -34,6 +35,110 @@ def _timed_steps(carbon: Carbon) -> list[float]:
 
     engine.step = timed  # type: ignore[method-assign]
     return times
+
+
+def _llamacpp_report(
+    folder: str | os.PathLike[str], dtype: str, prompt_bp: int, new_bp: int, threads: int
+) -> BenchReport:
+    from hexamer.bench.report import BenchReport
+
+    return BenchReport(
+        name="llamacpp",
+        title=f"hexamer vs llama.cpp generation ({Path(folder).name}, {dtype}, "
+        f"{prompt_bp} bp in / {new_bp} bp out, {threads} threads each)",
+        columns=["backend", "batch", "seconds", "bp/s", "× llama.cpp", "prefill s", "median step ms"],
+        formats={
+            "seconds": "{:.2f}",
+            "bp/s": "{:,.1f}",
+            "× llama.cpp": "{:.2f}×",
+            "prefill s": "{:.2f}",
+            "median step ms": "{:.1f}",
+        },
+    )
+
+
+def _best_per_backend(
+    carbon: Carbon,
+    backend: LlamaCppBackend,
+    step_times: list[float],
+    prompts: list[str],
+    *,
+    new_bp: int,
+    hexamer_modes: tuple[str, ...],
+    repeats: int,
+    log: Callable[[str], None],
+) -> dict[str, tuple[float, float, float]]:
+    """``name -> (seconds, prefill s, median step s)`` of each backend's fastest round on ``prompts``,
+    after one short warm-up run each."""
+    batch = len(prompts)
+    best: dict[str, tuple[float, float, float]] = {}
+
+    def run_hexamer(mode: str, items: list[str], bp: int) -> tuple[float, float]:
+        step_times.clear()
+        carbon.generate(items, max_bp=bp, mode=mode, temperature=1.0, seed=0)
+        decode = step_times[1:] or step_times
+        return step_times[0], float(np.median(decode))
+
+    def run_llama(items: list[str], bp: int, b: int) -> tuple[float, float]:
+        _, t = backend.generate(items, bp, batch=b, temperature=1.0, seed=0)
+        return t.prefill_s, float(np.median(t.step_s)) if t.step_s else 0.0
+
+    cases: dict[str, Callable[[], tuple[float, float]]] = {
+        f"hexamer {mode} level": (lambda m=mode: run_hexamer(m, prompts, new_bp)) for mode in hexamer_modes
+    }
+    cases["llama.cpp"] = lambda: run_llama(prompts, new_bp, batch)
+    run_hexamer("token", prompts[:1], 12)  # warm-up: allocations, oneDNN packing, KV contexts
+    run_llama(prompts, 12, batch)
+    for round_ in range(repeats):
+        for name, fn in cases.items():
+            gc.collect()
+            t0 = time.perf_counter()
+            prefill, step = fn()
+            seconds = time.perf_counter() - t0
+            if seconds < best.get(name, (float("inf"),))[0]:
+                best[name] = (seconds, prefill, step)
+            log(
+                f"batch {batch}: {name} {batch * new_bp / seconds:,.1f} bp/s, prefill {prefill:.2f} s, "
+                f"median step {1000 * step:.1f} ms (round {round_ + 1}/{repeats})"
+            )
+    return best
+
+
+def _parity_gate(
+    backend: LlamaCppBackend, carbon: Carbon, prompts: list[str], log: Callable[[str], None]
+) -> ParityReport:
+    """Load llama.cpp and check it computes what hexamer computes on ``prompts``; raises
+    :class:`ParityError` when not. Returns the parity result for the notes."""
+    backend.load()
+    parity = backend.check_parity(carbon, prompts, raise_on_failure=False)
+    log(parity.summary())
+    parity.check()
+    return parity
+
+
+def _method_note(backend: LlamaCppBackend, threads: int, repeats: int) -> str:
+    return (
+        f"same folder and dtype ({backend.outtype} GGUF from llama.cpp's converter), same prompts, "
+        f"{threads} threads each, temperature 1 over the 4,096 6-mers, end to end "
+        f"(tokenize + prefill + decode); best of {repeats} alternating rounds"
+    )
+
+
+def _batch_rows(best: dict[str, tuple[float, float, float]], batch: int, new_bp: int) -> list[dict[str, Any]]:
+    """One row per backend at ``batch``, its speed relative to llama.cpp's."""
+    peer = best["llama.cpp"][0]
+    return [
+        {
+            "backend": name,
+            "batch": batch,
+            "seconds": seconds,
+            "bp/s": batch * new_bp / seconds,
+            "× llama.cpp": peer / seconds,
+            "prefill s": prefill,
+            "median step ms": 1000 * step,
+        }
+        for name, (seconds, prefill, step) in best.items()
+    ]
 
 
 def run_llamacpp_bench(
@@ -64,7 +169,6 @@ def run_llamacpp_bench(
     import torch
 
     from hexamer.bench.common import bench_model_folder
-    from hexamer.bench.report import BenchReport
     from hexamer.bench.tokenizer import random_dna
     from hexamer.carbon import Carbon
 
@@ -96,77 +200,21 @@ def run_llamacpp_bench(
         k = carbon.layout.k
         prompt_bp -= prompt_bp % k
         prompts_all = [random_dna(prompt_bp, seed=1000 + i) for i in range(max(batch_sizes))]
-        backend.load()
-        parity = backend.check_parity(carbon, prompts_all, raise_on_failure=False)
-        log(parity.summary())
-        parity.check()
-
-        report = BenchReport(
-            name="llamacpp",
-            title=f"hexamer vs llama.cpp generation ({Path(backend.folder).name}, {dtype}, "
-            f"{prompt_bp} bp in / {new_bp} bp out, {threads} threads each)",
-            columns=["backend", "batch", "seconds", "bp/s", "× llama.cpp", "prefill s", "median step ms"],
-            formats={
-                "seconds": "{:.2f}",
-                "bp/s": "{:,.1f}",
-                "× llama.cpp": "{:.2f}×",
-                "prefill s": "{:.2f}",
-                "median step ms": "{:.1f}",
-            },
-        )
+        parity = _parity_gate(backend, carbon, prompts_all, log)
+        report = _llamacpp_report(backend.folder, dtype, prompt_bp, new_bp, threads)
         for batch in batch_sizes:
-            prompts = prompts_all[:batch]
-            best: dict[str, tuple[float, float, float]] = {}  # name -> (seconds, prefill, median step)
-
-            def run_hexamer(mode: str, items: list[str], bp: int) -> tuple[float, float]:
-                step_times.clear()
-                carbon.generate(items, max_bp=bp, mode=mode, temperature=1.0, seed=0)
-                decode = step_times[1:] or step_times
-                return step_times[0], float(np.median(decode))
-
-            def run_llama(items: list[str], bp: int, b: int) -> tuple[float, float]:
-                _, t = backend.generate(items, bp, batch=b, temperature=1.0, seed=0)
-                return t.prefill_s, float(np.median(t.step_s)) if t.step_s else 0.0
-
-            cases: dict[str, Callable[[], tuple[float, float]]] = {
-                f"hexamer {mode} level": (lambda m=mode, p=prompts: run_hexamer(m, p, new_bp))
-                for mode in hexamer_modes
-            }
-            cases["llama.cpp"] = lambda p=prompts, b=batch: run_llama(p, new_bp, b)
-            run_hexamer("token", prompts[:1], 12)  # warm-up: allocations, oneDNN packing, KV contexts
-            run_llama(prompts, 12, batch)
-            for round_ in range(repeats):
-                for name, fn in cases.items():
-                    gc.collect()
-                    t0 = time.perf_counter()
-                    prefill, step = fn()
-                    seconds = time.perf_counter() - t0
-                    if seconds < best.get(name, (float("inf"),))[0]:
-                        best[name] = (seconds, prefill, step)
-                    log(
-                        f"batch {batch}: {name} {batch * new_bp / seconds:,.1f} bp/s, prefill {prefill:.2f} s, "
-                        f"median step {1000 * step:.1f} ms (round {round_ + 1}/{repeats})"
-                    )
-            peer = best["llama.cpp"][0]
-            for name, (seconds, prefill, step) in best.items():
-                report.rows.append(
-                    {
-                        "backend": name,
-                        "batch": batch,
-                        "seconds": seconds,
-                        "bp/s": batch * new_bp / seconds,
-                        "× llama.cpp": peer / seconds,
-                        "prefill s": prefill,
-                        "median step ms": 1000 * step,
-                    }
-                )
-        report.notes.append(parity.summary())
-        report.notes += parity.documented
-        report.notes.append(
-            f"same folder and dtype ({backend.outtype} GGUF from llama.cpp's converter), same prompts, "
-            f"{threads} threads each, temperature 1 over the 4,096 6-mers, end to end "
-            f"(tokenize + prefill + decode); best of {repeats} alternating rounds"
-        )
+            best = _best_per_backend(
+                carbon,
+                backend,
+                step_times,
+                prompts_all[:batch],
+                new_bp=new_bp,
+                hexamer_modes=hexamer_modes,
+                repeats=repeats,
+                log=log,
+            )
+            report.rows += _batch_rows(best, batch, new_bp)
+        report.notes += [parity.summary(), *parity.documented, _method_note(backend, threads, repeats)]
         return report
     finally:
         backend.close()

@@ -47,9 +47,7 @@ from hexamer.evals.data import ROW_INDEX, read_rows
 from hexamer.evals.published import published_reference
 from hexamer.evals.task import EvalContext, Example, Record, Task
 from hexamer.evals.tasks.niah_cells import (
-    DIFFICULTIES,
     cell_name,
-    ctx_label,
     find_cells,
     parse_cell,
     parse_ctx,
@@ -62,17 +60,7 @@ if TYPE_CHECKING:
     from hexamer.carbon import Carbon
 
 __all__ = [
-    "DIFFICULTIES",
-    "YARN_DEFAULTS",
     "GenomeNiah",
-    "cell_name",
-    "ctx_label",
-    "find_cells",
-    "parse_cell",
-    "parse_ctx",
-    "plot_niah_heatmap",
-    "value_logliks",
-    "yarn_carbon",
 ]
 
 
