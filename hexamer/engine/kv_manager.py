@@ -119,8 +119,9 @@ class CacheManager:
     def allocate(self, tokens: int = 0) -> int | None:
         """A free row (lowest first, so full batches run rows in order) with blocks for ``tokens``
         slots reserved for it, or None when no row or not enough unreserved blocks are left. The
-        blocks themselves are taken as the row fills (:meth:`KVCache.grow`), so the memory in use
-        follows the tokens held while a request can never run out of blocks mid-way."""
+        blocks are set aside as one run where the pool has one (the kernel then reads the row as one
+        stream) and filled as the row grows (:meth:`KVCache.grow`), so the memory in use follows the
+        tokens held while a request can never run out of blocks mid-way."""
         if not self.free_rows or self.cache is None:
             return None
         need = self.blocks_needed(tokens)
@@ -129,6 +130,7 @@ class CacheManager:
         self.free_rows.sort()
         row = self.free_rows.pop(0)
         self.reservations[row] = need
+        self.cache.reserve(row, need)  # one run of blocks where the pool has one
         return row
 
     def release(self, row: int) -> None:

@@ -112,6 +112,17 @@ HX_INLINE int64_t slot_at(const attn_t *a, const int64_t *trow, int64_t base, in
     return base + trow[s >> a->bshift] * a->c_sb + (s & ((INT64_C(1) << a->bshift) - 1)) * a->c_ss;
 }
 
+/* Slots from s0 (the start of a block when paged) that lie contiguously in memory: the rest of
+ * the row (contiguous cache), or the run of consecutive pool blocks starting at s0's block, so a
+ * row whose blocks were handed out in order is read as one stream and the table once per run. */
+HX_INLINE int64_t run_from(const attn_t *a, const int64_t *trow, int64_t s0) {
+    if (trow == NULL) return a->S - s0;
+    if (a->c_sb != a->c_ss << a->bshift) return INT64_C(1) << a->bshift; /* blocks not adjacent */
+    int64_t i = s0 >> a->bshift, n = (a->S + (INT64_C(1) << a->bshift) - 1) >> a->bshift, j = i + 1;
+    while (j < n && trow[j] == trow[j - 1] + 1) j++;
+    return ((j - i) << a->bshift);
+}
+
 /* scores -> probabilities in place (masked and padding lanes exactly 0) */
 static void softmax_row(float *row, int64_t S, int64_t sp, float max) {
     for (int64_t s = S; s < sp; s++) row[s] = -INFINITY; /* vector padding */
@@ -141,10 +152,10 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
     const uint8_t *m = a->mask + b * a->m_sb + t * a->m_st;
     float maxes[64];
     for (int64_t j = 0; j < rep; j++) maxes[j] = -INFINITY;
-    /* the slots are walked in runs that lie contiguously in memory: the whole row (contiguous
-     * cache) or one block (paged), so the table is read once per block, not once per slot */
-    const int64_t span = trow ? INT64_C(1) << a->bshift : (S > 0 ? S : 1), ss = a->c_ss * es;
-    for (int64_t s0 = 0; s0 < S; s0 += span) { /* pass 1: scores */
+    /* the slots are walked in runs that lie contiguously in memory (run_from) */
+    const int64_t ss = a->c_ss * es;
+    for (int64_t s0 = 0, span; s0 < S; s0 += span) { /* pass 1: scores */
+    span = run_from(a, trow, s0);
     const char *kblk = kbase + slot_at(a, trow, base, s0) * es;
     for (int64_t s = s0, end = s0 + span < S ? s0 + span : S; s < end; s++) {
         if (!m[s]) {
@@ -170,7 +181,8 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
     }
     for (int64_t j = 0; j < rep; j++) softmax_row(scores + j * sp, S, sp, maxes[j]);
     memset(acc, 0, (size_t)(rep * D) * sizeof *acc);
-    for (int64_t s0 = 0; s0 < S; s0 += span) { /* pass 2: probability-weighted values */
+    for (int64_t s0 = 0, span; s0 < S; s0 += span) { /* pass 2: probability-weighted values */
+    span = run_from(a, trow, s0);
     const char *vblk = vbase + slot_at(a, trow, base, s0) * es;
     for (int64_t s = s0, end = s0 + span < S ? s0 + span : S; s < end; s++) {
         if (!m[s]) continue;

@@ -2,8 +2,14 @@
 
 Block 0 is the null block: every unused block-table entry points at it, so a forward over rows
 that hold nothing (idle rows of a decode step, padding) reads and writes there harmlessly (the
-mask hides it). Blocks are handed out lowest first and taken back last-in first-out, so a pool
-that is mostly idle keeps reusing the same (already touched) memory.
+mask hides it).
+
+Blocks are handed out as runs of consecutive blocks wherever the pool allows: the attention
+kernel reads a run as one stream, as it reads a contiguous cache, while blocks scattered over the
+pool cost up to 2.8x (one page the hardware prefetcher cannot guess per block; figures in
+docs/benchmarks.md). A free map (one byte per block) finds the lowest run that fits (first fit,
+so a mostly idle pool keeps reusing the same, already touched memory); freed blocks merge with
+their free neighbours by construction, so the pool defragments as rows finish.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ BLOCK_SIZE = 16
 #: The block every unused table entry points at (never handed out, never freed).
 NULL_BLOCK = 0
 
+_FREE, _HELD = 1, 0
+
 
 class OutOfBlocks(RuntimeError):
     """The pool has no free block left (the engine admits by free blocks, so it never meets this)."""
@@ -29,7 +37,7 @@ def blocks_for(tokens: int, block_size: int = BLOCK_SIZE) -> int:
 
 
 class BlockPool:
-    """Free list and reference counts of ``num_blocks`` blocks (the null block included)."""
+    """Free map and reference counts of ``num_blocks`` blocks (the null block included)."""
 
     def __init__(self, num_blocks: int) -> None:
         if num_blocks < 2:
@@ -39,28 +47,90 @@ class BlockPool:
         self.num_blocks = num_blocks
         self.refs = [0] * num_blocks
         self.refs[NULL_BLOCK] = 1
-        self._free = list(range(num_blocks - 1, 0, -1))  # pop() hands out the lowest first
+        self._map = bytearray([_FREE]) * num_blocks  # _FREE: nobody holds or has reserved it
+        self._map[NULL_BLOCK] = _HELD
+        self._n_free = num_blocks - 1
+        #: blocks taken out of the free map for a row that will fill them (:meth:`reserve`)
+        self.n_reserved = 0
 
     @property
     def n_free(self) -> int:
-        """Blocks nobody holds."""
-        return len(self._free)
+        """Blocks holding no token (free, or reserved but not filled yet)."""
+        return self._n_free + self.n_reserved
+
+    @property
+    def n_unreserved(self) -> int:
+        """Blocks nobody holds or has reserved."""
+        return self._n_free
 
     @property
     def capacity(self) -> int:
         """Blocks that can hold tokens (all but the null block)."""
         return self.num_blocks - 1
 
-    def take(self, n: int) -> list[int]:
-        """``n`` free blocks, each now held once; :class:`OutOfBlocks` (taking none) if fewer are free."""
-        if n > len(self._free):
-            raise OutOfBlocks(
-                f"KV cache out of blocks: {n} wanted, {len(self._free)} of {self.capacity} free"
-            )
-        got = [self._free.pop() for _ in range(n)]
+    def _claim(self, n: int, after: int | None) -> list[int]:
+        """``n`` blocks out of the free map, as few runs as the pool allows: right after block
+        ``after`` when those are free (a row growing in place), else the lowest run that fits, else
+        the longest runs left, lowest first."""
+        if n > self._n_free:
+            raise OutOfBlocks(f"KV cache out of blocks: {n} wanted, {self._n_free} of {self.capacity} free")
+        if n == 0:
+            return []
+        m = self._map
+        run = bytes([_FREE]) * n
+        start = -1
+        if after is not None and m.startswith(run, after + 1):
+            start = after + 1
+        if start < 0:
+            start = m.find(run)
+        if start >= 0:
+            got = list(range(start, start + n))
+        else:  # fragmented: the longest free runs first (fewest breaks), each in order
+            runs: list[tuple[int, int]] = []
+            i = m.find(_FREE)
+            while i >= 0:
+                j = m.find(_HELD, i)
+                j = len(m) if j < 0 else j
+                runs.append((i, j))
+                i = m.find(_FREE, j)
+            runs.sort(key=lambda r: (r[0] - r[1], r[0]))
+            got = []
+            for i, j in runs:
+                got.extend(range(i, min(j, i + n - len(got))))
+                if len(got) == n:
+                    break
+            got.sort()
+        for b in got:
+            m[b] = _HELD
+        self._n_free -= n
+        return got
+
+    def take(self, n: int, after: int | None = None) -> list[int]:
+        """``n`` free blocks, each now held once, as one run when the pool has one (the run right after
+        block ``after`` when it is free); :class:`OutOfBlocks` (taking none) if fewer are free."""
+        got = self._claim(n, after)
         for b in got:
             self.refs[b] = 1
         return got
+
+    def reserve(self, n: int) -> list[int]:
+        """``n`` blocks set aside, unheld, for one row to fill in order (:meth:`fill`), one run when
+        the pool has one; their memory is not touched until they are filled."""
+        got = self._claim(n, None)
+        self.n_reserved += n
+        return got
+
+    def fill(self, block: int) -> None:
+        """A reserved block now holds tokens (held once)."""
+        self.n_reserved -= 1
+        self.refs[block] = 1
+
+    def unreserve(self, blocks: list[int]) -> None:
+        """Reserved blocks never filled go back to the free map."""
+        for b in blocks:
+            self._map[b] = _FREE
+        self.n_reserved -= len(blocks)
+        self._n_free += len(blocks)
 
     def share(self, block: int) -> None:
         """One more holder of ``block`` (a forked or broadcast row)."""
@@ -76,7 +146,8 @@ class BlockPool:
             raise RuntimeError(f"KV block {block} released more often than taken")
         self.refs[block] = refs
         if refs == 0:
-            self._free.append(block)
+            self._map[block] = _FREE
+            self._n_free += 1
 
     def shared(self, block: int) -> bool:
         """Held by more than one row: a write must copy it first."""

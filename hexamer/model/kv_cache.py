@@ -8,6 +8,7 @@ edits ``k``/``v``/``valid``/``lengths`` directly.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -15,7 +16,7 @@ from typing import Protocol
 import torch
 
 from hexamer.model.config import ModelConfig
-from hexamer.model.kv_blocks import BLOCK_SIZE, NULL_BLOCK, BlockPool, blocks_for
+from hexamer.model.kv_blocks import BLOCK_SIZE, NULL_BLOCK, BlockPool, OutOfBlocks, blocks_for
 
 __all__ = ["AttentionPlan", "CacheShape", "KVCache", "build_mask", "gather_blocks"]
 
@@ -83,7 +84,10 @@ class KVCache:
             raise ValueError(f"block_size must be a power of two, got {block_size}")
         self.block_size = block_size
         self.max_blocks = blocks_for(max_len, block_size)
-        if num_blocks is None:  # room for every row at full length: never runs out
+        #: room for every row at full length (never runs out): row r's blocks start as the run after
+        #: block r * max_blocks, the layout of a contiguous cache
+        self.home_runs = num_blocks is None
+        if num_blocks is None:
             num_blocks = batch_size * self.max_blocks
         self.pool = BlockPool(num_blocks + 1)
         # head-major: one head's consecutive blocks are adjacent, so a row whose blocks were taken
@@ -98,6 +102,7 @@ class KVCache:
         self.table = torch.zeros(batch_size, self.max_blocks, dtype=torch.int64)  # CPU bookkeeping
         self.table_dev = self.table if self.valid.device.type == "cpu" else self.table.to(self.valid.device)
         self.row_blocks: list[list[int]] = [[] for _ in range(batch_size)]  # table[r, :n] as a list
+        self.row_reserved: list[deque[int] | None] = [None] * batch_size  # blocks set aside, in order
         self.batch_size = batch_size
         self.max_len = max_len
 
@@ -145,13 +150,57 @@ class KVCache:
         if self.table_dev is not self.table:
             self.table_dev.copy_(self.table, non_blocking=False)
 
+    def reserve(self, row: int, n_blocks: int) -> None:
+        """Set aside blocks for ``row`` to hold up to ``n_blocks`` blocks, one run when the pool has
+        one, so the row fills them in order and the kernel reads it as one stream (the engine does
+        this when it admits a request for its whole reservation). The memory is touched only as the
+        row fills; :meth:`reset` gives back what it did not use. :class:`OutOfBlocks` (setting
+        nothing aside) when too few blocks are free."""
+        res = self.row_reserved[row]
+        more = n_blocks - len(self.row_blocks[row]) - (len(res) if res is not None else 0)
+        got = self.pool.reserve(max(0, more))
+        if res is None:
+            self.row_reserved[row] = deque(got)
+        else:
+            res.extend(got)
+
     def _release(self, row: int, keep: int = 0) -> None:
-        """Give back row ``row``'s blocks past its first ``keep``."""
+        """Give back row ``row``'s blocks past its first ``keep``: to the row's reservation when it
+        has one and was their only holder (a truncated row grows back into the same blocks), else to
+        the pool."""
         held = self.row_blocks[row]
-        for block in held[keep:]:
-            self.pool.drop(block)
+        res = self.row_reserved[row]
+        for block in reversed(held[keep:]):
+            if res is not None and self.pool.refs[block] == 1:
+                self.pool.refs[block] = 0
+                self.pool.n_reserved += 1
+                res.appendleft(block)
+            else:
+                self.pool.drop(block)
         self.table[row, keep : len(held)] = NULL_BLOCK
         del held[keep:]
+
+    def _unreserve(self, row: int) -> None:
+        res = self.row_reserved[row]
+        if res is not None:
+            self.pool.unreserve(list(res))
+            self.row_reserved[row] = None
+
+    def _next_blocks(self, row: int, n: int) -> list[int]:
+        """``n`` blocks for ``row`` to append: its reservation first, then the pool's blocks right
+        after its last one (or, in a cache sized for every row at full length, at its home run)."""
+        res = self.row_reserved[row]
+        got: list[int] = []
+        while res and len(got) < n:
+            got.append(res.popleft())
+            self.pool.fill(got[-1])
+        if len(got) < n:
+            held = self.row_blocks[row]
+            last = got[-1] if got else held[-1] if held else None
+            if last is None and self.home_runs:
+                last = row * self.max_blocks  # NULL_BLOCK for row 0: its run starts at block 1
+            got.extend(self.pool.take(n - len(got), after=last))
+        return got
 
     def grow(self, rows: Sequence[int], starts: Sequence[int], ends: Sequence[int]) -> None:
         """Make slots ``[starts[i], ends[i])`` of ``rows[i]`` writable: take the blocks a row lacks and
@@ -159,7 +208,8 @@ class KVCache:
         pool runs out no block is taken (:class:`OutOfBlocks`)."""
         bs = self.block_size
         held = self.row_blocks
-        need = sum(max(0, blocks_for(e, bs) - len(held[r])) for r, e in zip(rows, ends, strict=True))
+        lack = {r: max(0, blocks_for(e, bs) - len(held[r])) for r, e in zip(rows, ends, strict=True)}
+        need = sum(max(0, n - len(self.row_reserved[r] or ())) for r, n in lack.items())
         cow: list[tuple[int, int]] = []  # a shared block's last writer keeps it
         left: dict[int, int] = {}
         for r, s, e in zip(rows, starts, ends, strict=True):
@@ -169,21 +219,27 @@ class KVCache:
                 if b != NULL_BLOCK and n > 1:
                     cow.append((r, i))
                     left[b] = n - 1
-        if not need and not cow:
+        if not any(lack.values()) and not cow:
             return
-        fresh = self.pool.take(need + len(cow))
+        if need + len(cow) > self.pool.n_unreserved:
+            raise OutOfBlocks(
+                f"KV cache out of blocks: {need + len(cow)} wanted, {self.pool.n_unreserved} of "
+                f"{self.pool.capacity} free"
+            )
         copies: list[tuple[int, int]] = []
         for r, i in cow:
-            old, new = held[r][i], fresh.pop()
+            old = held[r][i]
+            new = self.pool.take(1, after=held[r][i - 1] if i else None)[0]
             copies.append((old, new))
             held[r][i] = new
             self.table[r, i] = new
         zero: list[int] = []
-        for r, e in zip(rows, ends, strict=True):
-            while len(held[r]) < blocks_for(e, bs):
-                zero.append(fresh.pop())
-                self.table[r, len(held[r])] = zero[-1]
-                held[r].append(zero[-1])
+        for r, n in lack.items():
+            if n:
+                got = self._next_blocks(r, n)
+                self.table[r, len(held[r]) : len(held[r]) + n] = torch.tensor(got, dtype=torch.int64)
+                held[r].extend(got)
+                zero.extend(got)
         if copies:
             src = torch.tensor([c[0] for c in copies], device=self.device)
             dst = torch.tensor([c[1] for c in copies], device=self.device)
@@ -205,6 +261,7 @@ class KVCache:
         )
         for r in idx.reshape(-1).tolist():
             self._release(r)
+            self._unreserve(r)
         self.lengths[idx] = 0
         self.valid[idx.to(self.device)] = False
         self._sync()

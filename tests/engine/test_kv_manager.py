@@ -68,3 +68,22 @@ def test_cancel_gives_the_blocks_back(tiny_folder: Path) -> None:
     assert engine.kv_blocks_reserved == 2 and engine.kv_blocks_free == 8 - 2
     engine.cancel_running()
     assert engine.kv_blocks_reserved == 0 and engine.kv_blocks_free == 8 and not engine.has_work
+
+
+def test_each_request_fills_one_run_of_blocks(tiny_folder: Path) -> None:
+    """Rows decoded together take their blocks in turn, yet each row's blocks stay consecutive (its
+    reservation is one run), so the attention kernel reads every row as one stream."""
+    carbon = Carbon.from_pretrained(tiny_folder)
+    engine = _engine(carbon, blocks=None)
+    reqs = _requests(carbon, engine)[:8]
+    for r in reqs:
+        engine.add(r)
+    cache = engine.cache.cache
+    assert cache is not None
+    steps = 0
+    while engine.has_work:
+        engine.step()
+        steps += 1
+        for blocks in cache.row_blocks:
+            assert blocks == list(range(blocks[0], blocks[0] + len(blocks))) if blocks else True
+    assert steps > 10 and engine.kv_blocks_free == engine.kv_blocks_total

@@ -275,3 +275,29 @@ def test_static_decode_step_uses_the_kernel(make_checkpoint: Any) -> None:
         slots = cache.lengths.clone()
         got = model.decode_static(ids[:, 6:], slots[:, None], slots, torch.ones(2, dtype=torch.bool), cache)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("d", [64, 24])
+def test_block_runs_read_like_a_contiguous_cache(kernels: native_mod.NativeKernels, d: int) -> None:
+    """Rows whose blocks are consecutive runs (whole, broken, reversed) give the contiguous
+    cache's output bit for bit, and write the new keys where the table says."""
+    gen = torch.Generator().manual_seed(7)
+    b, g, h, s, bs = 3, 2, 4, 60, 8
+    q = torch.randn(b, 1, h, d, generator=gen)
+    k_new, v_new = (torch.randn(b, 1, g, d, generator=gen) for _ in range(2))
+    kc, vc = (torch.randn(b, g, 64, d, generator=gen) for _ in range(2))
+    slots = torch.tensor([[59], [40], [51]])
+    mask = torch.rand(b, 1, 1, s, generator=gen) < 0.9
+    mask[torch.arange(b), 0, 0, slots[:, 0]] = True
+    table = torch.tensor(
+        [[1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11, 20, 21, 12, 13, 14], [30, 29, 28, 27, 26, 25, 24, 23]]
+    )
+    kp, vp = (torch.zeros(g, 32, bs, d) for _ in range(2))
+    kp[:, table.reshape(-1)] = kc.transpose(0, 1).reshape(g, b * 8, bs, d)
+    vp[:, table.reshape(-1)] = vc.transpose(0, 1).reshape(g, b * 8, bs, d)
+    want = kernels.decode_attention(q, k_new, v_new, None, None, kc, vc, slots, mask, scale=d**-0.5)
+    got = kernels.decode_attention(
+        q, k_new, v_new, None, None, kp, vp, slots, mask, scale=d**-0.5, block_table=table
+    )
+    assert torch.equal(got, want)
+    assert torch.equal(gather_blocks(kp, table, 64), kc) and torch.equal(gather_blocks(vp, table, 64), vc)
