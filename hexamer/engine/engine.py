@@ -183,6 +183,12 @@ class Engine:
         return self.kv_blocks_total - self.cache.blocks_available if self.cache.cache is not None else 0
 
     @property
+    def prefix_cache_blocks(self) -> tuple[int, int]:
+        """Prefix caching so far, in full prompt blocks: (looked up, found cached)."""
+        cache = self.cache.cache
+        return (cache.prefix.queried_blocks, cache.prefix.hit_blocks) if cache is not None else (0, 0)
+
+    @property
     def kv_block_size(self) -> int:
         return BLOCK_SIZE
 

@@ -112,9 +112,11 @@ class CacheManager:
 
     @property
     def blocks_available(self) -> int:
-        """Blocks no running request has reserved (0 before the cache exists)."""
+        """Blocks no running request holds or has set aside (0 before the cache exists): free ones,
+        and cached prompt blocks nobody holds, which are evicted when needed. Every request's
+        blocks are set aside when it is admitted, so this is what the next one can have."""
         cache = self.cache
-        return cache.blocks_total - sum(self.reservations.values()) if cache is not None else 0
+        return cache.pool.n_unreserved if cache is not None else 0
 
     def allocate(self, tokens: int = 0) -> int | None:
         """A free row (lowest first, so full batches run rows in order) with blocks for ``tokens``

@@ -10,9 +10,18 @@ pool cost up to 2.8x (one page the hardware prefetcher cannot guess per block; f
 docs/benchmarks.md). A free map (one byte per block) finds the lowest run that fits (first fit,
 so a mostly idle pool keeps reusing the same, already touched memory); freed blocks merge with
 their free neighbours by construction, so the pool defragments as rows finish.
+
+Blocks can be content-addressed (:meth:`BlockPool.remember`: a full block of a prompt prefix, see
+:mod:`hexamer.model.kv_prefix`). Such a block stays readable when its last holder lets it go: it
+counts as free, and is handed out again (its content forgotten, ``on_evict``) only when no
+never-cached free block is left, least recently used first.
 """
 
 from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Callable
 
 __all__ = ["BLOCK_SIZE", "NULL_BLOCK", "BlockPool", "OutOfBlocks", "blocks_for"]
 
@@ -24,7 +33,8 @@ BLOCK_SIZE = 16
 #: The block every unused table entry points at (never handed out, never freed).
 NULL_BLOCK = 0
 
-_FREE, _HELD = 1, 0
+_FREE, _HELD, _CACHED = 1, 0, 2  # _CACHED: free, but its content may still be asked for
+_FREE_RUN = re.compile(b"\x01+")
 
 
 class OutOfBlocks(RuntimeError):
@@ -49,9 +59,12 @@ class BlockPool:
         self.refs[NULL_BLOCK] = 1
         self._map = bytearray([_FREE]) * num_blocks  # _FREE: nobody holds or has reserved it
         self._map[NULL_BLOCK] = _HELD
-        self._n_free = num_blocks - 1
+        self._n_free = num_blocks - 1  # _FREE and _CACHED blocks
         #: blocks taken out of the free map for a row that will fill them (:meth:`reserve`)
         self.n_reserved = 0
+        self.remembered: set[int] = set()  # content-addressed blocks (held or _CACHED)
+        self._lru: OrderedDict[int, None] = OrderedDict()  # the _CACHED blocks, least recent first
+        self.on_evict: Callable[[int], None] = lambda block: None
 
     @property
     def n_free(self) -> int:
@@ -78,6 +91,9 @@ class BlockPool:
             return []
         m = self._map
         run = bytes([_FREE]) * n
+        short = n - (self._n_free - len(self._lru))
+        if short > 0:  # cached blocks go only when the never-cached ones run out
+            self._evict(short)
         start = -1
         if after is not None and m.startswith(run, after + 1):
             start = after + 1
@@ -86,13 +102,7 @@ class BlockPool:
         if start >= 0:
             got = list(range(start, start + n))
         else:  # fragmented: the longest free runs first (fewest breaks), each in order
-            runs: list[tuple[int, int]] = []
-            i = m.find(_FREE)
-            while i >= 0:
-                j = m.find(_HELD, i)
-                j = len(m) if j < 0 else j
-                runs.append((i, j))
-                i = m.find(_FREE, j)
+            runs = [match.span() for match in _FREE_RUN.finditer(m)]
             runs.sort(key=lambda r: (r[0] - r[1], r[0]))
             got = []
             for i, j in runs:
@@ -112,6 +122,26 @@ class BlockPool:
         for b in got:
             self.refs[b] = 1
         return got
+
+    def _evict(self, n: int) -> None:
+        """Forget the ``n`` least recently used cached free blocks (they become plain free blocks)."""
+        for _ in range(min(n, len(self._lru))):
+            block, _ = self._lru.popitem(last=False)
+            self._map[block] = _FREE
+            self.remembered.discard(block)
+            self.on_evict(block)
+
+    def remember(self, block: int) -> None:
+        """``block`` (held) now holds content that may be asked for again: keep it when freed."""
+        self.remembered.add(block)
+
+    def revive(self, block: int) -> None:
+        """One more holder of a remembered block, taking it back from the free ones if it was free."""
+        if self.refs[block] == 0:
+            del self._lru[block]
+            self._map[block] = _HELD
+            self._n_free -= 1
+        self.refs[block] += 1
 
     def reserve(self, n: int) -> list[int]:
         """``n`` blocks set aside, unheld, for one row to fill in order (:meth:`fill`), one run when
@@ -146,8 +176,12 @@ class BlockPool:
             raise RuntimeError(f"KV block {block} released more often than taken")
         self.refs[block] = refs
         if refs == 0:
-            self._map[block] = _FREE
             self._n_free += 1
+            if block in self.remembered:
+                self._map[block] = _CACHED
+                self._lru[block] = None
+            else:
+                self._map[block] = _FREE
 
     def shared(self, block: int) -> bool:
         """Held by more than one row: a write must copy it first."""

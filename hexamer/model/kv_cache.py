@@ -17,6 +17,7 @@ import torch
 
 from hexamer.model.config import ModelConfig
 from hexamer.model.kv_blocks import BLOCK_SIZE, NULL_BLOCK, BlockPool, OutOfBlocks, blocks_for
+from hexamer.model.kv_prefix import PrefixIndex
 
 __all__ = ["AttentionPlan", "CacheShape", "KVCache", "build_mask", "gather_blocks"]
 
@@ -90,6 +91,8 @@ class KVCache:
         if num_blocks is None:
             num_blocks = batch_size * self.max_blocks
         self.pool = BlockPool(num_blocks + 1)
+        self.prefix = PrefixIndex(block_size)  # prompt prefixes stored once (share_prefix)
+        self.pool.on_evict = self.prefix.forget
         # head-major: one head's consecutive blocks are adjacent, so a row whose blocks were taken
         # in order reads as one stream, as a contiguous cache does (block-major read 2-4x slower)
         shape = (num_kv_heads, num_blocks + 1, block_size, head_dim)
@@ -171,7 +174,7 @@ class KVCache:
         held = self.row_blocks[row]
         res = self.row_reserved[row]
         for block in reversed(held[keep:]):
-            if res is not None and self.pool.refs[block] == 1:
+            if res is not None and self.pool.refs[block] == 1 and block not in self.pool.remembered:
                 self.pool.refs[block] = 0
                 self.pool.n_reserved += 1
                 res.appendleft(block)
@@ -216,7 +219,7 @@ class KVCache:
             for i in range(s // bs, min(blocks_for(e, bs), len(held[r])) if e > s else 0):
                 b = held[r][i]
                 n = left.get(b, self.pool.refs[b])
-                if b != NULL_BLOCK and n > 1:
+                if b != NULL_BLOCK and (n > 1 or b in self.pool.remembered):  # others may read it
                     cow.append((r, i))
                     left[b] = n - 1
         if not any(lack.values()) and not cow:
@@ -252,6 +255,42 @@ class KVCache:
             for t in (*self.k, *self.v):
                 t.index_fill_(1, idx, 0)
         self._sync()
+
+    def share_prefix(self, row: int, ids: Sequence[int]) -> int:
+        """Start the empty ``row`` with the cached blocks of the longest block-aligned prefix of
+        ``ids`` that other prompts stored (:meth:`remember_prefix`), leaving at least one token to
+        compute; the blocks it set aside and no longer needs go back. Returns the tokens it holds."""
+        if self.row_blocks[row] or int(self.lengths[row]):
+            raise ValueError(f"share_prefix: row {row} is not empty")
+        bs = self.block_size
+        blocks = self.prefix.match(ids, min((len(ids) - 1) // bs, self.max_blocks))
+        if not blocks:
+            return 0
+        for b in blocks:
+            self.pool.revive(b)
+        res = self.row_reserved[row]
+        if res:
+            self.pool.unreserve([res.pop() for _ in range(min(len(blocks), len(res)))])
+        n = len(blocks) * bs
+        self.row_blocks[row] = list(blocks)
+        self.table[row, : len(blocks)] = torch.tensor(blocks, dtype=torch.int64)
+        self._sync()
+        self.valid[row, :n] = True
+        self.lengths[row] = n
+        return n
+
+    def remember_prefix(self, row: int, ids: Sequence[int]) -> None:
+        """Make the full blocks at the start of ``row`` that hold ``ids`` (its prompt, slot = position:
+        no padding before them) available to later prompts starting with the same tokens."""
+        bs = self.block_size
+        n = min(len(ids), int(self.lengths[row])) // bs * bs
+        if n == 0:
+            return
+        invalid = (~self.valid[row, :n]).nonzero()
+        if invalid.numel():
+            n = int(invalid[0]) // bs * bs
+        for b in self.prefix.add(ids[:n], self.row_blocks[row][: n // bs]):
+            self.pool.remember(b)
 
     def reset(self, rows: Sequence[int] | torch.Tensor | None = None) -> None:
         """Empty some rows (or all) so a finished sequence's slot can take a new request; their blocks

@@ -46,6 +46,17 @@ class ServerMetrics:
             registry=r,
         )
         self.kv_usage = Gauge("hexamer_kv_cache_usage", "Fraction of KV blocks holding tokens", registry=r)
+        self.prefix_queried = Gauge(
+            "hexamer_prefix_cache_queried_blocks",
+            "Full prompt blocks looked up in the prefix cache",
+            registry=r,
+        )
+        self.prefix_hits = Gauge(
+            "hexamer_prefix_cache_hit_blocks", "Full prompt blocks found in the prefix cache", registry=r
+        )
+        self.prefix_hit_rate = Gauge(
+            "hexamer_prefix_cache_hit_rate", "Fraction of looked-up prompt blocks found cached", registry=r
+        )
         self.ttft = Histogram(
             "hexamer_time_to_first_token_seconds", "Submission to first generated token",
             buckets=_LATENCY_BUCKETS, registry=r,

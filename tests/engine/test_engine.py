@@ -102,9 +102,9 @@ def test_prefill_in_chunks_gives_the_same_outputs(
     forwards: list[int] = []
     original = chunked.engine.runner._prefill_forward
 
-    def counting(requests: list, full: bool) -> object:
+    def counting(requests: list, full: bool, held: list[int] | None = None) -> object:
         forwards.append(len(requests))
-        return original(requests, full)
+        return original(requests, full, held)
 
     monkeypatch.setattr(chunked.engine.runner, "_prefill_forward", counting)
     prompts = [p for p in PROMPTS if p != "<dna>"] * 2
