@@ -87,3 +87,15 @@ def test_disconnect_cancels_at_once(url: str) -> None:
     assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks")
     # the request stopped soon after the client left, far short of its 400 tokens
     assert _metric(url, "hexamer_generated_tokens_total") - before < 200
+
+
+def test_a_repeated_long_prompt_hits_the_prefix_cache(url: str) -> None:
+    before = _metric(url, "hexamer_prefix_cache_hit_blocks")
+    body = {"prompt": "hello world " * 40, "max_tokens": 2, "temperature": 0}
+    first = httpx.post(f"{url}/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
+    second = httpx.post(f"{url}/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
+    assert first == second
+    _wait_idle(url)
+    assert _metric(url, "hexamer_prefix_cache_hit_blocks") > before
+    assert 0 < _metric(url, "hexamer_prefix_cache_hit_rate") <= 1
+    assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks")
