@@ -117,7 +117,12 @@ limit_options = option_group(
         ),
         (
             "kv_cache_bytes",
-            Annotated[int | None, typer.Option(help="KV-cache memory budget; fewer rows if needed.")],
+            Annotated[
+                int | None,
+                typer.Option(
+                    help="KV-cache pool in bytes (default: 4 GiB on CPU, 80 % of free memory on GPU)."
+                ),
+            ],
             None,
         ),
         (

@@ -43,6 +43,8 @@ class EngineConfig:
         graph per batch size (None: on for CUDA, off on CPU).
     compile_decode: ``torch.compile`` the static decode step (CUDA graphs on GPU); implies
         ``static_decode``. On CPU it also keeps the dense linear layers (Inductor wants them).
+    prefix_caching: store the full 16-token blocks of prompts in the KV cache by their tokens, so a
+        later prompt starting with the same tokens computes only the rest (docs/engine.md).
     """
 
     max_batch_size: int = 16
@@ -53,6 +55,7 @@ class EngineConfig:
     dna_only_logits: bool = True
     static_decode: bool | None = None
     compile_decode: bool = False
+    prefix_caching: bool = True
 
     def __post_init__(self) -> None:
         _check_int("max_batch_size", self.max_batch_size, 1, MAX_BATCH_SIZE)
@@ -63,6 +66,7 @@ class EngineConfig:
         _check_bool("dna_only_logits", self.dna_only_logits)
         _check_bool("static_decode", self.static_decode, optional=True)
         _check_bool("compile_decode", self.compile_decode)
+        _check_bool("prefix_caching", self.prefix_caching)
 
     @classmethod
     def from_options(cls, base: EngineConfig | None = None, **options: Any) -> EngineConfig:

@@ -3,7 +3,8 @@
     engine = Engine(model, tokenizer.layout, EngineConfig(max_batch_size=16))
     engine.run([Request(prompt_ids, SamplingParams(max_bp=1000, seed=0)), ...])
 
-Requests are admitted into free cache rows as they free up (continuous batching); each decode step
+Requests are admitted, in order of arrival, when a cache row and the KV blocks they may fill are
+free (continuous batching over a paged cache, docs/engine.md); each decode step
 advances every running request by one 6-mer (or, for ``mode="text"`` requests, one token of the
 whole vocabulary; both kinds share steps).
 
@@ -35,6 +36,7 @@ from hexamer.engine.scheduler import Scheduler
 from hexamer.engine.verify import speculative_round
 from hexamer.model import LlamaModel
 from hexamer.model.finite import finite_rows, non_finite_output
+from hexamer.model.kv_blocks import BLOCK_SIZE
 from hexamer.tokenizer.layout import DnaLayout
 
 
@@ -164,6 +166,33 @@ class Engine:
         return len(self.cache.free_rows)
 
     @property
+    def kv_blocks_total(self) -> int:
+        """Blocks of the KV pool (0 before it is allocated); each holds ``kv_block_size`` tokens."""
+        cache = self.cache.cache
+        return cache.blocks_total if cache is not None else 0
+
+    @property
+    def kv_blocks_free(self) -> int:
+        """Blocks of the KV pool holding no token."""
+        cache = self.cache.cache
+        return cache.blocks_free if cache is not None else 0
+
+    @property
+    def kv_blocks_reserved(self) -> int:
+        """Blocks promised to running requests (a request is admitted only when its blocks fit)."""
+        return self.kv_blocks_total - self.cache.blocks_available if self.cache.cache is not None else 0
+
+    @property
+    def prefix_cache_blocks(self) -> tuple[int, int]:
+        """Prefix caching so far, in full prompt blocks: (looked up, found cached)."""
+        cache = self.cache.cache
+        return (cache.prefix.queried_blocks, cache.prefix.hit_blocks) if cache is not None else (0, 0)
+
+    @property
+    def kv_block_size(self) -> int:
+        return BLOCK_SIZE
+
+    @property
     def kv_bytes(self) -> int:
         """Bytes the KV cache holds."""
         return self.cache.used_bytes
@@ -177,9 +206,10 @@ class Engine:
         return self.draft.model if self.draft is not None else None
 
     def reserve(self) -> int:
-        """Allocate, once, the KV cache a server keeps: ``max_batch_size`` rows of ``max_len`` tokens
-        (fewer rows when the KV budget holds fewer), and the draft model's like it when one is
-        attached, so a request never meets an allocation; returns the rows."""
+        """Allocate, once, the KV cache a server keeps: ``max_batch_size`` rows of up to ``max_len``
+        tokens over a block pool of ``kv_cache_bytes`` (untouched until tokens arrive), and the draft
+        model's like it when one is attached, so a request never meets an allocation; returns the
+        rows."""
         cache = self.cache.ensure(self.max_len, self.config.max_batch_size)
         if self.draft is not None:
             self.draft.ensure_like(cache)

@@ -1,4 +1,5 @@
-"""Owns the preallocated KV cache: how many rows fit a memory budget, and which rows are free."""
+"""Owns the paged KV cache: its block pool sized to a memory budget, which rows are free, and the
+blocks each running request has reserved (requests are admitted by free blocks, not by rows)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import torch
 
 from hexamer.engine.config import EngineConfig
 from hexamer.model import KVCache, LlamaModel
+from hexamer.model.kv_blocks import BLOCK_SIZE, blocks_for
 from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, check_fits, format_bytes
 
 
@@ -17,7 +19,7 @@ def kv_bytes_per_token(model: LlamaModel, dtype: torch.dtype | None = None) -> i
 
 
 class CacheManager:
-    """Allocates cache rows to requests; sizes the cache to the work at hand within a budget."""
+    """Allocates cache rows and blocks to requests; sizes the cache to the work within a budget."""
 
     def __init__(self, model: LlamaModel, config: EngineConfig) -> None:
         self.model = model
@@ -25,6 +27,8 @@ class CacheManager:
         self.budget = config.kv_cache_bytes
         self.cache: KVCache | None = None
         self.free_rows: list[int] = []
+        #: blocks reserved per running row (admission: a request starts only when its blocks fit)
+        self.reservations: dict[int, int] = {}
 
     def check_row(self, n_tokens: int, what: str) -> None:
         """Refuse, before any work, a sequence of ``n_tokens`` whose KV cache can never be held: one
@@ -49,61 +53,94 @@ class CacheManager:
                 f"than the {format_bytes(free + self.used_bytes)} free on {self.model.device}"
             )
 
-    def rows_for(self, max_len: int, wanted: int) -> int:
-        """How many rows of ``max_len`` slots fit the budget (at most ``wanted`` and ``max_rows``)."""
-        rows = min(wanted, self.max_rows)
-        if self.budget is not None:
-            per_row = kv_bytes_per_token(self.model) * max_len
-            fit = self.budget // per_row
-            if fit < 1:
-                raise ValueError(
-                    f"the KV-cache budget of {self.budget / 2**20:.1f} MiB cannot hold one sequence of {max_len} "
-                    f"tokens ({per_row / 2**20:.1f} MiB); raise the budget or shorten the request"
-                )
-            rows = min(rows, int(fit))
-        return rows
+    def pool_blocks(self, max_len: int, rows: int, dtype: torch.dtype | None = None) -> int:
+        """Blocks of the pool for ``rows`` rows of up to ``max_len`` tokens: room for all of them at
+        full length, or fewer when the budget holds fewer (at least one full-length sequence)."""
+        full = rows * blocks_for(max_len)
+        if self.budget is None:
+            return full
+        per_block = kv_bytes_per_token(self.model, dtype) * BLOCK_SIZE
+        fit = self.budget // per_block
+        if fit < blocks_for(max_len):
+            per_row = blocks_for(max_len) * per_block
+            raise ValueError(
+                f"the KV-cache budget of {self.budget / 2**20:.1f} MiB cannot hold one sequence of {max_len} "
+                f"tokens ({per_row / 2**20:.1f} MiB); raise the budget or shorten the request"
+            )
+        return min(full, int(fit))
 
     def ensure(self, max_len: int, wanted_rows: int) -> KVCache:
-        """A cache with room for ``max_len`` tokens in each of the rows the work needs.
+        """A cache whose rows hold up to ``max_len`` tokens, with the rows the work needs and a pool
+        of blocks for them (within the budget; requests beyond it wait for blocks).
 
-        An idle cache is resized to the work (every decode step runs all rows, so a 16-row cache
+        An idle cache is resized to the work (a decode step may run all rows, so a 16-row cache
         would make a single request pay for 16); a busy one only when it must grow, which is refused.
+        The pool is allocated untouched: its memory becomes resident as blocks are first written.
         """
-        rows = self.rows_for(max_len, wanted_rows)
+        rows = min(wanted_rows, self.max_rows)
+        # one row: the weights' dtype (see LlamaModel.kv_dtype for why and the figures)
+        dtype = self.model.dtype if rows == 1 else None
+        blocks = self.pool_blocks(max_len, rows, dtype)
         cache = self.cache
-        idle = cache is not None and sorted(self.free_rows) == list(range(cache.batch_size))
+        idle = cache is not None and not self.reservations
         if (
             cache is None
             or cache.max_len < max_len
             or cache.batch_size < rows
+            or cache.blocks_total < blocks
             or (idle and cache.batch_size != rows)
         ):
             if cache is not None and not idle:
                 raise RuntimeError("cannot resize the KV cache while requests are running")
-            # one row: the weights' dtype (see LlamaModel.kv_dtype for why and the figures)
-            dtype = self.model.dtype if rows == 1 else None
             check_fits(
-                rows * max_len * kv_bytes_per_token(self.model, dtype),
+                blocks * BLOCK_SIZE * kv_bytes_per_token(self.model, dtype),
                 self.model.device,
-                f"a KV cache of {rows} row(s) x {max_len:,} tokens",
+                f"a KV cache of {blocks:,} blocks of {BLOCK_SIZE} tokens ({rows} row(s) of up to {max_len:,} tokens)",
                 "ask for fewer or shorter sequences (--max-model-len, --max-num-seqs, --kv-cache-bytes)",
             )
-            self.cache = cache = KVCache.for_model(self.model, rows, max_len, dtype=dtype)
+            self.cache = None  # let the old pool go before the new one is made
+            self.cache = cache = KVCache.for_model(self.model, rows, max_len, dtype=dtype, num_blocks=blocks)
             self.free_rows = list(range(rows))
+            self.reservations = {}
         return cache
 
-    def allocate(self) -> int | None:
-        """A free row (lowest first, so full batches run rows in order), or None."""
-        if not self.free_rows:
+    def blocks_needed(self, tokens: int) -> int:
+        """Blocks a sequence of ``tokens`` slots holds (at most a full row)."""
+        cache = self.cache
+        assert cache is not None
+        return min(blocks_for(tokens, cache.block_size), cache.max_blocks)
+
+    @property
+    def blocks_available(self) -> int:
+        """Blocks no running request holds or has set aside (0 before the cache exists): free ones,
+        and cached prompt blocks nobody holds, which are evicted when needed. Every request's
+        blocks are set aside when it is admitted, so this is what the next one can have."""
+        cache = self.cache
+        return cache.pool.n_unreserved if cache is not None else 0
+
+    def allocate(self, tokens: int = 0) -> int | None:
+        """A free row (lowest first, so full batches run rows in order) with blocks for ``tokens``
+        slots reserved for it, or None when no row or not enough unreserved blocks are left. The
+        blocks are set aside as one run where the pool has one (the kernel then reads the row as one
+        stream) and filled as the row grows (:meth:`KVCache.grow`), so the memory in use follows the
+        tokens held while a request can never run out of blocks mid-way."""
+        if not self.free_rows or self.cache is None:
+            return None
+        need = self.blocks_needed(tokens)
+        if need > self.blocks_available:
             return None
         self.free_rows.sort()
-        return self.free_rows.pop(0)
+        row = self.free_rows.pop(0)
+        self.reservations[row] = need
+        self.cache.reserve(row, need)  # one run of blocks where the pool has one
+        return row
 
     def release(self, row: int) -> None:
-        """Free a row at once: its slots are emptied and it can take the next request."""
+        """Free a row at once: its blocks go back to the pool and it can take the next request."""
         assert self.cache is not None
         self.cache.reset([row])
         self.free_rows.append(row)
+        self.reservations.pop(row, None)
 
     @property
     def used_bytes(self) -> int:

@@ -17,6 +17,7 @@ from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import prompt_logprobs
 from hexamer.engine.request import Request
 from hexamer.model import LlamaModel, pad_rows
+from hexamer.model.kv_blocks import BLOCK_SIZE
 from hexamer.tokenizer.layout import DnaLayout
 
 #: Most prompt tokens (padding included) per prefill forward on CPU, to keep activations in cache.
@@ -39,6 +40,7 @@ class ModelRunner:
         self.layout = layout
         self.cache = cache
         self.dna_only_logits = config.dna_only_logits
+        self.prefix_caching = config.prefix_caching
         self.pad_id = 0
         prefill_chunk_tokens = config.prefill_chunk_tokens
         if prefill_chunk_tokens is None and model.device.type == "cpu":
@@ -74,15 +76,47 @@ class ModelRunner:
         logprobs get them here, from the same forward. On CPU the requests are cut into forwards
         of at most :data:`PREFILL_CHUNK_TOKENS_CPU` padded tokens (each left-padded to its own
         longest prompt); the numbers do not depend on how they are cut."""
-        lengths = [len(r.prompt_ids) for r in requests]
-        chunks = padded_chunks(requests, lengths, token_budget=self.prefill_chunk_tokens)
-        return torch.cat([self._prefill_forward(chunk, full) for chunk in chunks])
+        if not self.prefix_caching:
+            lengths = [len(r.prompt_ids) for r in requests]
+            chunks = padded_chunks(requests, lengths, token_budget=self.prefill_chunk_tokens)
+            return torch.cat([self._prefill_forward(chunk, full) for chunk in chunks])
+        # prefix caching: before each forward, the rows left take the blocks that earlier prompts
+        # (earlier forwards of this step too) stored, and feed only the tokens after them
+        logits: dict[int, torch.Tensor] = {}
+        pending = list(requests)
+        while pending:
+            held = [self._share_prefix(r) for r in pending]
+            tails = [len(r.prompt_ids) - n for r, n in zip(pending, held, strict=True)]
+            chunk = next(padded_chunks(pending, tails, token_budget=self.prefill_chunk_tokens))
+            chunk = chunk[: _first_repeat(chunk, held[: len(chunk)])]
+            for r, row_logits in zip(
+                chunk, self._prefill_forward(chunk, full, held[: len(chunk)]), strict=True
+            ):
+                logits[id(r)] = row_logits
+            pending = pending[len(chunk) :]
+        return torch.stack([logits[id(r)] for r in requests])
 
-    def _prefill_forward(self, requests: list[Request], full: bool) -> torch.Tensor:
+    def _share_prefix(self, request: Request) -> int:
+        """Prompt tokens ``request``'s row already holds: the cached prefix it took now (only
+        before its first forward; never for prompt logprobs, which need every prompt position, nor
+        for speculative requests, whose prompts the draft feeds its own way)."""
+        cache = self.cache.cache
+        assert cache is not None and request.row is not None
+        n = int(cache.lengths[request.row])
+        if n or request.params.prompt_logprobs is not None or request.speculative is not None:
+            return n
+        return cache.share_prefix(request.row, request.prompt_ids)
+
+    def _prefill_forward(
+        self, requests: list[Request], full: bool, held: list[int] | None = None
+    ) -> torch.Tensor:
         cache = self.cache.cache
         assert cache is not None
         device = self.model.device
-        batch = pad_rows([r.prompt_ids for r in requests], self.pad_id, side="left")
+        skip = held or [0] * len(requests)
+        batch = pad_rows(
+            [r.prompt_ids[n:] for r, n in zip(requests, skip, strict=True)], self.pad_id, side="left"
+        )
         rows = [r.row for r in requests]
         want = [r.is_text and r.params.prompt_logprobs is not None for r in requests]
         out = self.model(
@@ -94,6 +128,12 @@ class ModelRunner:
             vocab_rows=self._vocab_rows(full),
             return_hidden=any(want),
         )
+        if self.prefix_caching:
+            bs = cache.block_size
+            for r, n in zip(requests, skip, strict=True):
+                if r.speculative is None and r.params.prompt_logprobs is None:
+                    cache.prefix.count((len(r.prompt_ids) - 1) // bs, n // bs)
+                    cache.remember_prefix(r.row, r.prompt_ids)  # type: ignore[arg-type]
         for i, r in enumerate(requests):
             if want[i]:
                 assert out.hidden is not None
@@ -161,6 +201,9 @@ class ModelRunner:
         if int(cache.lengths.max()) + 1 > cache.max_len:
             raise ValueError(f"KV cache full: a row would exceed max_len={cache.max_len}")
         slots = cache.lengths.clone()
+        rows = [r.row for r in requests]
+        starts = slots[rows].tolist()
+        cache.grow(rows, starts, [s + 1 for s in starts])  # type: ignore[arg-type]
         positions = cache.num_real_tokens()[:, None]
         cache.lengths += 1
         logits = self._decode_fn(
@@ -171,3 +214,17 @@ class ModelRunner:
             cache.reset(idle)
         logits = self._logits(logits, full)
         return logits[torch.tensor([r.row for r in requests], device=logits.device)]
+
+
+def _first_repeat(requests: list[Request], held: list[int], block: int = BLOCK_SIZE) -> int:
+    """Length of the leading run of ``requests`` in which no prompt without a cached prefix starts
+    with the same full block as an earlier one: a prompt that does waits for the next forward,
+    where it finds that block (and what follows) cached instead of computing it again."""
+    seen: set[tuple[int, ...]] = set()
+    for i, (r, n) in enumerate(zip(requests, held, strict=True)):
+        if n == 0 and len(r.prompt_ids) > block:
+            key = tuple(r.prompt_ids[:block])
+            if key in seen:
+                return i
+            seen.add(key)
+    return len(requests)

@@ -56,9 +56,12 @@ typedef struct {
     int64_t q_sb, q_st, q_sh, n_sb, n_st, n_sh;
     const void *cos, *sin; /* (B, T, D) contiguous rotary tables, or NULL: no rotation */
     const int64_t *slots;  /* (B, T) contiguous: cache slot of each new token */
-    void *k, *v;           /* caches (rows, G, slots, D) at strides (c_sb, c_sh, c_ss) */
-    int64_t c_sb, c_sh, c_ss;
+    void *k, *v;           /* caches (rows, G, slots, D) at strides (c_sb, c_sh, c_ss); paged: */
+    int64_t c_sb, c_sh, c_ss; /* block pools (G, blocks, block size, D), c_sb the block stride */
     const int64_t *rows; /* cache row of each batch row, or NULL: row b */
+    const int64_t *tab;  /* paged: block table (cache rows, tab_s) of pool blocks; NULL: contiguous */
+    int64_t tab_s;
+    int bshift; /* log2 of the block size */
     const uint8_t *mask; /* (B, T, S) at strides (m_sb, m_st): nonzero = attend */
     int64_t m_sb, m_st;
     void *out; /* (B, T, H, D) contiguous */
@@ -102,6 +105,24 @@ static void store_row(void *cache, int64_t off, const float *src, int64_t D, int
     }
 }
 
+/* Element offset of slot s of one cache row and KV head: ``base`` + the slot's place in the row
+ * (contiguous, trow NULL) or in its block (paged: block trow[s / block size]). */
+HX_INLINE int64_t slot_at(const attn_t *a, const int64_t *trow, int64_t base, int64_t s) {
+    if (trow == NULL) return base + s * a->c_ss;
+    return base + trow[s >> a->bshift] * a->c_sb + (s & ((INT64_C(1) << a->bshift) - 1)) * a->c_ss;
+}
+
+/* Slots from s0 (the start of a block when paged) that lie contiguously in memory: the rest of
+ * the row (contiguous cache), or the run of consecutive pool blocks starting at s0's block, so a
+ * row whose blocks were handed out in order is read as one stream and the table once per run. */
+HX_INLINE int64_t run_from(const attn_t *a, const int64_t *trow, int64_t s0) {
+    if (trow == NULL) return a->S - s0;
+    if (a->c_sb != a->c_ss << a->bshift) return INT64_C(1) << a->bshift; /* blocks not adjacent */
+    int64_t i = s0 >> a->bshift, n = (a->S + (INT64_C(1) << a->bshift) - 1) >> a->bshift, j = i + 1;
+    while (j < n && trow[j] == trow[j - 1] + 1) j++;
+    return ((j - i) << a->bshift);
+}
+
 /* scores -> probabilities in place (masked and padding lanes exactly 0) */
 static void softmax_row(float *row, int64_t S, int64_t sp, float max) {
     for (int64_t s = S; s < sp; s++) row[s] = -INFINITY; /* vector padding */
@@ -122,20 +143,26 @@ static void softmax_row(float *row, int64_t S, int64_t sp, float max) {
  * the cache, the head dim as NV 16-float vectors (NV a compile-time constant at each call site,
  * so key and value rows live in registers) and the cache dtype fixed; NV == 0 is the scalar path
  * for any head dim. The result goes to out. */
-HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, const char *kbase,
-                      const char *vbase, float *acc, float *scores, int64_t rep, float *out,
+HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, const int64_t *trow,
+                      int64_t base, float *acc, float *scores, int64_t rep, float *out,
                       const int NV, const int kv_bf16) {
     const int64_t D = NV ? NV * VL : a->D, S = a->S, sp = (S + VL - 1) / VL * VL;
-    const int64_t ss = a->c_ss, es = kv_bf16 ? 2 : 4;
+    const int64_t es = kv_bf16 ? 2 : 4;
+    const char *kbase = (const char *)a->k, *vbase = (const char *)a->v;
     const uint8_t *m = a->mask + b * a->m_sb + t * a->m_st;
     float maxes[64];
     for (int64_t j = 0; j < rep; j++) maxes[j] = -INFINITY;
-    for (int64_t s = 0; s < S; s++) { /* pass 1: scores */
+    /* the slots are walked in runs that lie contiguously in memory (run_from) */
+    const int64_t ss = a->c_ss * es;
+    for (int64_t s0 = 0, span; s0 < S; s0 += span) { /* pass 1: scores */
+    span = run_from(a, trow, s0);
+    const char *kblk = kbase + slot_at(a, trow, base, s0) * es;
+    for (int64_t s = s0, end = s0 + span < S ? s0 + span : S; s < end; s++) {
         if (!m[s]) {
             for (int64_t j = 0; j < rep; j++) scores[j * sp + s] = -INFINITY;
             continue;
         }
-        const char *krow = kbase + s * ss * es;
+        const char *krow = kblk + (s - s0) * ss;
         v16 kv[NV ? NV : 1];
         for (int c = 0; c < NV; c++) kv[c] = load16(krow, c * VL, kv_bf16);
         for (int64_t j = 0; j < rep; j++) {
@@ -151,11 +178,15 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
             maxes[j] = dot > maxes[j] ? dot : maxes[j];
         }
     }
+    }
     for (int64_t j = 0; j < rep; j++) softmax_row(scores + j * sp, S, sp, maxes[j]);
     memset(acc, 0, (size_t)(rep * D) * sizeof *acc);
-    for (int64_t s = 0; s < S; s++) { /* pass 2: probability-weighted values */
+    for (int64_t s0 = 0, span; s0 < S; s0 += span) { /* pass 2: probability-weighted values */
+    span = run_from(a, trow, s0);
+    const char *vblk = vbase + slot_at(a, trow, base, s0) * es;
+    for (int64_t s = s0, end = s0 + span < S ? s0 + span : S; s < end; s++) {
         if (!m[s]) continue;
-        const char *vrow = vbase + s * ss * es;
+        const char *vrow = vblk + (s - s0) * ss;
         if (NV) {
             v16 vv[NV ? NV : 1];
             for (int c = 0; c < NV; c++) vv[c] = load16(vrow, c * VL, kv_bf16);
@@ -168,6 +199,7 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
                 for (int64_t d = 0; d < D; d++) acc[j * D + d] += scores[j * sp + s] * load1(vrow, d, kv_bf16);
         }
     }
+    }
     memcpy(out, acc, (size_t)(rep * D) * sizeof *out);
 }
 
@@ -175,12 +207,12 @@ HX_INLINE void attend(const attn_t *a, int64_t b, int64_t t, const float *qw, co
  * scratch holds rep * (3 * D + sp) floats, sp = S rounded up to 16. */
 static void attend_item(const attn_t *a, int64_t b, int64_t g, float *scratch) {
     const int64_t D = a->D, rep = a->H / a->G;
-    const int64_t es = a->kv_bf16 ? 2 : 4;
     float *qw = scratch, *acc = qw + rep * D, *res = acc + rep * D, *scores = res + rep * D;
-    int64_t off = (a->rows ? a->rows[b] : b) * a->c_sb + g * a->c_sh;
-    const char *kbase = (const char *)a->k + off * es, *vbase = (const char *)a->v + off * es;
+    int64_t row = a->rows ? a->rows[b] : b;
+    const int64_t *trow = a->tab ? a->tab + row * a->tab_s : NULL;
+    int64_t off = (trow ? 0 : row * a->c_sb) + g * a->c_sh;
     for (int64_t t = 0; t < a->T; t++) {
-        int64_t slot = off + a->slots[b * a->T + t] * a->c_ss, src = b * a->n_sb + t * a->n_st + g * a->n_sh;
+        int64_t slot = slot_at(a, trow, off, a->slots[b * a->T + t]), src = b * a->n_sb + t * a->n_st + g * a->n_sh;
         rope_head(a->k_new, src, a->cos, a->sin, (b * a->T + t) * D, D, a->bf16, res);
         store_row(a->k, slot, res, D, a->kv_bf16);
         for (int64_t d = 0; d < D; d++) res[d] = load1(a->v_new, src + d, a->bf16);
@@ -193,8 +225,8 @@ static void attend_item(const attn_t *a, int64_t b, int64_t g, float *scratch) {
             for (int64_t d = 0; d < D; d++) qw[j * D + d] *= a->scale;
         }
 #define HX_ATTEND(nv)                                                                              \
-    (a->kv_bf16 ? attend(a, b, t, qw, kbase, vbase, acc, scores, rep, res, nv, 1)                  \
-                : attend(a, b, t, qw, kbase, vbase, acc, scores, rep, res, nv, 0))
+    (a->kv_bf16 ? attend(a, b, t, qw, trow, off, acc, scores, rep, res, nv, 1)                     \
+                : attend(a, b, t, qw, trow, off, acc, scores, rep, res, nv, 0))
         switch (D) { /* the head dims of the Carbon family (64, 96, 128) and 16/32/256 */
         case 16: HX_ATTEND(1); break;
         case 32: HX_ATTEND(2); break;
@@ -212,7 +244,8 @@ static void attend_item(const attn_t *a, int64_t b, int64_t g, float *scratch) {
 
 /* The attention of a decode-shaped forward (a few new tokens per row) for one layer:
  *   1. rotate the new keys (k_new, (B, T, G, D)) with the rotary tables and write them, and the new
- *      values, into the cache at slots[b, t] of cache row rows[b];
+ *      values, into the cache at slots[b, t] of cache row rows[b] (paged, tab not NULL: slot s of
+ *      row r lives in pool block tab[r * tab_s + s / 2^bshift] at offset s mod 2^bshift);
  *   2. out[b, t] (B, T, H, D) = softmax(scale * rope(q) k^T, masked) v over the first S slots.
  * Activations (q, k_new, v_new, cos, sin, out) are all float32 or all bfloat16 (bf16); the cache
  * is float32 or bfloat16 (kv_bf16). The mask must cover the new tokens' own slots (causality is
@@ -222,13 +255,14 @@ int hx_decode_attention(const void *q, int64_t q_sb, int64_t q_st, int64_t q_sh,
                         const void *v_new, int64_t n_sb, int64_t n_st, int64_t n_sh,
                         const void *cos, const void *sin, const int64_t *slots, int bf16, void *k,
                         void *v, int64_t c_sb, int64_t c_sh, int64_t c_ss, int kv_bf16,
-                        const int64_t *rows, const uint8_t *mask, int64_t m_sb, int64_t m_st,
+                        const int64_t *rows, const int64_t *tab, int64_t tab_s, int bshift,
+                        const uint8_t *mask, int64_t m_sb, int64_t m_st,
                         void *out, int64_t B, int64_t T, int64_t H, int64_t G, int64_t D, int64_t S,
                         float scale, int threads) {
     if (G <= 0 || H % G != 0 || H / G > 64) return -2;
-    attn_t a = {q,    k_new, v_new, q_sb, q_st, q_sh, n_sb, n_st, n_sh, cos,  sin,
-                slots, k,    v,     c_sb, c_sh, c_ss, rows, mask, m_sb, m_st, out,
-                T,    H,     G,     D,    S,    scale, bf16, kv_bf16};
+    attn_t a = {q,    k_new, v_new, q_sb, q_st, q_sh, n_sb, n_st, n_sh, cos,   sin,
+                slots, k,    v,     c_sb, c_sh, c_ss, rows, tab,  tab_s, bshift, mask,
+                m_sb, m_st,  out,   T,    H,    G,    D,    S,    scale, bf16,  kv_bf16};
     int64_t rep = H / G, sp = (S + VL - 1) / VL * VL, items = B * G;
     size_t scratch_bytes = ((size_t)(rep * (3 * D + sp)) * sizeof(float) + 63) / 64 * 64;
     int failed = 0;

@@ -169,7 +169,7 @@ class Attention(nn.Module):
         cache = plan.cache
         out = self.decode_kernel(
             q, k, v, cos, sin, cache.k[self.layer_idx], cache.v[self.layer_idx], plan.slots, plan.mask,
-            rows=plan.rows, scale=self.head_dim**-0.5,
+            rows=plan.rows, scale=self.head_dim**-0.5, block_table=cache.table_dev,
         )  # fmt: skip
         return self.o_proj(out)
 
@@ -329,15 +329,7 @@ class LlamaModel(nn.Module):
         its RoPE position, ``live`` (B,) marks rows holding a request; it then advances
         ``kv_cache.lengths``. Returns float32 logits ``(B, V')`` of the requested rows.
         """
-        b = input_ids.shape[0]
-        rows = torch.arange(b, device=input_ids.device)
-        kv_cache.valid[rows, slots] = live
-        plan = AttentionPlan(
-            mask=build_mask(slots[:, None], kv_cache.valid),
-            cache=kv_cache,
-            slots=slots[:, None],
-            kv_len=kv_cache.max_len,
-        )
+        plan = kv_cache.plan_static(slots, live)
         x = self.embed_tokens(input_ids)
         cos, sin = rope_cos_sin(self._inv_freq_on(x.device), positions, self.rope_scale, x.dtype)
         for layer in self.layers:

@@ -295,6 +295,7 @@ class NativeKernels:
         *,
         rows: torch.Tensor | None = None,
         scale: float,
+        block_table: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One layer's attention for a decode-shaped forward, cache write included.
 
@@ -303,8 +304,11 @@ class NativeKernels:
         and k (``None``: already rotated). The rotated keys and the values are written into
         ``k_cache``/``v_cache`` (rows, G, slots, D), float32 or bfloat16, at ``slots`` (B, T) of
         cache row ``rows[b]`` (default ``b``); then every new token attends over the first ``S``
-        slots of its row under ``mask``, bool (B, 1, T, S). Activations are all float32 or all
-        bfloat16. Returns (B, T, H * D) in that dtype, the layout the output projection takes."""
+        slots of its row under ``mask``, bool (B, 1, T, S). With a ``block_table`` (cache rows,
+        n) int64 the caches are block pools (G, blocks, block size, D), block size a power of two,
+        and slot ``s`` of row ``r`` lives in block ``block_table[r, s // block size]`` (a paged
+        cache, :class:`hexamer.model.KVCache`). Activations are all float32 or all bfloat16. Returns
+        (B, T, H * D) in that dtype, the layout the output projection takes."""
         b, t, h, d = q.shape
         g, s = k.shape[2], mask.shape[-1]
         act, supported = q.dtype, (torch.float32, torch.bfloat16)
@@ -321,14 +325,16 @@ class NativeKernels:
             k_cache.is_contiguous() and v_cache.is_contiguous()
         ):
             raise ValueError("decode attention needs a contiguous head dim and contiguous caches")
-        if k_cache.shape[1:] != v_cache.shape[1:] or k_cache.shape[1] != g or k_cache.shape[3] != d:
+        paged = block_table is not None
+        heads = 0 if paged else 1  # paged pools are head-major: (G, blocks, block size, D)
+        if k_cache.shape != v_cache.shape or k_cache.shape[heads] != g or k_cache.shape[3] != d:
             raise ValueError(f"caches {tuple(k_cache.shape)} do not hold {g} KV heads of dim {d}")
-        if (
-            mask.dtype != torch.bool
-            or mask.shape != (b, 1, t, s)
-            or mask.stride(-1) != 1
-            or s > k_cache.shape[2]
-        ):
+        bs = k_cache.shape[2]
+        row_stride, head_stride = k_cache.stride(1 - heads), k_cache.stride(heads)
+        if paged and (bs & (bs - 1) or block_table.dtype != torch.int64 or block_table.stride(-1) != 1):
+            raise ValueError("a block table must be int64 with contiguous rows over power-of-two blocks")
+        room = block_table.shape[1] * bs if paged else bs
+        if mask.dtype != torch.bool or mask.shape != (b, 1, t, s) or mask.stride(-1) != 1 or s > room:
             raise ValueError(f"mask must be bool (B, 1, T, S<=slots) = {(b, 1, t)}, got {tuple(mask.shape)}")
         slots = slots.to(torch.int64).expand(b, t).contiguous()
         if rows is not None:
@@ -341,9 +347,10 @@ class NativeKernels:
             k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), k.stride(2),
             cos.data_ptr() if tables else None, sin.data_ptr() if tables else None,
             slots.data_ptr(), int(act == torch.bfloat16),
-            k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            k_cache.data_ptr(), v_cache.data_ptr(), row_stride, head_stride, k_cache.stride(2),
             int(k_cache.dtype == torch.bfloat16), None if rows is None else rows.data_ptr(),
-            mask.data_ptr(), mask.stride(0), mask.stride(2), out.data_ptr(),
+            block_table.data_ptr() if paged else None, block_table.stride(0) if paged else 0,
+            bs.bit_length() - 1 if paged else 0, mask.data_ptr(), mask.stride(0), mask.stride(2), out.data_ptr(),
             b, t, h, g, d, s, scale, torch.get_num_threads(),
         )  # fmt: skip
         if code == -1:
@@ -494,8 +501,11 @@ def _load(path: Path) -> NativeKernels:
         ptr,
         ptr,
         i64,
+        c_int,  # rows, block table, its row stride, log2 block size
+        ptr,
         i64,
-        ptr,  # rows, mask, mask strides, out
+        i64,
+        ptr,  # mask, mask strides, out
         i64,
         i64,
         i64,
@@ -574,12 +584,23 @@ def _check_attention(kernels: NativeKernels, dtype: torch.dtype, gen: torch.Gene
         got = kernels.decode_attention(
             q, k_new, v_new, None, None, k, v, slots, mask, rows=rows, scale=d**-0.5
         )
+        # the same through a block table: rows cut into 8-slot blocks laid out in shuffled order
+        table = torch.randperm(15, generator=gen).view(3, 5)
+        kp, vp = (torch.empty(2, 15, 8, d, dtype=dtype) for _ in range(2))
+        kp[:, table.reshape(-1)] = k.transpose(0, 1).reshape(2, 15, 8, d)
+        vp[:, table.reshape(-1)] = v.transpose(0, 1).reshape(2, 15, 8, d)
+        paged = kernels.decode_attention(
+            q, k_new, v_new, None, None, kp, vp, slots, mask, rows=rows, scale=d**-0.5, block_table=table
+        )
         k[rows[:, None], :, slots], v[rows[:, None], :, slots] = k_new, v_new
         want = _attention_reference(q, k[rows, :, :37], v[rows, :, :37], mask, d**-0.5)
         if not torch.allclose(
             got.double(), want.to(dtype).double(), atol=2e-2 if dtype == torch.bfloat16 else 1e-5
         ):
             raise RuntimeError(f"self-check failed (decode attention, {dtype}, head dim {d})")
+        stored = kp[:, table.reshape(-1)].reshape(2, 3, 40, d).transpose(0, 1)
+        if not (torch.equal(paged, got) and torch.equal(stored, k)):
+            raise RuntimeError(f"self-check failed (paged decode attention, {dtype}, head dim {d})")
 
 
 def _attention_reference(

@@ -50,7 +50,7 @@ from hexamer.server.schemas import (
     DnaVepRequest,
     EmbeddingRequest,
 )
-from hexamer.server.settings import ServerSettings
+from hexamer.server.settings import CPU_KV_CACHE_BYTES, ServerSettings
 from hexamer.server.state import ARRIVED_AT, ServerState
 from hexamer.server.view_access import (
     LOGIN_PATH,
@@ -117,6 +117,8 @@ def kv_budget(carbon: Carbon, settings: ServerSettings, max_len: int) -> int | N
         return None
     budget = int(free * KV_MEMORY_FRACTION)
     per_row = kv_bytes_per_token(carbon.model) * max_len
+    if carbon.model.device.type == "cpu":  # a modest pool: pages are touched as tokens arrive
+        budget = min(budget, max(CPU_KV_CACHE_BYTES, per_row))
     if per_row > budget:
         given_len = settings.max_model_len or carbon.engine_config.max_model_len
         source = "the model's max_position_embeddings" if given_len is None else "max_model_len"
@@ -188,22 +190,10 @@ def build_state(
     worker = EngineWorker(engine, max_queue=settings.max_queue, metrics=metrics)
     if draft is not None:
         attach_draft(engine, carbon, draft)
-    if worker.rows < settings.max_num_seqs:  # requests beyond the rows wait: throughput drops with them
-        log.warning(
-            json.dumps(
-                {
-                    "event": "kv_rows_capped",
-                    "kv_rows": worker.rows,
-                    "max_num_seqs": settings.max_num_seqs,
-                    "max_model_len": engine_config.max_model_len,
-                    "hint": "the KV budget holds fewer rows of max_model_len tokens than max_num_seqs; "
-                    "a smaller --max-model-len (the longest prompt + new tokens you serve) or a larger "
-                    "--kv-cache-bytes gives every sequence a row",
-                }
-            )
-        )
     metrics.kv_rows.set(worker.rows)
     metrics.kv_bytes.set(engine.kv_bytes)
+    metrics.kv_blocks.set(engine.kv_blocks_total)
+    metrics.kv_blocks_free.set(engine.kv_blocks_free)
     problem = self_check(engine, carbon.tokenizer)
     if problem is not None:
         log.error(json.dumps({"event": "model_self_check_failed", "reason": problem}))
@@ -377,6 +367,9 @@ def create_app(
                     "event": "ready",
                     "model": state.model_name,
                     "kv_rows": state.worker.rows,
+                    "kv_blocks": state.worker.engine.kv_blocks_total,
+                    "kv_blocks_free": state.worker.engine.kv_blocks_free,
+                    "kv_block_size": state.worker.engine.kv_block_size,
                     "max_model_len": state.max_len,
                     "engine": state.engine_config.as_dict(),
                 }

@@ -33,8 +33,30 @@ class ServerMetrics:
             "hexamer_kv_cache_rows_used", "KV-cache rows holding a sequence", registry=r
         )
         self.kv_rows = Gauge("hexamer_kv_cache_rows", "KV-cache rows allocated", registry=r)
-        self.kv_bytes = Gauge("hexamer_kv_cache_bytes", "Bytes of the preallocated KV cache", registry=r)
-        self.kv_usage = Gauge("hexamer_kv_cache_usage", "Fraction of KV-cache rows in use", registry=r)
+        self.kv_bytes = Gauge(
+            "hexamer_kv_cache_bytes", "Bytes of the KV block pool (resident only as blocks fill)", registry=r
+        )
+        self.kv_blocks = Gauge(
+            "hexamer_kv_cache_blocks", "Blocks of the KV pool (16 tokens each)", registry=r
+        )
+        self.kv_blocks_free = Gauge("hexamer_kv_cache_blocks_free", "KV blocks holding no token", registry=r)
+        self.kv_blocks_reserved = Gauge(
+            "hexamer_kv_cache_blocks_reserved",
+            "KV blocks promised to running sequences (a sequence starts when its blocks fit)",
+            registry=r,
+        )
+        self.kv_usage = Gauge("hexamer_kv_cache_usage", "Fraction of KV blocks holding tokens", registry=r)
+        self.prefix_queried = Gauge(
+            "hexamer_prefix_cache_queried_blocks",
+            "Full prompt blocks looked up in the prefix cache",
+            registry=r,
+        )
+        self.prefix_hits = Gauge(
+            "hexamer_prefix_cache_hit_blocks", "Full prompt blocks found in the prefix cache", registry=r
+        )
+        self.prefix_hit_rate = Gauge(
+            "hexamer_prefix_cache_hit_rate", "Fraction of looked-up prompt blocks found cached", registry=r
+        )
         self.ttft = Histogram(
             "hexamer_time_to_first_token_seconds", "Submission to first generated token",
             buckets=_LATENCY_BUCKETS, registry=r,

@@ -6,6 +6,13 @@ from dataclasses import dataclass, fields
 
 #: enough for a client that asks for every 6-mer (4,096) plus the rest of the DNA block and text
 DEFAULT_MAX_LOGPROBS = 4096 + 128
+#: KV-cache pool on CPU when no ``kv_cache_bytes`` is given: 4 GiB (vLLM's CPU backend takes a
+#: fixed ``VLLM_CPU_KVCACHE_SPACE`` too) holds ~37,000 tokens of the 500M shape (112 KiB a token in
+#: float32), 64 requests of 1 kb in / 1 kb out, and leaves a shared machine usable; raised to one
+#: sequence of ``max_model_len`` when that is larger, and never above 80 % of the free memory.
+#: Its pages become resident only as blocks are written, so an idle server holds little more than
+#: its weights.
+CPU_KV_CACHE_BYTES = 4 * 2**30
 #: characters a prompt may carry per token of ``max_model_len`` (the default ``max_prompt_chars``):
 #: 4x English text (~4 chars/token) and 2.7x DNA (6 bases/token), so no prompt that fits the
 #: context is refused, while a multi-megabyte string is refused before the tokenizer sees it
@@ -45,7 +52,9 @@ class ServerSettings:
     api_key: when set, every endpoint but ``/health`` needs ``Authorization: Bearer <key>``.
     served_model_name: the model id reported by ``/v1/models`` and accepted in ``model``.
     shutdown_grace_s: on shutdown, in-flight requests get this long to finish, then are cancelled.
-    kv_cache_bytes: KV-cache budget (default: 80 % of the free memory).
+    kv_cache_bytes: KV-cache pool (default: on CPU ``CPU_KV_CACHE_BYTES``, 4 GiB, or one sequence of
+        ``max_model_len`` when larger; on GPU 80 % of the free memory; never above 80 % of the free
+        memory). Requests are admitted as long as the blocks they may fill are free.
 
     ``max_num_seqs``, ``max_model_len`` and ``kv_cache_bytes`` (vLLM's names) become the serving
     engine's ``max_batch_size``, ``max_model_len`` and ``kv_cache_bytes``; its other options come

@@ -295,7 +295,14 @@ class EngineWorker:
         m.queue_depth.set(self.waiting)
         m.running.set(self.running)
         m.kv_rows_used.set(self.rows_used)
-        m.kv_usage.set(self.rows_used / self.rows if self.rows else 0.0)
+        e = self.engine
+        m.kv_blocks_free.set(e.kv_blocks_free)
+        m.kv_blocks_reserved.set(e.kv_blocks_reserved)
+        m.kv_usage.set(1 - e.kv_blocks_free / e.kv_blocks_total if e.kv_blocks_total else 0.0)
+        queried, hits = e.prefix_cache_blocks
+        m.prefix_queried.set(queried)
+        m.prefix_hits.set(hits)
+        m.prefix_hit_rate.set(hits / queried if queried else 0.0)
 
     def _abort_all(self, reason: str) -> None:
         for sub in list(self._subs.values()):

@@ -26,6 +26,7 @@ def test_defaults() -> None:
         "dna_only_logits": True,
         "static_decode": None,
         "compile_decode": False,
+        "prefix_caching": True,
     }
 
 

@@ -17,6 +17,7 @@ from hexamer.engine import (
     SpecConfig,
     SpeculationRefused,
 )
+from hexamer.model.kv_blocks import BLOCK_SIZE
 
 PROMPTS = ["ACGTAC", "TTGACATTGACATTGACA", "GGGCCCAAATTT" * 3, "A", "<dna>", "CATCATCATCATCAT"]
 LENGTHS = [5, 30, 12, 7, 19, 1]
@@ -57,17 +58,18 @@ def test_kv_budget(tiny_folder: Path) -> None:
 
     carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=8)
     per_token = kv_bytes_per_token(carbon.model)
-    # room for two rows of the longest request: the run still completes, two at a time
-    longest = 2 + 30 // 6 + 1
-    budget = Carbon.from_pretrained(tiny_folder, max_batch_size=8, kv_cache_bytes=2 * per_token * longest)
+    # room for two blocks, one per request (2 + 30 // 6 + 1 tokens): the run completes, two at a time
+    budget = Carbon.from_pretrained(tiny_folder, max_batch_size=8, kv_cache_bytes=2 * per_token * BLOCK_SIZE)
     out = budget.generate(["ACGTAC"] * 5, max_bp=30, seed=1)
-    assert budget.engine.cache.cache is not None and budget.engine.cache.cache.batch_size == 2
+    cache = budget.engine.cache.cache
+    assert cache is not None and cache.batch_size == 5 and cache.blocks_total == 2
+    assert cache.blocks_free == 2 and budget.engine.kv_blocks_reserved == 0  # every block came back
     assert [g.sequence for g in out] == [
         g.sequence for g in carbon.generate(["ACGTAC"] * 5, max_bp=30, seed=1)
     ]
-    tiny_budget = Carbon.from_pretrained(tiny_folder, kv_cache_bytes=per_token)
+    tiny_budget = Carbon.from_pretrained(tiny_folder, kv_cache_bytes=per_token * BLOCK_SIZE)
     with pytest.raises(ValueError, match="cannot hold one sequence"):
-        tiny_budget.generate("ACGTAC", max_bp=30)
+        tiny_budget.generate("ACGTAC", max_bp=120)
 
 
 def test_cancel_frees_the_row(tiny_folder: Path) -> None:
@@ -100,9 +102,9 @@ def test_prefill_in_chunks_gives_the_same_outputs(
     forwards: list[int] = []
     original = chunked.engine.runner._prefill_forward
 
-    def counting(requests: list, full: bool) -> object:
+    def counting(requests: list, full: bool, held: list[int] | None = None) -> object:
         forwards.append(len(requests))
-        return original(requests, full)
+        return original(requests, full, held)
 
     monkeypatch.setattr(chunked.engine.runner, "_prefill_forward", counting)
     prompts = [p for p in PROMPTS if p != "<dna>"] * 2

@@ -274,9 +274,12 @@ def test_rollback_leaves_no_trace(pair: tuple[Carbon, Carbon]) -> None:
             assert committed[length:] == pending[j]
             assert bool(cache.valid[i, :length].all()) and not bool(cache.valid[i, length:].any())
             with torch.inference_mode():  # the engine made the caches in inference mode
-                for layer in range(len(cache.k)):  # garbage where rejected drafts were
-                    cache.k[layer][i, :, length:] = 1e3
-                    cache.v[layer][i, :, length:] = -1e3
+                bs = cache.block_size  # garbage where rejected drafts were, in the row's last block
+                for slot in range(length, len(cache.row_blocks[i]) * bs):
+                    block = cache.row_blocks[i][slot // bs]
+                    for layer in range(len(cache.k)):
+                        cache.k[layer][:, block, slot % bs] = 1e3
+                        cache.v[layer][:, block, slot % bs] = -1e3
         with torch.inference_mode():
             for j, r in enumerate(reqs):
                 i = rows[j]

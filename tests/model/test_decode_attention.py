@@ -13,6 +13,7 @@ import torch
 from hexamer.model import KVCache, load_model
 from hexamer.model import native as native_mod
 from hexamer.model.cpu import use_cpu_linears, use_native_attention
+from hexamer.model.kv_cache import gather_blocks
 from hexamer.model.llama import DECODE_KERNEL_MAX_TOKENS
 from hexamer.model.native import _attention_reference, native_kernels, native_status
 from hexamer.model.rope import apply_rope, rope_cos_sin
@@ -215,9 +216,17 @@ def test_padded_rows_and_row_subsets_match_the_sdpa_path(make_checkpoint: Any) -
     for a, b in zip(fast, slow, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     # layer 0's keys depend on the embeddings alone: bit for bit; later layers up to summation order
-    assert torch.equal(fast_cache.k[0], slow_cache.k[0]) and torch.equal(fast_cache.v[0], slow_cache.v[0])
+    # (read through each cache's block table: the two pools may lay the rows out differently)
+    assert fast_cache.row_blocks == slow_cache.row_blocks
+
+    def rows(cache: KVCache, pools: list[torch.Tensor], layer: int) -> torch.Tensor:
+        return gather_blocks(pools[layer], cache.table, cache.max_len)
+
+    assert torch.equal(rows(fast_cache, fast_cache.k, 0), rows(slow_cache, slow_cache.k, 0))
+    assert torch.equal(rows(fast_cache, fast_cache.v, 0), rows(slow_cache, slow_cache.v, 0))
     for layer in range(1, config.num_hidden_layers):
-        torch.testing.assert_close(fast_cache.k[layer], slow_cache.k[layer], atol=1e-5, rtol=1e-5)
+        got, want = rows(fast_cache, fast_cache.k, layer), rows(slow_cache, slow_cache.k, layer)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 def test_bf16_model_decodes_like_its_sdpa_path(make_checkpoint: Any) -> None:
@@ -266,3 +275,29 @@ def test_static_decode_step_uses_the_kernel(make_checkpoint: Any) -> None:
         slots = cache.lengths.clone()
         got = model.decode_static(ids[:, 6:], slots[:, None], slots, torch.ones(2, dtype=torch.bool), cache)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("d", [64, 24])
+def test_block_runs_read_like_a_contiguous_cache(kernels: native_mod.NativeKernels, d: int) -> None:
+    """Rows whose blocks are consecutive runs (whole, broken, reversed) give the contiguous
+    cache's output bit for bit, and write the new keys where the table says."""
+    gen = torch.Generator().manual_seed(7)
+    b, g, h, s, bs = 3, 2, 4, 60, 8
+    q = torch.randn(b, 1, h, d, generator=gen)
+    k_new, v_new = (torch.randn(b, 1, g, d, generator=gen) for _ in range(2))
+    kc, vc = (torch.randn(b, g, 64, d, generator=gen) for _ in range(2))
+    slots = torch.tensor([[59], [40], [51]])
+    mask = torch.rand(b, 1, 1, s, generator=gen) < 0.9
+    mask[torch.arange(b), 0, 0, slots[:, 0]] = True
+    table = torch.tensor(
+        [[1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11, 20, 21, 12, 13, 14], [30, 29, 28, 27, 26, 25, 24, 23]]
+    )
+    kp, vp = (torch.zeros(g, 32, bs, d) for _ in range(2))
+    kp[:, table.reshape(-1)] = kc.transpose(0, 1).reshape(g, b * 8, bs, d)
+    vp[:, table.reshape(-1)] = vc.transpose(0, 1).reshape(g, b * 8, bs, d)
+    want = kernels.decode_attention(q, k_new, v_new, None, None, kc, vc, slots, mask, scale=d**-0.5)
+    got = kernels.decode_attention(
+        q, k_new, v_new, None, None, kp, vp, slots, mask, scale=d**-0.5, block_table=table
+    )
+    assert torch.equal(got, want)
+    assert torch.equal(gather_blocks(kp, table, 64), kc) and torch.equal(gather_blocks(vp, table, 64), vc)

@@ -252,23 +252,16 @@ def test_server_engine_reads_the_model_engine_config(tiny_folder: Path) -> None:
     assert own_budget.engine_config.kv_cache_bytes == 2**25
 
 
-def test_a_kv_budget_with_fewer_rows_than_max_num_seqs_is_logged(tiny_folder: Path, caplog) -> None:
-    """Rows of max_model_len tokens that the budget cannot hold for every sequence: the server
-    says so at start-up (requests beyond the rows wait, a throughput loss the user can fix)."""
-    import logging
-
+def test_a_kv_budget_sizes_the_block_pool_not_the_rows(tiny_folder: Path) -> None:
+    """A budget of three rows of max_model_len tokens: every sequence still gets a row (concurrency
+    is bounded by the tokens in flight, not by rows), and the pool holds 3 x 256 tokens of blocks."""
     from hexamer import Carbon
     from hexamer.engine.kv_manager import kv_bytes_per_token
     from hexamer.server.app import create_app
 
     carbon = Carbon.from_pretrained(tiny_folder)
     per_row = kv_bytes_per_token(carbon.model) * 256
-    with caplog.at_level(logging.WARNING, logger="hexamer.server"):
-        app = create_app(carbon, max_num_seqs=8, max_model_len=256, kv_cache_bytes=3 * per_row)
-    assert app.state.hexamer.worker.rows == 3
-    event = json.loads(next(r.message for r in caplog.records if "kv_rows_capped" in r.message))
-    assert (event["kv_rows"], event["max_num_seqs"], event["max_model_len"]) == (3, 8, 256)
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="hexamer.server"):
-        create_app(carbon, max_num_seqs=2, max_model_len=256, kv_cache_bytes=3 * per_row)
-    assert not [r for r in caplog.records if "kv_rows_capped" in r.message]
+    app = create_app(carbon, max_num_seqs=8, max_model_len=256, kv_cache_bytes=3 * per_row)
+    engine = app.state.hexamer.worker.engine
+    assert app.state.hexamer.worker.rows == 8
+    assert engine.kv_blocks_total == engine.kv_blocks_free == 3 * 256 // engine.kv_block_size

@@ -1,5 +1,5 @@
 """64 concurrent streaming clients, some vanishing midway: the others finish exactly as they would
-alone, and every KV-cache row is free afterwards."""
+alone, and every KV-cache row and block is free afterwards."""
 
 from __future__ import annotations
 
@@ -71,6 +71,8 @@ def test_64_streams_with_disconnects(url: str) -> None:
     health = _wait_idle(url)
     assert (health["running"], health["waiting"], health["kv_rows_used"]) == (0, 0, 0)
     assert _metric(url, "hexamer_kv_cache_rows_used") == 0
+    assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks") > 0
+    assert _metric(url, "hexamer_kv_cache_blocks_reserved") == 0
 
 
 def test_disconnect_cancels_at_once(url: str) -> None:
@@ -82,5 +84,18 @@ def test_disconnect_cancels_at_once(url: str) -> None:
                 break
     health = _wait_idle(url)
     assert health["kv_rows_used"] == 0
+    assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks")
     # the request stopped soon after the client left, far short of its 400 tokens
     assert _metric(url, "hexamer_generated_tokens_total") - before < 200
+
+
+def test_a_repeated_long_prompt_hits_the_prefix_cache(url: str) -> None:
+    before = _metric(url, "hexamer_prefix_cache_hit_blocks")
+    body = {"prompt": "hello world " * 40, "max_tokens": 2, "temperature": 0}
+    first = httpx.post(f"{url}/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
+    second = httpx.post(f"{url}/v1/completions", json=body, timeout=60).json()["choices"][0]["text"]
+    assert first == second
+    _wait_idle(url)
+    assert _metric(url, "hexamer_prefix_cache_hit_blocks") > before
+    assert 0 < _metric(url, "hexamer_prefix_cache_hit_rate") <= 1
+    assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks")
