@@ -361,20 +361,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.worker.start()
-        log.info(
-            json.dumps(
-                {
-                    "event": "ready",
-                    "model": state.model_name,
-                    "kv_rows": state.worker.rows,
-                    "kv_blocks": state.worker.engine.kv_blocks_total,
-                    "kv_blocks_free": state.worker.engine.kv_blocks_free,
-                    "kv_block_size": state.worker.engine.kv_block_size,
-                    "max_model_len": state.max_len,
-                    "engine": state.engine_config.as_dict(),
-                }
-            )
-        )
+        log.info(json.dumps(_ready_event(state)))
         yield
         await asyncio.to_thread(state.worker.stop, settings.shutdown_grace_s)
         state.prep_pool.shutdown(wait=False, cancel_futures=True)
@@ -458,6 +445,21 @@ def create_app(
     if view is not None:
         _mount_view(app, view, settings.api_key)
     return app
+
+
+def _ready_event(state: ServerState) -> dict[str, Any]:
+    """The ``ready`` log line: the model, its KV rows and blocks, the engine's settings."""
+    engine = state.worker.engine
+    return {
+        "event": "ready",
+        "model": state.model_name,
+        "kv_rows": state.worker.rows,
+        "kv_blocks": engine.kv_blocks_total,
+        "kv_blocks_free": engine.kv_blocks_free,
+        "kv_block_size": engine.kv_block_size,
+        "max_model_len": state.max_len,
+        "engine": state.engine_config.as_dict(),
+    }
 
 
 def _mount_view(app: FastAPI, view: ViewSite, api_key: str | None) -> None:

@@ -15,7 +15,8 @@ from hexamer.model import native as native_mod
 from hexamer.model.cpu import use_cpu_linears, use_native_attention
 from hexamer.model.kv_cache import gather_blocks
 from hexamer.model.llama import DECODE_KERNEL_MAX_TOKENS
-from hexamer.model.native import _attention_reference, native_kernels, native_status
+from hexamer.model.native import native_kernels, native_status
+from hexamer.model.native_check import attention_reference
 from hexamer.model.rope import apply_rope, rope_cos_sin
 
 HAVE_CC = shutil.which("cc") is not None or shutil.which("gcc") is not None
@@ -61,7 +62,7 @@ def _pytorch_path(c: dict[str, Any], scale: float) -> tuple[torch.Tensor, torch.
     kc[rows[:, None], :, slots] = k.to(kc.dtype)
     vc[rows[:, None], :, slots] = c["v"].to(vc.dtype)
     s = c["mask"].shape[-1]
-    out = _attention_reference(q.float(), kc[rows, :, :s], vc[rows, :, :s], c["mask"], scale)
+    out = attention_reference(q.float(), kc[rows, :, :s], vc[rows, :, :s], c["mask"], scale)
     return out, kc, vc
 
 
