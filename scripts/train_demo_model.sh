@@ -80,28 +80,6 @@ train_stage hexamer/data/dna/*.fa.gz "$RUN_DIR/copies.fa" \
     --output-dir "$RUN_DIR/stage3" --init "$RUN_DIR/stage2/checkpoint-0000100" \
     --steps 300 --lr 2e-3 --warmup-steps 10 --fns-start 0.8 \
     --eval-every 0 --val-max-bp 60000 --save-every 100 --keep-checkpoints 3 --seed 2
-# stage 4: from the stage-3 model, copy-rich training (see scripts/demo_copy_data.py: real DNA with
-# stretches written 2-4 times, most in the same 6-mer frame): 800 pieces of 6,000 bp (4.8 Mbp; about
-# 45% of this stage's windows), 100 steps of token CE (of a cosine schedule from 2e-3 spanning 800)
-"$PYTHON" scripts/demo_copy_data.py "$RUN_DIR/copies6000.fa" 800 6000 0
-train_stage hexamer/data/dna/*.fa.gz "$RUN_DIR/copies6000.fa" \
-    --output-dir "$RUN_DIR/stage4" --init "$RUN_DIR/stage3/final" \
-    --steps 800 --stop-at 100 --lr 2e-3 --warmup-steps 30 --fns-start 0.8 \
-    --eval-every 0 --val-max-bp 60000 --save-every 100 --keep-checkpoints 2 --seed 3
-# stage 5: from that checkpoint, denser copies in shorter windows (more updates per CPU-second):
-# 2,500 pieces of 2,400 bp (6.0 Mbp; about 48% of the windows), windows of 2,400 bp, STEPS5 steps:
-# cosine from 2e-3 to 2e-4 (warm-up 10), token CE, then FNS for the last 15%
-"$PYTHON" scripts/demo_copy_data.py "$RUN_DIR/copies2400.fa" 2500 2400 1
-train_stage5() {
-    # shellcheck disable=SC2086
-    $HEXAMER train "$@" \
-        --window-bp 2400 --val-fraction 0.1 --rc-prob 0.5 --batch-size 4 --schedule cosine --min-lr-ratio 0.1 \
-        --objective staged --log-every 10 --save-dtype float16 --threads "$THREADS" --device cpu -q
-}
-train_stage5 hexamer/data/dna/*.fa.gz "$RUN_DIR/copies2400.fa" \
-    --output-dir "$RUN_DIR/stage5" --init "$RUN_DIR/stage4/checkpoint-0000100" \
-    --steps 300 --lr 2e-3 --warmup-steps 10 --fns-start 0.85 \
-    --eval-every 0 --val-max-bp 24000 --save-every 50 --keep-checkpoints 8 --seed 4
 echo "training wall time: $(( $(date +%s) - start )) s"
 
 # install the final folder (model + tokenizer; the README is written by hand from the numbers below)
