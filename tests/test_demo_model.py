@@ -122,3 +122,56 @@ def test_real_dna_beats_shuffled(carbon: Carbon, quick_windows: list[tuple[str, 
     shuffled = "".join(random.Random(0).sample(real, len(real)))
     a, b = carbon.score([real[:6000], shuffled[:6000]], method="exact")
     assert a.mean > b.mean + 0.02  # type: ignore[union-attr]
+
+
+def _card_pair(label: str) -> tuple[float, float]:
+    """The two bold numbers on the README line starting with ``label``."""
+    line = next((ln for ln in README.read_text().splitlines() if ln.startswith(f"- {label}")), None)
+    assert line, f"no '{label}' line in {README}"
+    a, b = (float(x) for x in re.findall(r"\*\*(-?[0-9.]+)\*\*", line)[:2])
+    return a, b
+
+
+def test_far_human_real_vs_shuffled_matches_the_card(carbon: Carbon) -> None:
+    """Human DNA of another chromosome (never trained on), real vs dinucleotide-shuffled: the card's
+    figures for the first two windows (the demo's) are recomputed."""
+    from hexamer.demo.context import far_human_windows, real_vs_shuffled
+
+    res = real_vs_shuffled(carbon, far_human_windows(max_windows=2))
+    real, shuffled = _card_pair("Far human, first 12,000 bp (the demo's), real / shuffled")
+    assert res["real_exact"] == pytest.approx(real, abs=2e-3)
+    assert res["shuffled_exact"] == pytest.approx(shuffled, abs=2e-3)
+
+
+@pytest.mark.slow
+def test_far_human_and_retrieval_figures_match_the_card(carbon: Carbon) -> None:
+    """The whole far region (48,000 bp) and the planted-value retrieval, recomputed."""
+    from hexamer.demo.context import (
+        far_human_file,
+        far_human_windows,
+        planted_value_retrieval,
+        real_vs_shuffled,
+    )
+
+    res = real_vs_shuffled(carbon, far_human_windows())
+    assert res["gap_exact"] == pytest.approx(
+        _readme_number("Far human, real minus dinucleotide-shuffled (exact)"), abs=3e-3
+    )
+    assert res["gap_fns"] == pytest.approx(
+        _readme_number("Far human, real minus dinucleotide-shuffled (FNS)"), abs=3e-3
+    )
+    niah = planted_value_retrieval(carbon, far_human_file(), n=20)
+    assert niah["exact_match"] == pytest.approx(
+        _readme_number("Planted-value retrieval, exact match"), abs=0.051
+    )
+
+
+@pytest.mark.slow
+def test_best_markov_chain_of_orders_4_to_10_matches_the_card() -> None:
+    """The card's best next-base chain (orders 4-10, fitted on the model's whole training split,
+    scored on the original held-out set), recomputed with the trainer's evaluator."""
+    corpus = load_corpus([str(p) for p in demo_data_files()], val_fraction=0.1)
+    held = load_corpus([str(p) for p in demo_data_files() if p.name in ORIGINAL], val_fraction=0.1)
+    windows = validation_windows(held.val, 6000)
+    best = max(markov_accuracy(corpus.train, windows, order=k, aligned=False) for k in range(4, 11))
+    assert best == pytest.approx(_readme_number("Best Markov chain, orders 4–10"), abs=5e-4)

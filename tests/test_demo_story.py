@@ -86,9 +86,13 @@ def test_numbers_are_consistent(result: DemoResult) -> None:
     steps = result.steps
     assert steps["tokenise"]["fast_path_matches"] is True
     assert steps["tokenise"]["kinds"].count("oov") == 1
-    score = steps["score"]
+    score = dict(steps["score"])
+    far = score.pop("far_human")
     for key, value in score.items():
         assert math.isfinite(value), key
+    # human DNA of another chromosome, real vs dinucleotide-shuffled: the gap is their difference
+    assert far["region"].startswith("chrX:") and far["n_bases"] == 12_000
+    assert far["gap_exact"] == pytest.approx(far["real_exact"] - far["shuffled_exact"], abs=2e-4)
     rows = _tsv(result.out_dir / "scores.tsv")
     real = [r for r in rows if r["kind"] == "real"]
     n = sum(int(r["bp"]) for r in real)
@@ -100,6 +104,10 @@ def test_numbers_are_consistent(result: DemoResult) -> None:
     copy = steps["copy"]
     # a Markov chain has no memory beyond 6 bases: the second copy scores like the first
     assert copy["random_copy2_markov6"] == pytest.approx(copy["random_copy1_markov6"], abs=0.05)
+    niah = copy["niah"]
+    assert niah["n"] == 10 and 0 <= niah["exact_match"] <= niah["base_accuracy"] <= 1
+    gen = steps["generate"]
+    assert 0 < gen["greedy_distinct_6mers"] <= 295 and 0 < gen["sampled_distinct_6mers"] <= 295
     assert steps["triplet_expansion"]["carbon_3b_accuracy"] == 0.852
 
 
