@@ -98,4 +98,4 @@ def test_threads_and_dtype() -> None:
     check_dtype("bf16")
     check_dtype("int8-bf16")  # int8 weights (hexamer.model.quant)
     with pytest.raises(ValueError, match="dtype must be one of"):
-        check_dtype("int4")
+        check_dtype("int2")

@@ -39,7 +39,7 @@ CASES = [
     ([*VEP, "-o", "x.tsv", "--threads", "0"], "--threads"),
     ([*VEP, "-o", "x.tsv", "--device", "tpu:7"], "--device"),
     ([*VEP, "-o", "x.tsv", "--device", "cuda:99"], "--device"),
-    ([*VEP, "-o", "x.tsv", "--dtype", "int4"], "--dtype"),
+    ([*VEP, "-o", "x.tsv", "--dtype", "int2"], "--dtype"),
     ([*VEP, "-o", "x.tsv", "--recipe", "both"], "--recipe"),
     ([*VEP, "-o", "x.tsv", "--window", "0"], "--window"),
     # shorter than 30 bp: the score would depend on the REF>ALT pair only (VepSettings.check)

@@ -63,8 +63,8 @@ def _config(path: Path) -> Any:
 
 def test_resolve_dtype_errors(make_checkpoint: Any) -> None:
     _, path = make_checkpoint()
-    with pytest.raises(ValueError, match="unsupported dtype 'int4'"):
-        load_model(path, dtype="int4")
+    with pytest.raises(ValueError, match="unsupported dtype 'int2'"):
+        load_model(path, dtype="int2")
     with pytest.raises(ValueError, match="unsupported dtype"):
         load_model(path, dtype=torch.float64)
 
