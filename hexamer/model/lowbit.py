@@ -29,6 +29,7 @@ from torch import nn
 __all__ = [
     "GROUP",
     "Int4Linear",
+    "apply_keeping_scales",
     "dequantize_int4",
     "fake_quantize_activations",
     "padded_in_features",
@@ -44,6 +45,17 @@ ACT_GROUP = 32
 def padded_in_features(k: int) -> int:
     """``k`` rounded up to a whole number of groups (the stored row length)."""
     return -(-k // GROUP) * GROUP
+
+
+def apply_keeping_scales(module: nn.Module, apply: Any, fn: Any, recurse: bool) -> None:
+    """``Module._apply`` for a quantized linear: everything converts as usual but the
+    ``weight_scale`` buffer, which only follows the device (``Module.to(dtype)`` would round the
+    scales to the new float dtype)."""
+    scale = module._buffers.pop("weight_scale")
+    try:
+        apply(fn, recurse)
+    finally:
+        module._buffers["weight_scale"] = scale.to(device=fn(scale[:0].float()).device)
 
 
 def fake_quantize_activations(x: torch.Tensor) -> torch.Tensor:
@@ -142,11 +154,7 @@ class Int4Linear(nn.Module):
 
     def _apply(self, fn: Any, recurse: bool = True) -> Int4Linear:
         # Module.to(dtype) would convert the float16 scales: they only follow the device
-        scale = self._buffers.pop("weight_scale")
-        try:
-            super()._apply(fn, recurse)
-        finally:
-            self._buffers["weight_scale"] = scale.to(device=fn(scale[:0].float()).device)
+        apply_keeping_scales(self, super()._apply, fn, recurse)
         return self
 
     def extra_repr(self) -> str:

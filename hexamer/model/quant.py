@@ -44,7 +44,13 @@ from hexamer.model.checkpoint import (
 from hexamer.model.config import ModelConfig, read_config_json
 from hexamer.model.finite import check_finite_weight
 from hexamer.model.llama import LlamaModel
-from hexamer.model.lowbit import GROUP, Int4Linear, fake_quantize_activations, padded_in_features
+from hexamer.model.lowbit import (
+    GROUP,
+    Int4Linear,
+    apply_keeping_scales,
+    fake_quantize_activations,
+    padded_in_features,
+)
 from hexamer.model.memory import check_fits, format_bytes, parameter_count
 
 __all__ = [
@@ -166,13 +172,9 @@ class Int8Linear(nn.Module):
         return y.to(x.dtype)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Int8Linear:
-        # Module.to(dtype) would round the scales to the new float dtype: they only follow
-        # the device (the int8 codes are never converted, not being floating point)
-        scale = self._buffers.pop("weight_scale")
-        try:
-            super()._apply(fn, recurse)
-        finally:
-            self._buffers["weight_scale"] = scale.to(device=fn(scale[:0]).device)
+        # the scales only follow the device (the int8 codes are never converted, not being
+        # floating point)
+        apply_keeping_scales(self, super()._apply, fn, recurse)
         return self
 
     def extra_repr(self) -> str:
