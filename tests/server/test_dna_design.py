@@ -132,7 +132,9 @@ def test_timeout_and_health_during_a_design(tiny_folder: Path) -> None:
             slowest = max(slowest, time.monotonic() - t0)
             time.sleep(0.1)
         thread.join(timeout=60)
-        assert slowest < 0.5
+        # Blocked behind the job, /health would wait out the rest of the 2 s design; 1 s (the bound the
+        # other /health tests use) leaves room for one collector pause late in a long test run.
+        assert slowest < 1.0, f"/health took {slowest:.2f} s during a design"
         assert box["r"].status_code == 504 and "design_timeout_s" in box["r"].json()["error"]["message"]
         assert time.monotonic() - started < 10
 
