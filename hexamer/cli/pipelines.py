@@ -428,6 +428,7 @@ def embed(
     from hexamer.backend import UnsupportedOperation
     from hexamer.embedding_job import run_embedding
     from hexamer.io import SequenceInputError
+    from hexamer.remote import RemoteError
 
     check_choice("--pool", settings.pool, ("mean", "last", "sep"))
     served.check_server_choice(server, model, ray, command)
@@ -465,11 +466,9 @@ def embed(
             )
             if is_stdio(out):
                 copy_to_stdout(target)
-    except (
-        SequenceInputError,
-        ValueError,
-        UnsupportedOperation,
-    ) as exc:  # a vLLM server: its pooling differs
+    # UnsupportedOperation: a vLLM or SGLang server, whose pooling is not hexamer's; RemoteError: a
+    # server that stopped answering (the output, written atomically, is not left half-done)
+    except (SequenceInputError, ValueError, UnsupportedOperation, RemoteError) as exc:
         fail(exc)
     n, bad = result.n_records, len(result.errors)
     if as_json:
