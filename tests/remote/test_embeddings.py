@@ -145,20 +145,31 @@ def test_failed_records_are_reported_as_locally(overflow_folder: Path) -> None:
     """A model whose outputs are NaN: each sequence fails with a local model's reason (and
     ``Carbon.embed`` raises ``NonFiniteOutputError``); one longer than the server's ``max_bp`` is
     not sent and says so; every record is answered, in order."""
+    records = [("a", "ACGTAC"), ("b", "A" * 61), ("c", ""), ("d", "GGTACC"), ("e", "TTTTTT")]
+    local = Carbon.from_pretrained(overflow_folder)
+    said: list[str] = []
+    errors: list[dict[str, str]] = [{}, {}]
     with (
         serve_in_thread(overflow_folder, max_model_len=256, max_bp=60, max_prompts=2) as url,
         Carbon.from_server(url) as remote,
     ):
-        with pytest.raises(NonFiniteOutputError, match=r"^sequence 0: non-finite embedding"):
-            remote.embed("ACGTACGT")
-        errors: dict[str, str] = {}
-        records = [("a", "ACGTAC"), ("b", "A" * 61), ("c", ""), ("d", "GGTACC"), ("e", "TTTTTT")]
-        out = list(embed_sequences(remote, records, batch_size=8, on_error=errors.__setitem__))
-    assert [(ident, vector) for ident, vector in out] == [(r[0], None) for r in records]
-    assert errors == {
-        "a": non_finite_output("embedding"),
-        "b": "61 bases exceed the server's limit of 60 per sequence (hexamer serve --max-bp)",
-        "c": "empty sequence",
-        "d": non_finite_output("embedding"),
-        "e": non_finite_output("embedding"),
-    }
+        for carbon, seen in zip((local, remote), errors, strict=True):
+            with pytest.raises(NonFiniteOutputError, match=r"^sequence 0: non-finite embedding") as caught:
+                carbon.embed("ACGTACGT")
+            said.append(str(caught.value))
+            out = list(embed_sequences(carbon, records, batch_size=8, on_error=seen.__setitem__))
+            assert [(ident, vector) for ident, vector in out] == [(r[0], None) for r in records]
+    assert said[0] == said[1]
+    here, there = errors
+    assert there.pop("b") == "61 bases exceed the server's limit of 60 per sequence (hexamer serve --max-bp)"
+    assert here.pop("b") == non_finite_output("embedding")  # a local model has no such limit
+    assert (
+        here
+        == there
+        == {
+            "a": non_finite_output("embedding"),
+            "c": "empty sequence",
+            "d": non_finite_output("embedding"),
+            "e": non_finite_output("embedding"),
+        }
+    )
