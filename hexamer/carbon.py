@@ -246,8 +246,10 @@ class Carbon:
         cannot be embedded raises ``ValueError`` naming it (``NonFiniteOutputError`` when the
         model's output was NaN or infinite); for files with bad records use
         ``hexamer.embed`` or ``hexamer embed``, which keep going. For a table:
-        ``pandas.DataFrame(m.embed(seqs), index=ids)``. A backend without hidden states (a
-        server) raises :class:`~hexamer.backend.protocol.UnsupportedOperation`."""
+        ``pandas.DataFrame(m.embed(seqs), index=ids)``. On a model served by ``hexamer serve`` the
+        server chunks and pools with the same code (the same vectors; ``batch_size``: sequences per
+        request); a vLLM or SGLang server, whose embeddings are pooled otherwise, raises
+        :class:`~hexamer.backend.protocol.UnsupportedOperation`."""
         single = isinstance(sequences, str)
         items = [sequences] if single else list(sequences)
         if not items:

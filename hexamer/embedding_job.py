@@ -63,7 +63,9 @@ def run_embedding(
     """Embed every record of ``input_file`` (a sequence file; ``-``: FASTA on standard input) into
     ``output`` (``.parquet`` or ``.npy``). ``on_bad_record`` hears of a record the reader rejects,
     ``on_failed(id, reason)`` of one the model could not embed, ``on_progress`` of each record
-    written. A ``SequenceInputError`` or ``ValueError`` says what is wrong with the input."""
+    written. A ``SequenceInputError`` or ``ValueError`` says what is wrong with the input; on a
+    served model, ``UnsupportedOperation`` that the server cannot give hexamer's embeddings (vLLM,
+    SGLang)."""
     from hexamer.embed import embed_sequences, write_embeddings
     from hexamer.io import read_sequences
 

@@ -31,6 +31,7 @@ from hexamer.backend.protocol import (
     EmbeddingBackend,
     Frontend,
     PrefixSharingBackend,
+    ServedEmbeddingBackend,
     UnsupportedOperation,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "LocalBackend",
     "PrefixSharingBackend",
     "Prompt",
+    "ServedEmbeddingBackend",
     "UnsupportedOperation",
     "dna_inputs",
     "next_base_ids",

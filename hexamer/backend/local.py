@@ -54,6 +54,7 @@ class LocalBackend(TokenizedInputs):
     kind: Literal["local"] = "local"
     supports_kv_sharing = True
     supports_embeddings = True
+    supports_served_embeddings = False
 
     def __init__(
         self, model: LlamaModel, tokenizer: CarbonTokenizer, engine_config: EngineConfig | None = None

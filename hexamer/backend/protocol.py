@@ -13,8 +13,11 @@ What a backend can do beyond the common operations is *declared*, never probed:
 * ``kind``: ``"local"`` or ``"remote"``;
 * ``supports_kv_sharing``: the backend runs the model in-process and can copy KV-cache rows, so
   it is also a :class:`PrefixSharingBackend` (the fast shared-prefix scorers of ``hexamer vep``);
-* ``supports_embeddings``: it is also an :class:`EmbeddingBackend` (hidden states; a server's
-  embeddings are pooled its own way, so a remote backend says no).
+* ``supports_embeddings``: it is also an :class:`EmbeddingBackend` (hidden states, pooled here
+  by :mod:`hexamer.embed`);
+* ``supports_served_embeddings``: it is also a :class:`ServedEmbeddingBackend`: whole sequences
+  are sent where the model runs and pooled there by the same :mod:`hexamer.embed` code (hexamer's
+  server; a vLLM or SGLang server pools its own way, so the operation refuses it by name).
 
 An operation a backend does not support raises :class:`UnsupportedOperation` naming what to use
 instead. docs/layout.md says how to add a backend.
@@ -29,6 +32,7 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from hexamer.backend.embedding_options import EmbeddingOptions
 from hexamer.backend.inputs import DnaInputs, Prompt
 from hexamer.backend.results import ScoreResult
 from hexamer.backend.score_options import ScoreOptions
@@ -47,6 +51,7 @@ __all__ = [
     "OnProgress",
     "PrefixSharingBackend",
     "Sampler",
+    "ServedEmbeddingBackend",
     "UnsupportedOperation",
 ]
 
@@ -95,6 +100,8 @@ class Backend(Protocol):
     supports_kv_sharing: bool
     #: True for an :class:`EmbeddingBackend` (hidden states)
     supports_embeddings: bool
+    #: True for a :class:`ServedEmbeddingBackend` (sequences embedded where the model runs)
+    supports_served_embeddings: bool
     tokenizer: CarbonTokenizer
     layout: DnaLayout
 
@@ -203,6 +210,27 @@ class EmbeddingBackend(Backend, Protocol):
         """``(B, T, hidden)`` float32 hidden states of right-padded token rows in Hugging Face's
         ``hidden_states`` numbering: 0 the embedding output, i the input of layer i,
         ``num_layers`` the final normed state."""
+        ...
+
+
+@runtime_checkable
+class ServedEmbeddingBackend(Backend, Protocol):
+    """A backend that embeds whole sequences where the model runs (``supports_served_embeddings``):
+    the server chunks and pools them with :func:`hexamer.embed.embed_sequences`, so the vectors are
+    those of a local model on the same weights. Where the server cannot (vLLM, SGLang: their
+    ``/v1/embeddings`` pools otherwise), both methods raise :class:`UnsupportedOperation` naming why."""
+
+    def embedding_shape(self) -> tuple[int, int]:
+        """``(hidden_size, num_layers)`` of the served model, as :class:`EmbeddingBackend` has them."""
+        ...
+
+    def served_embeddings(
+        self, sequences: Sequence[str], options: EmbeddingOptions
+    ) -> list[np.ndarray | str]:
+        """Per sequence (non-empty, normalised DNA text: :func:`hexamer.io.normalize_sequence`), in
+        order, its float32 ``(hidden_size,)`` vector or the reason it has none (the server failed
+        it; :func:`hexamer.model.finite.non_finite_output` for a NaN/inf model output). Requests
+        are split to the server's limits; an error that is not one sequence's raises."""
         ...
 
 

@@ -45,7 +45,6 @@ from hexamer.cli.sequence_jobs import (
     count_records,
     job_progress,
     load_calibration,
-    load_carbon,
     progress_bar,
     set_threads,
 )
@@ -399,6 +398,7 @@ embedding_options = option_group(
 
 
 @app.command()
+@served.server_options
 @embedding_options
 @ray_options(
     Annotated[
@@ -407,6 +407,7 @@ embedding_options = option_group(
     ]
 )
 def embed(
+    command: typer.Context,
     input_file: Annotated[
         Path, typer.Option("--input", "-i", help="FASTA/FASTQ/txt/TSV/CSV/Parquet; - reads FASTA from stdin.")
     ],
@@ -420,21 +421,17 @@ def embed(
     threads: CpuThreadsOption = None,
     ray: RayRun | None = None,  # the --ray options (ray_options)
     resume: ResumeOption = False,
-    server: Annotated[
-        str | None, typer.Option(help="Not available: embeddings need the model's hidden states.")
-    ] = None,
+    server: served.Server | None = None,  # the --server options (server_options): hexamer serve only
     as_json: JsonFlag = False,
 ) -> None:
     """Embed sequences (one vector per record; failures reported and kept as empty rows)."""
+    from hexamer.backend import UnsupportedOperation
     from hexamer.embedding_job import run_embedding
     from hexamer.io import SequenceInputError
+    from hexamer.remote import RemoteError
 
-    served.refuse_server(
-        server,
-        "embeddings are the model's hidden states, which a vLLM / SGLang / hexamer server does not "
-        "return (only log-probabilities); embed with a local --model",
-    )
     check_choice("--pool", settings.pool, ("mean", "last", "sep"))
+    served.check_server_choice(server, model, ray, command)
     # under --ray the device and threads are the workers', checked on their machines
     check_runtime(dtype=dtype, device=None if ray else device, threads=None if ray else threads)
     _check_embed_output(out, as_json, ray)
@@ -453,7 +450,7 @@ def embed(
             **settings.driver_options(),
         )
     set_threads(threads)
-    carbon = load_carbon(model, dtype, device, settings.batch_size)
+    carbon = served.open_model(server, model, dtype, device, settings.batch_size, command)
     try:
         with progress_bar() as progress, tempfile.TemporaryDirectory(prefix="hexamer-embed-") as tmp:
             task = progress.add_task("embedding", total=count_records(None, input_file), rate="")
@@ -469,7 +466,9 @@ def embed(
             )
             if is_stdio(out):
                 copy_to_stdout(target)
-    except (SequenceInputError, ValueError) as exc:
+    # UnsupportedOperation: a vLLM or SGLang server, whose pooling is not hexamer's; RemoteError: a
+    # server that stopped answering (the output, written atomically, is not left half-done)
+    except (SequenceInputError, ValueError, UnsupportedOperation, RemoteError) as exc:
         fail(exc)
     n, bad = result.n_records, len(result.errors)
     if as_json:

@@ -27,7 +27,6 @@ __all__ = [
     "Server",
     "check_server_choice",
     "open_model",
-    "refuse_server",
     "server_options",
 ]
 
@@ -140,9 +139,3 @@ def check_server_choice(
                 f"{flag} sets up a local model; with --server the server runs the model (drop {flag})",
                 param_hint=f"'{flag}'",
             )
-
-
-def refuse_server(server: str | None, why: str) -> None:
-    """A command a served model cannot do: a usage error saying why, before any input is read."""
-    if server is not None:
-        raise typer.BadParameter(f"--server cannot be used here: {why}", param_hint="'--server'")

@@ -27,7 +27,8 @@ from typing import Any, Literal, cast
 import numpy as np
 import torch
 
-from hexamer.backend.protocol import EmbeddingBackend, Frontend, UnsupportedOperation
+from hexamer.backend.embedding_options import EmbeddingOptions
+from hexamer.backend.protocol import EmbeddingBackend, Frontend, ServedEmbeddingBackend, UnsupportedOperation
 from hexamer.embed.chunks import Chunk, chunk_plan
 from hexamer.io import BadRecord, SequenceRecord, normalize_sequence
 from hexamer.model.finite import non_finite_output
@@ -90,6 +91,15 @@ def embedding_backend(carbon: Frontend) -> EmbeddingBackend:
     return cast(EmbeddingBackend, backend)
 
 
+def _served_backend(carbon: Frontend) -> ServedEmbeddingBackend | None:
+    """``carbon.backend`` where it embeds on the server that runs the model (by this module's
+    code), None where the hidden states are pooled here."""
+    backend = carbon.backend
+    if backend.supports_served_embeddings and not backend.supports_embeddings:
+        return cast(ServedEmbeddingBackend, backend)
+    return None
+
+
 def _layer_index(layer: int, n_layers: int) -> int:
     if not -(n_layers + 1) <= layer <= n_layers:
         raise ValueError(
@@ -115,7 +125,9 @@ def embed_sequences(
     """Yield ``(id, vector)`` per record, in input order; ``vector`` is float32 ``(hidden,)``.
 
     ``carbon`` is a :class:`hexamer.Carbon` (any front end with a ``backend``); its backend must
-    give hidden states (``supports_embeddings``), else :class:`UnsupportedOperation`.
+    give hidden states (``supports_embeddings``), or embed on the server that runs the model with
+    this same code (``supports_served_embeddings``: hexamer's server, the options sent along; the
+    vectors equal a local model's), else :class:`UnsupportedOperation`.
 
     Records are :class:`~hexamer.io.SequenceRecord`/:class:`~hexamer.io.BadRecord` (as
     :func:`~hexamer.io.read_sequences` yields them), ``(id, sequence)`` pairs or plain strings. A
@@ -128,14 +140,17 @@ def embed_sequences(
     """
     if pool not in POOLS:
         raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
-    backend = embedding_backend(carbon)
-    n_layers = backend.num_layers
+    served = _served_backend(carbon)
+    n_layers = embedding_backend(carbon).num_layers if served is None else served.embedding_shape()[1]
     layer_i = _layer_index(layer, n_layers)
     prefix_ids, capacity, overlap = chunk_geometry(
         carbon, max_tokens=max_tokens, chunk_overlap=chunk_overlap, prefix=prefix
     )
     if batch_size < 1 or token_budget < 1:
         raise ValueError("batch_size and token_budget must be >= 1")
+    if served is not None:  # the server cuts and pools with this module's code
+        options = EmbeddingOptions(pool, layer_i, prefix, max_tokens, chunk_overlap, batch_size)
+        return _embed_served(served, records, options, on_error)
     plan = _EmbedPlan(pool, layer_i, prefix_ids, capacity, overlap, batch_size, token_budget)
     return _embed(carbon, records, plan, on_error)
 
@@ -194,14 +209,64 @@ def _embed(
         yield from _finish(carbon, jobs, plan, on_error)
 
 
-def _prepare(carbon: Frontend, rec: SequenceRecord | BadRecord, plan: _EmbedPlan) -> _Job:
+def _text(rec: SequenceRecord | BadRecord) -> tuple[str, str | None]:
+    """A record's normalised sequence, or ``("", reason)`` when it has none to embed."""
     if isinstance(rec, BadRecord):
-        return _Job(rec.id, [], [], 0, error=rec.reason)
+        return "", rec.reason
     if not isinstance(rec.sequence, str):
-        return _Job(rec.id, [], [], 0, error=f"sequence is a {type(rec.sequence).__name__}, not text")
+        return "", f"sequence is a {type(rec.sequence).__name__}, not text"
     seq = normalize_sequence(rec.sequence)
-    if not seq:
-        return _Job(rec.id, [], [], 0, error="empty sequence")
+    return seq, None if seq else "empty sequence"
+
+
+def _settle(
+    ident: str, vector: np.ndarray | None, error: str | None, on_error: Callable[[str, str], None] | None
+) -> np.ndarray | None:
+    """The vector a record yields: None, reported to ``on_error``, where it has none or it is not
+    finite (NaN/inf hidden states, or a float32 overflow of the sum)."""
+    if error is None and vector is not None and not np.isfinite(vector).all():
+        error, vector = non_finite_output("embedding"), None
+    if vector is None and on_error is not None:
+        on_error(ident, error or "nothing to embed")
+    return None if error is not None else vector
+
+
+def _embed_served(
+    backend: ServedEmbeddingBackend,
+    records: Iterable[RecordLike],
+    options: EmbeddingOptions,
+    on_error: Callable[[str, str], None] | None,
+) -> Iterator[tuple[str, np.ndarray | None]]:
+    """Records in groups of :data:`GROUP_PROMPTS`, each group's sequences embedded by the backend."""
+    group: list[SequenceRecord | BadRecord] = []
+    for i, item in enumerate(records):
+        group.append(_as_record(item, i))
+        if len(group) >= GROUP_PROMPTS:
+            yield from _finish_served(backend, group, options, on_error)
+            group = []
+    if group:
+        yield from _finish_served(backend, group, options, on_error)
+
+
+def _finish_served(
+    backend: ServedEmbeddingBackend,
+    group: list[SequenceRecord | BadRecord],
+    options: EmbeddingOptions,
+    on_error: Callable[[str, str], None] | None,
+) -> Iterator[tuple[str, np.ndarray | None]]:
+    texts = [_text(rec) for rec in group]
+    todo = [j for j, (_, error) in enumerate(texts) if error is None]
+    got = dict(zip(todo, backend.served_embeddings([texts[j][0] for j in todo], options), strict=True))
+    for j, rec in enumerate(group):
+        result = got.get(j, texts[j][1])
+        vector = result.astype(np.float32) if isinstance(result, np.ndarray) else None
+        yield rec.id, _settle(rec.id, vector, result if isinstance(result, str) else None, on_error)
+
+
+def _prepare(carbon: Frontend, rec: SequenceRecord | BadRecord, plan: _EmbedPlan) -> _Job:
+    seq, error = _text(rec)
+    if error is not None:
+        return _Job(rec.id, [], [], 0, error=error)
     lay = carbon.backend.layout
     ids = encode_dna(seq, lay).ids.tolist()
     chunks = chunk_plan(len(ids), plan.capacity, plan.overlap)
@@ -229,13 +294,7 @@ def _finish(
         vector = None
         if job.error is None and job.total is not None:
             vector = (job.total / job.count if plan.pool == "mean" else job.total).astype(np.float32)
-            if not np.isfinite(vector).all():  # NaN/inf hidden states (or a float32 overflow of the sum)
-                job.error, vector = non_finite_output("embedding"), None
-        if vector is None:
-            reason = job.error or "nothing to embed"
-            if on_error is not None:
-                on_error(job.id, reason)
-        yield job.id, vector
+        yield job.id, _settle(job.id, vector, job.error, on_error)
 
 
 def _run(carbon: Frontend, jobs: list[_Job], batch: list[tuple[int, int]], pool: Pool, layer: int) -> None:

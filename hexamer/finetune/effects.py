@@ -84,6 +84,7 @@ class _HeadFacts:
     kind = "local"
     supports_kv_sharing = False
     supports_embeddings = False
+    supports_served_embeddings = False
 
     def __init__(self, predictor: Predictor) -> None:
         model = predictor.model

@@ -8,6 +8,8 @@
   that ``Carbon.from_server`` runs on (the front end is ``Carbon`` itself);
 * :mod:`~hexamer.remote.sampling`: generation, the client sampler (6-mers drawn here from the
   server's top N) and the server's own;
+* :mod:`~hexamer.remote.embeddings`: ``Carbon.embed`` on hexamer's server (pooled there by the
+  library's code, in requests split to its limits; vLLM and SGLang refused: their pooling differs);
 * :mod:`~hexamer.remote.protocol`: request bodies, response parsers, backend detection;
 * :mod:`~hexamer.remote.marginals`: top-N log-probabilities -> k-mer logits for :mod:`hexamer.fns`;
 * :mod:`~hexamer.remote.http`: bounded concurrency, retries, timeouts, error messages.

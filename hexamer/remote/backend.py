@@ -5,10 +5,11 @@ Inputs are tokenised here (:mod:`hexamer.backend.inputs`: the same ids as locall
 token ids; the k-mer distributions are rebuilt and marginalised here (:mod:`hexamer.remote.marginals`).
 Every list operation sends its requests concurrently (``max_in_flight`` at a time; scoring also
 at most ``token_budget`` prompt tokens at a time). Generation draws each 6-mer here from the
-server's top N or on the server's own sampler (:mod:`hexamer.remote.sampling`). A server gives no
-logits, hidden states or KV cache: :meth:`kmer_logits` raises
-:class:`~hexamer.backend.protocol.UnsupportedOperation`, and ``supports_kv_sharing`` and
-``supports_embeddings`` are False.
+server's top N or on the server's own sampler (:mod:`hexamer.remote.sampling`). Embeddings are
+hexamer's server's own, pooled there by the library (:mod:`hexamer.remote.embeddings`; refused on
+vLLM and SGLang, whose pooling differs). A server gives no logits, hidden states or KV cache:
+:meth:`kmer_logits` raises :class:`~hexamer.backend.protocol.UnsupportedOperation`, and
+``supports_kv_sharing`` and ``supports_embeddings`` are False.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from hexamer.backend.embedding_options import EmbeddingOptions
 from hexamer.backend.inputs import DnaInputs, Prompt, TokenizedInputs, next_base_ids
 from hexamer.backend.protocol import Decoding, OnDone, OnProgress, UnsupportedOperation
 from hexamer.backend.results import ScoreResult, bp_score_result, checked_base_logprobs
@@ -33,6 +35,7 @@ from hexamer.engine.spec_config import SpecStats
 from hexamer.fns import log_base_marginals, log_prefix_conditionals, score_bases, score_tokens, to_acgt
 from hexamer.fns.likelihood import bp_log_likelihood
 from hexamer.model.config import MAX_POSITION_EMBEDDINGS, read_config_json
+from hexamer.remote.embeddings import embedding_facts, served_embeddings
 from hexamer.remote.errors import RemoteError, TopNWarning
 from hexamer.remote.http import Connection, TokenGate
 from hexamer.remote.marginals import Coverage, kmer_rows
@@ -100,6 +103,8 @@ class RemoteBackend(TokenizedInputs):
     kind: Literal["remote"] = "remote"
     supports_kv_sharing = False
     supports_embeddings = False
+    #: hexamer's server embeds (vLLM and SGLang are refused by name: their pooling differs)
+    supports_served_embeddings = True
 
     def __init__(
         self,
@@ -196,6 +201,20 @@ class RemoteBackend(TokenizedInputs):
             f"{self.url} returns top-{self.top_n} log-probabilities, not logits; use score, base_logprobs, "
             "window_log_likelihoods or next_base_log_marginals"
         )
+
+    # ---------------------------------------------------------------- embeddings
+    def embedding_shape(self) -> tuple[int, int]:
+        """``(hidden_size, num_layers)``, as hexamer's server announces them (others raise, naming why)."""
+        facts = embedding_facts(self.server_info.hexamer, self.server_kind, self.url)
+        return facts.hidden_size, facts.num_layers
+
+    def served_embeddings(
+        self, sequences: Sequence[str], options: EmbeddingOptions
+    ) -> list[np.ndarray | str]:
+        """Sequences sent to the server's ``/v1/embeddings`` with ``options``, which pools them with
+        the library's code (:mod:`hexamer.remote.embeddings`)."""
+        facts = embedding_facts(self.server_info.hexamer, self.server_kind, self.url)
+        return served_embeddings(self.connection, self.served_model, facts, sequences, options)
 
     # ---------------------------------------------------------------- coverage
     def warn_coverage(self, cov: Coverage, what: str, *, stacklevel: int = 3) -> None:

@@ -52,6 +52,32 @@ class ServerInfo:
     models: tuple[str, ...]
     max_model_len: int | None = None
     root: str | None = None  # vLLM: the model path on the server
+    #: hexamer's server: its model's embedding facts and request limits (``None`` elsewhere)
+    hexamer: HexamerFacts | None = None
+
+
+@dataclass(frozen=True)
+class HexamerFacts:
+    """What hexamer's ``/v1/models`` adds to vLLM's fields (``"hexamer": {...}``): the size and
+    layer count of the model's hidden states, and the server's limits per request (sequences,
+    bases per sequence, body bytes)."""
+
+    hidden_size: int
+    num_layers: int
+    max_prompts: int
+    max_bp: int
+    max_body_bytes: int
+
+    @classmethod
+    def parse(cls, value: Any) -> HexamerFacts | None:
+        """The facts of a ``/v1/models`` entry's ``"hexamer"`` object; None when absent or partial."""
+        if not isinstance(value, dict):
+            return None
+        names = ("hidden_size", "num_layers", "max_prompts", "max_bp", "max_body_bytes")
+        numbers = [value.get(name) for name in names]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in numbers):
+            return None
+        return cls(*numbers)  # type: ignore[arg-type]
 
 
 def _bad(url: str, what: str) -> MalformedResponse:
@@ -98,6 +124,7 @@ async def detect(conn: Connection, backend: str = "auto") -> ServerInfo:
         models=models,
         max_model_len=int(max_len) if isinstance(max_len, int) and max_len > 0 else None,
         root=str(root) if isinstance(root, str) else None,
+        hexamer=HexamerFacts.parse(first.get("hexamer")) if backend == "hexamer" else None,
     )
 
 

@@ -34,7 +34,7 @@ from hexamer.finetune.shared import load_served_head
 from hexamer.model.memory import NotEnoughMemory, available_memory_bytes, format_bytes
 from hexamer.server.completions import create_completion
 from hexamer.server.detok import TokenStrings
-from hexamer.server.dna import dna_score, dna_vep, embeddings
+from hexamer.server.dna import dna_score, dna_vep, embeddings, model_facts
 from hexamer.server.dna_design import dna_design
 from hexamer.server.dna_generate import dna_generate
 from hexamer.server.dna_predict import dna_predict
@@ -437,6 +437,7 @@ def create_app(
                         "parent": None,
                         "max_model_len": state.max_len,
                         "permission": [],
+                        "hexamer": model_facts(state),
                     }
                 ],
             }

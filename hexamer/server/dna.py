@@ -36,7 +36,7 @@ from hexamer.vep.recipes import WindowPair, pair_oov_bp, unscored_allele, varian
 from hexamer.vep.scoring import score_window_pairs
 from hexamer.vep.settings import VepSettings, VepSettingsError
 
-__all__ = ["dna_score", "dna_vep", "embeddings"]
+__all__ = ["dna_score", "dna_vep", "embeddings", "model_facts"]
 
 
 # ---------------------------------------------------------------------------------------- score
@@ -298,13 +298,17 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
             raise ApiError(400, f"{where}: {problem}", "input")
     prefix = tag_prefix(None, body.prefix)
     errors: list[str] = []
-
-    def run() -> list[np.ndarray | None]:
-        records = [(str(i), s) for i, s in enumerate(items)]
+    try:  # the options are checked here, before the engine thread is asked for anything
         out = embed_sequences(
-            state.carbon, records, pool=body.pool, layer=body.layer, prefix=prefix,
+            state.carbon, [(str(i), s) for i, s in enumerate(items)], pool=body.pool, layer=body.layer,
+            prefix=prefix, max_tokens=body.max_tokens, chunk_overlap=body.chunk_overlap,
             on_error=lambda rid, reason: errors.append(f"input[{rid}]: {reason}"),
         )  # fmt: skip
+    except ValueError as exc:
+        field = next((f for f in ("chunk_overlap", "max_tokens", "layer") if f in str(exc)), None)
+        raise ApiError(400, str(exc), field) from None
+
+    def run() -> list[np.ndarray | None]:
         return [vec for _, vec in out]
 
     vectors = await engine_job(state, http, run)
@@ -337,3 +341,17 @@ async def embeddings(state: ServerState, http: HttpRequest, body: EmbeddingReque
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
     )
+
+
+def model_facts(state: ServerState) -> dict[str, int]:
+    """What ``/v1/models`` tells a hexamer client beyond vLLM's fields: the embeddings' size and
+    layers (``Carbon.from_server(...).embed`` checks ``layer`` against them) and the request limits
+    it splits its work by."""
+    backend = embedding_backend(state.carbon)
+    return {
+        "hidden_size": backend.hidden_size,
+        "num_layers": backend.num_layers,
+        "max_prompts": state.settings.max_prompts,
+        "max_bp": state.settings.max_bp,
+        "max_body_bytes": state.settings.max_body_bytes,
+    }

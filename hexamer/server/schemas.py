@@ -99,10 +99,12 @@ class EmbeddingRequest(_Body):
     priority: int = 0
     request_id: str | None = None
     normalize: bool | None = None
-    # hexamer extras
+    # hexamer extras: the options of hexamer.embed.embed_sequences (Carbon.embed)
     pool: Literal["mean", "last", "sep"] = "mean"
     layer: int = -1
     prefix: str = ""
+    max_tokens: int | None = None
+    chunk_overlap: int | None = None
 
 
 class DnaGenerateRequest(_Body):

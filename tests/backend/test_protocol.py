@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from hexamer import Carbon
-from hexamer.backend import Backend, EmbeddingBackend, PrefixSharingBackend, UnsupportedOperation
+from hexamer.backend import (
+    Backend,
+    EmbeddingBackend,
+    PrefixSharingBackend,
+    ServedEmbeddingBackend,
+    UnsupportedOperation,
+)
 from hexamer.embed import embed_sequences
 from hexamer.remote import RemoteBackend
 from tests.remote.fake_server import FakeSettings, make_app, serve
@@ -25,7 +31,11 @@ def test_remote_backend_declares_and_refuses_what_a_server_cannot_do(carbon: Car
         assert backend.max_prompt_tokens == backend.context_length - 1
         with pytest.raises(UnsupportedOperation, match="not logits"):
             backend.kmer_logits([[1, 2]])
-        with pytest.raises(UnsupportedOperation, match="hidden states"):
+        # the operation is declared; a vLLM server's pooling is not hexamer's, so it refuses by name
+        assert backend.supports_served_embeddings and isinstance(backend, ServedEmbeddingBackend)
+        with pytest.raises(
+            UnsupportedOperation, match=r"is a vllm server, whose /v1/embeddings pools its own way"
+        ):
             embed_sequences(remote, ["ACGTAC"])
         seqs = ["ACGTACGGTACCATG", "TTGACATTGACA"]
         got = backend.window_log_likelihoods(seqs)
@@ -38,3 +48,4 @@ def test_remote_backend_declares_and_refuses_what_a_server_cannot_do(carbon: Car
 
 def test_local_backend_is_prefix_sharing(carbon: Carbon) -> None:
     assert isinstance(carbon.backend, PrefixSharingBackend) and isinstance(carbon.backend, EmbeddingBackend)
+    assert not carbon.backend.supports_served_embeddings  # it pools its own hidden states

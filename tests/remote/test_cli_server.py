@@ -56,6 +56,7 @@ def test_server_with_model_or_ray_is_a_usage_error(vllm_url: str, tiny_folder: P
         (["track", "--fasta", "ref.fa", "-o", "tracks"], ["--dtype", "float32"]),
         (["vep", "--vcf", "v.vcf", "--fasta", "ref.fa", "-o", "x.tsv"], ["--threads", "2"]),
         (["calibrate", "--fasta", "ref.fa", "-o", "c.json"], ["--device", "cpu"]),
+        (["embed", "-i", "seqs.fa", "-o", "e.parquet"], ["--dtype", "float32"]),
         (["score", "ACGT"], ["--device", "cuda:7"]),  # said before the device is looked at
     ],
 )
@@ -65,12 +66,20 @@ def test_local_model_options_are_refused_with_a_server(command: list[str], optio
     assert option[0] in bad.format_message() and "--server" in bad.format_message()
 
 
-def test_embed_refuses_a_server(tmp_path: Path) -> None:
-    missing = tmp_path / "absent.fa"  # refused before the input is read
+def test_embed_on_a_vllm_server_is_refused_by_name(vllm_url: str, tiny_folder: Path, tmp_path: Path) -> None:
+    """vLLM's /v1/embeddings pools its own way: one clean error, nothing written (hexamer serve:
+    tests/remote/test_hexamer_server.py)."""
+    fasta = tmp_path / "seqs.fa"
+    fasta.write_text(">a\nACGTACGTTGCA\n")
+    out = tmp_path / "e.parquet"
+    result = run(["embed", "-i", str(fasta), "-o", str(out), *_server(vllm_url, tiny_folder)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
+    assert "pools its own way" in error_message(result)
+    assert not out.exists()
     bad = usage_error(
-        ["embed", "--input", str(missing), "--out", str(tmp_path / "e.parquet"), "--server", "http://x"]
+        ["embed", "-i", str(fasta), "-o", str(out), "--server", vllm_url, "-m", str(tiny_folder)]
     )
-    assert "hidden states" in bad.format_message()
+    assert "not both" in bad.format_message()
 
 
 @pytest.mark.parametrize(

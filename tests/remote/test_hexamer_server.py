@@ -90,3 +90,24 @@ def test_bench_serve_against_it(hexamer_url: str) -> None:
     rows = {r["key"]: r for r in report.rows}
     assert rows["completed"]["value"] == 4 and rows["total_output_tokens"]["value"] == 24
     assert rows["itl"]["mean"] > 0 and "on hexamer" in report.title
+
+
+def test_embed_command_on_it_equals_local(hexamer_url: str, tiny_folder: Path, tmp_path: Path) -> None:
+    """``hexamer embed --server``: the server pools with the library's code; a record without a
+    vector keeps its row and reason, as with a local model."""
+    import pyarrow.parquet as pq
+
+    from hexamer.testing.cli import run_json
+
+    fasta = tmp_path / "seqs.fa"
+    fasta.write_text(">a\nACGTACGTTGCA\n>empty\n\n>b\n" + "GATTACA" * 100 + "\n")
+    args = ["embed", "-i", str(fasta), "--pool", "last", "--layer", "1", "--max-tokens", "40", "--json"]
+    remote, local = tmp_path / "remote.parquet", tmp_path / "local.parquet"
+    summary = run_json([*args, "-o", str(remote), "--server", hexamer_url, "--api-key", "key"])
+    run_json([*args, "-o", str(local), "-m", str(tiny_folder)])
+    assert summary == {"output": str(remote), "n_records": 3, "n_without_vector": 1}
+    got, want = pq.read_table(remote).to_pylist(), pq.read_table(local).to_pylist()
+    assert [(r["id"], r["error"]) for r in got] == [(r["id"], r["error"]) for r in want]
+    for g, w in zip(got, want, strict=True):
+        if w["embedding"] is not None:
+            np.testing.assert_allclose(g["embedding"], w["embedding"], atol=1e-5)

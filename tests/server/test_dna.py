@@ -231,3 +231,24 @@ def test_vep_default_window_is_fitted_to_a_short_model_as_the_cli_fits_it(short_
     assert row["status"] == "ok" and (row["window_start"], row["window_end"]) == (0, 800)
     want = naive_window_score(short_model, seq, seq[:400] + alt + seq[401:])
     assert row["score"] == pytest.approx(want, abs=1e-6)
+
+
+def test_embeddings_take_the_chunking_options(url: str, ref: Carbon) -> None:
+    """``max_tokens`` and ``chunk_overlap`` reach :func:`embed_sequences` (what a client's
+    ``Carbon.from_server(...).embed`` sends); a wrong one is a 400 naming it, before any work."""
+    seq = "".join(np.random.default_rng(2).choice(list("ACGT"), 200))
+    options = {"max_tokens": 12, "chunk_overlap": 18, "pool": "mean", "layer": 1}
+    out = _post(url, "/v1/embeddings", input=seq, encoding_format="base64", **options)
+    vec = np.frombuffer(base64.b64decode(out["data"][0]["embedding"]), dtype="<f4")
+    ((_, want),) = embed_sequences(ref, [seq], **options)
+    assert np.allclose(vec, want, atol=1e-5)
+    for field, value in (("max_tokens", 10**6), ("chunk_overlap", -1), ("layer", 99)):
+        r = httpx.post(f"{url}/v1/embeddings", json={"input": seq, field: value}, timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+
+
+def test_models_name_the_embedding_facts_and_limits(url: str, ref: Carbon) -> None:
+    facts = httpx.get(f"{url}/v1/models", timeout=60).json()["data"][0]["hexamer"]
+    backend = ref.backend
+    assert facts["hidden_size"] == backend.hidden_size and facts["num_layers"] == backend.num_layers  # type: ignore[attr-defined]
+    assert {"max_prompts", "max_bp", "max_body_bytes"} <= set(facts)
