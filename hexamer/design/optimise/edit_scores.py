@@ -180,6 +180,7 @@ def _tails(
     return out
 
 
+@torch.inference_mode()
 def edit_log_likelihoods(
     backend: LocalBackend,
     parent: str,
@@ -236,6 +237,7 @@ def _hidden(backend: LocalBackend, enc: DnaEncoding) -> torch.Tensor:
     return hidden[0]
 
 
+@torch.inference_mode()
 def one_forward_each(backend: LocalBackend, sequences: Sequence[str]) -> np.ndarray:
     """``(n,)`` float64 summed FNS log-likelihood of each sequence by its own batch-1 forward (the
     reference: the same model and per-position arithmetic as :func:`edit_log_likelihoods`, no
