@@ -1,9 +1,13 @@
 """Cost of enforcing design constraints while decoding, at batch 16, in one run.
 
-Three ways to decode the same number of bases, alternated ``--repeats`` times: the engine's
-unconstrained bp-level generation (``Carbon.generate``, FNS sampling), the design decoder with no
-constraint, and the design decoder under a typical cloning rule set. Prints one JSON line per
-shape with the median seconds of each and the ratios.
+Three ways to decode the same number of bases, after an untimed warm-up of each, ``--repeats``
+rounds in alternating order (round r starts with way r mod 3 and goes forward on even rounds,
+backward on odd ones, so no way always runs first or right after the same other way): the
+engine's unconstrained bp-level generation (``Carbon.generate``, FNS sampling), the design decoder
+with no constraint, and the design decoder under a typical cloning rule set. Prints one JSON line
+with the median seconds of each, every round, the per-round ratios and the ratios of medians, and
+the median CPU seconds of this process per way (less disturbed by other jobs than wall time, but
+counting every torch thread, spin-waits included).
 
     python scripts/measure_design_speed.py --shape tiny --length 300
     python scripts/measure_design_speed.py --shape 500m --length 120 --repeats 3
@@ -64,16 +68,21 @@ def main() -> None:
     for way in ways.values():  # warm-up
         way(0)
     times: dict[str, list[float]] = {k: [] for k in ways}
+    cpu: dict[str, list[float]] = {k: [] for k in ways}
+    names = list(ways)
     for r in range(args.repeats):
-        for name, way in ways.items():
+        order = names[r % 3 :] + names[: r % 3]
+        for name in order if r % 2 == 0 else order[::-1]:
             if carbon.backend.device.type == "cuda":
                 torch.cuda.synchronize()
-            t = time.perf_counter()
-            way(r + 1)
+            t, c = time.perf_counter(), time.process_time()
+            ways[name](r + 1)
             if carbon.backend.device.type == "cuda":
                 torch.cuda.synchronize()
             times[name].append(time.perf_counter() - t)
+            cpu[name].append(time.process_time() - c)
     med = {k: statistics.median(v) for k, v in times.items()}
+    per_round = [round(a / b, 3) for a, b in zip(times["design_rules"], times["engine_bp"], strict=True)]
     print(
         json.dumps(
             {
@@ -83,7 +92,9 @@ def main() -> None:
                 "repeats": args.repeats,
                 "seconds": {k: round(v, 4) for k, v in med.items()},
                 "rounds": {k: [round(x, 3) for x in v] for k, v in times.items()},
+                "cpu_seconds": {k: round(statistics.median(v), 4) for k, v in cpu.items()},
                 "rules_over_engine": round(med["design_rules"] / med["engine_bp"], 3),
+                "rules_over_engine_per_round": per_round,
                 "free_over_engine": round(med["design_free"] / med["engine_bp"], 3),
                 "rules_over_free": round(med["design_rules"] / med["design_free"], 3),
                 "machine": machine_info(),

@@ -39,6 +39,15 @@ def bench_design_evolve_cmd(
         int, typer.Option(min=64, max=1 << 24, help="Padded tokens per shared-prefix forward.")
     ] = 16384,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random sequence.")] = 0,
+    reference_sample: Annotated[
+        int,
+        typer.Option(
+            min=0, max=300_000, help="Time the reference on this many seeded candidates, scaled (0: all)."
+        ),
+    ] = 0,
+    stock: Annotated[
+        bool, typer.Option(help="Also time one forward each through the library's stock scorer.")
+    ] = False,
     threads: ThreadsOption = 0,
     output: BenchOutput = SCREEN_ONLY,
 ) -> None:
@@ -66,6 +75,8 @@ def bench_design_evolve_cmd(
             batch_size=batch_size,
             token_budget=token_budget,
             seed=seed,
+            reference_sample=reference_sample,
+            stock=stock,
             log=_log,
         )
     except BenchOptionError as exc:

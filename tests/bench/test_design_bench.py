@@ -22,6 +22,15 @@ def test_report_rows(tiny_folder: Path) -> None:
     assert report.rows[1]["speedup"] == 1.0
 
 
+def test_stock_side_and_reference_sample(tiny_folder: Path) -> None:
+    report = run_design_evolve_bench(
+        Carbon.from_pretrained(tiny_folder), model_name="tiny", length=20, stock=True, reference_sample=9
+    )
+    assert [r["method"] for r in report.rows][2] == "one forward each (stock scorer)"
+    assert all(r["candidates"] == 60 and r["max_abs_diff"] < 1e-4 for r in report.rows)
+    assert any("sample of 9 of 60" in n for n in report.notes)
+
+
 def test_cli_json(tiny_folder: Path) -> None:
     result = run_ok(
         ["bench", "design-evolve", "--model", tiny_folder, "--length", "18", "--threads", "1", "-o", "-"]
@@ -30,7 +39,8 @@ def test_cli_json(tiny_folder: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("option", "value"), [("length", 5), ("rounds", 1), ("batch_size", 0), ("weight", 0.0)]
+    ("option", "value"),
+    [("length", 5), ("rounds", 1), ("batch_size", 0), ("weight", 0.0), ("reference_sample", -1)],
 )
 def test_bad_options(tiny_folder: Path, option: str, value: float) -> None:
     with pytest.raises(BenchOptionError, match=option.replace("_", "-")):

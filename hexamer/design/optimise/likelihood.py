@@ -1,18 +1,17 @@
 """Naturalness: the model's base-level FNS log-likelihood per base of candidate sequences.
 
 A whole sequence costs one forward (:meth:`~hexamer.backend.protocol.Backend.window_log_likelihoods`).
-The single edits of one sequence are scored the way ``hexamer ism`` scores a region's SNVs: edits
-inside one 6-mer share every token before it, so on a backend that ``supports_kv_sharing`` each
-such group (the parent plus its edits there) runs its shared prefix once and only the tokens from
-the edited 6-mer on (:meth:`~hexamer.backend.protocol.PrefixSharingBackend.shared_prefix_log_likelihoods`).
-The prefix terms are equal within a group, so ``LL(edit) = LL(parent) + tail(edit) - tail(parent)``
-is the edited sequence's own full log-likelihood.
+The single edits of one sequence, on a model in this process (a
+:class:`~hexamer.backend.local.LocalBackend`), are scored by
+:func:`~hexamer.design.optimise.edit_scores.edit_log_likelihoods`: the parent runs once, each edit
+only from its edited 6-mer on, many edits per forward, and only the FNS marginals the likelihood
+needs are computed. Elsewhere (a served model) each edited sequence is scored whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,18 +26,23 @@ __all__ = ["LikelihoodScorer"]
 class LikelihoodScorer:
     """Per-base FNS log-likelihood (nats per base) of sequences on ``backend``.
 
-    ``shared=False`` (or a backend without ``supports_kv_sharing``) scores every edit with its own
-    forward: the reference the shared-prefix path is tested and benchmarked against."""
+    ``shared=False`` scores every edit with its own batch-1 forward (on an in-process model with
+    the same per-position arithmetic as the shared path,
+    :func:`~hexamer.design.optimise.edit_scores.one_forward_each`): the reference the shared path
+    is tested and benchmarked against."""
 
     def __init__(
         self, backend: Backend, *, shared: bool = True, batch_size: int = 64, token_budget: int = 16384
     ) -> None:
+        from hexamer.backend.local import LocalBackend
+
         if not 1 <= batch_size <= 65536:
             raise ValueError(f"batch_size must be in 1..65536, got {batch_size}")
         if not 1 <= token_budget <= 1 << 24:
             raise ValueError(f"token_budget must be in 1..{1 << 24}, got {token_budget}")
         self.backend = backend
-        self.shared = shared and bool(getattr(backend, "supports_kv_sharing", False))
+        self.local = isinstance(backend, LocalBackend)
+        self.shared = shared and self.local
         self.batch_size = batch_size
         self.token_budget = token_budget
 
@@ -51,24 +55,20 @@ class LikelihoodScorer:
         self, parent: str, parent_per_base: float, edits: Sequence[tuple[int, str]]
     ) -> np.ndarray:
         """``(len(edits),)`` log-likelihood per base of ``parent`` with each single edit
-        ``(pos, base)`` applied; ``parent_per_base`` is the parent's own (from :meth:`per_base`)."""
-        seqs = [apply_edit(parent, p, b) for p, b in edits]
-        if not self.shared:
-            return self.per_base(seqs)
-        from hexamer.backend.protocol import PrefixSharingBackend
+        ``(pos, base)`` applied. ``parent_per_base`` (the parent's own, from :meth:`per_base`) is
+        not needed by these scorers, which run the parent themselves; it stays for callers."""
+        from hexamer.backend.local import LocalBackend
+        from hexamer.design.optimise.edit_scores import edit_log_likelihoods, one_forward_each
 
-        fast = cast(PrefixSharingBackend, self.backend)
-        k = self.backend.layout.k
-        by_token: dict[int, list[int]] = {}
-        for i, (pos, _) in enumerate(edits):
-            by_token.setdefault(pos // k, []).append(i)
-        groups = [[parent, *(seqs[i] for i in members)] for members in by_token.values()]
-        tails = fast.shared_prefix_log_likelihoods(
-            groups, batch_size=self.batch_size, token_budget=self.token_budget
-        )
-        total = parent_per_base * len(parent)
-        out = np.empty(len(edits), dtype=np.float64)
-        for members, tail in zip(by_token.values(), tails, strict=True):
-            for i, t in zip(members, tail[1:], strict=True):
-                out[i] = (total + t - tail[0]) / len(parent)
-        return out
+        if not edits:
+            return np.empty(0, dtype=np.float64)
+        if not self.local:
+            return self.per_base([apply_edit(parent, p, b) for p, b in edits])
+        assert isinstance(self.backend, LocalBackend)
+        if self.shared:
+            totals = edit_log_likelihoods(
+                self.backend, parent, edits, batch_size=self.batch_size, token_budget=self.token_budget
+            )
+        else:
+            totals = one_forward_each(self.backend, [apply_edit(parent, p, b) for p, b in edits])
+        return totals / len(parent)
