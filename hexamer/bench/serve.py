@@ -459,7 +459,7 @@ def _serve_notes(
             notes.append(f"hexamer's server started with max_num_seqs {settings['max_num_seqs']}, max_model_len "
                          f"{settings['max_model_len']} (prompt + new tokens of the workload)")  # fmt: skip
         else:
-            given = ", ".join(f"{k} {v}" for k, v in settings.items()) or "none"
+            given = ", ".join(f"{k} {v}" for k, v in settings.items())
             notes.append(
                 f"hexamer's server started with its defaults, not sized to the workload (options given: {given})"
             )
@@ -549,7 +549,9 @@ def run_serve_bench(
         "max_num_seqs": max(concurrency, 1),
         "max_model_len": in_len + out_len + 8,  # rows sized to the work, like the offline engine's cache
     }
-    settings = {**({} if server_defaults else sized), **(server_settings or {})}
+    # a round of 64 requests on a large model can outlast the server's 600-s request timeout on a
+    # small machine: the load generator's own timeout (an hour) rules instead
+    settings = {**({} if server_defaults else sized), "request_timeout_s": 3600.0, **(server_settings or {})}
     if url is None and model is None:  # hexamer's own server on the default model
         from hexamer.default_model import builtin_tiny_model, default_model
 
