@@ -97,6 +97,8 @@ class Scheduler:
 
     def _admit(self) -> list[Request]:
         admitted: list[Request] = []
+        if not self.waiting or not self.cache.free_rows:
+            return admitted
         budget = self.prefill_token_budget
         cache = self.cache.cache
         max_len = cache.max_len if cache is not None else None
