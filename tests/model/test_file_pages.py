@@ -39,7 +39,10 @@ def test_even_pages_a_tensor_still_reads_read_the_same_after(tiny_folder: Path) 
     before = _logits(model)
     assert release_file_pages(nn.Module(), _files(tiny_folder)) > 0
     assert torch.equal(_logits(model), before)
-    assert release_file_pages(model, _files(tiny_folder)) == 0  # every page is read by the model
+    # the model's own pages are left alone (other models of this process map the file too)
+    assert release_file_pages(model, _files(tiny_folder)) < release_file_pages(
+        nn.Module(), _files(tiny_folder)
+    )
 
 
 def test_nothing_mapped_nothing_asked(tmp_path: Path) -> None:
