@@ -52,6 +52,9 @@ class RequestResult:
 class Workload:
     prompts: list[list[int]]
     output_len: int
+    #: the warm-up request's prompt: none of ``prompts``, so no prompt of the round finds its blocks in
+    #: a prefix cache (None: the first prompt)
+    warm_prompt: list[int] | None = None
 
     @property
     def input_len(self) -> int:
@@ -156,7 +159,8 @@ async def _run(
         }
 
     k = layout.k if layout is not None else 6
-    warm = await _one(conn, body(work.prompts[0], min(4, work.output_len)), path, k)
+    warm_prompt = work.warm_prompt if work.warm_prompt is not None else work.prompts[0]
+    warm = await _one(conn, body(warm_prompt, min(4, work.output_len)), path, k)
     if not warm.ok:
         raise RuntimeError(f"the warm-up request to {conn.url(path)} failed: {warm.error}")
     rng = random.Random(seed)
@@ -304,6 +308,9 @@ class _Measured:
     summary: dict[str, Any]
     server_rates: list[float] = field(default_factory=list)
     offline_rates: list[float] = field(default_factory=list)
+    #: per round, the most requests the server's ``/health`` reported running at once (None: not
+    #: reported; hexamer's server reports it)
+    peak_running: list[int | None] = field(default_factory=list)
 
 
 def _check_serve_options(
@@ -344,7 +351,7 @@ def _measure(
         if name is None:
             raise ValueError(f"{base}/v1/models lists no model; pass --served-model")
         tok, _ = load_server_tokenizer(tokenizer, info, name)
-        work = Workload(random_prompts(plan.num_prompts, plan.in_len, tok.layout, plan.seed), plan.out_len)
+        work = round_workload(plan, tok.layout, 0)
         log(
             f"{what} at {base} ({info.backend}): {plan.num_prompts} prompts, "
             f"{plan.in_len} in / {plan.out_len} out tokens"
@@ -353,19 +360,22 @@ def _measure(
             carbon.generate(_dna_prompts(work.prompts[:1], tok.layout), max_new_tokens=2, mode="token")
         measured = _Measured(base, what, info.backend, name, tok.layout.k, {})
         for r in range(plan.rounds):
-            results, duration = conn.run(
-                _run(
-                    conn,
-                    name,
-                    work,
-                    temperature=plan.temperature,
-                    request_rate=plan.request_rate,
-                    seed=plan.seed,
-                    log=log,
-                    endpoint=plan.endpoint,
-                    layout=tok.layout,
+            work = round_workload(plan, tok.layout, r)
+            with HealthPoll(base) as poll:
+                results, duration = conn.run(
+                    _run(
+                        conn,
+                        name,
+                        work,
+                        temperature=plan.temperature,
+                        request_rate=plan.request_rate,
+                        seed=plan.seed,
+                        log=log,
+                        endpoint=plan.endpoint,
+                        layout=tok.layout,
+                    )
                 )
-            )
+            measured.peak_running.append(poll.peak_running)
             measured.summary = summarize(results, duration, measured.k)
             measured.server_rates.append(measured.summary["output_throughput"])
             if carbon is not None:
@@ -380,6 +390,49 @@ def _measure(
         conn.close()
 
 
+def round_workload(plan: _Plan, layout: Any, round_index: int) -> Workload:
+    """Round ``round_index``'s prompts (seed ``plan.seed + round_index``) and a warm-up prompt of
+    its own: every round sends prompts no earlier round or warm-up sent, so a prefix cache (the
+    server's, the offline engine's) skips no prompt's prefill and the figures are of real work."""
+    prompts = random_prompts(plan.num_prompts + 1, plan.in_len, layout, plan.seed + round_index)
+    return Workload(prompts[:-1], plan.out_len, warm_prompt=prompts[-1])
+
+
+class HealthPoll:
+    """Asks ``base/health`` every ``interval`` seconds on a thread of its own while the block runs and
+    keeps the most requests it reported running at once (``peak_running``; None when the server
+    reports none: not hexamer's)."""
+
+    def __init__(self, base: str, interval: float = 0.2) -> None:
+        import threading
+
+        self.base = base
+        self.interval = interval
+        self.peak_running: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="bench-health-poll", daemon=True)
+
+    def _poll(self) -> None:
+        import httpx
+
+        with httpx.Client(timeout=5) as client:
+            while not self._stop.wait(self.interval):
+                try:
+                    running = client.get(f"{self.base}/health").json().get("running")
+                except (httpx.HTTPError, ValueError, AttributeError):
+                    continue
+                if isinstance(running, int):
+                    self.peak_running = max(self.peak_running or 0, running)
+
+    def __enter__(self) -> HealthPoll:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 def _serve_title(m: _Measured, plan: _Plan) -> str:
     rate = "all at once" if not math.isfinite(plan.request_rate) else f"Poisson {plan.request_rate:g} req/s"
     shown = Path(m.name).name if Path(m.name).is_absolute() else m.name  # a local folder: its name only
@@ -389,7 +442,9 @@ def _serve_title(m: _Measured, plan: _Plan) -> str:
     )
 
 
-def _serve_notes(m: _Measured, plan: _Plan, own_server: bool, settings: dict[str, Any]) -> list[str]:
+def _serve_notes(
+    m: _Measured, plan: _Plan, own_server: bool, settings: dict[str, Any], sized: bool = True
+) -> list[str]:
     path = ENDPOINTS[plan.endpoint]
     notes = [
         f"target: {m.what} at {m.base}; streamed {path}"
@@ -400,8 +455,16 @@ def _serve_notes(m: _Measured, plan: _Plan, own_server: bool, settings: dict[str
     ]
     if own_server:
         notes.append("the load generator shares this process and its CPU cores with the server")
-        notes.append(f"hexamer's server started with max_num_seqs {settings['max_num_seqs']}, max_model_len "
-                     f"{settings['max_model_len']} (prompt + new tokens of the workload)")  # fmt: skip
+        if sized:
+            notes.append(f"hexamer's server started with max_num_seqs {settings['max_num_seqs']}, max_model_len "
+                         f"{settings['max_model_len']} (prompt + new tokens of the workload)")  # fmt: skip
+        else:
+            given = ", ".join(f"{k} {v}" for k, v in settings.items())
+            notes.append(
+                f"hexamer's server started with its defaults, not sized to the workload (options given: {given})"
+            )
+    notes.append("each round sends new prompts (seed + round) after a warm-up prompt of its own: no prefix cache "
+                 "skips a prompt the server or the offline engine saw before")  # fmt: skip
     if m.summary["failed"]:
         notes.append(f"{m.summary['failed']} requests failed; first error: {m.summary['first_error']}")
     return notes
@@ -410,6 +473,10 @@ def _serve_notes(m: _Measured, plan: _Plan, own_server: bool, settings: dict[str
 def _add_round_rows(report: BenchReport, m: _Measured, plan: _Plan) -> None:
     """Per-round server throughput (several rounds) and the offline comparison (when made)."""
     server_rates, offline_rates = m.server_rates, m.offline_rates
+    peaks = [p for p in m.peak_running if p is not None]
+    if peaks:
+        report.rows.append({"metric": "Most requests running at once (server /health)", "key": "peak_running",
+                            "value": max(peaks), "rounds": m.peak_running})  # fmt: skip
     if plan.rounds > 1:
         report.rows.append({"metric": "Server output tok/s per round", "key": "server_rounds",
                             "value": float(np.median(server_rates)), "rounds": server_rates})  # fmt: skip
@@ -448,6 +515,7 @@ def run_serve_bench(
     endpoint: str = "completions",
     rounds: int = 1,
     compare_offline: bool = False,
+    server_defaults: bool = False,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Run the workload against ``url`` (or hexamer's server for ``model``, started here) and return
@@ -460,6 +528,8 @@ def run_serve_bench(
     serving benchmarks size vLLM), so its KV-cache rows are sized like the offline engine's, which
     sizes its cache to the work: with the model's whole context per row, the memory budget may hold
     fewer rows than requests in flight (the ``kv_rows`` note says how many it made).
+    ``server_defaults``: start it with its own defaults instead (the model's context per sequence,
+    64 sequences, the default KV pool), as a deployment serving requests of any length would run.
 
     ``rounds``: the workload is run that many times (the table is the last round). With
     ``compare_offline`` (hexamer's own server only), the same model object also runs the same
@@ -475,11 +545,13 @@ def run_serve_bench(
     in_len, out_len = token_lengths(input_bp, output_bp)
     in_len, out_len = input_len or in_len, output_len or out_len
     plan = _Plan(num_prompts, in_len, out_len, concurrency, request_rate, temperature, seed, endpoint, rounds)
-    settings = {
+    sized = {
         "max_num_seqs": max(concurrency, 1),
         "max_model_len": in_len + out_len + 8,  # rows sized to the work, like the offline engine's cache
-        **(server_settings or {}),
     }
+    # a round of 64 requests on a large model can outlast the server's 600-s request timeout on a
+    # small machine: the load generator's own timeout (an hour) rules instead
+    settings = {**({} if server_defaults else sized), "request_timeout_s": 3600.0, **(server_settings or {})}
     if url is None and model is None:  # hexamer's own server on the default model
         from hexamer.default_model import builtin_tiny_model, default_model
 
@@ -500,7 +572,8 @@ def run_serve_bench(
             carbon=carbon,
             log=log,
         )
-    report = build_report(m.summary, _serve_title(m, plan), _serve_notes(m, plan, url is None, settings))
+    notes = _serve_notes(m, plan, url is None, settings, sized=not server_defaults)
+    report = build_report(m.summary, _serve_title(m, plan), notes)
     _add_round_rows(report, m, plan)
     return report
 

@@ -93,6 +93,14 @@ def bench_serve_cmd(
             "(same model, token mode) and report server / offline.",
         ),
     ] = False,
+    server_defaults: Annotated[
+        bool,
+        typer.Option(
+            "--server-defaults/--sized-server",
+            help="hexamer's own server: start it with its defaults (the model's context, 64 sequences, the "
+            "default KV pool) instead of sized to the workload.",
+        ),
+    ] = False,
     quick: Annotated[
         bool,
         typer.Option(
@@ -116,6 +124,7 @@ def bench_serve_cmd(
             endpoint=endpoint,
             rounds=rounds,
             compare_offline=compare_offline,
+            server_defaults=server_defaults,
             log=_log,
             **workload,
         )

@@ -3,8 +3,9 @@
     engine = Engine(model, tokenizer.layout, EngineConfig(max_batch_size=16))
     engine.run([Request(prompt_ids, SamplingParams(max_bp=1000, seed=0)), ...])
 
-Requests are admitted, in order of arrival, when a cache row and the KV blocks they may fill are
-free (continuous batching over a paged cache, docs/engine.md); each decode step
+Requests are admitted, in order of arrival, when a cache row and the KV blocks they need now are
+free, and the newest is preempted (computed again later) when the pool runs out (continuous
+batching over a paged cache, docs/engine.md); each decode step
 advances every running request by one 6-mer (or, for ``mode="text"`` requests, one token of the
 whole vocabulary; both kinds share steps).
 
@@ -70,7 +71,7 @@ class Engine:
         self.config = config = config if config is not None else EngineConfig()
         self.cache = CacheManager(model, config)
         self.runner = ModelRunner(model, layout, self.cache, config)
-        self.scheduler = Scheduler(self.cache, config)
+        self.scheduler = Scheduler(self.cache, config, kmer_start=layout.kmer_start)
         self.stats = EngineStats()
         context = model.config.max_position_embeddings
         #: longest sequence (prompt + new tokens) taken: ``config.max_model_len``, at most the context
@@ -189,6 +190,12 @@ class Engine:
         return (cache.prefix.queried_blocks, cache.prefix.hit_blocks) if cache is not None else (0, 0)
 
     @property
+    def n_preemptions(self) -> int:
+        """Times a running request gave its KV blocks back so that others could go on (the pool ran
+        out; it was computed again when blocks were free: docs/engine.md)."""
+        return self.scheduler.preemptions
+
+    @property
     def kv_block_size(self) -> int:
         return BLOCK_SIZE
 
@@ -256,7 +263,7 @@ class Engine:
         self.scheduler.retire(finished)
         elapsed = time.perf_counter() - start
         if step.kind == "prefill":
-            self.stats.prefill_tokens += sum(len(r.prompt_ids) for r in step.requests)
+            self.stats.prefill_tokens += sum(len(r.prefill_ids) for r in step.requests)
             self.stats.prefill_seconds += elapsed
         else:
             self.stats.decode_steps += 1

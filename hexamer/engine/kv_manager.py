@@ -23,6 +23,7 @@ class CacheManager:
 
     def __init__(self, model: LlamaModel, config: EngineConfig) -> None:
         self.model = model
+        self.config = config
         self.max_rows = config.max_batch_size
         self.budget = config.kv_cache_bytes
         self.cache: KVCache | None = None
@@ -118,26 +119,44 @@ class CacheManager:
         cache = self.cache
         return cache.pool.n_unreserved if cache is not None else 0
 
-    def allocate(self, tokens: int = 0) -> int | None:
+    def blocks_to_grow(self, row: int, extra: int) -> int:
+        """Blocks ``row`` must take from the pool to hold ``extra`` more slots (beyond those it holds
+        or has set aside)."""
+        cache = self.cache
+        assert cache is not None
+        res = cache.row_reserved[row]
+        have = len(cache.row_blocks[row]) + (len(res) if res is not None else 0)
+        return max(0, blocks_for(int(cache.lengths[row]) + extra, cache.block_size) - have)
+
+    def allocate(self, tokens: int = 0, at_least: int | None = None, leave: int = 0) -> int | None:
         """A free row (lowest first, so full batches run rows in order) with blocks for ``tokens``
-        slots reserved for it, or None when no row or not enough unreserved blocks are left. The
-        blocks are set aside as one run where the pool has one (the kernel then reads the row as one
-        stream) and filled as the row grows (:meth:`KVCache.grow`), so the memory in use follows the
-        tokens held while a request can never run out of blocks mid-way."""
+        slots set aside for it, or None when no row or not enough unreserved blocks are left.
+
+        The blocks are set aside as one run where the pool has one (the kernel then reads the row as
+        one stream) and filled as the row grows (:meth:`KVCache.grow`), so the memory in use follows
+        the tokens held. With ``at_least`` (blocks), the row takes what the pool has beyond ``leave``
+        blocks, down to ``at_least``, and takes the rest from the pool as it grows (the scheduler
+        preempts when the pool runs out); without it, it takes all or nothing."""
         if not self.free_rows or self.cache is None:
             return None
         need = self.blocks_needed(tokens)
-        if need > self.blocks_available:
+        floor = need if at_least is None else min(need, at_least)
+        give = min(need, self.blocks_available - leave)
+        if give < floor:
             return None
         self.free_rows.sort()
         row = self.free_rows.pop(0)
-        self.reservations[row] = need
-        self.cache.reserve(row, need)  # one run of blocks where the pool has one
+        self.reservations[row] = give
+        self.cache.reserve(row, give)  # one run of blocks where the pool has one
         return row
 
-    def release(self, row: int) -> None:
-        """Free a row at once: its blocks go back to the pool and it can take the next request."""
+    def release(self, row: int, remember: list[int] | None = None) -> None:
+        """Free a row at once: its blocks go back to the pool and it can take the next request.
+        ``remember``: the tokens the row holds from its start (a preempted request's prompt and
+        output), whose full blocks stay in the prefix cache for its next prefill to find."""
         assert self.cache is not None
+        if remember is not None and self.config.prefix_caching:
+            self.cache.remember_prefix(row, remember)
         self.cache.reset([row])
         self.free_rows.append(row)
         self.reservations.pop(row, None)

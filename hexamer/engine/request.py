@@ -97,6 +97,11 @@ class Request:
     error: str | None = None
     #: bp mode: picks each token's bases in place of the sampler (per-row rules; no draft)
     chooser: BaseChooser | None = None
+    #: after a preemption: the tokens its next prefill feeds (prompt + every token generated so far:
+    #: its cache row was given to others, and is computed again when it is admitted again)
+    resume_ids: list[int] | None = None
+    #: times the engine took its cache row back to let others go on (docs/engine.md)
+    preemptions: int = 0
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -135,6 +140,20 @@ class Request:
     def total_len(self) -> int:
         """Cache slots this request needs: prompt plus every token it may generate."""
         return len(self.prompt_ids) + self.n_tokens
+
+    @property
+    def prefill_ids(self) -> list[int]:
+        """What its next prefill feeds: the prompt, or after a preemption the prompt and its output."""
+        return self.resume_ids if self.resume_ids is not None else self.prompt_ids
+
+    @property
+    def tokens_left(self) -> int:
+        """New tokens it may still generate."""
+        return self.n_tokens - self.n_generated
+
+    def generated_ids(self, kmer_start: int) -> list[int]:
+        """The token ids it generated, as fed back to the model (DNA: ``kmer_start`` + each k-mer)."""
+        return list(self.output_ids) if self.is_text else [kmer_start + i for i in self.output_kmers]
 
     @property
     def is_text(self) -> bool:

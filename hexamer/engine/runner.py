@@ -77,7 +77,7 @@ class ModelRunner:
         of at most :data:`PREFILL_CHUNK_TOKENS_CPU` padded tokens (each left-padded to its own
         longest prompt); the numbers do not depend on how they are cut."""
         if not self.prefix_caching:
-            lengths = [len(r.prompt_ids) for r in requests]
+            lengths = [len(r.prefill_ids) for r in requests]
             chunks = padded_chunks(requests, lengths, token_budget=self.prefill_chunk_tokens)
             return torch.cat([self._prefill_forward(chunk, full) for chunk in chunks])
         # prefix caching: before each forward, the rows left take the blocks that earlier prompts
@@ -86,7 +86,7 @@ class ModelRunner:
         pending = list(requests)
         while pending:
             held = [self._share_prefix(r) for r in pending]
-            tails = [len(r.prompt_ids) - n for r, n in zip(pending, held, strict=True)]
+            tails = [len(r.prefill_ids) - n for r, n in zip(pending, held, strict=True)]
             chunk = next(padded_chunks(pending, tails, token_budget=self.prefill_chunk_tokens))
             chunk = chunk[: _first_repeat(chunk, held[: len(chunk)])]
             for r, row_logits in zip(
@@ -103,9 +103,9 @@ class ModelRunner:
         cache = self.cache.cache
         assert cache is not None and request.row is not None
         n = int(cache.lengths[request.row])
-        if n or request.params.prompt_logprobs is not None or request.speculative is not None:
+        if n or _wants_prompt_logprobs(request) or request.speculative is not None:
             return n
-        return cache.share_prefix(request.row, request.prompt_ids)
+        return cache.share_prefix(request.row, request.prefill_ids)
 
     def _prefill_forward(
         self, requests: list[Request], full: bool, held: list[int] | None = None
@@ -115,10 +115,10 @@ class ModelRunner:
         device = self.model.device
         skip = held or [0] * len(requests)
         batch = pad_rows(
-            [r.prompt_ids[n:] for r, n in zip(requests, skip, strict=True)], self.pad_id, side="left"
+            [r.prefill_ids[n:] for r, n in zip(requests, skip, strict=True)], self.pad_id, side="left"
         )
         rows = [r.row for r in requests]
-        want = [r.is_text and r.params.prompt_logprobs is not None for r in requests]
+        want = [_wants_prompt_logprobs(r) for r in requests]
         out = self.model(
             batch.ids_on(device),
             kv_cache=cache,
@@ -131,9 +131,9 @@ class ModelRunner:
         if self.prefix_caching:
             bs = cache.block_size
             for r, n in zip(requests, skip, strict=True):
-                if r.speculative is None and r.params.prompt_logprobs is None:
-                    cache.prefix.count((len(r.prompt_ids) - 1) // bs, n // bs)
-                    cache.remember_prefix(r.row, r.prompt_ids)  # type: ignore[arg-type]
+                if r.speculative is None and not _wants_prompt_logprobs(r):
+                    cache.prefix.count((len(r.prefill_ids) - 1) // bs, n // bs)
+                    cache.remember_prefix(r.row, r.prefill_ids)  # type: ignore[arg-type]
         for i, r in enumerate(requests):
             if want[i]:
                 assert out.hidden is not None
@@ -222,9 +222,15 @@ def _first_repeat(requests: list[Request], held: list[int], block: int = BLOCK_S
     where it finds that block (and what follows) cached instead of computing it again."""
     seen: set[tuple[int, ...]] = set()
     for i, (r, n) in enumerate(zip(requests, held, strict=True)):
-        if n == 0 and len(r.prompt_ids) > block:
-            key = tuple(r.prompt_ids[:block])
+        if n == 0 and len(r.prefill_ids) > block:
+            key = tuple(r.prefill_ids[:block])
             if key in seen:
                 return i
             seen.add(key)
     return len(requests)
+
+
+def _wants_prompt_logprobs(request: Request) -> bool:
+    """Its prefill must give the prompt's log-probabilities (asked for, and not given yet: a
+    preempted request's prefill again gives none), so it computes every prompt position."""
+    return request.is_text and request.params.prompt_logprobs is not None and request.prompt_logprobs is None

@@ -42,7 +42,12 @@ class ServerMetrics:
         self.kv_blocks_free = Gauge("hexamer_kv_cache_blocks_free", "KV blocks holding no token", registry=r)
         self.kv_blocks_reserved = Gauge(
             "hexamer_kv_cache_blocks_reserved",
-            "KV blocks promised to running sequences (a sequence starts when its blocks fit)",
+            "KV blocks set aside for or held by running sequences",
+            registry=r,
+        )
+        self.preemptions = Gauge(
+            "hexamer_preemptions",
+            "Times a running sequence gave its KV blocks back for others and was computed again later",
             registry=r,
         )
         self.kv_usage = Gauge("hexamer_kv_cache_usage", "Fraction of KV blocks holding tokens", registry=r)

@@ -298,6 +298,7 @@ class EngineWorker:
         e = self.engine
         m.kv_blocks_free.set(e.kv_blocks_free)
         m.kv_blocks_reserved.set(e.kv_blocks_reserved)
+        m.preemptions.set(e.n_preemptions)
         m.kv_usage.set(1 - e.kv_blocks_free / e.kv_blocks_total if e.kv_blocks_total else 0.0)
         queried, hits = e.prefix_cache_blocks
         m.prefix_queried.set(queried)

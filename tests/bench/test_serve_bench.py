@@ -151,3 +151,28 @@ def test_dna_endpoint_against_the_offline_engine_in_alternating_rounds(
     assert sum("offline engine" in line for line in lines) == 2
     with pytest.raises(ValueError, match="own server"):
         run_serve_bench(url="http://127.0.0.1:9", compare_offline=True)
+
+
+def test_each_round_sends_new_prompts_after_a_warm_up_of_its_own() -> None:
+    from hexamer.bench.serve import _Plan, round_workload
+
+    layout = DnaLayout(dna_start_id=426)
+    plan = _Plan(4, 11, 10, 4, float("inf"), 0.0, 7, "dna", 2)
+    first, second = round_workload(plan, layout, 0), round_workload(plan, layout, 1)
+    assert len(first.prompts) == 4 and first.warm_prompt not in first.prompts
+    assert not {tuple(p) for p in first.prompts} & {tuple(p) for p in second.prompts}
+    assert round_workload(plan, layout, 1) == second  # seeded
+
+
+def test_a_server_with_its_defaults_runs_every_request_at_once(tiny_folder: Path) -> None:
+    """--server-defaults: hexamer's server as started by `hexamer serve` (the model's context per
+    sequence, 64 sequences, the default KV pool); /health says how many requests ran at once."""
+    report = run_serve_bench(
+        model=str(tiny_folder), num_prompts=8, input_bp=60, output_bp=600, endpoint="dna", rounds=2,
+        server_defaults=True,
+    )  # fmt: skip
+    rows = {r["key"]: r for r in report.rows}
+    assert rows["completed"]["value"] == 8 and rows["failed"]["value"] == 0
+    assert len(rows["peak_running"]["rounds"]) == 2 and 0 < rows["peak_running"]["value"] <= 8
+    assert any("its defaults" in n for n in report.notes)
+    assert not any("max_model_len 2" in n for n in report.notes)

@@ -7,8 +7,10 @@ import asyncio
 import json
 import re
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 
 PROMPTS = ["hello", "<dna>ACGTAC", "the cat", "<mammalian_species><dna>TTGACA"]
 
@@ -99,3 +101,47 @@ def test_a_repeated_long_prompt_hits_the_prefix_cache(url: str) -> None:
     assert _metric(url, "hexamer_prefix_cache_hit_blocks") > before
     assert 0 < _metric(url, "hexamer_prefix_cache_hit_rate") <= 1
     assert _metric(url, "hexamer_kv_cache_blocks_free") == _metric(url, "hexamer_kv_cache_blocks")
+
+
+@pytest.mark.slow  # a stress of the server (half a minute on a loaded 2-core machine)
+def test_a_pool_smaller_than_the_streams_preempts_and_every_stream_finishes(tiny_folder: Path) -> None:
+    """16 streams of 64 tokens in a pool of 40 blocks (one 512-token sequence and a little): rows
+    grow into a full pool, the newest are preempted and computed again, each stream gets what it
+    gets alone, and every block is free afterwards (disconnected streams included)."""
+    from hexamer import Carbon
+    from hexamer.engine.kv_manager import kv_bytes_per_token
+    from hexamer.server.testing import serve_in_thread
+
+    carbon = Carbon.from_pretrained(tiny_folder)
+    pool = 40 * 16 * kv_bytes_per_token(carbon.model)
+
+    def body(i: int) -> dict:
+        return {**_body(i), "max_tokens": 64}
+
+    with serve_in_thread(carbon, max_num_seqs=16, max_model_len=512, kv_cache_bytes=pool) as url:
+        assert _metric(url, "hexamer_kv_cache_blocks") == 40
+        solo = {i: httpx.post(f"{url}/v1/completions", json=body(i), timeout=60).json() for i in range(8)}
+
+        async def client(c: httpx.AsyncClient, i: int) -> str | None:
+            text, chunks = "", 0
+            async with c.stream("POST", f"{url}/v1/completions", json={**body(i), "stream": True}) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        chunks += 1
+                        text += json.loads(line[6:])["choices"][0]["text"]
+                        if i % 8 == 7 and chunks >= 20:
+                            return None
+            return text
+
+        async def main() -> list[str | None]:
+            async with httpx.AsyncClient(timeout=120) as c:
+                return await asyncio.gather(*(client(c, i) for i in range(16)))
+
+        results = asyncio.run(main())
+        for i, text in enumerate(results):
+            if i % 8 != 7:
+                assert text == solo[i % 8]["choices"][0]["text"], i
+        _wait_idle(url)
+        assert _metric(url, "hexamer_preemptions") > 0
+        assert _metric(url, "hexamer_kv_cache_blocks_free") == 40
+        assert _metric(url, "hexamer_kv_cache_blocks_reserved") == 0
