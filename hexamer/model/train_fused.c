@@ -18,7 +18,7 @@
 #include <omp.h>
 #endif
 
-int hx_train_abi_version(void) { return 1; }
+int hx_train_abi_version(void) { return 2; }
 
 /* Values a call must touch before it splits over threads: these passes are memory-bound and
  * take well under a millisecond on one core at a training step's sizes, where a parallel
@@ -209,5 +209,116 @@ void hx_swiglu_bwd(const float *g, const float *a, const float *b, float *ga, fl
     for (int64_t k = 0; k < blocks; k++) {
         int64_t lo = k * BLOCK, len = n - lo < BLOCK ? n - lo : BLOCK;
         swiglu_bwd_block(g + lo, a + lo, b + lo, ga ? ga + lo : NULL, gb ? gb + lo : NULL, len);
+    }
+}
+
+/* ---- bfloat16 (under CPU autocast the projections emit bf16) */
+typedef uint16_t v16h __attribute__((vector_size(32)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+
+static inline float bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+
+static inline uint16_t f32_to_bf16(float f) { /* round to nearest even, NaN kept NaN */
+    union { float f; uint32_t u; } v = {.f = f};
+    if (f != f) return (uint16_t)((v.u >> 16) | 0x40);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+static inline v16f widen16(v16h h) { return (v16f)(__builtin_convertvector(h, v16u) << 16); }
+
+static inline v16f round16(v16f f) { /* each lane rounded to bf16 and widened back */
+    v16u u = (v16u)f;
+    v16u r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return select16((v16i)(f != f), f, (v16f)r);
+}
+
+static inline v16h narrow16(v16f f) { return __builtin_convertvector((v16u)round16(f) >> 16, v16h); }
+
+static inline v16f load16h(const uint16_t *p, int64_t n) {
+    v16h h = {0};
+    if (n >= 16)
+        memcpy(&h, p, sizeof h);
+    else
+        for (int64_t i = 0; i < n; i++) h[i] = p[i];
+    return widen16(h);
+}
+
+static inline void store16h(uint16_t *p, v16f f, int64_t n) {
+    v16h h = narrow16(f);
+    if (n >= 16)
+        memcpy(p, &h, sizeof h);
+    else
+        for (int64_t i = 0; i < n; i++) p[i] = h[i];
+}
+
+/* y = bf16(bf16(silu(a)) * b), as autocast's silu then multiply round */
+void hx_swiglu_fwd_bf16(const uint16_t *a, const uint16_t *b, uint16_t *y, int64_t n, int threads) {
+    int64_t blocks = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n >= PARALLEL_MIN)
+    for (int64_t k = 0; k < blocks; k++) {
+        int64_t lo = k * BLOCK, hi = n - lo < BLOCK ? n : lo + BLOCK;
+        for (int64_t i = lo; i < hi; i += 16) {
+            v16f v = load16h(a + i, hi - i);
+            store16h(y + i, round16(v * sigmoid16(v)) * load16h(b + i, hi - i), hi - i);
+        }
+    }
+}
+
+/* autograd's rounding: gs = bf16(g * b), gb = bf16(g * bf16(silu(a))), ga = bf16(gs * silu'(a)) */
+void hx_swiglu_bwd_bf16(const uint16_t *g, const uint16_t *a, const uint16_t *b, uint16_t *ga, uint16_t *gb,
+                        int64_t n, int threads) {
+    int64_t blocks = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n >= PARALLEL_MIN)
+    for (int64_t k = 0; k < blocks; k++) {
+        int64_t lo = k * BLOCK, hi = n - lo < BLOCK ? n : lo + BLOCK;
+        for (int64_t i = lo; i < hi; i += 16) {
+            v16f v = load16h(a + i, hi - i), gi = load16h(g + i, hi - i), sg = sigmoid16(v);
+            if (ga != NULL) {
+                v16f slope = sg * (splat(1.0f) + v * (splat(1.0f) - sg));
+                store16h(ga + i, round16(gi * load16h(b + i, hi - i)) * slope, hi - i);
+            }
+            if (gb != NULL) store16h(gb + i, gi * round16(v * sg), hi - i);
+        }
+    }
+}
+
+/* the rotation of bf16 x into float32 y (x * cos promotes to float32 under autocast), and its
+ * transpose from a float32 gradient into a bf16 one (autograd casts it back to x's dtype) */
+void hx_rope_bf16(const uint16_t *x, const float *cos, const float *sin, float *y, int64_t R, int64_t H,
+                  int64_t D, int threads) {
+    int64_t half = D / 2;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && R * H * D >= PARALLEL_MIN)
+    for (int64_t r = 0; r < R; r++) {
+        const float *c = cos + r * D, *s = sin + r * D;
+        for (int64_t h = 0; h < H; h++) {
+            const uint16_t *a = x + (r * H + h) * D, *b = a + half;
+            float *ya = y + (r * H + h) * D, *yb = ya + half;
+            for (int64_t i = 0; i < half; i++) {
+                float lo = bf16_to_f32(a[i]), hi = bf16_to_f32(b[i]);
+                ya[i] = lo * c[i] - hi * s[i];
+                yb[i] = hi * c[half + i] + lo * s[half + i];
+            }
+        }
+    }
+}
+
+void hx_rope_t_bf16(const float *g, const float *cos, const float *sin, uint16_t *gx, int64_t R, int64_t H,
+                    int64_t D, int threads) {
+    int64_t half = D / 2;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && R * H * D >= PARALLEL_MIN)
+    for (int64_t r = 0; r < R; r++) {
+        const float *c = cos + r * D, *s = sin + r * D;
+        for (int64_t h = 0; h < H; h++) {
+            const float *a = g + (r * H + h) * D, *b = a + half;
+            uint16_t *ya = gx + (r * H + h) * D, *yb = ya + half;
+            for (int64_t i = 0; i < half; i++) {
+                float lo = a[i], hi = b[i];
+                ya[i] = f32_to_bf16(lo * c[i] + hi * s[half + i]);
+                yb[i] = f32_to_bf16(hi * c[half + i] - lo * s[i]);
+            }
+        }
     }
 }

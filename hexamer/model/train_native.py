@@ -8,7 +8,7 @@ different reasons. Where it cannot be built (no compiler, no OpenMP) :func:`trai
 returns ``None`` with the reason in :func:`train_native_status`, and training keeps the PyTorch
 formulas of :mod:`hexamer.model.train_ops` (the same maths). ``HEXAMER_NATIVE=0`` turns it off too.
 
-Every entry point takes contiguous float32 CPU tensors; the callers check that.
+Every entry point takes contiguous CPU tensors (float32; bfloat16 where said); the callers check that.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ FLAGS = (
     "-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-fno-math-errno",
     "-shared", "-fPIC", "-std=gnu11",
 )  # fmt: skip
-_ABI_VERSION = 1
+_ABI_VERSION = 2
 _status = "not used in this process"
 
 
@@ -49,7 +49,7 @@ def _ptr(t: torch.Tensor | None) -> int | None:
 
 @dataclass(frozen=True)
 class TrainKernels:
-    """Handles on ``train_fused.c``; arguments are contiguous float32 CPU tensors."""
+    """Handles on ``train_fused.c``; arguments are contiguous CPU tensors of the dtypes each names."""
 
     path: Path
     lib: ctypes.CDLL
@@ -85,19 +85,29 @@ class TrainKernels:
             raise MemoryError("no memory for the RMSNorm weight gradient's partial sums")
         return gx, gw
 
-    def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, transpose: bool) -> torch.Tensor:
-        """The rotation of ``x`` ``(B, T, H, D)`` by tables ``(B, T, D)`` (its transpose: the backward)."""
+    def rope(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, transpose: bool, out_dtype: torch.dtype
+    ) -> torch.Tensor:
+        """The rotation of ``x`` ``(B, T, H, D)`` by float32 tables ``(B, T, D)`` into ``out_dtype``
+        (its transpose: the backward). float32 to float32; a bfloat16 ``x`` into float32 (as
+        ``x * cos`` promotes under autocast); with ``transpose``, float32 into bfloat16 too
+        (the gradient of that bfloat16 ``x``)."""
         b, t, h, d = x.shape
-        y = torch.empty_like(x)
-        self.lib.hx_rope(
-            x.data_ptr(), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), b * t, h, d, int(transpose),
-            torch.get_num_threads(),
-        )  # fmt: skip
+        y = torch.empty(x.shape, dtype=out_dtype)
+        args = (x.data_ptr(), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), b * t, h, d)
+        if x.dtype == torch.bfloat16 and not transpose:
+            self.lib.hx_rope_bf16(*args, torch.get_num_threads())
+        elif transpose and out_dtype == torch.bfloat16:
+            self.lib.hx_rope_t_bf16(*args, torch.get_num_threads())
+        else:
+            self.lib.hx_rope(*args, int(transpose), torch.get_num_threads())
         return y
 
     def swiglu_forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``silu(a) * b`` for float32 or bfloat16 ``a`` and ``b`` (bf16: rounded as autocast's two ops)."""
         y = torch.empty_like(a)
-        self.lib.hx_swiglu_fwd(a.data_ptr(), b.data_ptr(), y.data_ptr(), a.numel(), torch.get_num_threads())
+        fn = self.lib.hx_swiglu_fwd_bf16 if a.dtype == torch.bfloat16 else self.lib.hx_swiglu_fwd
+        fn(a.data_ptr(), b.data_ptr(), y.data_ptr(), a.numel(), torch.get_num_threads())
         return y
 
     def swiglu_backward(
@@ -108,7 +118,8 @@ class TrainKernels:
         both = torch.empty((int(want_a) + int(want_b), *a.shape), dtype=a.dtype)
         ga = both[0] if want_a else None
         gb = both[-1] if want_b else None
-        self.lib.hx_swiglu_bwd(
+        fn = self.lib.hx_swiglu_bwd_bf16 if a.dtype == torch.bfloat16 else self.lib.hx_swiglu_bwd
+        fn(
             grad.data_ptr(),
             a.data_ptr(),
             b.data_ptr(),
@@ -202,6 +213,11 @@ def _load(path: Path) -> TrainKernels:
     lib.hx_rms_fwd.argtypes, lib.hx_rms_fwd.restype = [ptr, ptr, ptr, ptr, i64, i64, f32, c_int], None
     lib.hx_rms_bwd.argtypes, lib.hx_rms_bwd.restype = [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int], c_int
     lib.hx_rope.argtypes, lib.hx_rope.restype = [ptr, ptr, ptr, ptr, i64, i64, i64, c_int, c_int], None
-    lib.hx_swiglu_fwd.argtypes, lib.hx_swiglu_fwd.restype = [ptr, ptr, ptr, i64, c_int], None
-    lib.hx_swiglu_bwd.argtypes, lib.hx_swiglu_bwd.restype = [ptr, ptr, ptr, ptr, ptr, i64, c_int], None
+    for name in ("hx_rope_bf16", "hx_rope_t_bf16"):
+        getattr(lib, name).argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, c_int]
+        getattr(lib, name).restype = None
+    for name in ("hx_swiglu_fwd", "hx_swiglu_fwd_bf16"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [ptr, ptr, ptr, i64, c_int], None
+    for name in ("hx_swiglu_bwd", "hx_swiglu_bwd_bf16"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [ptr, ptr, ptr, ptr, ptr, i64, c_int], None
     return TrainKernels(path, lib)

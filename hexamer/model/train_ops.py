@@ -41,11 +41,19 @@ __all__ = [
 _EXACT = (torch.float32, torch.float64)
 
 
-def _native(*tensors: torch.Tensor) -> TrainKernels | None:
-    """The C kernels when every tensor is a float32 CPU tensor and they are built, else None."""
-    if not all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors):
+def _native(*tensors: torch.Tensor, bf16: bool = False) -> TrainKernels | None:
+    """The C kernels when every tensor is a float32 CPU tensor (or, with ``bf16``, every one a
+    bfloat16 one) and they are built, else None."""
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    if not all(t.device.type == "cpu" and t.dtype == dtype for t in tensors):
         return None
     return train_native_kernels()
+
+
+def _bf16_fused(x: torch.Tensor) -> tuple[torch.dtype, ...]:
+    """``(bfloat16,)`` where the bf16 C kernels serve ``x`` (a CPU tensor, kernels built), else
+    ``()``: without them bf16 keeps autograd's own ops, whose rounding the kernels reproduce."""
+    return (torch.bfloat16,) if x.device.type == "cpu" and train_native_kernels() is not None else ()
 
 
 # --------------------------------------------------------------------------------------- RMSNorm
@@ -128,9 +136,11 @@ class _Rope(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(cos, sin)
-        kernels = _native(x, cos, sin)
+        ctx.x_dtype = x.dtype
+        kernels = _native(cos, sin) if x.dtype in (torch.float32, torch.bfloat16) else None
         if kernels is not None:
-            return kernels.rope(x.contiguous(), cos.contiguous(), sin.contiguous(), transpose=False)
+            out = torch.float32 if x.dtype == torch.bfloat16 else x.dtype
+            return kernels.rope(x.contiguous(), cos.contiguous(), sin.contiguous(), False, out)
         return _rotate(x, cos, sin, transpose=False)
 
     @staticmethod
@@ -138,16 +148,17 @@ class _Rope(torch.autograd.Function):
         cos, sin = ctx.saved_tensors
         kernels = _native(grad, cos, sin)
         if kernels is not None:
-            gx = kernels.rope(grad.contiguous(), cos.contiguous(), sin.contiguous(), transpose=True)
+            gx = kernels.rope(grad.contiguous(), cos.contiguous(), sin.contiguous(), True, ctx.x_dtype)
         else:
-            gx = _rotate(grad, cos, sin, transpose=True)
+            gx = _rotate(grad, cos, sin, transpose=True).to(ctx.x_dtype)
         return gx, None, None
 
 
 def fused_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """:func:`hexamer.model.rope.apply_rope` on ``x`` laid out ``(B, T, heads, head_dim)`` (as a
-    projection's output is; no transpose first), tables ``(B, T, head_dim)`` of ``x``'s dtype;
-    no gradient for the tables."""
+    projection's output is; no transpose first), tables ``(B, T, head_dim)``; no gradient for
+    the tables. The output's dtype is the reference's (``x * cos`` promotes a bfloat16 ``x`` to
+    the float32 tables' dtype under autocast)."""
     return _Rope.apply(x, cos, sin)
 
 
@@ -159,7 +170,7 @@ class _SwiGLU(torch.autograd.Function):
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b = a.contiguous(), b.contiguous()
         ctx.save_for_backward(a, b)
-        kernels = _native(a, b)
+        kernels = _native(a, b, bf16=a.dtype == torch.bfloat16)
         if kernels is not None:
             return kernels.swiglu_forward(a, b)
         return F.silu(a) * b
@@ -168,8 +179,8 @@ class _SwiGLU(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         a, b = ctx.saved_tensors
         want_a, want_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        g = grad.contiguous()
-        kernels = _native(g, a, b)
+        g = grad.to(a.dtype).contiguous()
+        kernels = _native(g, a, b, bf16=a.dtype == torch.bfloat16)
         if kernels is not None:
             return kernels.swiglu_backward(g, a, b, want_a, want_b)
         sg = torch.sigmoid(a)
@@ -180,7 +191,8 @@ class _SwiGLU(torch.autograd.Function):
 
 def fused_swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` for two tensors of one shape and dtype; the backward recomputes
-    ``silu(gate)`` instead of keeping it."""
+    ``silu(gate)`` instead of keeping it. bfloat16 (CPU autocast) takes the C kernels only, which
+    round as autocast's silu and multiply and their backwards do (checked in the tests)."""
     return _SwiGLU.apply(gate, up)
 
 
@@ -189,7 +201,7 @@ class FusedMLP(MLP):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_proj(x), self.up_proj(x)
-        if gate.dtype not in _EXACT or gate.dtype != up.dtype:  # autocast: the plain ops
+        if gate.dtype != up.dtype or gate.dtype not in (_EXACT + _bf16_fused(gate)):
             return self.down_proj(F.silu(gate) * up)
         return self.down_proj(fused_swiglu(gate, up))
 
@@ -211,9 +223,13 @@ class FusedAttention(Attention):
         q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim)
         k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim)
         v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        if q.dtype in _EXACT and q.dtype == k.dtype == cos.dtype == sin.dtype:
+        same = q.dtype in _EXACT and q.dtype == k.dtype == cos.dtype == sin.dtype
+        promoted = (
+            q.dtype == k.dtype and q.dtype in _bf16_fused(q) and cos.dtype == sin.dtype == torch.float32
+        )
+        if same or promoted:
             q, k = fused_rope(q, cos, sin).transpose(1, 2), fused_rope(k, cos, sin).transpose(1, 2)
-        else:  # mixed dtypes (autocast): the plain ops, which promote as the reference does
+        else:  # other mixes: the plain ops, which promote as the reference does
             q, k = (_rotate(z, cos, sin, transpose=False).transpose(1, 2) for z in (q, k))
         dtype = q.dtype
         if q.device.type == "cpu" and dtype != torch.float32:

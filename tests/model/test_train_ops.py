@@ -157,3 +157,26 @@ def test_fused_model_step_equals_the_plain_model():
             assert grads[name].grad is None or not grads[name].grad.any(), name
             continue
         torch.testing.assert_close(p.grad, grads[name].grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@native
+def test_native_bfloat16_rounds_as_autocast_does():
+    """bf16 SwiGLU (both inputs bf16) and the rotation of bf16 q/k by float32 tables (float32 out,
+    as ``x * cos`` promotes): the values and gradients of autograd on the same dtypes, to one
+    bf16 rounding step."""
+    gen = torch.Generator().manual_seed(5)
+    a = (torch.randn(3, 7, 80, generator=gen) * 4).bfloat16()
+    b = torch.randn(3, 7, 80, generator=gen).bfloat16()
+    _compare(fused_swiglu, _ref_swiglu, [a, b], atol=2e-2, rtol=1e-2)
+    y = fused_swiglu(a, b)
+    assert y.dtype == torch.bfloat16
+    assert (y.float() - _ref_swiglu(a, b).float()).abs().max() <= 0.02
+    q = torch.randn(3, 7, 4, 64, generator=gen).bfloat16()
+    cos, sin = _tables(3, 7, 64, torch.float32)
+    rotated = fused_rope(q, cos, sin)
+    assert rotated.dtype == torch.float32
+    torch.testing.assert_close(rotated, _ref_rope(q, cos, sin), atol=1e-6, rtol=1e-6)
+    # autograd rounds each of the two terms of q's gradient to bf16 before adding them (in bf16);
+    # the kernel adds them in float32 and rounds once: within one bf16 step of it, and closer
+    # to the float64 gradient
+    _compare(lambda q: fused_rope(q, cos, sin), lambda q: _ref_rope(q, cos, sin), [q], atol=1.6e-2, rtol=1e-2)
