@@ -100,8 +100,9 @@ def fused_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
 class FusedRMSNorm(RMSNorm):
     """:class:`~hexamer.model.llama.RMSNorm` through :func:`fused_rms_norm` where it applies
     (float32/float64 input of the weight's dtype); under CPU autocast, with ``cast_output``, the
-    output is cast to the autocast dtype once for the projections that read it (as
-    :class:`~hexamer.model.train_kernels.AutocastOutputRMSNorm`)."""
+    output is cast to the autocast dtype once for the projections that read it: q, k and v (gate
+    and up) would each cast it again, and their backward would cast three (two) gradients back
+    and add them in float32; here they are added in bf16 before one cast back."""
 
     cast_output = False
 

@@ -116,11 +116,14 @@ def test_autocast_keeps_the_plain_path_and_casts_layer_norms_once():
     use_fused_training_ops(model)
     x = torch.randn(2, 3, 32)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert model.layers[0].input_layernorm(x).dtype == torch.bfloat16  # feeds projections only
+        low = model.layers[0].input_layernorm(x)
+        assert low.dtype == torch.bfloat16  # feeds projections only: the cast each would make, once
         assert model.norm(x).dtype == torch.float32  # the final norm: pooled in float32
         assert isinstance(model.norm, FusedRMSNorm)
         out = model(torch.randint(0, 32, (2, 5)), logits_at="none", return_hidden=True)
     assert out.hidden.dtype == torch.float32
+    plain = model.layers[0].input_layernorm.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+    torch.testing.assert_close(low, plain.to(torch.bfloat16), atol=0, rtol=8e-3)
 
 
 def test_fused_model_step_equals_the_plain_model():
