@@ -64,7 +64,7 @@ class _RMSNorm(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         n = x.shape[-1]
         rows = x.contiguous().view(-1, n)
-        kernels = _native(rows, weight)
+        kernels = _native(rows, weight) if weight.shape == (n,) else None
         if kernels is not None:
             y, rstd = kernels.rms_forward(rows, weight.contiguous(), eps)
         else:
@@ -138,7 +138,10 @@ class _Rope(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(cos, sin)
         ctx.x_dtype = x.dtype
-        kernels = _native(cos, sin) if x.dtype in (torch.float32, torch.bfloat16) else None
+        tables = (*x.shape[:2], x.shape[-1])  # the kernel reads one (D,) row per (batch, token)
+        fits = cos.shape == sin.shape == tables and x.dim() == 4 and x.shape[-1] % 2 == 0
+        ctx.native = fits and x.dtype in (torch.float32, torch.bfloat16)
+        kernels = _native(cos, sin) if ctx.native else None
         if kernels is not None:
             out = torch.float32 if x.dtype == torch.bfloat16 else x.dtype
             return kernels.rope(x.contiguous(), cos.contiguous(), sin.contiguous(), False, out)
@@ -147,7 +150,7 @@ class _Rope(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         cos, sin = ctx.saved_tensors
-        kernels = _native(grad, cos, sin)
+        kernels = _native(grad, cos, sin) if ctx.native else None
         if kernels is not None:
             gx = kernels.rope(grad.contiguous(), cos.contiguous(), sin.contiguous(), True, ctx.x_dtype)
         else:
@@ -171,7 +174,7 @@ class _SwiGLU(torch.autograd.Function):
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b = a.contiguous(), b.contiguous()
         ctx.save_for_backward(a, b)
-        kernels = _native(a, b, bf16=a.dtype == torch.bfloat16)
+        kernels = _native(a, b, bf16=a.dtype == torch.bfloat16) if a.shape == b.shape else None
         if kernels is not None:
             return kernels.swiglu_forward(a, b)
         return F.silu(a) * b
@@ -181,7 +184,7 @@ class _SwiGLU(torch.autograd.Function):
         a, b = ctx.saved_tensors
         want_a, want_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         g = grad.to(a.dtype).contiguous()
-        kernels = _native(g, a, b, bf16=a.dtype == torch.bfloat16)
+        kernels = _native(g, a, b, bf16=a.dtype == torch.bfloat16) if a.shape == b.shape == g.shape else None
         if kernels is not None:
             return kernels.swiglu_backward(g, a, b, want_a, want_b)
         sg = torch.sigmoid(a)
