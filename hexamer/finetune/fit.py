@@ -30,10 +30,11 @@ from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.model.checkpoint import read_folder_config
-from hexamer.model.train_kernels import use_autocast_output_norms, use_onednn_training_linears
+from hexamer.model.train_kernels import use_onednn_training_linears
+from hexamer.model.train_ops import use_fused_training_ops
 from hexamer.tokenizer import CarbonTokenizer
 
-__all__ = ["FitResult", "fit"]
+__all__ = ["FitResult", "fit", "use_training_fast_paths"]
 
 
 @dataclass(frozen=True)
@@ -114,12 +115,18 @@ def _build_model(
         for p in model.backbone.parameters():
             p.requires_grad_(False)
     if options.method != "probe" and model.device.type == "cpu":
-        # the same products on oneDNN's kernels: faster than PyTorch's default CPU GEMM here
-        use_onednn_training_linears(model.backbone)
-        use_autocast_output_norms(model.backbone.layers)  # bf16: one cast per norm, not per projection
+        use_training_fast_paths(model)
     if options.grad_checkpointing and options.method != "probe":
         enable_grad_checkpointing(model)
     return model
+
+
+def use_training_fast_paths(model: SequenceClassifier) -> None:
+    """What a CPU training step runs on: the projections' products on oneDNN (faster than
+    PyTorch's default CPU GEMM here) and RMSNorm, RoPE and SwiGLU as fused autograd functions
+    (one cast per norm under bf16 autocast). Same parameters and state dict; same maths."""
+    use_onednn_training_linears(model.backbone)
+    use_fused_training_ops(model.backbone)
 
 
 def enable_grad_checkpointing(model: SequenceClassifier) -> None:

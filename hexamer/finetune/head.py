@@ -170,7 +170,7 @@ class SequenceClassifier(nn.Module):
         final = self.layer == n_layers
         out = self.backbone(
             ids,
-            attention_mask=mask,
+            attention_mask=None if mask is None or _right_padded(mask) else mask,
             logits_at="none",
             return_hidden=final,
             return_layer_hidden=not final,
@@ -198,6 +198,18 @@ class SequenceClassifier(nn.Module):
         """Float32 logits of ``sequences`` as one batch (no gradient bookkeeping of its own)."""
         rows = self.encode(sequences)
         return self(rows.ids_on(self.device), rows.mask_on(self.device))
+
+
+def _right_padded(mask: torch.Tensor) -> bool:
+    """Each row's real tokens come first (padding only at the end, as :meth:`encode` pads).
+
+    Then the padding mask changes nothing a head reads: under the causal mask a real token
+    never sees a later position, and positions count from 0 either way, so the backbone runs
+    without it (plain causal attention, no dense ``(B, 1, T, T)`` mask to build and apply).
+    Only the padding positions' own states differ, and pooling never reads them.
+    """
+    m = mask.to(torch.bool)
+    return bool((m[:, 1:] <= m[:, :-1]).all())
 
 
 def init_score(score: nn.Linear, std: float, seed: int) -> None:

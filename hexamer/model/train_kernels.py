@@ -11,8 +11,8 @@ docs/benchmarks.md, "Fine-tuning"). Same arithmetic, float32 accumulation; resul
 :func:`use_onednn_training_linears` switches the ``nn.Linear`` modules of a model to
 :class:`OneDnnTrainLinear` in place: a subclass with the same parameters, names and state dict,
 so saving, LoRA wrapping and merging see a plain linear. Under autocast, on other devices or
-dtypes, it falls back to ``F.linear``. :func:`use_autocast_output_norms` makes the decoder layers' norms emit the
-autocast dtype once for the projections that read them.
+dtypes, it falls back to ``F.linear``. (The norms, rotary embedding and SwiGLU have their own
+training path: :mod:`hexamer.model.train_ops`.)
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hexamer.model.llama import RMSNorm
-
 __all__ = [
-    "AutocastOutputRMSNorm",
     "OneDnnTrainLinear",
     "onednn_linear",
     "onednn_training_available",
-    "use_autocast_output_norms",
     "use_onednn_training_linears",
 ]
 
@@ -85,42 +81,11 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return _OneDnnLinear.apply(x, weight, bias)
 
 
-def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
-    """The low-precision dtype of autocast on ``x``'s device when it is on (CPU only), else None."""
-    if x.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
-        return None
-    return torch.get_autocast_dtype("cpu")
-
-
 class OneDnnTrainLinear(nn.Linear):
     """``nn.Linear`` computed by :func:`onednn_linear` (same parameters and state dict)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return onednn_linear(x, self.weight, self.bias)
-
-
-class AutocastOutputRMSNorm(RMSNorm):
-    """:class:`~hexamer.model.llama.RMSNorm` whose output, under CPU autocast, is already in the
-    autocast dtype: the projections that read it (q, k and v; gate and up) would each cast it
-    again. Same values as autocast's casts, one cast instead of two or three, and the backward
-    adds those projections' input gradients in that dtype before one cast back."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        low = _autocast_dtype(x)
-        y = super().forward(x)
-        return y if low is None else y.to(low)
-
-
-def use_autocast_output_norms(layers: nn.Module) -> int:
-    """Switch the :class:`~hexamer.model.llama.RMSNorm` modules in ``layers`` (the decoder layers,
-    whose norms feed projections only; not the final norm, whose output is pooled in float32) to
-    :class:`AutocastOutputRMSNorm` in place; returns how many."""
-    count = 0
-    for module in layers.modules():
-        if type(module) is RMSNorm:
-            module.__class__ = AutocastOutputRMSNorm
-            count += 1
-    return count
 
 
 def use_onednn_training_linears(model: nn.Module) -> int:

@@ -143,3 +143,25 @@ def test_bf16_reaches_both_sides_and_the_table(monkeypatch: pytest.MonkeyPatch) 
     assert all(s["bf16"] is True for s in specs)
     assert "bf16" in report.title
     assert any("bfloat16 autocast" in n for n in report.notes)
+
+
+def test_ratio_is_the_median_of_paired_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each round's ratio from its own two steps; a round where the peer failed pairs nothing."""
+    steps = iter([2.0, 4.0, 1.0, 8.0, 3.0, 5.0])  # rounds 1-2: (hexamer, peer), (peer, hexamer); 3-4
+    calls = {"n": 0}
+
+    def fake(spec: dict[str, Any]) -> dict[str, Any]:
+        calls["n"] += 1
+        if spec["case"] == "transformers" and calls["n"] == 6:
+            raise MemoryError("killed")
+        return {"step_seconds": [next(steps)], "peak_rss_bytes": 2**30}
+
+    monkeypatch.setattr(bench_finetune, "_peer_missing", lambda methods: None)
+    monkeypatch.setattr(bench_finetune, "run_in_subprocess", fake)
+    report = run_finetune_bench(model="unused", methods=("full",), rounds=4, rows=64, batch_size=16)
+    row = {r["case"]: r for r in report.rows}["hexamer fit, full"]
+    # round 1: 4 / 2 = 2; round 2: 1 / 8 = 0.125; rounds 3 and 4: the peer failed (not rerun)
+    assert row["rounds"] == 4 and not any("hexamer fit, full: failed" in n for n in report.notes)
+    assert row["× transformers per round"] == pytest.approx([2.0, 0.125])
+    assert row["× transformers"] == pytest.approx((2.0 + 0.125) / 2)
+    assert any("the median of 2 round(s) where both sides ran" in n for n in report.notes)

@@ -6,12 +6,12 @@ import torch
 import torch.nn.functional as F
 
 from hexamer.finetune.embedding_rows import train_dna_block_only
+from hexamer.finetune.fit import use_training_fast_paths
 from hexamer.finetune.folders import load_classifier, new_classifier, save_classifier
 from hexamer.finetune.head import HeadSettings
 from hexamer.finetune.lora import add_lora, load_adapter, lora_modules, merge_lora, save_adapter
 from hexamer.finetune.options import LORA_TARGETS, LoraOptions
 from hexamer.finetune.task import TaskSpec
-from hexamer.model.train_kernels import use_autocast_output_norms, use_onednn_training_linears
 
 MULTI = TaskSpec("multiclass", ("y",), ("a", "b", "c"))
 
@@ -69,13 +69,13 @@ def test_adapter_round_trip_in_hexamer(tiny_folder: Path, tmp_path: Path, dna):
         torch.testing.assert_close(other(rows.ids, rows.mask), model(rows.ids, rows.mask), atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("onednn", [False, True], ids=["plain", "onednn-linears"])
+@pytest.mark.parametrize("onednn", [False, True], ids=["plain", "training-fast-paths"])
 def test_one_step_equals_peft_on_transformers(tiny_folder: Path, tmp_path: Path, dna, onednn: bool):
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
     model = _lora_model(tiny_folder)
     if onednn:  # what fit trains with on a CPU
-        use_onednn_training_linears(model.backbone)
+        use_training_fast_paths(model)
     save_adapter(model, tmp_path / "adapter", base_model=str(tiny_folder))
     config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["modules_to_save"] == ["score"]
@@ -115,7 +115,7 @@ def test_full_step_with_onednn_linears_equals_transformers(tiny_folder: Path, tm
     transformers = pytest.importorskip("transformers")
     model = new_classifier(tiny_folder, HeadSettings(MULTI), seed=3)
     folder = save_classifier(model, tmp_path / "head")
-    use_onednn_training_linears(model.backbone)
+    use_training_fast_paths(model)
     for p in model.parameters():
         p.requires_grad_(True)
     peer = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
@@ -143,7 +143,7 @@ def test_full_step_training_the_dna_block_equals_transformers(tiny_folder: Path,
     for p in model.parameters():
         p.requires_grad_(True)
     rows_param = train_dna_block_only(model)
-    use_onednn_training_linears(model.backbone)
+    use_training_fast_paths(model)
     start = model.tokenizer.layout.dna_start_id
     peer = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
     batch = model.encode(dna)
@@ -180,8 +180,7 @@ def test_bf16_step_with_the_training_kernels_matches_transformers_autocast(
     folder = save_classifier(model, tmp_path / "head")
     for p in model.parameters():
         p.requires_grad_(True)
-    use_onednn_training_linears(model.backbone)
-    assert use_autocast_output_norms(model.backbone.layers) == 2 * model.backbone.config.num_hidden_layers
+    use_training_fast_paths(model)
     peer = transformers.AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
     rows = model.encode(dna)
     labels = torch.tensor([0, 2, 1, 2])
