@@ -71,13 +71,16 @@ def check_variants(variants: Sequence[str]) -> tuple[str, ...]:
 def load_variants(
     folder: str | Path, variants: Sequence[str], max_batch_size: int, log: Callable[[str], None]
 ) -> dict[str, Carbon]:
-    """One CPU ``Carbon`` per variant, all from ``folder`` (int8 ones quantized while loading)."""
+    """One CPU ``Carbon`` per variant, all from ``folder`` (int8 ones quantized while loading).
+    Prefix caching is off: the speed rounds repeat the same prompts, whose prefill it would skip."""
     from hexamer import Carbon
 
     carbons = {}
     for v in variants:
         log(f"loading {Path(folder).name} as {v} ...")
-        carbons[v] = Carbon.from_pretrained(folder, dtype=v, device="cpu", max_batch_size=max_batch_size)
+        carbons[v] = Carbon.from_pretrained(
+            folder, dtype=v, device="cpu", max_batch_size=max_batch_size, prefix_caching=False
+        )
     return carbons
 
 
