@@ -3,10 +3,10 @@ bfloat16, every variant loaded from the same folder into the same process.
 
 Speed: decode step (median inter-token latency of a generation) and prefill (time to first token)
 at each batch size, the variants taking turns round by round (so a slow spell of a shared machine
-hits them all), best round kept; ratios are against float32 of the same run. A llama.cpp Q8_0 row
-is added when llama-cpp-python is installed and a Q8_0 GGUF is given (``--gguf``) or made from the
-folder by llama.cpp's quantizer (``--gguf-quantize q8_0``, :func:`peer_gguf`), else a
-``skipped`` row says why.
+hits them all), best round kept; ratios are against float32 of the same run. llama.cpp rows are
+added when llama-cpp-python is installed: a Q8_0 GGUF given (``--gguf``), or the folder quantized
+by llama.cpp's own quantizer to each type asked for (``--gguf-quantize q8_0,q4_k_m,q4_0``,
+:func:`peer_ggufs`), each row taking its turn in every round; else a ``skipped`` row says why.
 
 Fidelity: against the float32 model, on real DNA windows (the held-out tail of every sequence in
 ``hexamer/data/dna``, which the demo model never trained on):
@@ -19,8 +19,8 @@ Fidelity: against the float32 model, on real DNA windows (the held-out tail of e
 * bp-level log-likelihood drift: mean and max ``|Δ log P(base)|`` over every scored base, and the
   change of the mean per-base log-likelihood.
 
-llama.cpp's own quantization of the same weights (``--gguf-quantize q8_0`` or ``--gguf FILE``) is
-scored as one more row: its logits of the 6-mer rows on the same token ids, through hexamer's FNS
+llama.cpp's own quantizations of the same weights (``--gguf-quantize q8_0,q4_k_m,q4_0`` or
+``--gguf FILE``) are scored as more rows: its logits of the 6-mer rows on the same token ids, through hexamer's FNS
 scoring (:mod:`hexamer.bench.llamacpp.scoring`); a ``skipped`` row with the reason when
 llama-cpp-python is not installed or no GGUF is given.
 """
@@ -30,7 +30,7 @@ from __future__ import annotations
 import gzip
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,13 +71,16 @@ def check_variants(variants: Sequence[str]) -> tuple[str, ...]:
 def load_variants(
     folder: str | Path, variants: Sequence[str], max_batch_size: int, log: Callable[[str], None]
 ) -> dict[str, Carbon]:
-    """One CPU ``Carbon`` per variant, all from ``folder`` (int8 ones quantized while loading)."""
+    """One CPU ``Carbon`` per variant, all from ``folder`` (int8 ones quantized while loading).
+    Prefix caching is off: the speed rounds repeat the same prompts, whose prefill it would skip."""
     from hexamer import Carbon
 
     carbons = {}
     for v in variants:
         log(f"loading {Path(folder).name} as {v} ...")
-        carbons[v] = Carbon.from_pretrained(folder, dtype=v, device="cpu", max_batch_size=max_batch_size)
+        carbons[v] = Carbon.from_pretrained(
+            folder, dtype=v, device="cpu", max_batch_size=max_batch_size, prefix_caching=False
+        )
     return carbons
 
 
@@ -89,22 +92,26 @@ def run_quant_speed(
     prompt_bp: int = 1080,
     new_bp: int = 360,
     rounds: int = 3,
-    gguf: str | Path | None = None,
-    gguf_type: str | None = None,
+    ggufs: Mapping[str, str | Path | None] | None = None,
     folder: str | Path | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Decode step and prefill per variant and batch size, alternating rounds; best round kept.
-    ``gguf_type`` names the llama.cpp row (e.g. ``q4_k_m``; default Q8_0)."""
+    ``ggufs`` maps llama.cpp GGUF types (``q8_0``, ``q4_k_m``, ``q4_0``: the rows' names) to the
+    files timed, each one more row taking its turn in every round (None: a ``skipped`` row with
+    the reason); default one skipped Q8_0 row."""
     from hexamer.bench.backends import HexamerBackend
     from hexamer.bench.suite import suite_prompts
 
     k = next(iter(carbons.values())).layout.k
     backends: dict[str, Any] = {v: HexamerBackend(c, "token") for v, c in carbons.items()}
-    peer_name = llama_cpp_name(gguf_type)
-    peer, skipped = llama_cpp_peer(gguf, folder)
-    if peer is not None:
-        backends[peer_name] = peer
+    skipped: dict[str, str] = {}
+    for qtype, gguf in (ggufs or {"q8_0": None}).items():
+        peer, why = llama_cpp_peer(gguf, folder)
+        if peer is None:
+            skipped[llama_cpp_name(qtype)] = str(why)
+        else:
+            backends[llama_cpp_name(qtype)] = peer
     prompts = {b: [p.sequence for p in suite_prompts(b, prompt_bp - prompt_bp % k)] for b in batch_sizes}
     for v, backend in backends.items():  # warm-up: first-call packing, native build, allocator
         log(f"warm-up {v} ...")
@@ -148,16 +155,17 @@ def run_quant_speed(
                     "threads": _threads(),
                 }
             )
-    if skipped is not None:
+    for peer_name, why in skipped.items():
         report.rows.extend(
-            {"variant": peer_name, "batch": b, "status": "skipped", "reason": skipped} for b in batch_sizes
+            {"variant": peer_name, "batch": b, "status": "skipped", "reason": why} for b in batch_sizes
         )
-        report.notes.append(f"{peer_name}: skipped ({skipped})")
-    else:
-        report.notes.append(
-            f"{peer_name}: {gguf}, same threads; its outputs are not checked against hexamer's "
-            "(llama.cpp quantizes differently), only timed"
-        )
+        report.notes.append(f"{peer_name}: skipped ({why})")
+    for qtype, gguf in (ggufs or {}).items():
+        if llama_cpp_name(qtype) in backends:
+            report.notes.append(
+                f"{llama_cpp_name(qtype)}: {gguf}, same threads; its outputs are not checked against "
+                "hexamer's (llama.cpp quantizes differently), only timed"
+            )
     report.notes.append(
         f"prompts of {prompt_bp} bp, {new_bp} bp generated (token level); decode step = median "
         "inter-token latency of a run; × columns are speed-ups (baseline time / variant time) "
@@ -186,37 +194,39 @@ class _LlamaCppTimer:
         return SimpleNamespace(itl_s=list(timings.step_s), ttft_s=timings.prefill_s)
 
 
-def check_peer_gguf(gguf: str | Path | None, gguf_quantize: str | None) -> None:
-    """``ValueError`` unless at most one of an existing GGUF file and a known quantization type is given."""
+def check_peer_gguf(gguf: str | Path | None, gguf_quantize: Sequence[str] | None) -> None:
+    """``ValueError`` unless at most one of an existing GGUF file and known quantization types is given."""
     from hexamer.bench.llamacpp import check_quant_type
 
     if gguf is not None and not Path(gguf).is_file():
         raise ValueError(f"GGUF file not found: {gguf}")
-    if gguf_quantize is not None:
+    if gguf_quantize:
         if gguf is not None:
-            raise ValueError("give either a GGUF file or a type to quantize the folder to, not both")
-        check_quant_type(gguf_quantize)
+            raise ValueError("give either a GGUF file or types to quantize the folder to, not both")
+        for qtype in gguf_quantize:
+            check_quant_type(qtype)
 
 
-def peer_gguf(
+def peer_ggufs(
     folder: str | Path,
     gguf: str | Path | None,
-    gguf_quantize: str | None,
+    gguf_quantize: Sequence[str] | None,
     *,
     n_threads: int = 0,
     log: Callable[[str], None] = lambda _: None,
-) -> Path | None:
-    """The GGUF the llama.cpp row times: ``gguf`` as given, or with ``gguf_quantize`` (``"q8_0"``)
-    ``folder`` converted and quantized by llama.cpp itself (cached beside it). None when llama.cpp
-    is not installed: the row is then skipped with the reason, not an error."""
+) -> dict[str, Path | None]:
+    """The GGUFs the llama.cpp rows use, by type: ``gguf`` as given (a Q8_0 row), or for each type
+    of ``gguf_quantize`` (``["q8_0", "q4_k_m"]``) ``folder`` converted and quantized by llama.cpp
+    itself (cached beside it). A type maps to None when llama.cpp is not installed (its row is then
+    skipped with the reason, not an error); nothing given: ``{"q8_0": None}``."""
     from hexamer.bench.llamacpp import llama_cpp_available, quantized_gguf
 
     check_peer_gguf(gguf, gguf_quantize)
-    if gguf_quantize is None:
-        return Path(gguf) if gguf is not None else None
+    if not gguf_quantize:
+        return {"q8_0": Path(gguf) if gguf is not None else None}
     if not llama_cpp_available()[0]:
-        return None
-    return quantized_gguf(folder, gguf_quantize, n_threads=n_threads, log=log)
+        return dict.fromkeys(gguf_quantize)
+    return {q: quantized_gguf(folder, q, n_threads=n_threads, log=log) for q in dict.fromkeys(gguf_quantize)}
 
 
 def _llama_cpp_backend(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
@@ -228,14 +238,14 @@ def _llama_cpp_backend(gguf: str | Path | None, folder: str | Path | None) -> tu
         return None, LLAMA_CPP_HINT if "not installed" in why else why
     if gguf is None or not Path(gguf).is_file() or folder is None:
         return None, (
-            "no Q8_0 GGUF given: pass --gguf-quantize q8_0 (hexamer converts the folder and llama.cpp "
-            "quantizes it) or --gguf FILE"
+            "no GGUF given: pass --gguf-quantize q8_0 (or q8_0,q4_k_m,q4_0: hexamer converts the folder "
+            "and llama.cpp quantizes it) or --gguf FILE"
         )
     return LlamaCppBackend(folder, gguf_path=gguf, n_threads=_threads()), None
 
 
 def llama_cpp_peer(gguf: str | Path | None, folder: str | Path | None) -> tuple[Any, str | None]:
-    """(a timer for llama.cpp on the Q8_0 GGUF ``gguf``, None), or (None, why it is skipped)."""
+    """(a timer for llama.cpp on the GGUF ``gguf``, None), or (None, why it is skipped)."""
     backend, skipped = _llama_cpp_backend(gguf, folder)
     return (_LlamaCppTimer(backend) if backend is not None else None), skipped
 
@@ -305,16 +315,16 @@ def run_quant_fidelity(
     substitution: float = 0.10,
     batch_size: int = 8,
     seed: int = 0,
-    peer: Callable[[list[str]], list[np.ndarray]] | None = None,
-    peer_name: str = LLAMA_CPP_NAME,
-    peer_skipped: str | None = None,
+    peers: Mapping[str, Callable[[list[str]], list[np.ndarray]]] | None = None,
+    peers_skipped: Mapping[str, str] | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Fidelity of every variant against float32 (see the module docstring for the measures).
 
-    ``peer`` (per-base log-likelihoods of a list of sequences, e.g. :func:`llama_cpp_scorer`) is
-    scored on the same sequences as one more row named ``peer_name``; without it a ``skipped`` row
-    gives ``peer_skipped`` as the reason (when given). A peer that fails gets a ``failed`` row."""
+    Each of ``peers`` (row name -> per-base log-likelihoods of a list of sequences, e.g.
+    :func:`llama_cpp_scorer`) is scored on the same sequences as one more row; each of
+    ``peers_skipped`` (row name -> reason) is a ``skipped`` row. A peer that fails gets a
+    ``failed`` row."""
     from hexamer.evals.metrics import auroc, spearman
 
     rng = random.Random(seed)
@@ -331,8 +341,8 @@ def run_quant_fidelity(
     scorers: dict[str, Callable[[list[str]], list[np.ndarray]]] = {
         v: (lambda seqs, c=carbon: _per_base(c, seqs, batch_size)) for v, carbon in carbons.items()
     }
-    if peer is not None:
-        scorers[peer_name] = lambda seqs: [np.asarray(x, dtype=np.float64) for x in peer(seqs)]
+    for name, peer in (peers or {}).items():
+        scorers[name] = lambda seqs, p=peer: [np.asarray(x, dtype=np.float64) for x in p(seqs)]
     results: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
     for v, per_base in scorers.items():
@@ -390,12 +400,12 @@ def run_quant_fidelity(
         )
     for v, why in failed.items():
         report.rows.append({"variant": v, "status": "failed", "reason": why})
-    if peer is None and peer_skipped is not None:
-        report.rows.append({"variant": peer_name, "status": "skipped", "reason": peer_skipped})
-        report.notes.append(f"{peer_name}: skipped ({peer_skipped})")
-    elif peer is not None:
+    for name, why in (peers_skipped or {}).items():
+        report.rows.append({"variant": name, "status": "skipped", "reason": why})
+        report.notes.append(f"{name}: skipped ({why})")
+    if peers:
         report.notes.append(
-            f"{peer_name}: llama.cpp's logits of the 6-mer rows on the same token ids (its own "
+            f"{', '.join(peers)}: llama.cpp's logits of the 6-mer rows on the same token ids (its own "
             "quantization of the same weights), turned into bp log-likelihoods by hexamer's FNS scoring"
         )
     report.notes.append(

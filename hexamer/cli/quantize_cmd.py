@@ -148,9 +148,9 @@ def bench_quant(
     gguf_quantize: Annotated[
         str | None,
         typer.Option(
-            help="Make the llama.cpp row's GGUF from the folder (q8_0 or q4_k_m): hexamer's "
-            "f32 GGUF quantized by llama.cpp, cached beside the folder. Instead of --gguf; timed, "
-            "or scored with --fidelity."
+            help="Make llama.cpp rows' GGUFs from the folder (comma-separated: q8_0, q4_k_m, q4_0): "
+            "hexamer's f32 GGUF quantized by llama.cpp, cached beside the folder. Instead of --gguf; "
+            "timed (every row in every round), or scored with --fidelity."
         ),
     ] = None,
     fidelity_run: dict[str, Any] = FILLED,  # the fidelity run's options (fidelity_options)
@@ -164,21 +164,22 @@ def bench_quant(
         llama_cpp_name,
         llama_cpp_scorer,
         load_variants,
-        peer_gguf,
+        peer_ggufs,
         run_quant_fidelity,
         run_quant_speed,
     )
 
+    qtypes = None if gguf_quantize is None else [q.strip() for q in gguf_quantize.split(",") if q.strip()]
     try:
         chosen = check_variants([v.strip() for v in variants.split(",") if v.strip()])
-        check_peer_gguf(gguf, gguf_quantize)
+        check_peer_gguf(gguf, qtypes)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     set_threads(threads or None)  # 0: left as torch chose
     default = model is None and shape is None and fidelity  # the demo model scores, random weights time
     folder = resolve_model(None) if default else bench_folder(model, shape or "500m", "float32")
     try:  # before loading: conversion errors surface first, and it needs memory
-        gguf = peer_gguf(folder, gguf, gguf_quantize, n_threads=threads, log=_log)
+        ggufs = peer_ggufs(folder, gguf, qtypes, n_threads=threads, log=_log)
     except (OSError, RuntimeError) as exc:  # converter missing, conversion or quantization failed
         fail(exc, code=1)
     carbons = load_variants(folder, chosen, max(speed["batch_sizes"]), _log)
@@ -187,13 +188,17 @@ def bench_quant(
             raise typer.BadParameter(
                 f"--window-bp {fidelity_run['window_bp']} does not fit the model's context"
             )
-        peer, skipped = llama_cpp_scorer(gguf, folder)
+        peers, skipped = {}, {}
+        for qtype, path in ggufs.items():
+            peer, why = llama_cpp_scorer(path, folder)
+            if peer is None:
+                skipped[llama_cpp_name(qtype)] = str(why)
+            else:
+                peers[llama_cpp_name(qtype)] = peer
         report = run_quant_fidelity(
-            carbons, model_name=Path(folder).name, peer=peer, peer_name=llama_cpp_name(gguf_quantize),
-            peer_skipped=skipped, log=_log, **fidelity_run,
+            carbons, model_name=Path(folder).name, peers=peers, peers_skipped=skipped, log=_log,
+            **fidelity_run,
         )  # fmt: skip
     else:
-        report = run_quant_speed(
-            carbons, gguf=gguf, gguf_type=gguf_quantize, folder=folder, log=_log, **speed,
-        )  # fmt: skip
+        report = run_quant_speed(carbons, ggufs=ggufs, folder=folder, log=_log, **speed)
     output.emit(report)

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from hexamer.folder_files import checked_file
@@ -431,27 +432,51 @@ def _load_quantized_folder(
         "free memory or use a smaller model",
     )
     try:
-        with safe_open(str(file), framework="pt", device="cpu") as f:
-            for name in names:
-                attr_path, _, kind = expected[name]
-                tensor = f.get_tensor(name)
-                if kind != "float":
-                    check_finite_weight(tensor, name, file)
-                if kind == "scale" and bits == 8 and not (tensor > 0).all():
-                    raise ValueError(
-                        f"tensor '{name}' in {file} holds scales that are not > 0 (a scale must be finite and > 0)"
-                    )
-                module_path, _, attr = attr_path.rpartition(".")
-                module = model.get_submodule(module_path)
-                if kind == "float":
-                    converted = tensor.to(activations)
-                    check_finite_weight(converted, name, file, tensor)
-                    setattr(module, attr, nn.Parameter(converted, requires_grad=False))
-                else:
-                    module._buffers[attr] = tensor.contiguous()
-    except SafetensorError as exc:
+        for name, tensor in read_tensors(file, names):
+            attr_path, _, kind = expected[name]
+            if kind != "float":
+                check_finite_weight(tensor, name, file)
+            if kind == "scale" and bits == 8 and not (tensor > 0).all():
+                raise ValueError(
+                    f"tensor '{name}' in {file} holds scales that are not > 0 (a scale must be finite and > 0)"
+                )
+            module_path, _, attr = attr_path.rpartition(".")
+            module = model.get_submodule(module_path)
+            if kind == "float":
+                converted = tensor.to(activations)
+                check_finite_weight(converted, name, file, tensor)
+                setattr(module, attr, nn.Parameter(converted, requires_grad=False))
+            else:
+                module._buffers[attr] = tensor.contiguous()
+    except OSError as exc:
         raise ValueError(f"{file} could not be read ({exc})") from None
     return model.to(device).eval()
+
+
+#: safetensors dtype names -> torch dtypes (those a quantized folder may hold).
+_TORCH_DTYPES = {
+    "U8": torch.uint8, "I8": torch.int8, "F16": torch.float16, "BF16": torch.bfloat16,
+    "F32": torch.float32, "F64": torch.float64,
+}  # fmt: skip
+
+
+def read_tensors(file: Path, names: list[str]) -> Iterator[tuple[str, torch.Tensor]]:
+    """Each of ``names`` from the safetensors ``file`` (header already validated by
+    ``read_safetensors_header``), read into memory of its own with plain reads, not views of a
+    mapping of the file: a mapped file keeps every page read so far in the process's RSS while
+    any tensor still views it (the bf16 embedding would keep the 8B int4 codes' 4 GB of pages
+    counted after they were packed)."""
+    with open(file, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        for name in names:
+            info = header[name]
+            start, end = info["data_offsets"]
+            tensor = torch.empty(end - start, dtype=torch.uint8)
+            f.seek(8 + n + start)
+            if f.readinto(memoryview(tensor.numpy())) != end - start:
+                raise OSError(f"tensor '{name}' is truncated")
+            yield name, tensor.view(_TORCH_DTYPES[info["dtype"]]).reshape(info["shape"])
 
 
 def quantized_tensors(model: LlamaModel, float_dtype: torch.dtype) -> dict[str, torch.Tensor]:

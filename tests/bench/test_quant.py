@@ -112,7 +112,7 @@ def test_llama_cpp_peer_is_timed_when_installed_and_given_a_gguf(
     gguf.write_bytes(b"GGUF")
     carbons = load_variants(tiny_folder, ("float32",), 2, lambda _: None)
     report = run_quant_speed(
-        carbons, batch_sizes=(2,), prompt_bp=24, new_bp=12, rounds=1, gguf=gguf, folder=tiny_folder
+        carbons, batch_sizes=(2,), prompt_bp=24, new_bp=12, rounds=1, ggufs={"q8_0": gguf}, folder=tiny_folder
     )
     peer = next(r for r in report.rows if r["variant"] == LLAMA_CPP_NAME)
     assert peer["status"] == "ok" and peer["decode step ms"] == pytest.approx(2.0)
@@ -121,11 +121,13 @@ def test_llama_cpp_peer_is_timed_when_installed_and_given_a_gguf(
     )
     peer = next(r for r in no_gguf.rows if r["variant"] == LLAMA_CPP_NAME)
     assert peer["status"] == "skipped" and "--gguf" in peer["reason"]
-    q4 = run_quant_speed(
-        carbons, batch_sizes=(2,), prompt_bp=24, new_bp=12, rounds=1, gguf=gguf, gguf_type="q4_k_m",
-        folder=tiny_folder,
+    several = run_quant_speed(
+        carbons, batch_sizes=(2,), prompt_bp=24, new_bp=12, rounds=1,
+        ggufs={"q4_k_m": gguf, "q4_0": gguf, "q8_0": None}, folder=tiny_folder,
     )  # fmt: skip
-    assert next(r for r in q4.rows if r["variant"] == "llama.cpp Q4_K_M")["status"] == "ok"
+    rows = {r["variant"]: r for r in several.rows}
+    assert rows["llama.cpp Q4_K_M"]["status"] == "ok" and rows["llama.cpp Q4_0"]["status"] == "ok"
+    assert rows["llama.cpp Q8_0"]["status"] == "skipped"
 
 
 def test_peer_gguf_is_checked_before_any_work(
@@ -138,14 +140,14 @@ def test_peer_gguf_is_checked_before_any_work(
         quant.check_peer_gguf(gguf, None)
     gguf.write_bytes(b"GGUF")
     with pytest.raises(ValueError, match="not both"):
-        quant.check_peer_gguf(gguf, "q8_0")
-    with pytest.raises(ValueError, match="q4_0"):
-        quant.check_peer_gguf(None, "q4_0")
-    assert quant.peer_gguf(tiny_folder, gguf, None) == gguf
-    assert quant.peer_gguf(tiny_folder, None, None) is None
-    # without llama.cpp the folder is not converted: the row is skipped with the install hint
+        quant.check_peer_gguf(gguf, ["q8_0"])
+    with pytest.raises(ValueError, match="q4_k_s"):
+        quant.check_peer_gguf(None, ["q4_0", "q4_k_s"])
+    assert quant.peer_ggufs(tiny_folder, gguf, None) == {"q8_0": gguf}
+    assert quant.peer_ggufs(tiny_folder, None, None) == {"q8_0": None}
+    # without llama.cpp the folder is not converted: the rows are skipped with the install hint
     monkeypatch.setattr("hexamer.bench.llamacpp.llama_cpp_available", lambda: (False, "not installed"))
-    assert quant.peer_gguf(tiny_folder, None, "q8_0") is None
+    assert quant.peer_ggufs(tiny_folder, None, ["q8_0", "q4_0"]) == {"q8_0": None, "q4_0": None}
     result = run(
         ["bench", "quant", "--model", str(tiny_folder), "--gguf", str(gguf), "--gguf-quantize", "q8_0"]
     )
@@ -166,13 +168,14 @@ def test_fidelity_scores_a_peer_row_and_reports_a_missing_or_failing_one(tiny_fo
         return [np.asarray(r.per_base) for r in carbons["float32"].score(seqs, level="bp")]
 
     report = run_quant_fidelity(
-        carbons, model_name="tiny", n_variants=6, n_windows=4, window_bp=48, peer=same
+        carbons, model_name="tiny", n_variants=6, n_windows=4, window_bp=48, peers={"llama.cpp Q8_0": same}
     )
     rows = {r["variant"]: r for r in report.rows}
     assert rows["llama.cpp Q8_0"]["status"] == "ok" and rows["llama.cpp Q8_0"]["|Δ log P| max"] == 0
     skipped = run_quant_fidelity(
-        carbons, model_name="tiny", n_variants=6, n_windows=4, window_bp=48, peer_skipped=LLAMA_CPP_HINT
-    )
+        carbons, model_name="tiny", n_variants=6, n_windows=4, window_bp=48,
+        peers_skipped={"llama.cpp Q8_0": LLAMA_CPP_HINT},
+    )  # fmt: skip
     assert skipped.rows[-1] == {"variant": "llama.cpp Q8_0", "status": "skipped", "reason": LLAMA_CPP_HINT}
 
     def broken(seqs: list[str]) -> list:
@@ -184,8 +187,7 @@ def test_fidelity_scores_a_peer_row_and_reports_a_missing_or_failing_one(tiny_fo
         n_variants=6,
         n_windows=4,
         window_bp=48,
-        peer=broken,
-        peer_name="llama.cpp Q4_K_M",
+        peers={"llama.cpp Q4_K_M": broken},
     )
     assert [r["status"] for r in failed.rows] == ["ok", "failed"] and "code 1" in failed.rows[-1]["reason"]
 

@@ -71,6 +71,15 @@ def test_int4_codes_are_within_half_a_step_and_use_all_16_levels() -> None:
         quantize_int4(torch.tensor([[1.0, float("nan")]]))
 
 
+def test_int4_quantizes_in_row_chunks_as_a_whole() -> None:
+    """Row chunks (256 rows) bound the temporaries; the result does not depend on them."""
+    w = torch.randn(600, 40, generator=torch.Generator().manual_seed(2)).bfloat16()
+    codes, scales = quantize_int4(w)
+    one = [quantize_int4(w[i : i + 1]) for i in (0, 255, 256, 599)]
+    for i, (c, s) in zip((0, 255, 256, 599), one, strict=True):
+        assert torch.equal(codes[i : i + 1], c) and torch.equal(scales[i : i + 1], s)
+
+
 def test_activations_round_per_group_within_half_a_step() -> None:
     x = torch.randn(5, 70)
     x[2] = 0.0

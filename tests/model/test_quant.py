@@ -297,3 +297,20 @@ def test_a_fifo_int8_weights_file_is_refused(int8_folder: Path, tmp_path: Path) 
     os.mkfifo(bad / "model.safetensors")
     error = error_within(lambda: load_model(bad), 10, "loading a FIFO")
     assert isinstance(error, ValueError) and "model.safetensors is not a regular file" in str(error)
+
+
+def test_quantized_folders_are_read_into_memory_of_their_own(int8_folder: Path) -> None:
+    """Not views of a mapping of the file: a mapped file keeps every page read in the process's
+    RSS while any tensor views it (the 8B int4 folder's codes after they were packed)."""
+    from safetensors import safe_open
+
+    from hexamer.model.quant import read_tensors
+
+    file = int8_folder / "model.safetensors"
+    with safe_open(str(file), framework="pt", device="cpu") as f:
+        want = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
+    got = dict(read_tensors(file, sorted(want)))
+    assert set(got) == set(want)
+    for name, tensor in got.items():
+        assert tensor.dtype == want[name].dtype and torch.equal(tensor, want[name]), name
+        assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size(), name

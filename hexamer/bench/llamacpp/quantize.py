@@ -1,8 +1,9 @@
 """llama.cpp's own quantizer (``llama_model_quantize``, what its ``llama-quantize`` tool runs) on a
-GGUF that hexamer converted, so that ``hexamer bench quant`` can time llama.cpp's Q8_0 on exactly
-the weights hexamer's int8 mode quantizes, without a llama.cpp command-line build.
+GGUF that hexamer converted, so that ``hexamer bench quant`` can time and score llama.cpp's Q8_0,
+Q4_K_M and Q4_0 on exactly the weights hexamer's int8 and int4 modes quantize, without a llama.cpp
+command-line build.
 
-The result is cached next to the folder as ``<folder>.q8_0.gguf``, written atomically and reused
+The result is cached next to the folder as ``<folder>.<type>.gguf``, written atomically and reused
 while newer than the float32 GGUF it came from.
 """
 
@@ -16,7 +17,11 @@ from pathlib import Path
 from hexamer.bench.llamacpp.convert import convert_to_gguf, default_gguf_path, llama_cpp_available
 
 #: llama.cpp file types hexamer makes (name -> ``enum llama_ftype`` member of ``llama_cpp``).
-QUANT_TYPES: dict[str, str] = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+QUANT_TYPES: dict[str, str] = {
+    "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
+    "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M",
+    "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
+}
 
 
 def check_quant_type(qtype: str) -> str:
