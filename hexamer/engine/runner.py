@@ -13,6 +13,7 @@ import torch
 
 from hexamer.engine.batching import padded_chunks
 from hexamer.engine.config import EngineConfig
+from hexamer.engine.draft import DraftRunner
 from hexamer.engine.kv_manager import CacheManager
 from hexamer.engine.logprobs import prompt_logprobs
 from hexamer.engine.request import Request
@@ -78,7 +79,10 @@ class ModelRunner:
         longest prompt); the numbers do not depend on how they are cut."""
         if not self.prefix_caching:
             lengths = [len(r.prefill_ids) for r in requests]
-            chunks = padded_chunks(requests, lengths, token_budget=self.prefill_chunk_tokens)
+            rooms = self._widest(requests, [0] * len(requests))
+            chunks = padded_chunks(
+                requests, lengths, token_budget=self.prefill_chunk_tokens, max_widths=rooms
+            )
             return torch.cat([self._prefill_forward(chunk, full) for chunk in chunks])
         # prefix caching: before each forward, the rows left take the blocks that earlier prompts
         # (earlier forwards of this step too) stored, and feed only the tokens after them
@@ -87,7 +91,10 @@ class ModelRunner:
         while pending:
             held = [self._share_prefix(r) for r in pending]
             tails = [len(r.prefill_ids) - n for r, n in zip(pending, held, strict=True)]
-            chunk = next(padded_chunks(pending, tails, token_budget=self.prefill_chunk_tokens))
+            rooms = self._widest(pending, held)
+            chunk = next(
+                padded_chunks(pending, tails, token_budget=self.prefill_chunk_tokens, max_widths=rooms)
+            )
             chunk = chunk[: _first_repeat(chunk, held[: len(chunk)])]
             for r, row_logits in zip(
                 chunk, self._prefill_forward(chunk, full, held[: len(chunk)]), strict=True
@@ -95,6 +102,17 @@ class ModelRunner:
                 logits[id(r)] = row_logits
             pending = pending[len(chunk) :]
         return torch.stack([logits[id(r)] for r in requests])
+
+    def _widest(self, requests: list[Request], held: list[int]) -> list[int]:
+        """The widest left-padded forward each request's prompt may join: its padding takes slots
+        of its row, which must still hold its cached prefix (``held``) and every token it may
+        generate after the prompt (a short prompt with a long answer has little to spare)."""
+        cache = self.cache.cache
+        assert cache is not None
+        return [
+            cache.max_len - n - (DraftRunner.slots_needed(r) - len(r.prefill_ids))
+            for r, n in zip(requests, held, strict=True)
+        ]
 
     def _share_prefix(self, request: Request) -> int:
         """Prompt tokens ``request``'s row already holds: the cached prefix it took now (only

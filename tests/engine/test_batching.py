@@ -48,3 +48,18 @@ def test_items_of_several_rows_count_every_row() -> None:
     assert list(padded_chunks("abc", [2, 5, 2], token_budget=20, rows=[2, 2, 1])) == [["a", "b"], ["c"]]
     # an item larger than the bounds alone still gets its own chunk
     assert list(padded_chunks("ab", [100, 1], token_budget=10, max_rows=2, rows=[4, 1])) == [["a"], ["b"]]
+
+
+def test_an_item_never_joins_a_chunk_wider_than_its_room() -> None:
+    # "b" (length 1) may be padded to 2 at most: the 5-long "c" starts a new chunk
+    assert list(padded_chunks("abc", [2, 1, 5], token_budget=None, max_widths=[9, 2, 9])) == [
+        ["a", "b"],
+        ["c"],
+    ]
+    # an item whose room is narrower than a chunk already open starts its own
+    assert list(padded_chunks("abc", [4, 1, 1], token_budget=None, max_widths=[9, 3, 9])) == [
+        ["a"],
+        ["b", "c"],
+    ]
+    # without max_widths nothing changes
+    assert list(padded_chunks("abc", [4, 1, 1], token_budget=None)) == [["a", "b", "c"]]

@@ -95,3 +95,19 @@ def test_cached_blocks_are_evicted_when_the_pool_needs_them(tiny_folder: Path) -
         temperature=0.0,
     )
     assert got == want and engine.kv_blocks_free == engine.kv_blocks_total == 12
+
+
+def test_a_repeated_prompt_beside_new_ones_fits_a_cache_sized_to_them(tiny_folder: Path) -> None:
+    """``generate`` sizes the cache to its longest request. A prompt that repeats an earlier one of
+    the same call finds its blocks cached and feeds a short tail; left-padded beside prompts that
+    found nothing, that padding would push its row past the cache (``KV cache full``), so it runs
+    in a forward of its own width. Outputs equal those without the cache."""
+    prompts = [_prompts(1, 300, 0, seed=s)[0] for s in range(16)]
+    prompts[8] = prompts[0]
+    out = {}
+    for caching in (False, True):
+        carbon = Carbon.from_pretrained(tiny_folder, max_batch_size=16, prefix_caching=caching)
+        out[caching] = [g.sequence for g in carbon.generate(prompts, max_bp=30, temperature=0.0)]
+        assert carbon.engine.kv_blocks_free == carbon.engine.kv_blocks_total
+    assert out[True] == out[False]
+    assert carbon.engine.prefix_cache_blocks[1] > 0
