@@ -389,7 +389,8 @@ def native_kernels() -> NativeKernels | None:
     return kernels
 
 
-def _compiler() -> str:
+def c_compiler() -> str:
+    """The C compiler hexamer's kernels are built with (``$CC``, Python's own, or ``cc``)."""
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     exe = cc.split()[0]
     if shutil.which(exe) is None:
@@ -397,7 +398,7 @@ def _compiler() -> str:
     return cc
 
 
-def _cpu_signature() -> str:
+def cpu_signature() -> str:
     """What -march=native depends on: the machine and, on Linux, the CPU model and flags."""
     parts = [platform.machine(), platform.system()]
     try:
@@ -416,7 +417,7 @@ def _flags() -> list[str]:
 
 
 def _build() -> Path:
-    cc = _compiler()
+    cc = c_compiler()
     version = subprocess.run(
         [*cc.split(), "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout
@@ -427,7 +428,7 @@ def _build() -> Path:
                 cc,
                 version,
                 " ".join(_flags()),
-                _cpu_signature(),
+                cpu_signature(),
             ]
         ).encode()
     ).hexdigest()[:16]

@@ -18,8 +18,6 @@ import functools
 import hashlib
 import logging
 import os
-import platform
-import shutil
 import subprocess
 import sysconfig
 import tempfile
@@ -29,6 +27,7 @@ from pathlib import Path
 import torch
 
 from hexamer.cache import cache_root
+from hexamer.model.native import c_compiler, cpu_signature
 
 __all__ = ["TrainKernels", "train_native_kernels", "train_native_status"]
 
@@ -154,34 +153,13 @@ def train_native_kernels() -> TrainKernels | None:
     return kernels
 
 
-def _compiler() -> str:
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    if shutil.which(cc.split()[0]) is None:
-        raise RuntimeError(f"no C compiler ({cc.split()[0]!r} not found; set CC)")
-    return cc
-
-
-def _cpu_signature() -> str:
-    """What -march=native depends on: the machine and, on Linux, the CPU model and flags."""
-    parts = [platform.machine(), platform.system()]
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":")[0].strip() in ("model name", "flags", "Features", "CPU part"):
-                parts.append(line)
-                if line.startswith(("flags", "Features")):
-                    break
-    except OSError:
-        parts.append(platform.processor())
-    return "\n".join(parts)
-
-
 def _build() -> Path:
-    cc = _compiler()
+    cc = c_compiler()
     flags = [*FLAGS, *os.environ.get("HEXAMER_NATIVE_CFLAGS", "").split()]
     version = subprocess.run(
         [*cc.split(), "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout
-    text = "\0".join([SOURCE.read_text(), cc, version, " ".join(flags), _cpu_signature()])
+    text = "\0".join([SOURCE.read_text(), cc, version, " ".join(flags), cpu_signature()])
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
     suffix = sysconfig.get_config_var("SHLIB_SUFFIX") or ".so"
     target = cache_root() / "native" / f"train_fused-{key}{suffix}"

@@ -222,7 +222,7 @@ def test_build_is_cached_and_failures_fall_back(tmp_path: Path, monkeypatch: Any
 
         native_kernels.cache_clear()
         monkeypatch.setenv("CC", "false")  # a compiler that fails: no half-written library remains
-        monkeypatch.setattr(native_mod, "_cpu_signature", lambda: "another cpu")
+        monkeypatch.setattr(native_mod, "cpu_signature", lambda: "another cpu")
         assert native_kernels() is None and "failed to compile" in native_status()
         assert [p.name for p in (tmp_path / "native").iterdir()] == [first.path.name]
     finally:
