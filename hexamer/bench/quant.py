@@ -263,6 +263,21 @@ def llama_cpp_scorer(
     return (lambda seqs: llama_cpp_per_base(backend, seqs)), None
 
 
+def llama_cpp_scorers(
+    ggufs: Mapping[str, str | Path | None], folder: str | Path | None
+) -> tuple[dict[str, Callable[[list[str]], list[np.ndarray]]], dict[str, str]]:
+    """The fidelity rows of llama.cpp GGUFs (type -> file): scorers by row name, and the reasons
+    of the rows that are skipped (see :func:`llama_cpp_scorer`)."""
+    peers, skipped = {}, {}
+    for qtype, path in ggufs.items():
+        peer, why = llama_cpp_scorer(path, folder)
+        if peer is None:
+            skipped[llama_cpp_name(qtype)] = str(why)
+        else:
+            peers[llama_cpp_name(qtype)] = peer
+    return peers, skipped
+
+
 # ------------------------------------------------------------------------------------- fidelity
 def held_out_dna(window_bp: int, n_windows: int, seed: int = 0) -> list[tuple[str, str]]:
     """``n_windows`` (name, sequence) A/C/G/T-only windows from the held-out tail of every

@@ -161,8 +161,7 @@ def bench_quant(
     from hexamer.bench.quant import (
         check_peer_gguf,
         check_variants,
-        llama_cpp_name,
-        llama_cpp_scorer,
+        llama_cpp_scorers,
         load_variants,
         peer_ggufs,
         run_quant_fidelity,
@@ -188,13 +187,7 @@ def bench_quant(
             raise typer.BadParameter(
                 f"--window-bp {fidelity_run['window_bp']} does not fit the model's context"
             )
-        peers, skipped = {}, {}
-        for qtype, path in ggufs.items():
-            peer, why = llama_cpp_scorer(path, folder)
-            if peer is None:
-                skipped[llama_cpp_name(qtype)] = str(why)
-            else:
-                peers[llama_cpp_name(qtype)] = peer
+        peers, skipped = llama_cpp_scorers(ggufs, folder)
         report = run_quant_fidelity(
             carbons, model_name=Path(folder).name, peers=peers, peers_skipped=skipped, log=_log,
             **fidelity_run,
