@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sysconfig
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -412,27 +413,32 @@ def cpu_signature() -> str:
     return "\n".join(parts)
 
 
-def _flags() -> list[str]:
-    return [*FLAGS, *os.environ.get("HEXAMER_NATIVE_CFLAGS", "").split()]
-
-
-def _build() -> Path:
+def build_library(
+    stem: str,
+    sources: Sequence[Path],
+    flags: Sequence[str],
+    headers: Sequence[Path] = (),
+    libs: Sequence[str] = (),
+) -> Path:
+    """Compile ``sources`` into a shared library cached as ``<cache>/native/<stem>-<key>``; the key
+    covers the sources and headers, the compiler and its version, the flags (with
+    ``$HEXAMER_NATIVE_CFLAGS``) and the CPU, so any change rebuilds. Written atomically."""
     cc = c_compiler()
+    all_flags = [*flags, *os.environ.get("HEXAMER_NATIVE_CFLAGS", "").split()]
     version = subprocess.run(
         [*cc.split(), "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout
-    key = hashlib.sha256(
-        "\0".join(
-            [
-                *(src.read_text() for src in SOURCES + HEADERS),
-                cc,
-                version,
-                " ".join(_flags()),
-                cpu_signature(),
-            ]
-        ).encode()
-    ).hexdigest()[:16]
-    target = cache_root() / "native" / f"panel_gemm-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"
+    text = "\0".join(
+        [
+            *(src.read_text() for src in (*sources, *headers)),
+            cc,
+            version,
+            " ".join(all_flags),
+            cpu_signature(),
+        ]
+    )
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    target = cache_root() / "native" / f"{stem}-{key}{sysconfig.get_config_var('SHLIB_SUFFIX') or '.so'}"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -440,20 +446,21 @@ def _build() -> Path:
     os.close(fd)
     try:
         done = subprocess.run(
-            [*cc.split(), *_flags(), *map(str, SOURCES), "-o", tmp],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+            [*cc.split(), *all_flags, *map(str, sources), "-o", tmp, *libs],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["(no output)"])[0]
-            raise RuntimeError(f"{cc} failed to compile {', '.join(src.name for src in SOURCES)}: {first}")
+            raise RuntimeError(f"{cc} failed to compile {', '.join(src.name for src in sources)}: {first}")
         os.replace(tmp, target)  # atomic: a concurrent builder either sees nothing or all of it
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+def _build() -> Path:
+    return build_library("panel_gemm", SOURCES, FLAGS, HEADERS)
 
 
 def _load(path: Path) -> NativeKernels:

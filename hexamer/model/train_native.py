@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
 import os
 import subprocess
-import sysconfig
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from hexamer.cache import cache_root
-from hexamer.model.native import c_compiler, cpu_signature
+from hexamer.model.native import build_library
 
 __all__ = ["TrainKernels", "train_native_kernels", "train_native_status"]
 
@@ -154,33 +150,7 @@ def train_native_kernels() -> TrainKernels | None:
 
 
 def _build() -> Path:
-    cc = c_compiler()
-    flags = [*FLAGS, *os.environ.get("HEXAMER_NATIVE_CFLAGS", "").split()]
-    version = subprocess.run(
-        [*cc.split(), "--version"], capture_output=True, text=True, timeout=60, check=False
-    ).stdout
-    text = "\0".join([SOURCE.read_text(), cc, version, " ".join(flags), cpu_signature()])
-    key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    suffix = sysconfig.get_config_var("SHLIB_SUFFIX") or ".so"
-    target = cache_root() / "native" / f"train_fused-{key}{suffix}"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".build-", suffix=target.suffix)
-    os.close(fd)
-    try:
-        done = subprocess.run(
-            [*cc.split(), *flags, str(SOURCE), "-o", tmp, "-lm"],
-            capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or ["(no output)"])[0]
-            raise RuntimeError(f"{cc} failed to compile {SOURCE.name}: {first}")
-        os.replace(tmp, target)  # atomic: a concurrent builder either sees nothing or all of it
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return build_library("train_fused", (SOURCE,), FLAGS, libs=("-lm",))
 
 
 def _load(path: Path) -> TrainKernels:
