@@ -196,7 +196,8 @@ def edit_log_likelihoods(
     token_budget: int = 2048,
 ) -> np.ndarray:
     """``(len(edits),)`` float64 summed FNS log-likelihood of ``parent`` (A/C/G/T) with each single
-    substitution ``(pos, base)`` applied, exactly as its own forward would give it."""
+    substitution ``(pos, base)`` applied, exactly as its own forward would give it. The tails
+    run packed, at most ``batch_size`` edits and about ``token_budget`` tail tokens per forward."""
     if not parent or set(parent) - set("ACGT"):
         raise ValueError("the parent must be non-empty A/C/G/T text")
     bad_edits = [(p, b) for p, b in edits if not (0 <= p < len(parent) and b in ("A", "C", "G", "T"))]
