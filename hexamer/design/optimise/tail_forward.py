@@ -61,7 +61,7 @@ class TailRunner:
         self.keys: list[torch.Tensor] = []  # per layer (n_kv, T, d): the parent's, rotated
         self.values: list[torch.Tensor] = []
         self._q0 = torch.empty(0)  # layer 0's rotated queries of the parent (heads, T, d)
-        self._masks: dict[tuple[int, int], torch.Tensor] = {}
+        self._masks: dict[tuple[int, int], torch.Tensor] = {}  # this forward's, shared by its layers
 
     def _mask(self, start: int, width: int) -> torch.Tensor:
         """``(width, start + width)`` True = may attend: every prefix key, own keys causally."""
@@ -86,6 +86,7 @@ class TailRunner:
         """``(sum n·w, H)`` normed hidden states of the groups' tails in one packed forward
         (``w = T - start`` positions per tail, predicting tokens ``start .. T-1``)."""
         t_all, dev = len(self.inputs), self.model.device
+        self._masks.clear()  # kept for one forward only: masks of long tails are large
         pos, firsts, widths = [], [], []
         layout = []
         for g in groups:
