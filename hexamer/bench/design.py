@@ -78,8 +78,8 @@ def run_design_evolve_bench(
     model_name: str,
     length: int = 200,
     rounds: int = 3,
-    batch_size: int = 64,
-    token_budget: int = 16384,
+    batch_size: int = 4096,
+    token_budget: int = 2048,
     weight: float = 1.0,
     seed: int = 0,
     reference_sample: int = 0,
@@ -108,24 +108,27 @@ def run_design_evolve_bench(
         pick = np.sort(np.random.default_rng(seed + 1).choice(n, reference_sample, replace=False))
     ll = sides[_REFERENCE].per_base([parent])[0]
 
-    def one_round(name: str) -> tuple[float, np.ndarray]:
-        t0 = time.perf_counter()
+    def one_round(name: str) -> tuple[float, float, np.ndarray]:
+        t0, c0 = time.perf_counter(), time.process_time()
         edits = rules.single_edits(parent)
         if name != _SHARED:
             edits = [edits[i] for i in pick]
         scores = objectives[name].score_edits(parent, ll, edits)
-        return (time.perf_counter() - t0) * (n / len(edits)), scores.objective
+        scale = n / len(edits)
+        return (time.perf_counter() - t0) * scale, (time.process_time() - c0) * scale, scores.objective
 
     for name in sides:  # warm-up: kernels, caches, allocator
         objectives[name].score_edits(parent, ll, all_edits[: 3 * 12])
     times: dict[str, list[float]] = {name: [] for name in sides}
+    cpu: dict[str, list[float]] = {name: [] for name in sides}
     values: dict[str, np.ndarray] = {}
     order = list(sides)
     with gc_paused():
         for r in range(rounds):
             for name in order if r % 2 == 0 else order[::-1]:
-                seconds, values[name] = one_round(name)
+                seconds, cpu_seconds, values[name] = one_round(name)
                 times[name].append(seconds)
+                cpu[name].append(cpu_seconds)
                 if log is not None:
                     log(f"round {r + 1}/{rounds}: {name} {seconds:.2f} s")
     base = statistics.median(times[_REFERENCE])
@@ -149,6 +152,9 @@ def run_design_evolve_bench(
         f"device {carbon.backend.device}",
         "reference: one batch-1 forward per candidate, same model, same FNS arithmetic",
         "per-round ratios (alternating order): " + ", ".join(f"{x:.2f}×" for x in ratios),
+        "CPU seconds of this process (less disturbed by other jobs than wall time): "
+        + ", ".join(f"{name} {statistics.median(cpu[name]):.3f}" for name in sides)
+        + f"; ratio {statistics.median(cpu[_REFERENCE]) / statistics.median(cpu[_SHARED]):.2f}×",
         _token_notes(length, carbon.backend.layout.k, all_edits),
         f"batch_size={batch_size}, token_budget={token_budget}, seed={seed}, rounds={rounds}",
     ]

@@ -34,10 +34,12 @@ def bench_design_evolve_cmd(
     rounds: Annotated[
         int, typer.Option(min=3, max=1000, help="Timed rounds (alternating order; medians).")
     ] = 3,
-    batch_size: Annotated[int, typer.Option(min=1, max=65536, help="Rows per shared-prefix forward.")] = 64,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=65536, help="Edited sequences per packed tail forward.")
+    ] = 4096,
     token_budget: Annotated[
-        int, typer.Option(min=64, max=1 << 24, help="Padded tokens per shared-prefix forward.")
-    ] = 16384,
+        int, typer.Option(min=64, max=1 << 24, help="Tail tokens per packed forward.")
+    ] = 2048,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random sequence.")] = 0,
     reference_sample: Annotated[
         int,

@@ -32,7 +32,7 @@ class LikelihoodScorer:
     is tested and benchmarked against."""
 
     def __init__(
-        self, backend: Backend, *, shared: bool = True, batch_size: int = 64, token_budget: int = 16384
+        self, backend: Backend, *, shared: bool = True, batch_size: int = 4096, token_budget: int = 2048
     ) -> None:
         from hexamer.backend.local import LocalBackend
 

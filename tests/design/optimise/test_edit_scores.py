@@ -32,6 +32,28 @@ def test_edits_equal_their_own_forward(
     assert np.abs(one_forward_each(backend, seqs) - stock).max() < 1e-4
 
 
+@pytest.mark.parametrize(
+    ("length", "batch_size", "budget"), [(6, 4096, 2048), (13, 4096, 2048), (37, 7, 20), (40, 4096, 9)]
+)
+def test_any_edits_in_any_order_equal_one_forward_each(
+    tiny_carbon: Carbon, length: int, batch_size: int, budget: int
+) -> None:
+    """Lengths that fill their last 6-mer or not; edits in the first and last 6-mers, a subset in
+    shuffled order with a repeat; forwards that split a 6-mer's edits and mix 6-mers."""
+    rng = np.random.default_rng(length + 100)
+    seq = "".join(rng.choice(list("ACGT"), length))
+    every = EditRules.make(seq).single_edits(seq)
+    first = [e for e in every if e[0] < 6]
+    last = [e for e in every if e[0] >= (length - 1) // 6 * 6]
+    middle = [every[i] for i in rng.choice(len(every), min(len(every), 10), replace=False)]
+    edits = [*last, *middle, *first, first[0]]
+    backend = tiny_carbon.backend
+    got = edit_log_likelihoods(backend, seq, edits, batch_size=batch_size, token_budget=budget)
+    want = one_forward_each(backend, [apply_edit(seq, p, b) for p, b in edits])
+    assert np.abs(got - want).max() < 1e-4
+    assert got[-1] == got[len(last) + len(middle)]
+
+
 def test_no_edits_and_bad_input(tiny_carbon: Carbon) -> None:
     backend = tiny_carbon.backend
     assert edit_log_likelihoods(backend, "ACGTACGTAC", []).shape == (0,)

@@ -66,6 +66,27 @@ def test_constraints_and_frozen_positions_hold_at_every_step() -> None:
         assert cons.satisfied(seq)
 
 
+def test_constraints_hold_and_objective_never_drops_with_the_model_term(tiny_carbon: Carbon) -> None:
+    """With the packed edit scorer behind the likelihood term: every step keeps the constraints
+    and frozen positions, no step lowers the objective, and each recorded objective is its
+    sequence's own (scored whole)."""
+    cons = GcAndNoRun(max_gc=0.5, run=3)
+    start = "ATATCATATGATATCATATAGCTA"  # 24 bp: four full 6-mers
+    frozen = {0, 23}
+    objective = Objective(
+        MotifCountOracle("GC"), likelihood=LikelihoodScorer(tiny_carbon.backend), weight=2.0
+    )
+    result = evolve(start, objective, constraints=cons, frozen=frozen, keep=2, rounds=3)
+    steps = result.trajectory
+    for before, after in itertools.pairwise(steps):
+        assert after.objective >= before.objective
+    for step in steps:
+        assert cons.satisfied(step.sequence)
+        assert all(step.sequence[p] == start[p] for p in frozen)
+    fresh = objective.score([s.sequence for s in steps])
+    assert np.allclose(fresh.objective, [s.objective for s in steps], atol=1e-6)
+
+
 def test_stops_when_nothing_improves() -> None:
     result = evolve("ACGTACGT", Objective(PwmOracle(np.zeros((2, 4)))), rounds=50)
     assert [s.accepted for s in result.trajectory] == [True, False]
