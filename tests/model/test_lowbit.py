@@ -195,6 +195,25 @@ def test_fused_int4_projections_give_the_same_results_in_any_call_order(make_che
         torch.testing.assert_close(copied(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
 
 
+def test_int4_decode_with_fused_projections_generates_as_without(int4_folder: Path) -> None:
+    """Decode steps (the attention kernel reading q/k/v as views of one call's output) give the
+    tokens the separate calls give: greedy, batch 1 and 2."""
+    from hexamer import Carbon
+    from hexamer.model.llama import MLP
+
+    _kernels()
+    carbon = Carbon.from_pretrained(int4_folder, dtype="int4", native=True)
+    assert carbon.model.layers[0].self_attn.q_proj.group is not None
+    prompts = ["ACGTTGCAAC" * 6, "TTGACCA" * 9]
+    fused = [g.sequence for g in carbon.generate(prompts, max_bp=60, temperature=0.0)]
+    alone = carbon.generate(prompts[0], max_bp=60, temperature=0.0).sequence
+    for layer in carbon.model.layers:
+        layer.self_attn.q_proj.group = None
+        layer.mlp.__class__ = MLP
+    separate = [g.sequence for g in carbon.generate(prompts, max_bp=60, temperature=0.0)]
+    assert fused == separate and alone == carbon.generate(prompts[0], max_bp=60, temperature=0.0).sequence
+
+
 def test_kernel_refuses_mismatched_panels() -> None:
     kernels = _kernels()
     codes, scales = quantize_int4(torch.randn(16, 64))
