@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hexamer.model.llama import LlamaModel, RMSNorm
+from hexamer.model.llama import MLP, LlamaModel, RMSNorm
 from hexamer.model.lowbit import Int4Linear
 from hexamer.model.native import NativeKernels, native_kernels, native_status
 from hexamer.model.quant import Int8Linear
@@ -208,6 +208,8 @@ class PanelLowbitLinear(nn.Module):
         # a plain attribute, not a buffer: Module.to(dtype) must not round the scales
         self.column_scale = None if self.bits == 4 else linear.weight_scale.float().contiguous()
         self.bias = linear.bias
+        #: The projections sharing this one's input, computed in one call (:class:`SharedInputInt4`).
+        self.group: SharedInputInt4 | None = None
 
     def reference(self) -> Int4Linear | Int8Linear:
         """The equivalent PyTorch module."""
@@ -236,14 +238,28 @@ class PanelLowbitLinear(nn.Module):
         return self.reference().weight_scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).float().contiguous()
-        if self.bits == 4:
-            y = self._kernels.linear_w4a8(rows, self.panels, self.extra, self.out_features)
+        if self.group is not None:
+            y = self.group.take(self, x)
+            if y is not None:
+                return y
+        rows = x.reshape(-1, self.in_features)
+        if rows.dtype != torch.float32 or not rows.is_contiguous():
+            rows = rows.float().contiguous()
+        if self.bits == 4:  # the shapes were checked when packed: straight to the kernel
+            m, n = rows.shape[0], self.out_features
+            y = torch.empty(m, n, dtype=torch.float32)
+            if self._kernels.lib.hx_linear_w4a8(
+                self.panels.data_ptr(), self.extra.data_ptr(), rows.data_ptr(), y.data_ptr(), m, n,
+                self.in_features, torch.get_num_threads(),
+            ):  # fmt: skip
+                raise MemoryError(f"no memory to quantize {m}x{self.in_features} activations")
         else:
             y = self._kernels.linear_w8a8(rows, self.panels, self.extra, self.column_scale, self.out_features)
         if self.bias is not None:
             y += self.bias
-        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+        if y.dtype != x.dtype:
+            y = y.to(x.dtype)
+        return y.view(*x.shape[:-1], self.out_features)
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         ref = self.reference()
@@ -258,6 +274,103 @@ class PanelLowbitLinear(nn.Module):
     def extra_repr(self) -> str:
         kind = "int4 groups of 32" if self.bits == 4 else "int8 per-channel"
         return f"in_features={self.in_features}, out_features={self.out_features}, {kind}, int8 activations"
+
+
+class SharedInputInt4:
+    """The int4 projections of one input (an attention layer's q/k/v) run as one kernel call.
+
+    Why: at batch 1 each projection is a few tens of microseconds of weight streaming, so the
+    per-call cost (Python, activation rounding, the thread team's start) is a large share; one
+    call rounds the input once and keeps both threads streaming through all three weights.
+    The first member called with an input computes every member's output; the others, called
+    next with that same tensor (same object, unmodified), get theirs from the call. Any other
+    order or input runs each member alone, with the same results. Decode-sized inputs only
+    (at most :attr:`MAX_ROWS` rows): prefill is bound by arithmetic, not by calls."""
+
+    MAX_ROWS = 64
+
+    def __init__(self, members: list[PanelLowbitLinear]) -> None:
+        self.members = members
+        self._input: torch.Tensor | None = None
+        self._version: int | None = -1
+        self._pending: dict[int, torch.Tensor] = {}
+
+    @staticmethod
+    def applies(members: list[nn.Module]) -> bool:
+        """Two or three bias-free int4 panel projections of the same input size."""
+        return (
+            2 <= len(members) <= 3
+            and all(isinstance(m, PanelLowbitLinear) and m.bits == 4 and m.bias is None for m in members)
+            and len({m.in_features for m in members}) == 1
+        )
+
+    def take(self, member: PanelLowbitLinear, x: torch.Tensor) -> torch.Tensor | None:
+        """``member``'s output for ``x``, or None when it must run alone."""
+        if x is self._input and _version(x) == self._version and id(member) in self._pending:
+            out = self._pending.pop(id(member))
+            if not self._pending:
+                self._input = None
+            return out
+        k = member.in_features
+        if member is not self.members[0] or x.numel() > self.MAX_ROWS * k or torch.is_grad_enabled():
+            return None
+        rows = x.reshape(-1, k)
+        if rows.dtype != torch.float32 or not rows.is_contiguous():
+            rows = rows.float().contiguous()
+        weights = [(m.panels, m.extra, m.out_features) for m in self.members]
+        y = member._kernels.linear_w4a8_multi(rows, weights)
+        if y.dtype != x.dtype:
+            y = y.to(x.dtype)
+        outs = [o.view(*x.shape[:-1], o.shape[-1]) for o in y.split([w[2] for w in weights], dim=1)]
+        self._input, self._version = x, _version(x)
+        self._pending = {id(m): o for m, o in zip(self.members[1:], outs[1:], strict=True)}
+        return outs[0]
+
+
+def _version(x: torch.Tensor) -> int | None:
+    """``x``'s in-place version counter (None for inference tensors, which keep none)."""
+    return None if x.is_inference() else x._version
+
+
+class PanelSwiGLU(MLP):
+    """Llama's MLP whose gate and up projections are int4 panel projections: ``silu(gate(x)) *
+    up(x)`` as one kernel call (``hx_swiglu_w4a8``: the input rounded to int8 once, the
+    [M, 2 x FFN] intermediate never written), then ``down``. Anything else runs as
+    :class:`~hexamer.model.llama.MLP`. The SwiGLU product is formed in float32 and rounded once
+    to the activation dtype (the reference rounds gate and up to it first: the same in float32)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_proj, self.up_proj
+        if torch.is_grad_enabled() or not SharedInputInt4.applies([gate, up]):
+            return super().forward(x)
+        assert isinstance(gate, PanelLowbitLinear) and isinstance(up, PanelLowbitLinear)
+        rows = x.reshape(-1, gate.in_features)
+        if rows.dtype != torch.float32 or not rows.is_contiguous():
+            rows = rows.float().contiguous()
+        h = gate._kernels.swiglu_w4a8(
+            rows, (gate.panels, gate.extra), (up.panels, up.extra), gate.out_features
+        )
+        if h.dtype != x.dtype:
+            h = h.to(x.dtype)
+        return self.down_proj(h.view(*x.shape[:-1], gate.out_features))
+
+
+def fuse_int4_projections(model: LlamaModel) -> int:
+    """Group each attention layer's int4 q/k/v projections (:class:`SharedInputInt4`) and run each
+    MLP's int4 gate/up as one SwiGLU call (:class:`PanelSwiGLU`), in place; returns how many
+    layers were fused. Layers whose projections are not all int4 panel ones are left alone."""
+    fused = 0
+    for layer in model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        members = [attn.q_proj, attn.k_proj, attn.v_proj]
+        if SharedInputInt4.applies(members):
+            group = SharedInputInt4(members)  # type: ignore[arg-type]
+            for m in members:
+                m.group = group
+            fused += 1
+        if type(mlp) is MLP and SharedInputInt4.applies([mlp.gate_proj, mlp.up_proj]):
+            mlp.__class__ = PanelSwiGLU  # same state, same names: only forward changes
+    return fused
 
 
 class PanelHead:
@@ -351,6 +464,7 @@ def use_native_linears(model: LlamaModel) -> int:
         else:
             setattr(parent, name, PanelInt8Linear(child, kernels, model.dtype))
         del child
+    fuse_int4_projections(model)
     return len(linears) + len(quantized)
 
 

@@ -209,3 +209,27 @@ def check_lowbit_kernels(kernels: Any, gen: torch.Generator) -> None:
                     raise RuntimeError(
                         f"self-check failed ({name} x int8 activations, [{m}, {k}] x [{n}, {k}], max error {err:.3g})"
                     )
+    check_fused_int4(kernels, gen)
+
+
+def check_fused_int4(kernels: Any, gen: torch.Generator) -> None:
+    """The one-call int4 projections (q/k/v side by side, SwiGLU's gate and up) against float64 on
+    the dequantised weights: partial panels in each weight, every row-tile size."""
+    for k, sizes in ((37, (45, 45, 16)), (100, (33, 33, 7))):
+        weights = [quantize_int4(torch.randn(n, k, generator=gen)) for n in sizes]
+        packed = [(*kernels.pack_w4(codes, s4, k), n) for (codes, s4), n in zip(weights, sizes, strict=True)]
+        dense = [dequantize_int4(codes, s4, k).double() for codes, s4 in weights]
+        for m in (1, 2, 5, 8, 9, 13, 17):
+            xq = fake_quantize_activations(x := torch.randn(m, k, generator=gen)).double()
+            outs = [xq @ w.T for w in dense]
+            for got, want, name in (
+                (kernels.linear_w4a8_multi(x, packed), torch.cat(outs, 1), "q/k/v"),
+                (kernels.linear_w4a8_multi(x, packed[:2]), torch.cat(outs[:2], 1), "two weights"),
+                (
+                    kernels.swiglu_w4a8(x, packed[0][:2], packed[1][:2], sizes[0]),
+                    F.silu(outs[0]) * outs[1],
+                    "SwiGLU",
+                ),
+            ):
+                if got.shape != want.shape or not torch.allclose(got.double(), want, atol=1e-4, rtol=1e-4):
+                    raise RuntimeError(f"self-check failed (int4 {name} in one call, [{m}, {k}], {sizes})")

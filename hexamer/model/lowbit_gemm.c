@@ -39,6 +39,7 @@
 #define QMR 8  /* activation rows per register tile */
 #define G4 32  /* int4 group size (inputs per scale) */
 
+
 #define Q_INLINE __attribute__((always_inline)) static inline
 
 int hx_vnni(void) { return HX_VNNI; }
@@ -333,35 +334,119 @@ int hx_linear_w8a8(const int8_t *panels, const int32_t *wsum, const float *scale
     return 0;
 }
 
-/* grouped int4 weights x int8 activations: 0, or -1 when out of memory */
-int hx_linear_w4a8(const uint8_t *panels, const uint16_t *pscales, const float *x, float *y, int64_t M,
-                   int64_t N, int64_t K, int threads) {
+/* Scratch for the quantized activations: on the stack for decode-sized inputs (no allocator
+ * call per projection), else on the heap. */
+#define Q_STACK 16384
+typedef struct {
+    int8_t *xq;
+    float *xs;
+    int32_t *gsum;
+    void *heap;
+} qscratch_t;
+
+static int qscratch_init(qscratch_t *s, void *stack, int64_t M, int64_t Kp) {
+    int64_t Kg = Kp / G4;
+    size_t need = (size_t)(M * Kp) + (size_t)(M * Kg) * (sizeof(float) + sizeof(int32_t)) + 64;
+    s->heap = NULL;
+    char *base = stack;
+    if (need > Q_STACK) base = s->heap = malloc(need);
+    if (base == NULL) return -1;
+    s->xs = (float *)base;
+    s->gsum = (int32_t *)(base + (size_t)(M * Kg) * sizeof(float));
+    s->xq = (int8_t *)(base + (size_t)(M * Kg) * (sizeof(float) + sizeof(int32_t)));
+    return 0;
+}
+
+/* one weight of a multi-output call: its panels, panel-ordered scales and output columns */
+typedef struct {
+    const uint8_t *panels;
+    const uint16_t *ps;
+    int64_t N;
+} w4_weight_t;
+
+/* Y[:, off_j : off_j + N_j] = X @ W_j^T for up to 3 weights sharing X (q/k/v): the activations are
+ * quantized once, and one parallel loop runs over every panel of every weight, so both threads
+ * stream weights for the whole call. `ldy` is Y's row stride. */
+static int run_w4(const w4_weight_t *w, int count, const float *x, float *y, int64_t ldy, int64_t M,
+                  int64_t K, int threads) {
     int64_t Kp = padded_k(K), Kg = Kp / G4;
-    int8_t *xq = malloc((size_t)(M * Kp));
-    float *xs = malloc((size_t)(M * Kg) * sizeof *xs);
-    int32_t *gsum = malloc((size_t)(M * Kg) * sizeof *gsum);
-    if (xq == NULL || xs == NULL || gsum == NULL) {
-        free(xq);
-        free(xs);
-        free(gsum);
-        return -1;
-    }
-    quantize_rows(x, M, K, Kp, xq, xs, gsum, 0, threads);
+    _Alignas(64) char stack[Q_STACK];
+    qscratch_t q;
+    if (qscratch_init(&q, stack, M, Kp)) return -1;
+    quantize_rows(x, M, K, Kp, q.xq, q.xs, q.gsum, 0, threads);
     qsplit_t s = qsplit(M);
-    int64_t work = (N + QP - 1) / QP * s.blocks;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    int64_t first[4] = {0}, off[4] = {0};
+    for (int j = 0; j < count; j++) {
+        first[j + 1] = first[j] + (w[j].N + QP - 1) / QP;
+        off[j + 1] = off[j] + w[j].N;
+    }
+    int64_t work = first[count] * s.blocks;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && work > 1)
     for (int64_t t = 0; t < work; t++) {
-        int64_t b = t / s.blocks, m = (t % s.blocks) * s.block, n0 = b * QP;
+        int64_t pb = t / s.blocks, m = (t % s.blocks) * s.block;
+        int j = 0;
+        while (pb >= first[j + 1]) j++;
+        int64_t b = pb - first[j], n0 = b * QP, N = w[j].N;
         int64_t cols = N - n0 < QP ? N - n0 : QP;
         int rows = (int)(M - m < s.block ? M - m : s.block);
-        const uint8_t *panel = panels + b * Kp * QP / 2;
-        const uint16_t *ps = pscales + b * Kg * QP;
-#define W4(R) w4_block(panel, ps, xq + m * Kp, gsum + m * Kg, xs + m * Kg, y + m * N + n0, N, Kp, cols, R)
+        const uint8_t *panel = w[j].panels + b * Kp * QP / 2;
+        const uint16_t *ps = w[j].ps + b * Kg * QP;
+        float *yt = y + m * ldy + off[j] + n0;
+#define W4(R) w4_block(panel, ps, q.xq + m * Kp, q.gsum + m * Kg, q.xs + m * Kg, yt, ldy, Kp, cols, R)
         ROWS_SWITCH(rows, W4)
 #undef W4
     }
-    free(xq);
-    free(xs);
-    free(gsum);
+    free(q.heap);
+    return 0;
+}
+
+/* grouped int4 weights x int8 activations: 0, or -1 when out of memory */
+int hx_linear_w4a8(const uint8_t *panels, const uint16_t *pscales, const float *x, float *y, int64_t M,
+                   int64_t N, int64_t K, int threads) {
+    w4_weight_t w = {panels, pscales, N};
+    return run_w4(&w, 1, x, y, N, M, K, threads);
+}
+
+/* up to three int4 weights on the same input, outputs side by side: Y [M, N0 + N1 + N2] (N2 = 0
+ * for two weights) */
+int hx_linear_w4a8_multi(const uint8_t *p0, const uint16_t *s0, int64_t n0, const uint8_t *p1,
+                         const uint16_t *s1, int64_t n1, const uint8_t *p2, const uint16_t *s2, int64_t n2,
+                         const float *x, float *y, int64_t M, int64_t K, int threads) {
+    w4_weight_t w[3] = {{p0, s0, n0}, {p1, s1, n1}, {p2, s2, n2}};
+    return run_w4(w, n2 > 0 ? 3 : 2, x, y, n0 + n1 + n2, M, K, threads);
+}
+
+Q_INLINE float silu_f(float g) { return g / (1.0f + expf(-g)); }
+
+/* SwiGLU's first half, Y [M, F] = silu(X @ G^T) * (X @ U^T), with G and U int4 [F, K]: one call,
+ * the activations quantized once, each work item one gate panel and the matching up panel, and
+ * the [M, 2F] intermediate never written. */
+int hx_swiglu_w4a8(const uint8_t *gp, const uint16_t *gs, const uint8_t *up, const uint16_t *us,
+                   const float *x, float *y, int64_t M, int64_t F, int64_t K, int threads) {
+    int64_t Kp = padded_k(K), Kg = Kp / G4;
+    _Alignas(64) char stack[Q_STACK];
+    qscratch_t q;
+    if (qscratch_init(&q, stack, M, Kp)) return -1;
+    quantize_rows(x, M, K, Kp, q.xq, q.xs, q.gsum, 0, threads);
+    qsplit_t s = qsplit(M);
+    int64_t work = (F + QP - 1) / QP * s.blocks;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && work > 1)
+    for (int64_t t = 0; t < work; t++) {
+        int64_t b = t / s.blocks, m = (t % s.blocks) * s.block, n0 = b * QP;
+        int64_t cols = F - n0 < QP ? F - n0 : QP;
+        int rows = (int)(M - m < s.block ? M - m : s.block);
+        float g[QMR * QP], u[QMR * QP];
+        const int8_t *xq = q.xq + m * Kp;
+        const int32_t *gsum = q.gsum + m * Kg;
+        const float *xs = q.xs + m * Kg;
+#define SW(R)                                                                                       \
+    w4_block(gp + b * Kp * QP / 2, gs + b * Kg * QP, xq, gsum, xs, g, QP, Kp, QP, R);               \
+    w4_block(up + b * Kp * QP / 2, us + b * Kg * QP, xq, gsum, xs, u, QP, Kp, QP, R);
+        ROWS_SWITCH(rows, SW)
+#undef SW
+        for (int i = 0; i < rows; i++)
+            for (int64_t c = 0; c < cols; c++) y[(m + i) * F + n0 + c] = silu_f(g[i * QP + c]) * u[i * QP + c];
+    }
+    free(q.heap);
     return 0;
 }

@@ -255,13 +255,53 @@ class NativeKernels:
             raise ValueError(f"int4 panels do not hold a [{out_features}, {k}] weight")
         return self._lowbit_call(self.lib.hx_linear_w4a8, x, out_features, panels, pscales)
 
+    def linear_w4a8_multi(
+        self, x: torch.Tensor, weights: Sequence[tuple[torch.Tensor, torch.Tensor, int]]
+    ) -> torch.Tensor:
+        """:meth:`linear_w4a8` of two or three int4 weights (``(panels, pscales, out_features)``
+        each) on the same ``x`` [M, K] in one call (q/k/v): their outputs side by side, float32
+        [M, sum of out_features]. The activations are quantized once and both threads stream
+        every weight."""
+        if not 2 <= len(weights) <= 3:
+            raise ValueError(f"linear_w4a8_multi takes 2 or 3 weights, got {len(weights)}")
+        x = _float_rows(x)
+        m, k = x.shape
+        args: list[int] = []
+        for panels, pscales, n in weights:
+            _check_w4(self.lib, panels, pscales, n, k)
+            args += [panels.data_ptr(), pscales.data_ptr(), n]
+        args += [0, 0, 0] * (3 - len(weights))
+        y = torch.empty(m, sum(w[2] for w in weights), dtype=torch.float32)
+        if self.lib.hx_linear_w4a8_multi(*args, x.data_ptr(), y.data_ptr(), m, k, torch.get_num_threads()):
+            raise MemoryError(f"no memory to quantize {m}x{k} activations")
+        return y
+
+    def swiglu_w4a8(
+        self,
+        x: torch.Tensor,
+        gate: tuple[torch.Tensor, torch.Tensor],
+        up: tuple[torch.Tensor, torch.Tensor],
+        out_features: int,
+    ) -> torch.Tensor:
+        """``silu(x @ G^T) * (x @ U^T)`` for int4 ``gate`` and ``up`` weights (``(panels, pscales)``
+        of :meth:`pack_w4`, both [out_features, K]) in one call: float32 [M, out_features]."""
+        x = _float_rows(x)
+        m, k = x.shape
+        for panels, pscales in (gate, up):
+            _check_w4(self.lib, panels, pscales, out_features, k)
+        y = torch.empty(m, out_features, dtype=torch.float32)
+        if self.lib.hx_swiglu_w4a8(
+            gate[0].data_ptr(), gate[1].data_ptr(), up[0].data_ptr(), up[1].data_ptr(),
+            x.data_ptr(), y.data_ptr(), m, out_features, k, torch.get_num_threads(),
+        ):  # fmt: skip
+            raise MemoryError(f"no memory to quantize {m}x{k} activations")
+        return y
+
     @staticmethod
     def _lowbit_call(
         fn: ctypes._CFuncPtr, x: torch.Tensor, out_features: int, *weights: torch.Tensor
     ) -> torch.Tensor:
-        if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 2:
-            raise ValueError(f"need contiguous float32 [M, K] activations, got {x.dtype} {tuple(x.shape)}")
-        m, k = x.shape
+        m, k = _float_rows(x).shape
         y = torch.empty(m, out_features, dtype=torch.float32)
         ptrs = [w.contiguous().data_ptr() for w in weights]
         if fn(*ptrs, x.data_ptr(), y.data_ptr(), m, out_features, k, torch.get_num_threads()):
@@ -359,6 +399,24 @@ class NativeKernels:
         if code:
             raise ValueError(f"decode attention does not take {h} query heads over {g} KV heads")
         return out
+
+
+def _float_rows(x: torch.Tensor) -> torch.Tensor:
+    if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 2:
+        raise ValueError(f"need contiguous float32 [M, K] activations, got {x.dtype} {tuple(x.shape)}")
+    return x
+
+
+def _check_w4(lib: ctypes.CDLL, panels: torch.Tensor, pscales: torch.Tensor, n: int, k: int) -> None:
+    """Panels and scales of :meth:`NativeKernels.pack_w4` for an [n, k] weight, contiguous."""
+    if (
+        panels.dtype != torch.uint8
+        or panels.numel() != lib.hx_packed_size_w4(n, k)
+        or pscales.dtype != torch.float16
+        or pscales.numel() != lib.hx_packed_scales_w4(n, k)
+        or not (panels.is_contiguous() and pscales.is_contiguous())
+    ):
+        raise ValueError(f"int4 panels do not hold a [{n}, {k}] weight")
 
 
 def native_status() -> str:
@@ -536,4 +594,7 @@ def _load(path: Path) -> NativeKernels:
     lib.hx_linear_w8a8.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, c_int]
     lib.hx_linear_w4a8.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, c_int]
     lib.hx_linear_w8a8.restype = lib.hx_linear_w4a8.restype = c_int
+    lib.hx_linear_w4a8_multi.argtypes = [ptr, ptr, i64] * 3 + [ptr, ptr, i64, i64, c_int]
+    lib.hx_swiglu_w4a8.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, c_int]
+    lib.hx_linear_w4a8_multi.restype = lib.hx_swiglu_w4a8.restype = c_int
     return NativeKernels(path=path, lib=lib)

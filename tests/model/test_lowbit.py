@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from hexamer.model import load_model
 from hexamer.model import native as native_mod
-from hexamer.model.cpu import PanelLowbitLinear, use_cpu_linears
+from hexamer.model.cpu import PanelLowbitLinear, PanelSwiGLU, use_cpu_linears
 from hexamer.model.lowbit import (
     GROUP,
     Int4Linear,
@@ -125,6 +125,93 @@ def test_kernels_match_float64_at_every_tile_shape(n: int, k: int) -> None:
         got8 = kernels.linear_w8a8(x, panels8, sums, s8, n).double()
         torch.testing.assert_close(got4, xq @ w4.T, atol=1e-4, rtol=1e-5)
         torch.testing.assert_close(got8, xq @ w8.T, atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("k", [31, 33, 100, 256])
+@pytest.mark.parametrize("sizes", [(16, 16, 16), (45, 45, 17), (1, 1, 33), (48, 48, 1)])
+def test_one_call_projections_match_float64_at_every_tile_shape(sizes: tuple[int, int, int], k: int) -> None:
+    """q/k/v side by side and SwiGLU's gate/up in one call, against float64 on the dequantised
+    weights: every row-tile size, partial panels in each weight, K off the group size."""
+    kernels = _kernels()
+    gen = torch.Generator().manual_seed(sum(sizes) * 1000 + k)
+    weights = [quantize_int4(torch.randn(n, k, generator=gen)) for n in sizes]
+    packed = [
+        (*kernels.pack_w4(codes, scales, k), n) for (codes, scales), n in zip(weights, sizes, strict=True)
+    ]
+    dense = [dequantize_int4(codes, scales, k).double() for codes, scales in weights]
+    for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 70):
+        x = torch.randn(m, k, generator=gen) * 3
+        outs = [fake_quantize_activations(x).double() @ w.T for w in dense]
+        torch.testing.assert_close(
+            kernels.linear_w4a8_multi(x, packed).double(), torch.cat(outs, 1), atol=1e-4, rtol=1e-5
+        )
+        torch.testing.assert_close(
+            kernels.linear_w4a8_multi(x, packed[:2]).double(), torch.cat(outs[:2], 1), atol=1e-4, rtol=1e-5
+        )
+        got = kernels.swiglu_w4a8(x, packed[0][:2], packed[1][:2], sizes[0]).double()
+        torch.testing.assert_close(got, F.silu(outs[0]) * outs[1], atol=1e-3, rtol=1e-4)  # products of ~50s
+
+
+def test_one_call_projections_refuse_mismatched_weights() -> None:
+    kernels = _kernels()
+    codes, scales = quantize_int4(torch.randn(16, 64))
+    panels, ps = kernels.pack_w4(codes, scales, 64)
+    with pytest.raises(ValueError, match="int4 panels"):
+        kernels.linear_w4a8_multi(torch.randn(2, 64), [(panels, ps, 16), (panels, ps, 32)])
+    with pytest.raises(ValueError, match="2 or 3"):
+        kernels.linear_w4a8_multi(torch.randn(2, 64), [(panels, ps, 16)])
+    with pytest.raises(ValueError, match="int4 panels"):
+        kernels.swiglu_w4a8(torch.randn(2, 96), (panels, ps), (panels, ps), 16)
+
+
+def test_fused_int4_projections_give_the_same_results_in_any_call_order(make_checkpoint: Any) -> None:
+    """q/k/v share one call and gate/up run as one SwiGLU call; a projection called alone, out of
+    order or on another input gives what it gives unfused; the state dict and copies are unchanged."""
+    _kernels()
+    _, path = make_checkpoint(num_key_value_heads=2)
+    model, config = load_model(path, dtype="int4")
+    ids = _ids(config.vocab_size, seed=3)
+    with torch.inference_mode():
+        reference_logits = model(ids).logits
+    keys = set(model.state_dict())
+    assert use_cpu_linears(model) == "native"
+    attn, mlp = model.layers[0].self_attn, model.layers[0].mlp
+    assert isinstance(attn.q_proj, PanelLowbitLinear) and attn.q_proj.group is not None
+    assert isinstance(mlp, PanelSwiGLU) and set(model.state_dict()) == keys
+    x = torch.randn(3, 1, config.hidden_size)
+    with torch.inference_mode():
+        group, attn.q_proj.group = attn.q_proj.group, None
+        alone = {name: getattr(attn, name)(x) for name in ("q_proj", "k_proj", "v_proj")}  # one call each
+        attn.q_proj.group = group
+        torch.testing.assert_close(alone["k_proj"], attn.k_proj.reference()(x), atol=1e-5, rtol=1e-5)
+        assert torch.equal(attn.k_proj(x), alone["k_proj"])  # before q: runs alone
+        assert torch.equal(attn.q_proj(x), alone["q_proj"])  # computes q, k and v
+        assert torch.equal(attn.v_proj(x.clone()), alone["v_proj"])  # another input: runs alone
+        assert torch.equal(attn.v_proj(x), alone["v_proj"]) and torch.equal(attn.k_proj(x), alone["k_proj"])
+        want = mlp.down_proj(F.silu(mlp.gate_proj.reference()(x)) * mlp.up_proj.reference()(x))
+        torch.testing.assert_close(mlp(x), want, atol=1e-5, rtol=1e-5)
+        _close_but_for_rounding_flips(model(ids).logits, reference_logits)
+        copied = copy.deepcopy(model)
+        torch.testing.assert_close(copied(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_int4_decode_with_fused_projections_generates_as_without(int4_folder: Path) -> None:
+    """Decode steps (the attention kernel reading q/k/v as views of one call's output) give the
+    tokens the separate calls give: greedy, batch 1 and 2."""
+    from hexamer import Carbon
+    from hexamer.model.llama import MLP
+
+    _kernels()
+    carbon = Carbon.from_pretrained(int4_folder, dtype="int4", native=True)
+    assert carbon.model.layers[0].self_attn.q_proj.group is not None
+    prompts = ["ACGTTGCAAC" * 6, "TTGACCA" * 9]
+    fused = [g.sequence for g in carbon.generate(prompts, max_bp=60, temperature=0.0)]
+    alone = carbon.generate(prompts[0], max_bp=60, temperature=0.0).sequence
+    for layer in carbon.model.layers:
+        layer.self_attn.q_proj.group = None
+        layer.mlp.__class__ = MLP
+    separate = [g.sequence for g in carbon.generate(prompts, max_bp=60, temperature=0.0)]
+    assert fused == separate and alone == carbon.generate(prompts[0], max_bp=60, temperature=0.0).sequence
 
 
 def test_kernel_refuses_mismatched_panels() -> None:
@@ -276,5 +363,14 @@ def test_the_path_without_vnni_gives_the_same_results(tmp_path: Path, monkeypatc
         assert plain is not None and not plain.vnni, native_mod.native_status()
         got = plain.linear_w4a8(x, *plain.pack_w4(codes, scales, 100), 40)
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        gate, up = plain.pack_w4(codes, scales, 100), plain.pack_w4(codes.flip(0), scales.flip(0), 100)
+        torch.testing.assert_close(
+            plain.swiglu_w4a8(x, gate, up, 40),
+            vnni.swiglu_w4a8(
+                x, vnni.pack_w4(codes, scales, 100), vnni.pack_w4(codes.flip(0), scales.flip(0), 100), 40
+            ),
+            atol=1e-5,
+            rtol=1e-5,
+        )
     finally:
         native_kernels.cache_clear()
