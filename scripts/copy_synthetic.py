@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--loss", choices=("all", "second"), default="all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=50)
-    ap.add_argument("--save", default="")
+    ap.add_argument("--save", default="", help="write the model's state dict here at every log line")
     args = ap.parse_args()
     torch.set_num_threads(1)
     model, kmer_start, dna, is_hf = build(args)
@@ -147,8 +147,8 @@ def main() -> None:
                    "uniform": round(math.log(4**6 if letters == 4 else 64), 3), "second_acc": round(acc, 3),
                    "s": round(time.perf_counter() - t0)}  # fmt: skip
             print(json.dumps(row), flush=True)
-    if args.save and not is_hf:
-        torch.save(model.state_dict(), args.save)
+            if args.save:  # at every log line, so a run cut short by a time limit keeps its model
+                torch.save(model.state_dict(), args.save)
 
 
 if __name__ == "__main__":
