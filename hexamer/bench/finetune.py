@@ -2,7 +2,8 @@
 against ``transformers.Trainer`` (with ``peft`` for LoRA), and the probe's cost per epoch.
 
 Same weights, same rows (windows of real human DNA, 230 bp as the Malinois MPRA oligos, three
-regression targets), same batch size, threads and dtype (float32) on both sides. Every case of
+regression targets), same batch size, threads and precision on both sides (``precision``: float32,
+bf16 autocast over float32 weights and optimizer, or both, each side against its own kind). Every case of
 every round runs in a fresh process (:mod:`hexamer.bench.finetune_cases`), so its peak RSS is its
 own and a full fine-tune's optimizer state is gone before the next case loads; rounds alternate
 the order of the cases (A B C, C B A, ...) as :func:`hexamer.bench.timing.run_rounds` does. Each
@@ -27,10 +28,16 @@ from hexamer.bench.report import BenchReport
 from hexamer.bench.timing import MIN_ROUNDS, Timing, put_spread_warning_first
 from hexamer.cache import cache_root
 
-__all__ = ["METHODS", "TARGETS", "run_finetune_bench"]
+#: (row name, case, method, precision) of one timed case
+Case = tuple[str, str, str, str]
+
+__all__ = ["METHODS", "PRECISIONS", "TARGETS", "run_finetune_bench"]
 
 #: the methods a run can time (``--methods``)
 METHODS: tuple[str, ...] = ("full", "lora", "probe")
+#: ``--precision``: float32, bf16 autocast (float32 weights and optimizer), or both in the same rounds
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "both")
+_LABEL = {"fp32": "fp32", "bf16": "bf16"}
 #: the issue's goals: speed-up over the peer (full, LoRA), probe over full per epoch, LoRA peak RSS
 TARGETS = {"full": 1.5, "lora": 1.5, "probe": 10.0, "lora_gib": 8.0}
 _GIB = 1024**3
@@ -52,18 +59,21 @@ def _peer_missing(methods: Sequence[str]) -> str | None:
     return None
 
 
-def _case_plan(methods: Sequence[str], peer: bool) -> list[tuple[str, str, str]]:
-    """(row name, case, method) of every case to time."""
+def _case_plan(methods: Sequence[str], peer: bool, precisions: Sequence[str]) -> list[Case]:
+    """(row name, case, method, precision) of every case to time; with two precisions every row
+    name ends with its precision, and each precision's cases sit together."""
     plan = []
-    for method in methods:
-        if method == "probe":
-            plan.append(("hexamer fit, probe", "probe", "probe"))
-            continue
-        label = "full" if method == "full" else "LoRA"
-        plan.append((f"hexamer fit, {label}", "hexamer", method))
-        if peer:
-            peer_name = "transformers Trainer" + (" + peft" if method == "lora" else "")
-            plan.append((f"{peer_name}, {label}", "transformers", method))
+    for precision in precisions:
+        tag = f" ({precision})" if len(precisions) > 1 else ""
+        for method in methods:
+            if method == "probe":
+                plan.append((f"hexamer fit, probe{tag}", "probe", "probe", precision))
+                continue
+            label = "full" if method == "full" else "LoRA"
+            plan.append((f"hexamer fit, {label}{tag}", "hexamer", method, precision))
+            if peer:
+                peer_name = "transformers Trainer" + (" + peft" if method == "lora" else "")
+                plan.append((f"{peer_name}, {label}{tag}", "transformers", method, precision))
     return plan
 
 
@@ -109,15 +119,17 @@ def run_finetune_bench(
     rounds: int = MIN_ROUNDS,
     lora_rank: int = 8,
     threads: int = 0,
-    bf16: bool = False,
+    precision: str = "fp32",
     quick: bool = False,
     isolate: bool = True,
     log: Callable[[str], None] = lambda _: None,
 ) -> BenchReport:
     """Examples/s of ``fit`` (full, LoRA) and of the transformers peer, the probe's seconds per
     epoch against full fine-tuning's, and each case's peak RSS (``isolate``: one process per case
-    and round; without it the cases run here and no memory is reported). ``bf16``: both sides
-    under bfloat16 autocast (hexamer's ``bf16`` option, the Trainer's ``bf16=True``)."""
+    and round; without it the cases run here and no memory is reported). ``precision``: ``fp32``,
+    ``bf16`` (both sides under bfloat16 autocast: hexamer's ``bf16`` option, the Trainer's
+    ``bf16=True``) or ``both`` (each precision's cases in the same alternating rounds; every
+    ratio pairs hexamer with the peer of its own precision)."""
     from hexamer.finetune.options import LoraOptions
     from hexamer.synthetic import SHAPES
 
@@ -125,6 +137,8 @@ def run_finetune_bench(
         raise BenchOptionError(f"--shape must be one of {sorted(SHAPES)}")
     if not methods or not set(methods) <= set(METHODS):
         raise BenchOptionError(f"--methods must be a comma-separated subset of {list(METHODS)}")
+    if precision not in PRECISIONS:
+        raise BenchOptionError(f"--precision must be one of {list(PRECISIONS)}, got {precision!r}")
     for name, value, lo, hi in (
         ("--batch-size", batch_size, 1, 4096),
         ("--length", length, 6, 1_000_000),
@@ -148,21 +162,22 @@ def run_finetune_bench(
         "folder": str(folder), "rows": max(rows, (warmup_steps + steps + 1) * batch_size),
         "length": length, "batch_size": batch_size, "lr": 5e-5, "lora_rank": lora_rank,
         "lora_targets": lora_targets, "warmup_steps": warmup_steps, "steps": steps,
-        "epochs": epochs, "threads": threads, "seed": 0, "bf16": bool(bf16),
+        "epochs": epochs, "threads": threads, "seed": 0, "precision": precision,
     }  # fmt: skip
     probe_rows = rows
-    plan = _case_plan(methods, peer and why_no_peer is None)
+    precisions = ["fp32", "bf16"] if precision == "both" else [precision]
+    plan = _case_plan(methods, peer and why_no_peer is None, precisions)
     run = run_in_subprocess if isolate else run_in_process
-    timings = {name: Timing() for name, _, _ in plan}
+    timings = {name: Timing() for name, *_ in plan}
     per_round: list[dict[str, float]] = []  # each round's step of every case that ran in it
-    peaks: dict[str, list[int]] = {name: [] for name, _, _ in plan}
+    peaks: dict[str, list[int]] = {name: [] for name, *_ in plan}
     failed: dict[str, str] = {}
     for r in range(rounds):
         per_round.append({})
-        for name, case, method in plan if r % 2 == 0 else list(reversed(plan)):
+        for name, case, method, prec in plan if r % 2 == 0 else list(reversed(plan)):
             if name in failed:
                 continue
-            spec = {**spec_base, "case": case, "method": method}
+            spec = {**spec_base, "case": case, "method": method, "bf16": prec == "bf16"}
             if case == "probe":
                 spec.update(rows=probe_rows, steps=1)
             try:
@@ -184,7 +199,7 @@ def run_finetune_bench(
 
 
 def _report(
-    plan: list[tuple[str, str, str]],
+    plan: list[Case],
     timings: dict[str, Timing],
     peaks: dict[str, list[int]],
     failed: dict[str, str],
@@ -204,7 +219,9 @@ def _report(
     batch = spec["batch_size"]
     steps_per_epoch = math.ceil(probe_rows / batch)
     threads = spec["threads"] or torch.get_num_threads()
-    precision = "bf16 autocast" if spec.get("bf16") else "float32"
+    precision = {"fp32": "float32", "bf16": "bf16 autocast", "both": "float32 and bf16 autocast"}[
+        spec["precision"]
+    ]
     report = BenchReport(
         name="finetune",
         title=(
@@ -218,26 +235,23 @@ def _report(
         formats={"examples/s": "{:,.2f}", "s/epoch": "{:,.3g}", "× transformers": "{:.2f}×",
                  "× full per epoch": "{:.1f}×", "peak RSS (GiB)": "{:.2f}"},
     )  # fmt: skip
-    by_method: dict[tuple[str, str], float] = {}
-    for name, case, method in plan:
+    by_method: dict[tuple[str, str, str], float] = {}
+    for name, case, method, prec in plan:
         t = timings[name]
-        if not t.seconds:
-            continue
-        epoch = t.median if case == "probe" else t.median * steps_per_epoch
-        by_method[(case, method)] = epoch
-    full_epoch = by_method.get(("hexamer", "full"))
-    for name, case, method in plan:
+        if t.seconds:
+            by_method[(case, method, prec)] = t.median if case == "probe" else t.median * steps_per_epoch
+    for name, case, method, prec in plan:
         t = timings[name]
-        row: dict[str, Any] = {"case": name, "method": method, "backend": case, "status": "ok"}
+        row: dict[str, Any] = {
+            "case": name, "method": method, "backend": case, "precision": prec, "status": "ok",
+        }  # fmt: skip
         if not t.seconds:
             row.update(status="failed", reason=failed.get(name, "no timed round"))
             report.rows.append(row)
             continue
-        epoch = by_method[(case, method)]
-        peer_name = next((n for n, c, m in plan if c == "transformers" and m == method), None)
-        paired = [
-            r[peer_name] / r[name] for r in per_round if case == "hexamer" and peer_name in r and name in r
-        ]
+        epoch = by_method[(case, method, prec)]
+        full_epoch = by_method.get(("hexamer", "full", prec))
+        paired = _paired(plan, per_round, name, method, prec) if case == "hexamer" else []
         row.update(
             {
                 "s/step (min / median / max)": None if case == "probe" else t.summary(),
@@ -253,12 +267,28 @@ def _report(
         )
         report.rows.append(row)
     _notes(report, plan, timings, failed, spec, probe_rows, why_no_peer)
+    _cross_precision_note(report, plan, per_round)
     return report
+
+
+def _paired(
+    plan: list[Case],
+    per_round: list[dict[str, float]],
+    name: str,
+    method: str,
+    prec: str,
+    peer_prec: str | None = None,
+) -> list[float]:
+    """Each round's peer step over hexamer's ``name`` step, from the rounds where both ran; the
+    peer of ``method`` in ``peer_prec`` (default: hexamer's own precision)."""
+    want = peer_prec or prec
+    peer = next((n for n, c, m, p in plan if c == "transformers" and m == method and p == want), None)
+    return [r[peer] / r[name] for r in per_round if peer in r and name in r]
 
 
 def _notes(
     report: BenchReport,
-    plan: list[tuple[str, str, str]],
+    plan: list[Case],
     timings: dict[str, Timing],
     failed: dict[str, str],
     spec: dict[str, Any],
@@ -276,40 +306,57 @@ def _notes(
         f"LoRA: rank {spec['lora_rank']}, alpha {2 * spec['lora_rank']}, on {targets} (hexamer's "
         "default; peft.get_peft_model with task_type SEQ_CLS on the peer side), head trained."
     )
-    if spec.get("bf16"):
+    if spec["precision"] != "fp32":
         report.notes.append(
-            "Precision: both sides under bfloat16 autocast with float32 weights and optimizer "
-            "(hexamer's bf16 option; the Trainer's bf16=True)."
+            "Precision: bf16 rows run both sides under bfloat16 autocast with float32 weights and "
+            "optimizer (hexamer's bf16 option; the Trainer's bf16=True); each × transformers pairs "
+            "hexamer with the peer of its own precision."
         )
-    if any(case == "probe" for _, case, _ in plan):
+    if any(case == "probe" for _, case, *_ in plan):
         report.notes.append(
             f"Probe: features of the {probe_rows} rows computed once, then the head trained for "
             f"{spec['epochs']} epochs; its s/epoch is that whole time / {spec['epochs']}. Full fine-tuning's "
             f"s/epoch is its median step × {math.ceil(probe_rows / spec['batch_size'])} steps."
         )
-    for method in ("full", "lora"):
-        for name, case, m in plan:
-            speed = rows.get(name, {}).get("× transformers")
-            if case == "hexamer" and m == method and speed is not None:
-                goal = TARGETS[method]
-                met = "met" if speed >= goal else "NOT met"
-                each = rows[name]["× transformers per round"]
-                report.notes.append(
-                    f"{name}: {speed:.2f}× transformers (goal ≥ {goal:g}×: {met}), the median of "
-                    f"{len(each)} round(s) where both sides ran: " + ", ".join(f"{x:.2f}×" for x in each)
-                )
-    probe = rows.get("hexamer fit, probe", {}).get("× full per epoch")
-    if probe is not None:
-        met = "met" if probe >= TARGETS["probe"] else "NOT met"
-        report.notes.append(
-            f"probe: {probe:.1f}× faster per epoch than full (goal ≥ {TARGETS['probe']:g}×: {met})"
-        )
-    lora_gib = rows.get("hexamer fit, LoRA", {}).get("peak RSS (GiB)")
-    if lora_gib is not None:
-        met = "met" if lora_gib <= TARGETS["lora_gib"] else "NOT met"
-        report.notes.append(f"LoRA peak RSS {lora_gib:.2f} GiB (goal ≤ {TARGETS['lora_gib']:g} GiB: {met})")
+    for name, case, method, _ in plan:
+        row = rows.get(name, {})
+        speed = row.get("× transformers")
+        if case == "hexamer" and speed is not None:
+            goal = TARGETS[method]
+            met = "met" if speed >= goal else "NOT met"
+            each = row["× transformers per round"]
+            report.notes.append(
+                f"{name}: {speed:.2f}× transformers (goal ≥ {goal:g}×: {met}), the median of "
+                f"{len(each)} round(s) where both sides ran: " + ", ".join(f"{x:.2f}×" for x in each)
+            )
+        if case == "probe" and row.get("× full per epoch") is not None:
+            probe = row["× full per epoch"]
+            met = "met" if probe >= TARGETS["probe"] else "NOT met"
+            report.notes.append(
+                f"{name}: {probe:.1f}× faster per epoch than full (goal ≥ {TARGETS['probe']:g}×: {met})"
+            )
+        if case == "hexamer" and method == "lora" and row.get("peak RSS (GiB)") is not None:
+            gib = row["peak RSS (GiB)"]
+            met = "met" if gib <= TARGETS["lora_gib"] else "NOT met"
+            report.notes.append(f"{name}: peak RSS {gib:.2f} GiB (goal ≤ {TARGETS['lora_gib']:g} GiB: {met})")
     for name, why in failed.items():
         report.notes.append(f"{name}: failed — {why}")
     if why_no_peer is not None:
         report.notes.append(why_no_peer)
     put_spread_warning_first(report.notes, {k: t for k, t in timings.items() if len(t.seconds) > 1})
+
+
+def _cross_precision_note(report: BenchReport, plan: list[Case], per_round: list[dict[str, float]]) -> None:
+    """With both precisions: hexamer in bf16 over the Trainer in float32, per method, as a separate
+    line (not a goal: the two sides then compute in different precisions)."""
+    for name, case, method, prec in plan:
+        if case != "hexamer" or prec != "bf16":
+            continue
+        each = _paired(plan, per_round, name, method, prec, peer_prec="fp32")
+        if each:
+            report.notes.append(
+                f"For reference only (unlike precisions, not a goal): {name} over the float32 "
+                f"Trainer, {statistics.median(each):.2f}× (per round: "
+                + ", ".join(f"{x:.2f}×" for x in each)
+                + ")"
+            )

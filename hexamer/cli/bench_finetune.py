@@ -43,13 +43,13 @@ def bench_finetune_cmd(
     ] = 3,
     lora_rank: Annotated[int, typer.Option(min=1, max=4096, help="LoRA rank (alpha = 2 × rank).")] = 8,
     threads: ThreadsOption = 0,
-    bf16: Annotated[
-        bool,
+    precision: Annotated[
+        str,
         typer.Option(
-            "--bf16/--no-bf16",
-            help="Both sides under bfloat16 autocast (hexamer's bf16, the Trainer's bf16=True).",
+            help="fp32; bf16 (both sides under bfloat16 autocast: hexamer's bf16, the Trainer's "
+            "bf16=True); both (each precision in the same rounds, each side against its own kind).",
         ),
-    ] = False,
+    ] = "fp32",
     quick: Annotated[
         bool, typer.Option("--quick/--no-quick", help="Seconds per case: tiny shape, 32 rows, 2 steps.")
     ] = False,
@@ -76,7 +76,7 @@ def bench_finetune_cmd(
             rounds=rounds,
             lora_rank=lora_rank,
             threads=threads,
-            bf16=bf16,
+            precision=precision,
             quick=quick,
             log=_log,
         )

@@ -127,7 +127,7 @@ ShiftAugment = Annotated[
     bool | None, _opt("Cut 0-5 bases from the start of each training row (every 6-mer phase of a motif).")
 ]
 RcAverage = Annotated[bool | None, _opt("Average validation and predictions over both strands.")]
-Bf16 = Annotated[bool | None, _opt("bf16 autocast (GPU).")]
+Bf16 = Annotated[bool | None, _opt("bf16 mixed precision (GPU; CPUs with AVX512_BF16/AMX).")]
 GradCkpt = Annotated[bool | None, _opt("Recompute decoder layers in the backward pass (less memory).")]
 ProbeRidge = Annotated[
     float | None, _opt("Regression probe: closed-form ridge head with this penalty.", min=0.0, max=1e12)

@@ -30,11 +30,11 @@ from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.model.checkpoint import read_folder_config
-from hexamer.model.train_kernels import use_onednn_training_linears
+from hexamer.model.train_kernels import drop_bf16_copies, use_onednn_training_linears
 from hexamer.model.train_ops import use_fused_training_ops
 from hexamer.tokenizer import CarbonTokenizer
 
-__all__ = ["FitResult", "fit", "use_training_fast_paths"]
+__all__ = ["FitResult", "build_model", "fit", "use_training_fast_paths"]
 
 
 @dataclass(frozen=True)
@@ -99,9 +99,11 @@ def _check_against_model(
                 )
 
 
-def _build_model(
+def build_model(
     base_folder: str | os.PathLike[str], task: TaskSpec, options: FitOptions, settings: dict[str, Any]
 ) -> SequenceClassifier:
+    """The model ``fit`` trains (``settings``: the other :class:`HeadSettings` fields): the method's
+    trainable weights marked, the CPU training fast paths and gradient checkpointing as asked."""
     head = HeadSettings(task, pooling=options.pooling, layer=options.layer, **settings)
     torch.manual_seed(options.seed)
     model = new_classifier(base_folder, head, device=options.device, seed=options.seed)
@@ -124,7 +126,8 @@ def _build_model(
 def use_training_fast_paths(model: SequenceClassifier) -> None:
     """What a CPU training step runs on: the projections' products on oneDNN (faster than
     PyTorch's default CPU GEMM here) and RMSNorm, RoPE and SwiGLU as fused autograd functions
-    (one cast per norm under bf16 autocast). Same parameters and state dict; same maths."""
+    (one cast per norm under bf16 autocast; a frozen weight cast to bf16 once for the run, not at
+    every forward). Same parameters and state dict; same maths."""
     use_onednn_training_linears(model.backbone)
     use_fused_training_ops(model.backbone)
 
@@ -190,14 +193,17 @@ def fit(
         "rc_augment": options.rc_augment,
         "rc_average": options.rc_average,
     }
-    model = _build_model(base_folder, task, options, settings)
+    model = build_model(base_folder, task, options, settings)
     trainer = Trainer(model, train, valid, task, options, loss, metric, higher_is_better)
     trainer.fingerprint = fingerprint
     best = BestWriter(model, out, options, base_folder)
     trainer.save_best = best.save
     if saved is not None:
         trainer.restore(out, saved)
-    trainer.run(out, on_progress)
+    try:
+        trainer.run(out, on_progress)
+    finally:
+        drop_bf16_copies(model)  # bf16 training: the frozen weights' copies (LoRA), no longer needed
     if valid is None or trainer.best_step < 0:
         best.save()
         trainer.best_step = trainer.step

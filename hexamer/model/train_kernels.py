@@ -25,6 +25,7 @@ from torch import nn
 
 __all__ = [
     "OneDnnTrainLinear",
+    "drop_bf16_copies",
     "onednn_linear",
     "onednn_training_available",
     "use_onednn_training_linears",
@@ -81,11 +82,47 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return _OneDnnLinear.apply(x, weight, bias)
 
 
+def _bf16_autocast(x: torch.Tensor) -> bool:
+    return (
+        x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    )
+
+
 class OneDnnTrainLinear(nn.Linear):
-    """``nn.Linear`` computed by :func:`onednn_linear` (same parameters and state dict)."""
+    """``nn.Linear`` computed by :func:`onednn_linear` (same parameters and state dict).
+
+    Under CPU bf16 autocast a frozen float32 weight (LoRA's backbone) is cast to bf16 once and the
+    copy kept until the weight changes (in-place updates bump its version), where autocast casts
+    it again at every forward (it caches only the casts of weights that train); the values are
+    autocast's, the products the same. :attr:`keep_frozen_bf16` turns it off."""
+
+    keep_frozen_bf16 = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return onednn_linear(x, self.weight, self.bias)
+        w = self.weight
+        if self.keep_frozen_bf16 and not w.requires_grad and w.dtype == torch.float32 and _bf16_autocast(x):
+            bias = None if self.bias is None else self.bias.to(torch.bfloat16)
+            return F.linear(x.to(torch.bfloat16), self.frozen_bf16(), bias)
+        return onednn_linear(x, w, self.bias)
+
+    def frozen_bf16(self) -> torch.Tensor:
+        """The bf16 copy of the (frozen) weight, made again only when the weight has changed."""
+        w = self.weight
+        key = (w.data_ptr(), w._version, tuple(w.shape))
+        cached = self.__dict__.get("_bf16_copy")
+        if cached is None or cached[0] != key:
+            with torch.no_grad():
+                cached = (key, w.detach().to(torch.bfloat16))
+            self.__dict__["_bf16_copy"] = cached
+        return cached[1]
+
+
+def drop_bf16_copies(model: nn.Module) -> None:
+    """Free the bf16 copies of frozen weights that :class:`OneDnnTrainLinear` keeps (after training)."""
+    for module in model.modules():
+        module.__dict__.pop("_bf16_copy", None)
 
 
 def use_onednn_training_linears(model: nn.Module) -> int:

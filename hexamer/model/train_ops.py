@@ -19,6 +19,7 @@ checked in ``tests/model/test_train_ops.py``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 _EXACT = (torch.float32, torch.float64)
+_LOW = (torch.bfloat16, torch.float16)
 
 
 def _native(*tensors: torch.Tensor, bf16: bool = False) -> TrainKernels | None:
@@ -200,14 +202,26 @@ def fused_swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return _SwiGLU.apply(gate, up)
 
 
+def _float_branch(y: torch.Tensor, projection: torch.nn.Module) -> torch.Tensor:
+    """A layer branch's bf16 output as float32 under CPU autocast (float32 weights, so a float32
+    residual stream): the residual add ``x + branch`` then adds two float32 tensors instead of
+    promoting a bf16 one inside the add (PyTorch's mixed-dtype add is ~20x slower than a cast
+    plus a float32 add at these shapes). The same values and, backward, the same bf16 gradient."""
+    if y.dtype == torch.bfloat16 and y.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        weight = next(projection.parameters(), None)  # a LoRA module's first: its base weight
+        if weight is not None and weight.dtype == torch.float32:
+            return y.float()
+    return y
+
+
 class FusedMLP(MLP):
     """:class:`~hexamer.model.llama.MLP` with :func:`fused_swiglu` between the projections."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_proj(x), self.up_proj(x)
         if gate.dtype != up.dtype or gate.dtype not in (_EXACT + _bf16_fused(gate)):
-            return self.down_proj(F.silu(gate) * up)
-        return self.down_proj(fused_swiglu(gate, up))
+            return _float_branch(self.down_proj(F.silu(gate) * up), self.down_proj)
+        return _float_branch(self.down_proj(fused_swiglu(gate, up)), self.down_proj)
 
 
 # --------------------------------------------------------------------------------------- attention
@@ -224,9 +238,13 @@ class FusedAttention(Attention):
         if plan.cache is not None:
             return super().forward(x, cos, sin, plan)
         b, t, _ = x.shape
+        cpu = x.device.type == "cpu"
         q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim)
         k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim)
-        v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x)
+        if cpu and v.dtype in _LOW:
+            v = v.float()  # before the transpose: a contiguous cast, not a strided one
+        v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         same = q.dtype in _EXACT and q.dtype == k.dtype == cos.dtype == sin.dtype
         promoted = (
             q.dtype == k.dtype and q.dtype in _bf16_fused(q) and cos.dtype == sin.dtype == torch.float32
@@ -236,13 +254,22 @@ class FusedAttention(Attention):
         else:  # other mixes: the plain ops, which promote as the reference does
             q, k = (_rotate(z, cos, sin, transpose=False).transpose(1, 2) for z in (q, k))
         dtype = q.dtype
-        if q.device.type == "cpu" and dtype != torch.float32:
-            q, k, v = q.float(), k.float(), v.float()  # CPU attention in float32, as the parent
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=plan.mask, is_causal=plan.mask is None and t > 1,
-            scale=self.head_dim**-0.5, enable_gqa=self.n_kv != self.n_heads,
-        ).to(dtype)  # fmt: skip
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+        if cpu and dtype in _LOW:
+            q, k = q.float(), k.float()  # CPU attention in float32, as the parent
+        if cpu and v.dtype != q.dtype:
+            v = v.to(q.dtype)
+        # CPU autocast would cast q, k and v back to bf16 for its attention kernel, which is
+        # about 2x slower than float32's at training shapes (forward + backward): it stays off here
+        with torch.autocast("cpu", enabled=False) if cpu else contextlib.nullcontext():
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=plan.mask, is_causal=plan.mask is None and t > 1,
+                scale=self.head_dim**-0.5, enable_gqa=self.n_kv != self.n_heads,
+            )  # fmt: skip
+        # heads back in place first (a float32 copy), then one contiguous cast where one is due
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)
+        if dtype in _LOW:
+            out = out.to(dtype)
+        return _float_branch(self.o_proj(out), self.o_proj)
 
 
 # --------------------------------------------------------------------------------------- switch

@@ -138,11 +138,47 @@ def test_bf16_reaches_both_sides_and_the_table(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(bench_finetune, "_peer_missing", lambda methods: None)
     monkeypatch.setattr(bench_finetune, "run_in_subprocess", fake)
-    report = run_finetune_bench(model="unused", methods=["full"], bf16=True)
+    report = run_finetune_bench(model="unused", methods=["full"], precision="bf16")
     assert {s["case"] for s in specs} == {"hexamer", "transformers"}
     assert all(s["bf16"] is True for s in specs)
-    assert "bf16" in report.title
+    assert "bf16" in report.title and {r["precision"] for r in report.rows} == {"bf16"}
     assert any("bfloat16 autocast" in n for n in report.notes)
+
+
+def test_both_precisions_pair_each_side_with_its_own_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--precision both: the headline ratio of each precision pairs hexamer with the peer of the
+    same precision; hexamer bf16 over the float32 Trainer is a separate reference line only."""
+    seconds = {("hexamer", False): 4.0, ("transformers", False): 6.0,
+               ("hexamer", True): 2.0, ("transformers", True): 2.5}  # fmt: skip
+    order: list[tuple[str, bool]] = []
+
+    def fake(spec: dict[str, Any]) -> dict[str, Any]:
+        order.append((spec["case"], spec["bf16"]))
+        return {"step_seconds": [seconds[spec["case"], spec["bf16"]]], "peak_rss_bytes": 3 * 2**30}
+
+    monkeypatch.setattr(bench_finetune, "_peer_missing", lambda methods: None)
+    monkeypatch.setattr(bench_finetune, "run_in_subprocess", fake)
+    report = run_finetune_bench(model="unused", methods=["full", "lora"], precision="both", rounds=4)
+    assert order[:8] == [(c, b) for b in (False, True) for c in ("hexamer", "transformers") * 2]
+    assert order[8:16] == order[7::-1]  # alternating rounds across both precisions
+    rows = {r["case"]: r for r in report.rows}
+    assert rows["hexamer fit, full (fp32)"]["× transformers"] == pytest.approx(1.5)
+    assert rows["hexamer fit, full (bf16)"]["× transformers"] == pytest.approx(1.25)
+    assert rows["hexamer fit, LoRA (bf16)"]["precision"] == "bf16"
+    assert rows["hexamer fit, LoRA (bf16)"]["peak RSS (GiB)"] == pytest.approx(3.0)
+    assert "float32 and bf16" in report.title
+    notes = " ".join(report.notes)
+    assert "hexamer fit, full (bf16): 1.25× transformers (goal ≥ 1.5×: NOT met)" in notes
+    assert (
+        "For reference only (unlike precisions, not a goal): hexamer fit, full (bf16) over the float32 Trainer, 3.00×"
+        in notes
+    )
+
+
+@pytest.mark.parametrize("precision", ["fp16", "", "BF16"])
+def test_an_unknown_precision_is_refused(precision: str) -> None:
+    with pytest.raises(BenchOptionError, match="--precision"):
+        run_finetune_bench(model="unused", precision=precision)
 
 
 def test_ratio_is_the_median_of_paired_rounds(monkeypatch: pytest.MonkeyPatch) -> None:

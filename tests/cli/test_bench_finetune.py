@@ -24,6 +24,7 @@ def test_help() -> None:
         ["--rounds", "2"],
         ["--steps", "0"],
         ["--shape", "huge"],
+        ["--precision", "fp16"],
     ],
 )
 def test_bad_options_are_usage_errors(args: list[str]) -> None:

@@ -4,6 +4,7 @@ from torch import nn
 
 from hexamer.model.train_kernels import (
     OneDnnTrainLinear,
+    drop_bf16_copies,
     onednn_linear,
     onednn_training_available,
     use_onednn_training_linears,
@@ -71,3 +72,36 @@ def test_a_frozen_weight_does_not_keep_the_input():
     trained = onednn_linear(x, torch.randn(8, 16, requires_grad=True))
     assert frozen.grad_fn.saved_tensors[0] is None
     assert trained.grad_fn.saved_tensors[0] is not None
+
+
+def test_a_frozen_weight_is_cast_to_bf16_once_and_again_when_it_changes():
+    """Under bf16 autocast a frozen weight's bf16 copy is kept across forwards (autocast would cast
+    it every time): the same outputs and input gradients as F.linear under autocast, no weight
+    gradient; an in-place change of the weight (a merge, a load) makes a new copy."""
+    gen = torch.Generator().manual_seed(2)
+    layer = nn.Linear(32, 24, bias=True)
+    layer.requires_grad_(False)
+    use_onednn_training_linears(layer)
+    x = torch.randn(5, 32, generator=gen)
+    for _ in range(2):
+        xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = layer(xa)
+            want = torch.nn.functional.linear(xb, layer.weight, layer.bias)
+        assert got.dtype == want.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+        got.float().pow(2).sum().backward()
+        want.float().pow(2).sum().backward()
+        torch.testing.assert_close(xa.grad, xb.grad, atol=0, rtol=0)
+    first = layer.frozen_bf16()
+    assert layer.frozen_bf16() is first  # kept
+    with torch.no_grad():
+        layer.weight.mul_(2)
+    assert layer.frozen_bf16() is not first
+    torch.testing.assert_close(layer.frozen_bf16(), (layer.weight * 1).bfloat16(), atol=0, rtol=0)
+    layer.weight.requires_grad_(True)  # a trained weight: autocast's own per-forward cast
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(x).float().sum().backward()
+    assert layer.weight.grad is not None
+    drop_bf16_copies(layer)
+    assert "_bf16_copy" not in layer.__dict__

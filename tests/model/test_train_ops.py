@@ -183,3 +183,47 @@ def test_native_bfloat16_rounds_as_autocast_does():
     # the kernel adds them in float32 and rounds once: within one bf16 step of it, and closer
     # to the float64 gradient
     _compare(lambda q: fused_rope(q, cos, sin), lambda q: _ref_rope(q, cos, sin), [q], atol=1.6e-2, rtol=1e-2)
+
+
+def test_bf16_layers_attend_in_float32_and_return_float32_branches():
+    """Under CPU bf16 autocast the fused attention runs its attention in float32 (autocast would
+    run it in bf16) and both branches come back as float32 for the float32 residual stream: the
+    step's loss and gradients stay closer to the float32 model's than the plain model's under the
+    same autocast (bf16 attention), and within bf16 tolerance of float32."""
+    from hexamer.model.config import ModelConfig, RopeConfig
+    from hexamer.model.llama import LlamaModel
+
+    config = ModelConfig(
+        vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6,
+        rope=RopeConfig(theta=10000.0),
+    )  # fmt: skip
+    torch.manual_seed(1)
+    plain = LlamaModel(config)
+    for p in plain.parameters():
+        p.data.normal_(0, 0.2)
+    fused = copy.deepcopy(plain)
+    use_fused_training_ops(fused)
+    x = torch.randn(3, 9, 64)
+    cos, sin = _tables(3, 9, 16, torch.float32)
+    from hexamer.model.kv_cache import AttentionPlan
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        branch = fused.layers[0].self_attn(x.bfloat16(), cos, sin, AttentionPlan(mask=None))
+        mlp = fused.layers[0].mlp(x.bfloat16())
+    assert branch.dtype == mlp.dtype == torch.float32
+    assert branch.to(torch.bfloat16).float().equal(branch)  # bf16 values (o_proj's), widened
+    ids = torch.randint(0, 64, (3, 9))
+    reference = copy.deepcopy(plain)
+    results = {}
+    for name, model, autocast in (("fp32", reference, False), ("plain", plain, True), ("fused", fused, True)):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = model(ids, logits_at="none", return_hidden=True)
+        loss = out.hidden.float().pow(2).mean()
+        loss.backward()
+        results[name] = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    for name in ("plain", "fused"):
+        cos_sim = torch.nn.functional.cosine_similarity(results[name], results["fp32"], dim=0)
+        assert cos_sim > 0.995, (name, float(cos_sim))
+    err = {n: (results[n] - results["fp32"]).norm() for n in ("plain", "fused")}
+    assert err["fused"] <= err["plain"] * 1.05, err
