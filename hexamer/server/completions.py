@@ -165,6 +165,10 @@ class CompletionRun:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             return None
+        if watcher is not None and watcher.done():
+            raise ConnectionResetError("client disconnected")
+        if not self.queue.empty():  # a step's events arrive together: no task or wait for the rest
+            return self.queue.get_nowait()
         getter = asyncio.ensure_future(self.queue.get())
         waits: set[asyncio.Future[Any]] = {getter}
         if watcher is not None:

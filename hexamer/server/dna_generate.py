@@ -192,6 +192,10 @@ class DnaGenerateRun:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:  # checked first: a busy queue always has an event ready
             raise ApiError(504, self.state.timeout_message)
+        if watcher is not None and watcher.done():
+            raise ConnectionResetError
+        if not self.queue.empty():  # a step's events arrive together: no task or wait for the rest
+            return self.queue.get_nowait()
         getter = asyncio.ensure_future(self.queue.get())
         waits: set[asyncio.Future[Any]] = {getter} | ({watcher} if watcher else set())
         done, _ = await asyncio.wait(waits, timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED)
