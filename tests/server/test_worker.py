@@ -67,3 +67,42 @@ def test_commands_are_typed_and_requests_enter_only_through_engine_add(tiny_fold
     with pytest.raises(dataclasses.FrozenInstanceError):  # commands are values
         Abort("stop").reason = "other"  # type: ignore[misc]
     assert Add(()) == Add(()) and Cancel(()) != Add(()) and Shutdown() == Shutdown()
+
+
+class _CountingLoop:
+    """An event loop proxy that counts the engine thread's hand-offs to it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.handoffs = loop, 0
+
+    def call_soon_threadsafe(self, *args: object) -> object:
+        self.handoffs += 1
+        return self.loop.call_soon_threadsafe(*args)  # type: ignore[arg-type]
+
+
+def test_a_step_wakes_each_event_loop_once_for_all_its_requests(tiny_folder: Path) -> None:
+    """Requests decoded together get their progress in one hand-off per step (not one each), and
+    every request still sees each of its steps, in order, ending with ``finished``."""
+    app = create_app(tiny_folder, max_num_seqs=4, max_model_len=64)
+    with running_server(app):
+        state = app.state.hexamer
+        begin = state.tokenizer.layout.begin_id
+        reqs = [state.engine.make_request([begin], SamplingParams(max_bp=30, seed=i)) for i in range(4)]
+
+        async def main() -> tuple[list[tuple[int, int, bool]], int]:
+            events: asyncio.Queue[tuple[int, int, bool]] = asyncio.Queue()
+            counting = _CountingLoop(asyncio.get_running_loop())
+            subs = [Submission(r, i, counting, events) for i, r in enumerate(reqs)]  # type: ignore[arg-type]
+            state.worker.submit(subs)
+            seen: list[tuple[int, int, bool]] = []
+            while sum(finished for _, _, finished in seen) < len(reqs):
+                seen.append(await asyncio.wait_for(events.get(), 30))
+            return seen, counting.handoffs
+
+        seen, handoffs = asyncio.run(main())
+    for i, req in enumerate(reqs):
+        counts = [count for index, count, _ in seen if index == i]
+        assert counts == list(range(1, req.n_generated + 1)), counts
+        assert [f for index, _, f in seen if index == i][-1] is True
+    steps = max(r.n_generated for r in reqs)
+    assert handoffs <= steps + 1, f"{handoffs} hand-offs for {steps} steps of {len(reqs)} requests"
