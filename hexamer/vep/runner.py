@@ -2,8 +2,8 @@
 
 * **Window recipe.** All windows of one site (the ref window and every alt window of every
   record at that position) agree up to the 6-mer holding the first changed base. On a backend
-  that ``supports_kv_sharing``, that shared prefix is run once, its KV cache copied to one row per
-  window, and only the differing suffixes are run, batched across sites
+  that ``supports_kv_sharing``, that shared prefix is run once, its KV cache shared by one row per
+  window (a block-table fork: the prefix's blocks are stored once), and only the differing suffixes are run, batched across sites
   (:meth:`~hexamer.backend.protocol.PrefixSharingBackend.shared_prefix_log_likelihoods`). Only
   the suffix's per-base log-probabilities enter the score: the prefix's are the same in every
   window and cancel in ``LL(alt) - LL(ref)``.

@@ -5,8 +5,8 @@ far fewer model tokens:
 
 * **Window recipe.** All windows of one site (the ref window and every alt window of every
   record at that position) agree up to the 6-mer holding the first changed base. That shared
-  prefix is run once, its KV cache copied to one row per window, and only the differing suffixes
-  are run, batched across sites. Only the suffix's per-base log-probabilities enter the score:
+  prefix is run once, its KV cache shared by one row per window (a block-table fork: the
+  prefix's blocks are stored once), and only the differing suffixes are run, batched across sites. Only the suffix's per-base log-probabilities enter the score:
   the prefix's are the same in every window and cancel in ``LL(alt) - LL(ref)``.
 * **Next-base recipe.** Variants whose contexts start at the same base (same 6-mer phase, within
   one grid step, see :func:`~hexamer.vep.recipes.context_anchor`) are one group. Each site's
