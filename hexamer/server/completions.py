@@ -44,7 +44,7 @@ from hexamer.server.streaming import (
     sse,
     wait_disconnect,
 )
-from hexamer.server.worker import Submission
+from hexamer.server.worker import Submission, next_progress
 
 __all__ = ["CompletionRun", "create_completion"]
 
@@ -162,24 +162,7 @@ class CompletionRun:
 
     async def _next_event(self, watcher: asyncio.Task[None] | None) -> tuple[int, int, bool] | None:
         """The next engine event, or None on timeout; raises ``ConnectionResetError`` on disconnect."""
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        if watcher is not None and watcher.done():
-            raise ConnectionResetError("client disconnected")
-        if not self.queue.empty():  # a step's events arrive together: no task or wait for the rest
-            return self.queue.get_nowait()
-        getter = asyncio.ensure_future(self.queue.get())
-        waits: set[asyncio.Future[Any]] = {getter}
-        if watcher is not None:
-            waits.add(watcher)
-        done, _ = await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        if getter in done:
-            return getter.result()
-        getter.cancel()
-        if watcher is not None and watcher in done:
-            raise ConnectionResetError("client disconnected")
-        return None
+        return await next_progress(self.queue, self.deadline, watcher)
 
     # ------------------------------------------------------------------ formatting
     def _token(self, token_id: int) -> str:

@@ -21,7 +21,7 @@ from hexamer.server.errors import ApiError
 from hexamer.server.schemas import DnaGenerateRequest
 from hexamer.server.state import ServerState
 from hexamer.server.streaming import DisconnectAwareStream, dumps, json_response, sse, wait_disconnect
-from hexamer.server.worker import Submission
+from hexamer.server.worker import Submission, next_progress
 from hexamer.tokenizer.dna import kmers_to_bases
 from hexamer.tokenizer.segment import OPEN_TAG
 
@@ -189,22 +189,10 @@ class DnaGenerateRun:
                 raise ApiError(self.subs[index].error_status, self.subs[index].error or "aborted")
 
     async def _next(self, watcher: asyncio.Future[Any] | None) -> tuple[int, int, bool]:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:  # checked first: a busy queue always has an event ready
+        event = await next_progress(self.queue, self.deadline, watcher)
+        if event is None:
             raise ApiError(504, self.state.timeout_message)
-        if watcher is not None and watcher.done():
-            raise ConnectionResetError
-        if not self.queue.empty():  # a step's events arrive together: no task or wait for the rest
-            return self.queue.get_nowait()
-        getter = asyncio.ensure_future(self.queue.get())
-        waits: set[asyncio.Future[Any]] = {getter} | ({watcher} if watcher else set())
-        done, _ = await asyncio.wait(waits, timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED)
-        if getter in done:
-            return getter.result()
-        getter.cancel()
-        if watcher is not None and watcher in done:
-            raise ConnectionResetError
-        raise ApiError(504, self.state.timeout_message)
+        return event
 
     def _choice(self, c: int) -> dict[str, Any]:
         req = self.requests[c]

@@ -333,6 +333,31 @@ def _deliver(items: list[tuple[asyncio.Queue[Any], tuple[int, int, bool]]]) -> N
         target.put_nowait(item)
 
 
+async def next_progress(
+    queue: asyncio.Queue[tuple[int, int, bool]], deadline: float, watcher: asyncio.Future[Any] | None
+) -> tuple[int, int, bool] | None:
+    """The next ``(index, n_tokens, finished)`` an HTTP request's queue receives, or None when
+    ``deadline`` (``time.monotonic()``) passes first; raises ``ConnectionResetError`` when
+    ``watcher`` (the client's disconnect) completes first. Events already queued (a step's
+    arrive together) are read without a task or a wait."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:  # checked first: a busy queue always has an event ready
+        return None
+    if watcher is not None and watcher.done():
+        raise ConnectionResetError("client disconnected")
+    if not queue.empty():
+        return queue.get_nowait()
+    getter = asyncio.ensure_future(queue.get())
+    waits: set[asyncio.Future[Any]] = {getter} | ({watcher} if watcher is not None else set())
+    done, _ = await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+    if getter in done:
+        return getter.result()
+    getter.cancel()
+    if watcher is not None and watcher in done:
+        raise ConnectionResetError("client disconnected")
+    return None
+
+
 def _set_result(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
