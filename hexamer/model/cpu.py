@@ -188,6 +188,15 @@ class PanelInt8Linear(nn.Module):
         )
 
 
+def float32_rows(x: torch.Tensor, width: int) -> torch.Tensor:
+    """``x`` as contiguous float32 rows of ``width`` (the panel kernels' input), copied only when
+    it is not already: at batch 1 a needless copy is a measurable share of a projection."""
+    rows = x.reshape(-1, width)
+    if rows.dtype != torch.float32 or not rows.is_contiguous():
+        rows = rows.float().contiguous()
+    return rows
+
+
 class PanelLowbitLinear(nn.Module):
     """An :class:`~hexamer.model.lowbit.Int4Linear`, or an :class:`Int8Linear` with int8
     activations, on hexamer's integer dot-product kernel (``lowbit_gemm.c``: VNNI where the CPU has
@@ -242,9 +251,7 @@ class PanelLowbitLinear(nn.Module):
             y = self.group.take(self, x)
             if y is not None:
                 return y
-        rows = x.reshape(-1, self.in_features)
-        if rows.dtype != torch.float32 or not rows.is_contiguous():
-            rows = rows.float().contiguous()
+        rows = float32_rows(x, self.in_features)
         if self.bits == 4:  # the shapes were checked when packed: straight to the kernel
             m, n = rows.shape[0], self.out_features
             y = torch.empty(m, n, dtype=torch.float32)
@@ -314,9 +321,7 @@ class SharedInputInt4:
         k = member.in_features
         if member is not self.members[0] or x.numel() > self.MAX_ROWS * k or torch.is_grad_enabled():
             return None
-        rows = x.reshape(-1, k)
-        if rows.dtype != torch.float32 or not rows.is_contiguous():
-            rows = rows.float().contiguous()
+        rows = float32_rows(x, k)
         weights = [(m.panels, m.extra, m.out_features) for m in self.members]
         y = member._kernels.linear_w4a8_multi(rows, weights)
         if y.dtype != x.dtype:
@@ -344,9 +349,7 @@ class PanelSwiGLU(MLP):
         if torch.is_grad_enabled() or not SharedInputInt4.applies([gate, up]):
             return super().forward(x)
         assert isinstance(gate, PanelLowbitLinear) and isinstance(up, PanelLowbitLinear)
-        rows = x.reshape(-1, gate.in_features)
-        if rows.dtype != torch.float32 or not rows.is_contiguous():
-            rows = rows.float().contiguous()
+        rows = float32_rows(x, gate.in_features)
         h = gate._kernels.swiglu_w4a8(
             rows, (gate.panels, gate.extra), (up.panels, up.extra), gate.out_features
         )
