@@ -41,6 +41,7 @@ from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.engine.spec_config import SpecStats
 from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_cpu_linears
+from hexamer.model.decode_step import use_int4_decode_step
 from hexamer.model.file_pages import release_file_pages
 from hexamer.model.finite import NonFiniteOutputError, non_finite_output
 from hexamer.tokenizer import CarbonTokenizer, DnaLayout, resolve_model_dir
@@ -119,8 +120,11 @@ class Carbon:
         model, _ = load_model(folder, dtype=dtype, device=device)
         model.eval()
         # re-laid-out linears are left out under compile_decode (Inductor wants dense weights)
-        if native or onednn or not config.compile_decode:
-            use_cpu_linears(model, native=native, onednn=onednn)
+        relaid = (native or onednn or not config.compile_decode) and use_cpu_linears(
+            model, native=native, onednn=onednn
+        )
+        if relaid == "native":
+            use_int4_decode_step(model)  # int4 models: a decode step in one C call
         # the file pages of weights the model no longer reads (re-laid-out, or copied to a GPU)
         release_file_pages(model, folder.glob("*.safetensors"))
         tokenizer = CarbonTokenizer.from_pretrained(folder)
