@@ -205,13 +205,17 @@ class Int4DecodeStep:
         return x
 
 
+def int4_decoder(model: LlamaModel) -> bool:
+    """Every decoder projection of ``model`` is an int4 panel projection without bias, and its
+    norms are float32 (what :class:`Int4DecodeStep` takes)."""
+    return bool(model.layers) and all(_layer_pointers(layer) is not None for layer in model.layers)
+
+
 def use_int4_decode_step(model: LlamaModel) -> bool:
     """Run ``model``'s decode steps through :class:`Int4DecodeStep` where they apply; True where
     it was switched on (an int4 float32 CPU model on hexamer's native kernels, the library built
     and checked), else False and the model is left alone."""
-    if model.device.type != "cpu" or model.dtype != torch.float32 or not model.layers:
-        return False
-    if any(_layer_pointers(layer) is None for layer in model.layers):
+    if model.device.type != "cpu" or model.dtype != torch.float32 or not int4_decoder(model):
         return False
     lib = decode_step_library()
     if lib is None:
