@@ -124,7 +124,7 @@ class Carbon:
         relaid = (native or onednn or not config.compile_decode) and use_cpu_linears(
             model, native=native, onednn=onednn
         )
-        if relaid == "native":
+        if relaid == "native" and not config.compile_decode:  # (a C call would break the graph)
             use_int4_decode_step(model)  # int4 models: a decode step in one C call
             use_int8_head(model)  # int4 models: the head's DNA rows in int8
         # the file pages of weights the model no longer reads (re-laid-out, or copied to a GPU)

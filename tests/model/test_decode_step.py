@@ -4,6 +4,7 @@ tails, greedy generation unchanged, the fallback wherever it does not apply, and
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,28 @@ def test_greedy_generation_is_unchanged(int4_folder: Path) -> None:
     assert counting.taken >= 19  # one per decode step: 20 6-mers each, the first from the prefill
     carbon.model.layers_kernel = None
     assert fast == [g.sequence for g in carbon.generate(prompts, max_bp=120, temperature=0.0)]
+
+
+def test_a_copied_model_steps_on_its_own_weights() -> None:
+    _lib()
+    model = _model()
+    assert use_int4_decode_step(model)
+    copied = copy.deepcopy(model)
+    step = copied.layers_kernel
+    assert isinstance(step, Int4DecodeStep) and step is not model.layers_kernel and step.intact()
+    assert step.layers is copied.layers
+    with torch.no_grad():
+        copied.layers[0].input_layernorm.weight.mul_(2)  # the copy's own norm, read in place
+    c = model.config
+    caches = [KVCache(2, 1, c.num_key_value_heads, c.head_dim, 16) for _ in range(2)]
+    ids = torch.tensor([[5, 7, 9]])
+    with torch.inference_mode():
+        for cache in caches:
+            copied(ids, kv_cache=cache, logits_at="none")
+        got = copied(ids[:, :1], kv_cache=caches[0], logits_at="last").logits
+        copied.layers_kernel = None
+        assert torch.equal(got, copied(ids[:, :1], kv_cache=caches[1], logits_at="last").logits)
+    assert not torch.equal(model.layers[0].input_layernorm.weight, copied.layers[0].input_layernorm.weight)
 
 
 def test_declines_what_it_does_not_take() -> None:
