@@ -95,6 +95,25 @@ def test_step_gives_the_per_module_numbers(rows: int, shape: dict[str, int]) -> 
         assert torch.equal(gather_blocks(a, caches[0].table, n), gather_blocks(b, caches[1].table, n))
 
 
+def test_a_subset_of_cache_rows_in_any_order() -> None:
+    lib = _lib()
+    model = _model()
+    step = _Counting(Int4DecodeStep(model.layers, model.config, lib))
+    c = model.config
+    caches = [KVCache(2, 4, c.num_key_value_heads, c.head_dim, 32, block_size=8) for _ in range(2)]
+    gen = torch.Generator().manual_seed(9)
+    with torch.inference_mode():
+        for cache in caches:
+            model(torch.randint(0, 60, (4, 5), generator=torch.Generator().manual_seed(1)), kv_cache=cache)
+        for rows in ([2, 0], [3], [1, 3, 0]):
+            ids = torch.randint(0, 60, (len(rows), 1), generator=gen)
+            model.layers_kernel = step
+            got = model(ids, kv_cache=caches[0], cache_rows=rows, logits_at="last").logits
+            model.layers_kernel = None
+            assert torch.equal(got, model(ids, kv_cache=caches[1], cache_rows=rows, logits_at="last").logits)
+    assert step.taken == 3
+
+
 @pytest.fixture(scope="module")
 def int4_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("step")
