@@ -202,3 +202,18 @@ def test_self_check_catches_a_step_that_does_nothing() -> None:
 
     with pytest.raises(RuntimeError, match="self-check failed"):
         check_decode_step(Broken())  # type: ignore[arg-type]
+
+
+@pytest.mark.slow  # a compile: about 10 s on two shared cores
+def test_the_build_without_vnni_passes_its_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another CPU's path: the step compiled without AVX-512 VNNI (lowbit_gemm.c's plain C loops)
+    agrees with the per-module path on the VNNI kernels (its self-check on load)."""
+    _lib()
+    monkeypatch.setenv("HEXAMER_CACHE", str(tmp_path))
+    monkeypatch.setenv("HEXAMER_NATIVE_CFLAGS", "-mno-avx512vnni")
+    decode_step_library.cache_clear()
+    try:
+        plain = decode_step_library()
+        assert plain is not None and plain.hx_vnni() == 0, decode_step_status()
+    finally:
+        decode_step_library.cache_clear()
