@@ -164,7 +164,9 @@ class Int4DecodeStep:
             return None
         b, t, hidden = x.shape
         c = self.config
-        if t != 1 or not 0 < b <= MAX_ROWS or x.dtype != torch.float32 or x.device.type != "cpu":
+        if t != 1 or not 0 < b <= MAX_ROWS or hidden != c.hidden_size:
+            return None
+        if x.dtype != torch.float32 or x.device.type != "cpu":
             return None
         k0, table = cache.k[0], cache.table_dev
         d, g = c.head_dim, c.num_key_value_heads
