@@ -41,8 +41,10 @@ from hexamer.engine import Engine, EngineConfig, Request, SamplingParams
 from hexamer.engine.spec_config import SpecStats
 from hexamer.model import LlamaModel, RopeConfig, load_model
 from hexamer.model.cpu import use_cpu_linears
+from hexamer.model.decode_step import use_int4_decode_step
 from hexamer.model.file_pages import release_file_pages
 from hexamer.model.finite import NonFiniteOutputError, non_finite_output
+from hexamer.model.int8_head import use_int8_head
 from hexamer.tokenizer import CarbonTokenizer, DnaLayout, resolve_model_dir
 from hexamer.tokenizer.tags import check_prefix
 from hexamer.validate import parse_device
@@ -119,8 +121,12 @@ class Carbon:
         model, _ = load_model(folder, dtype=dtype, device=device)
         model.eval()
         # re-laid-out linears are left out under compile_decode (Inductor wants dense weights)
-        if native or onednn or not config.compile_decode:
-            use_cpu_linears(model, native=native, onednn=onednn)
+        relaid = (native or onednn or not config.compile_decode) and use_cpu_linears(
+            model, native=native, onednn=onednn
+        )
+        if relaid == "native" and not config.compile_decode:  # (a C call would break the graph)
+            use_int4_decode_step(model)  # int4 models: a decode step in one C call
+            use_int8_head(model)  # int4 models: the head's DNA rows in int8
         # the file pages of weights the model no longer reads (re-laid-out, or copied to a GPU)
         release_file_pages(model, folder.glob("*.safetensors"))
         tokenizer = CarbonTokenizer.from_pretrained(folder)

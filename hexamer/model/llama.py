@@ -60,6 +60,9 @@ NormKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]
 #: ``(hidden, head_weight, rows) -> float32 logits of those rows, or None``: see :attr:`LlamaModel.head_kernel`.
 HeadKernel = Callable[[torch.Tensor, torch.Tensor, slice], torch.Tensor | None]
 
+#: ``(x, cos, sin, plan) -> x after every decoder layer, or None``: see :attr:`LlamaModel.layers_kernel`.
+LayersKernel = Callable[..., torch.Tensor | None]
+
 #: Rows of the LM head to score: a ``(start, stop)`` pair or ``slice`` (a view, no copy) or an index tensor.
 VocabRows = torch.Tensor | tuple[int, int] | slice
 
@@ -249,6 +252,10 @@ class LlamaModel(nn.Module):
         #: Scores a contiguous block of LM-head rows faster, set by the CPU fast path
         #: (:class:`hexamer.model.cpu.PanelHead`); returns ``None`` for what it does not take.
         self.head_kernel: HeadKernel | None = None
+        #: Runs every decoder layer of a forward at once where it can, set by the CPU fast path
+        #: (:class:`hexamer.model.decode_step.Int4DecodeStep`); returns ``None`` for what it does
+        #: not take, and the layers then run one module at a time.
+        self.layers_kernel: LayersKernel | None = None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -332,9 +339,21 @@ class LlamaModel(nn.Module):
         plan = kv_cache.plan_static(slots, live)
         x = self.embed_tokens(input_ids)
         cos, sin = rope_cos_sin(self._inv_freq_on(x.device), positions, self.rope_scale, x.dtype)
+        x = self._run_layers(x, cos, sin, plan)
+        return self.compute_logits(self.norm(x[:, -1]), vocab_rows)
+
+    def _run_layers(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: AttentionPlan
+    ) -> torch.Tensor:
+        """Every decoder layer: through :attr:`layers_kernel` where it takes the forward, else one
+        layer at a time."""
+        if self.layers_kernel is not None:
+            out = self.layers_kernel(x, cos, sin, plan)
+            if out is not None:
+                return out
         for layer in self.layers:
             x = layer(x, cos, sin, plan)
-        return self.compute_logits(self.norm(x[:, -1]), vocab_rows)
+        return x
 
     def forward(
         self,
@@ -418,10 +437,12 @@ class LlamaModel(nn.Module):
         x = self.embed_tokens(input_ids)
         cos, sin = rope_cos_sin(self._inv_freq_on(x.device), positions.to(x.device), self.rope_scale, x.dtype)
         layer_hidden: list[torch.Tensor] | None = [] if return_layer_hidden else None
-        for layer in self.layers:
-            if layer_hidden is not None:
+        if layer_hidden is None:
+            x = self._run_layers(x, cos, sin, plan)
+        else:
+            for layer in self.layers:
                 layer_hidden.append(x)
-            x = layer(x, cos, sin, plan)
+                x = layer(x, cos, sin, plan)
 
         # RMSNorm is per position: when only some positions are scored, normalise just those.
         mode = "rows" if per_row else logits_at

@@ -69,31 +69,36 @@ __attribute__((unused)) static float half_to_float(uint16_t h) {
     return f;
 }
 
-/* Row m of X -> codes xq[m][Kp] (int8, +128 when `offset`; padding 0) with one scale per 32
- * inputs, xs[m][g] = amax / 127 (0 for an all-zero group), and with gsum the sum of each group's
- * codes (without the offset). */
+/* One row r of K inputs -> codes q[Kp] (int8, +128 when `offset`; padding 0) with one scale per
+ * 32 inputs, xs[g] = amax / 127 (0 for an all-zero group), and with gsum (when not NULL) the sum
+ * of each group's codes (without the offset). */
+static void quantize_row(const float *r, int64_t K, int64_t Kp, int8_t *q, float *xs, int32_t *gsum,
+                         int offset) {
+    int64_t Kg = Kp / G4;
+    for (int64_t g = 0; g < Kg; g++) {
+        int64_t k0 = g * G4, k1 = k0 + G4 < K ? k0 + G4 : K;
+        float amax = 0.0f;
+        for (int64_t k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(r[k]));
+        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        xs[g] = amax / 127.0f;
+        int32_t sum = 0;
+        for (int64_t k = k0; k < k0 + G4; k++) {
+            int8_t c = k < k1 ? (int8_t)nearbyintf(r[k] * inv) : 0;
+            sum += c;
+            q[k] = offset ? (int8_t)((uint8_t)c ^ 0x80u) : c;
+        }
+        if (gsum) gsum[g] = sum;
+    }
+}
+
+/* Every row m of X [M, K] through quantize_row: codes xq[m][Kp], scales xs[m][Kp / 32], sums
+ * gsum[m][Kp / 32]. */
 static void quantize_rows(const float *x, int64_t M, int64_t K, int64_t Kp, int8_t *xq, float *xs,
                           int32_t *gsum, int offset, int threads) {
     int64_t Kg = Kp / G4;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && M > 1)
-    for (int64_t m = 0; m < M; m++) {
-        const float *r = x + m * K;
-        int8_t *q = xq + m * Kp;
-        for (int64_t g = 0; g < Kg; g++) {
-            int64_t k0 = g * G4, k1 = k0 + G4 < K ? k0 + G4 : K;
-            float amax = 0.0f;
-            for (int64_t k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(r[k]));
-            float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            xs[m * Kg + g] = amax / 127.0f;
-            int32_t sum = 0;
-            for (int64_t k = k0; k < k0 + G4; k++) {
-                int8_t c = k < k1 ? (int8_t)nearbyintf(r[k] * inv) : 0;
-                sum += c;
-                q[k] = offset ? (int8_t)((uint8_t)c ^ 0x80u) : c;
-            }
-            if (gsum) gsum[m * Kg + g] = sum;
-        }
-    }
+    for (int64_t m = 0; m < M; m++)
+        quantize_row(x + m * K, K, Kp, xq + m * Kp, xs + m * Kg, gsum ? gsum + m * Kg : NULL, offset);
 }
 
 /* ------------------------------------------------------------------------------ int8 weights */

@@ -203,6 +203,7 @@ def test_int4_decode_with_fused_projections_generates_as_without(int4_folder: Pa
 
     _kernels()
     carbon = Carbon.from_pretrained(int4_folder, dtype="int4", native=True)
+    carbon.model.layers_kernel = None  # module by module (the one-call step: test_decode_step.py)
     assert carbon.model.layers[0].self_attn.q_proj.group is not None
     prompts = ["ACGTTGCAAC" * 6, "TTGACCA" * 9]
     fused = [g.sequence for g in carbon.generate(prompts, max_bp=60, temperature=0.0)]
