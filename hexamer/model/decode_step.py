@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import logging
 import operator
 import subprocess
@@ -130,6 +131,8 @@ class Int4DecodeStep:
         self._expect: list[tuple[dict, str, Any]] = [
             (layers._modules, str(i), m) for i, m in enumerate(layers)
         ]
+        self._norms: list[torch.nn.Module] = []
+        self._norm_weights: list[torch.Tensor] = []
         for layer in layers:
             attn, mlp = layer.self_attn, layer.mlp
             self._expect += [(layer._modules, n, getattr(layer, n)) for n in ("self_attn", "mlp")]
@@ -141,7 +144,9 @@ class Int4DecodeStep:
             ]
             for n in ("input_layernorm", "post_attention_layernorm"):
                 norm = getattr(layer, n)
-                self._expect += [(layer._modules, n, norm), (norm._parameters, "weight", norm.weight)]
+                self._expect.append((layer._modules, n, norm))
+                self._norms.append(norm)
+                self._norm_weights.append(norm.weight)
         self._count = len(layers)
         # the same, as columns for a check that stays in C (about 400 lookups a step at 500M)
         self._dicts, self._keys, self._objects = (list(col) for col in zip(*self._expect, strict=True))
@@ -154,7 +159,12 @@ class Int4DecodeStep:
     def intact(self) -> bool:
         """The layers are the ones the pointers were taken from (no module or norm swapped)."""
         found = map(dict.get, self._dicts, self._keys)
-        return len(self.layers) == self._count and all(map(operator.is_, found, self._objects))
+        weights = map(getattr, self._norms, itertools.repeat("weight"))
+        return (
+            len(self.layers) == self._count
+            and all(map(operator.is_, found, self._objects))
+            and all(map(operator.is_, weights, self._norm_weights))
+        )
 
     def __call__(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: AttentionPlan
