@@ -176,6 +176,13 @@ def test_declines_what_it_does_not_take() -> None:
         assert step(x[:1], cos[:1], sin[:1], plan) is None  # a plan for other rows: mask shape differs
     with torch.enable_grad():
         assert step(x, cos, sin, plan) is None
+    assert step.intact()
+    norm = model.layers[0].post_attention_layernorm
+    original = norm.weight
+    norm.weight = torch.nn.Parameter(norm.weight.detach().clone())  # a new tensor: the pointer is stale
+    assert not step.intact()
+    norm.weight = original
+    assert step.intact()
     model.layers[1].mlp.down_proj = torch.nn.Linear(c.intermediate_size, c.hidden_size)
     assert not step.intact()
 
