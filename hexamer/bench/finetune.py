@@ -162,7 +162,7 @@ def run_finetune_bench(
         "folder": str(folder), "rows": max(rows, (warmup_steps + steps + 1) * batch_size),
         "length": length, "batch_size": batch_size, "lr": 5e-5, "lora_rank": lora_rank,
         "lora_targets": lora_targets, "warmup_steps": warmup_steps, "steps": steps,
-        "epochs": epochs, "threads": threads, "seed": 0, "precision": precision,
+        "epochs": epochs, "threads": threads, "seed": 0, "precision": precision, "isolate": isolate,
     }  # fmt: skip
     probe_rows = rows
     precisions = ["fp32", "bf16"] if precision == "both" else [precision]
@@ -297,8 +297,13 @@ def _notes(
 ) -> None:
     rows = {r["case"]: r for r in report.rows}
     targets = ", ".join(spec["lora_targets"])
+    where = (
+        "Each case and round is a fresh process"
+        if spec.get("isolate", True)
+        else "All cases run in this one process (no fresh process per case, so no peak RSS of their own)"
+    )
     report.notes.append(
-        f"Each case and round is a fresh process: {spec['warmup_steps']} untimed warm-up step(s), then "
+        f"{where}: {spec['warmup_steps']} untimed warm-up step(s), then "
         f"{spec['steps']} timed optimizer steps (median per round; min / median / max over the rounds, "
         "which alternate the order of the cases). hexamer: fit() itself, steps stamped by on_progress. "
         "Peer: transformers.Trainer.train() on AutoModelForSequenceClassification (its default "

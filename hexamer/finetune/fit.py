@@ -9,6 +9,7 @@ the same weights as one that never stopped. The best evaluation is saved as a he
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from hexamer.finetune.options import FitOptions
 from hexamer.finetune.state import data_fingerprint, read_fit_state
 from hexamer.finetune.task import LabelledSet, TaskSpec
 from hexamer.model.checkpoint import read_folder_config
+from hexamer.model.train_heap import training_heap
 from hexamer.model.train_kernels import drop_bf16_copies, use_onednn_training_linears
 from hexamer.model.train_ops import use_fused_training_ops
 from hexamer.tokenizer import CarbonTokenizer
@@ -201,7 +203,9 @@ def fit(
     if saved is not None:
         trainer.restore(out, saved)
     try:
-        trainer.run(out, on_progress)
+        # CPU: freed gradients and activations stay in the heap for the next step (no page faults)
+        with training_heap() if trainer.device.type == "cpu" else contextlib.nullcontext():
+            trainer.run(out, on_progress)
     finally:
         drop_bf16_copies(model)  # bf16 training: the frozen weights' copies (LoRA), no longer needed
     if valid is None or trainer.best_step < 0:

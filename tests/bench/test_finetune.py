@@ -43,6 +43,17 @@ def test_table_figures_follow_from_the_step_times(monkeypatch: pytest.MonkeyPatc
         and "1.20× transformers (goal ≥ 1.5×: NOT met)" in notes
     )
     assert "WARNING" not in notes
+    assert "Each case and round is a fresh process" in notes
+
+
+def test_in_process_run_does_not_claim_fresh_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake(spec: dict[str, Any]) -> dict[str, Any]:
+        return {"step_seconds": [1.0], "peak_rss_bytes": None}
+
+    monkeypatch.setattr(bench_finetune, "run_in_process", fake)
+    report = run_finetune_bench(model="unused", methods=("full",), peer=False, rows=16, isolate=False)
+    notes = " ".join(report.notes)
+    assert "fresh process per case" in notes and "Each case and round is a fresh process" not in notes
 
 
 @pytest.mark.slow
