@@ -12,48 +12,32 @@ float32 or int8 weights keep a float32 head. Fidelity: docs/quantization.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
+from hexamer.model.cpu import PanelHead
 from hexamer.model.decode_step import int4_decoder
 from hexamer.model.llama import LlamaModel
-from hexamer.model.native import NativeKernels, native_kernels
+from hexamer.model.native import native_kernels
 from hexamer.model.quant import quantize_weight
 
 
-class Int8PanelHead:
+class Int8PanelHead(PanelHead):
     """Scores a contiguous block of float32 LM-head rows from an int8 copy of them (per-row
     scales), quantized and packed on first use of each block and rebuilt when the head weight
     changes (its version counter moves); at most :attr:`MAX_BLOCKS` blocks are kept, blocks
     larger than :attr:`MAX_ROWS` (the whole vocabulary) are declined (``None``)."""
 
-    MAX_ROWS = 65_536
-    MAX_BLOCKS = 4
+    def accepts(self, hidden: torch.Tensor, weight: torch.Tensor) -> bool:
+        return weight.device.type == "cpu" and weight.dtype == torch.float32 and hidden.dtype == torch.float32
 
-    def __init__(self, kernels: NativeKernels) -> None:
-        self._kernels = kernels
-        self._packed: dict[tuple[int, int], tuple[int, int, torch.Tensor, torch.Tensor]] = {}
+    def pack(self, block: torch.Tensor) -> tuple[Any, ...]:
+        codes, scales = quantize_weight(block, "lm_head")
+        return self._kernels.pack_int8(codes, torch.float32), scales.contiguous()
 
-    def __call__(self, hidden: torch.Tensor, weight: torch.Tensor, rows: slice) -> torch.Tensor | None:
-        start, stop, step = rows.indices(weight.shape[0])
-        n = stop - start
-        if step != 1 or not 0 < n <= self.MAX_ROWS or torch.is_grad_enabled():
-            return None
-        if weight.device.type != "cpu" or weight.dtype != torch.float32 or hidden.dtype != torch.float32:
-            return None
-        key, stamp = (start, stop), (weight.data_ptr(), weight._version)
-        entry = self._packed.get(key)
-        if entry is None or entry[:2] != stamp:
-            if entry is None and len(self._packed) >= self.MAX_BLOCKS:
-                self._packed.pop(next(iter(self._packed)))
-            codes, scales = quantize_weight(weight[start:stop], "lm_head")
-            panels = self._kernels.pack_int8(codes, torch.float32)
-            entry = self._packed[key] = (*stamp, panels, scales.contiguous())
-        x = hidden.reshape(-1, hidden.shape[-1]).contiguous()
-        logits = self._kernels.linear_int8(x, entry[2], entry[3], n)
-        return logits.view(*hidden.shape[:-1], n)
-
-    def __deepcopy__(self, memo: dict) -> Int8PanelHead:  # a copied model packs its own head
-        return Int8PanelHead(self._kernels)
+    def product(self, x: torch.Tensor, packed: tuple[Any, ...], n: int, weight: torch.Tensor) -> torch.Tensor:
+        return self._kernels.linear_int8(x, packed[0], packed[1], n)
 
 
 def use_int8_head(model: LlamaModel) -> bool:
