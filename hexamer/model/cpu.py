@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from hexamer.model.hugepages import gather_on_huge_pages, on_huge_pages
 from hexamer.model.llama import MLP, LlamaModel, RMSNorm
 from hexamer.model.lowbit import Int4Linear
 from hexamer.model.native import NativeKernels, native_kernels, native_status
@@ -427,7 +428,7 @@ class PanelHead:
         if entry is None or entry[:2] != stamp:
             if entry is None and len(self._packed) >= self.MAX_BLOCKS:
                 self._packed.pop(next(iter(self._packed)))
-            entry = self._packed[key] = (*stamp, *self.pack(weight[start:stop]))
+            entry = self._packed[key] = (*stamp, *map(on_huge_pages, self.pack(weight[start:stop])))
         x = hidden.reshape(-1, hidden.shape[-1]).contiguous()
         return self.product(x, entry[2:], n, weight).view(*hidden.shape[:-1], n)
 
@@ -487,6 +488,8 @@ def use_native_linears(model: LlamaModel) -> int:
         else:
             setattr(parent, name, PanelInt8Linear(child, kernels, model.dtype))
         del child
+    for layer in model.layers:  # each layer's weights on huge pages (hexamer.model.hugepages)
+        gather_on_huge_pages(layer.modules())
     fuse_int4_projections(model)
     return len(linears) + len(quantized)
 
