@@ -18,6 +18,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from hexamer.model.train_heap import release_free_memory
+
 #: One transparent huge page (x86-64 and most arm64 kernels); smaller tensors are left alone.
 HUGE_PAGE = 2 << 20
 
@@ -67,6 +69,8 @@ def gather_on_huge_pages(modules: Iterable[nn.Module], names: tuple[str, ...] = 
         view.copy_(buf)
         setattr(module, name, view)  # a registered buffer: replaced in place, same name
         offset += size
+    del items, buf  # (items is not empty here) the last references to the originals
+    release_free_memory()  # the originals' pages, freed mid-heap, go back now: one layer held twice
     return offset
 
 

@@ -66,3 +66,15 @@ def training_heap() -> Iterator[bool]:
         if ok and libc is not None:
             libc.mallopt(_M_TRIM_THRESHOLD, _AFTER_TRIM_BYTES)
             libc.malloc_trim(0)
+
+
+def release_free_memory() -> bool:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim(0)``); False where the
+    C library is not glibc. Why: memory freed in the middle of the heap stays resident until then,
+    so replacing many large tensors by copies elsewhere (:mod:`hexamer.model.hugepages`) would
+    otherwise hold both."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True

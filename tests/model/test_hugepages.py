@@ -58,3 +58,34 @@ def test_the_copy_is_eligible_for_transparent_huge_pages() -> None:
     h = on_huge_pages(torch.ones(4 * HUGE_PAGE // 4))
     fields = _mapping_of(h.data_ptr())
     assert fields.get("THPeligible") == "1"
+
+
+def test_gather_moves_each_modules_buffers_into_one_mapping_and_trims(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hexamer.model.hugepages as hugepages
+
+    if not huge_pages_enabled():
+        pytest.skip("no MADV_HUGEPAGE here")
+    trimmed = []
+    monkeypatch.setattr(hugepages, "release_free_memory", lambda: trimmed.append(1) or True)
+    mods = [torch.nn.Module() for _ in range(3)]
+    originals = []
+    for i, m in enumerate(mods):
+        m.register_buffer("panels", torch.randn(300_000 + i), persistent=False)
+        m.register_buffer("extra", torch.randn(7).half(), persistent=False)
+        m.register_buffer("other", torch.randn(5), persistent=False)
+        originals.append((m.panels.clone(), m.extra.clone(), m.other))
+    moved = hugepages.gather_on_huge_pages(mods)
+    assert moved >= sum(m.panels.numel() * 4 + 14 for m in mods) and trimmed == [1]
+    base = mods[0].panels.data_ptr()
+    assert base % HUGE_PAGE == 0
+    for m, (panels, extra, other) in zip(mods, originals, strict=True):
+        assert (
+            torch.equal(m.panels, panels) and torch.equal(m.extra, extra) and m.extra.dtype == torch.float16
+        )
+        assert m.other is other  # buffers with other names stay
+        assert m.panels.data_ptr() % 64 == 0 and base <= m.panels.data_ptr() < base + moved
+    small = torch.nn.Module()
+    small.register_buffer("panels", torch.randn(10), persistent=False)
+    assert hugepages.gather_on_huge_pages([small]) == 0
