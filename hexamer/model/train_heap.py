@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -37,7 +38,10 @@ TRIM_THRESHOLD_BYTES = 1 << 30
 _AFTER_TRIM_BYTES = 2 * MMAP_THRESHOLD_BYTES
 
 
-def _glibc() -> ctypes.CDLL | None:
+@functools.cache
+def glibc() -> ctypes.CDLL | None:
+    """The C library with ``mallopt`` / ``malloc_trim`` typed, loaded once; None where it is not
+    glibc (musl, macOS: nothing to trim or tune)."""
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
@@ -54,7 +58,7 @@ def _glibc() -> ctypes.CDLL | None:
 def training_heap() -> Iterator[bool]:
     """Within the block, large freed blocks stay in the heap for the next step's allocations;
     yields whether the C library took the settings (False: not glibc, nothing changed)."""
-    libc = _glibc()
+    libc = glibc()
     ok = (
         libc is not None
         and bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
@@ -73,7 +77,7 @@ def release_free_memory() -> bool:
     C library is not glibc. Why: memory freed in the middle of the heap stays resident until then,
     so replacing many large tensors by copies elsewhere (:mod:`hexamer.model.hugepages`) would
     otherwise hold both."""
-    libc = _glibc()
+    libc = glibc()
     if libc is None:
         return False
     libc.malloc_trim(0)

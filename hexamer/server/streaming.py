@@ -5,8 +5,6 @@ streamed from a worker thread, and a streaming response that notices a client di
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import json
 import math
 import secrets
@@ -16,6 +14,8 @@ from typing import Any
 import anyio
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
+
+from hexamer.model.train_heap import glibc
 
 
 class RawJSON(str):
@@ -126,21 +126,7 @@ def json_stream(obj: Any, status: int = 200, *, trim: bool = False) -> Response:
     )
 
 
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        if libc is not None:
-            libc.malloc_trim.argtypes = [ctypes.c_size_t]
-            libc.malloc_trim.restype = ctypes.c_int
-            libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-            libc.mallopt.restype = ctypes.c_int
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim or tune
-        return None
-    return libc
-
-
-_LIBC = _libc()
+_LIBC = glibc()
 #: glibc's mallopt parameter for the size from which an allocation gets its own mapping
 _M_MMAP_THRESHOLD = -3
 #: allocations of at least this many bytes are mapped alone and unmapped when freed (see

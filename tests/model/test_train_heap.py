@@ -23,7 +23,7 @@ def test_training_heap_sets_and_restores_the_thresholds(monkeypatch: pytest.Monk
             calls.append(("malloc_trim", pad, 0))
             return 1
 
-    monkeypatch.setattr(train_heap, "_glibc", lambda: FakeLibc())
+    monkeypatch.setattr(train_heap, "glibc", lambda: FakeLibc())
     with training_heap() as ok:
         assert ok
         assert calls == [
@@ -44,24 +44,24 @@ def test_training_heap_restores_after_an_error(monkeypatch: pytest.MonkeyPatch) 
             trimmed.append(pad)
             return 1
 
-    monkeypatch.setattr(train_heap, "_glibc", lambda: FakeLibc())
+    monkeypatch.setattr(train_heap, "glibc", lambda: FakeLibc())
     with pytest.raises(RuntimeError), training_heap():
         raise RuntimeError("a training step failed")
     assert trimmed == [0]
 
 
 def test_without_glibc_nothing_is_changed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(train_heap, "_glibc", lambda: None)
+    monkeypatch.setattr(train_heap, "glibc", lambda: None)
     with training_heap() as ok:
         assert not ok
 
 
 def test_the_real_c_library_takes_the_settings_and_tensors_still_work() -> None:
-    if train_heap._glibc() is None:
+    if train_heap.glibc() is None:
         pytest.skip("not glibc")
     with training_heap():
         for _ in range(3):  # blocks above the old thresholds, freed and allocated again
             x = torch.ones(3072, 1024)
             assert float(x.sum()) == 3072 * 1024
             del x
-    assert isinstance(train_heap._glibc(), ctypes.CDLL)
+    assert isinstance(train_heap.glibc(), ctypes.CDLL)
