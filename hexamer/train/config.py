@@ -41,6 +41,7 @@ RESUME_KEYS = (
     "bpe",
     *ARCHITECTURE_KEYS,
     "kmer_init",
+    "copy_circuit",
     "window_bp",
     "batch_size",
     "grad_accum",
@@ -110,6 +111,11 @@ class TrainConfig:
     kmer_init: Literal["compositional", "random"] = _opt(
         "New model: k-mer embedding rows start as sums of per-position base vectors, or random.",
         "compositional",
+    )
+    copy_circuit: bool = _opt(
+        "New model: layers 0-1 start as a copy circuit (previous-token heads and an induction head); "
+        "needs --no-tie-embeddings.",
+        False,
     )
     # ---- optimisation
     steps: int = _opt("Optimizer steps of the whole schedule.", 1000)
@@ -245,6 +251,10 @@ class TrainConfig:
                 )
             if self.bpe != "auto":
                 raise ValueError("bpe only applies to a new model; a fine-tuned folder keeps its tokenizer")
+            if self.copy_circuit:
+                raise ValueError("copy_circuit only applies to a new model; a folder keeps its weights")
+        if self.copy_circuit and self.tie_embeddings is not False:
+            raise ValueError("copy_circuit needs an untied LM head: add --no-tie-embeddings")
         for name in (
             "window_bp",
             "batch_size",

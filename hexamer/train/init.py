@@ -25,6 +25,7 @@ from hexamer.model.config import read_config_json
 from hexamer.model.quant import folder_quantization
 from hexamer.synthetic import QWEN3_ADDED_TOKENS, SHAPES, llama_config, write_tokenizer_files
 from hexamer.tokenizer import CarbonTokenizer
+from hexamer.train.copy_circuit import plant_copy_circuit
 
 __all__ = [
     "StartingPoint",
@@ -145,10 +146,13 @@ def starting_point(
     seed: int = 0,
     overrides: dict[str, Any] | None = None,
     kmer_init: str = "compositional",
+    copy_circuit: bool = False,
 ) -> StartingPoint:
     """The model a run starts from: ``tiny``/``500m-shape`` (new) or a Carbon-format folder.
 
-    ``kmer_init`` (new models): ``compositional`` or ``random`` k-mer embedding rows.
+    ``kmer_init`` (new models): ``compositional`` or ``random`` k-mer embedding rows;
+    ``copy_circuit`` (new models): layers 0-1 set to copy from context
+    (:func:`hexamer.train.copy_circuit.plant_copy_circuit`).
     """
     if init in _SHAPE_OF_INIT:
         if kmer_init not in ("compositional", "random"):
@@ -157,7 +161,11 @@ def starting_point(
         layout = tokenizer.layout
         start = layout.kmer_start if kmer_init == "compositional" else None
         model = new_model(hf_config, seed, kmer_start=start, k=layout.k)
+        if copy_circuit:
+            plant_copy_circuit(model, layout.kmer_start, layout.k)
         return StartingPoint(model, hf_config, tokenizer, init)
+    if copy_circuit:
+        raise ValueError("copy_circuit only applies to a new model; a folder keeps its weights")
     folder = Path(init)
     if not folder.is_dir():
         raise ValueError(

@@ -308,6 +308,7 @@ def _open_session(config: TrainConfig) -> _Session:
         seed=config.seed,
         overrides=_model_overrides(config),
         kmer_init=config.kmer_init,
+        copy_circuit=config.copy_circuit,
     )
     _check_window_fits(config, start)
     tokenizer = start.tokenizer

@@ -1,0 +1,95 @@
+"""A new model started with the copy circuit copies from its context before any training, in
+``transformers`` as in hexamer, and the option is refused where it cannot apply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hexamer.train.copy_circuit import plant_copy_circuit
+from hexamer.train.init import starting_point
+
+from .helpers import init_config, periodic_dna, tiny_config, write_fasta
+
+SHAPE = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_layers": 2,
+    "num_heads": 2,
+    "num_kv_heads": 1,
+    "context_length": 512,
+    "tie_embeddings": False,
+}
+
+
+def _start(copy_circuit: bool):
+    return starting_point("tiny", seed=0, overrides=SHAPE, kmer_init="random", copy_circuit=copy_circuit)
+
+
+def _rows(layout, n: int, gap: int, seed: int = 1) -> torch.Tensor:
+    """``<dna>`` + X (n random k-mers) + gap random k-mers + X again, 3 rows."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 4**layout.k, (3, n), generator=g) + layout.kmer_start
+    mid = torch.randint(0, 4**layout.k, (3, gap), generator=g) + layout.kmer_start
+    return torch.cat([torch.full((3, 1), layout.dna_start_id), x, mid, x], dim=1)
+
+
+def _token_logp(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    return F.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+
+
+def test_the_planted_model_copies_the_second_copy_and_knows_nothing_of_the_first() -> None:
+    start = _start(True)
+    layout = start.tokenizer.layout
+    ids = _rows(layout, n=60, gap=40)
+    with torch.no_grad():
+        lp = _token_logp(start.model.eval()(ids, logits_at="all", fp32_logits=True).logits, ids)
+    first, second = lp[:, :60], lp[:, 60 + 40 + 2 :]  # the copy's first two tokens have no full key yet
+    uniform = -torch.log(torch.tensor(float(4**layout.k)))
+    assert abs(first.mean() - uniform) < 0.5  # no information before the repeat
+    assert second.mean() > -0.5  # nats per token, i.e. better than -0.09 nats per base
+    baseline = _start(False)
+    with torch.no_grad():
+        plain = _token_logp(baseline.model.eval()(ids, logits_at="all", fp32_logits=True).logits, ids)
+    assert plain[:, 60 + 40 + 2 :].mean() < uniform + 0.5  # a random start does not copy
+
+
+def test_transformers_runs_the_planted_model_the_same(tmp_path: Path) -> None:
+    from transformers import LlamaForCausalLM
+
+    from hexamer.train.checkpoint import write_model_folder
+
+    start = _start(True)
+    write_model_folder(tmp_path / "m", start.model, start.hf_config, start.tokenizer)
+    ref = LlamaForCausalLM.from_pretrained(tmp_path / "m", torch_dtype=torch.float32).eval()
+    ids = _rows(start.tokenizer.layout, n=40, gap=20, seed=3)
+    with torch.no_grad():
+        ours = start.model.eval()(ids, logits_at="all", fp32_logits=True).logits
+        theirs = ref(input_ids=ids).logits
+    assert torch.allclose(ours, theirs, atol=2e-3, rtol=1e-4)
+    assert _token_logp(theirs, ids)[:, 40 + 20 + 2 :].mean() > -0.5
+
+
+def test_the_circuit_needs_an_untied_head_and_room() -> None:
+    tied = starting_point("tiny", seed=0, overrides={**SHAPE, "tie_embeddings": True})
+    with pytest.raises(ValueError, match="untied LM head"):
+        plant_copy_circuit(tied.model, tied.tokenizer.layout.kmer_start)
+    one_layer = starting_point("tiny", seed=0, overrides={**SHAPE, "num_layers": 1})
+    with pytest.raises(ValueError, match="at least 2 layers"):
+        plant_copy_circuit(one_layer.model, one_layer.tokenizer.layout.kmer_start)
+    narrow = starting_point("tiny", seed=0, overrides={**SHAPE, "hidden_size": 64, "num_heads": 2})
+    with pytest.raises(ValueError, match="hidden_size"):
+        plant_copy_circuit(narrow.model, narrow.tokenizer.layout.kmer_start)
+
+
+def test_train_config_refuses_the_circuit_on_a_tied_or_existing_model(
+    tmp_path: Path, tiny_folder: Path
+) -> None:
+    data = write_fasta(tmp_path / "d.fa", {"s": periodic_dna(3000)})
+    with pytest.raises(ValueError, match="no-tie-embeddings"):
+        tiny_config(data, tmp_path / "o", copy_circuit=True)
+    with pytest.raises(ValueError, match="only applies to a new model"):
+        init_config(data, tmp_path / "o", str(tiny_folder)).replace(copy_circuit=True)
