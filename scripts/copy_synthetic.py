@@ -29,6 +29,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_model
 
 from hexamer.train.init import starting_point
 
@@ -113,7 +114,9 @@ def main() -> None:
     ap.add_argument("--loss", choices=("all", "second"), default="all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=50)
-    ap.add_argument("--save", default="", help="write the model's state dict here at every log line")
+    ap.add_argument(
+        "--save", default="", help="write the model's weights (safetensors) here at every log line"
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     model, kmer_start, dna, is_hf = build(args)
@@ -148,7 +151,7 @@ def main() -> None:
                    "s": round(time.perf_counter() - t0)}  # fmt: skip
             print(json.dumps(row), flush=True)
             if args.save:  # at every log line, so a run cut short by a time limit keeps its model
-                torch.save(model.state_dict(), args.save)
+                save_model(model, args.save)
 
 
 if __name__ == "__main__":
