@@ -102,8 +102,8 @@ def test_exact_conditionals_beat_the_next_base_markov_chain(quick_windows: list[
 
 def test_copy_test_figures(carbon: Carbon) -> None:
     """A random 600-bp sequence written twice: the README's figures for both copies are recomputed.
-    This model has not learnt to copy from context (the README says so): the second copy scores
-    about like the first; a model that copies would score it far better."""
+    The model copies from context: the second copy scores far better than the first (at least
+    -0.5 nats/base; -1.386 is knowing nothing, 0 perfect copying)."""
     rng = np.random.default_rng(7)
     unit = "".join(rng.choice(list("ACGT"), 600))
     seq = unit + unit
@@ -112,7 +112,7 @@ def test_copy_test_figures(carbon: Carbon) -> None:
     first, second = float(true[:600].mean()), float(true[600:].mean())
     assert first == pytest.approx(_readme_number("Copy test, first copy"), abs=2e-3)
     assert second == pytest.approx(_readme_number("Copy test, second copy"), abs=2e-3)
-    assert second > first - 0.02
+    assert second >= -0.5 and second > first + 0.5
 
 
 def test_real_dna_beats_shuffled(carbon: Carbon, quick_windows: list[tuple[str, str]]) -> None:
@@ -160,10 +160,12 @@ def test_far_human_and_retrieval_figures_match_the_card(carbon: Carbon) -> None:
     assert res["gap_fns"] == pytest.approx(
         _readme_number("Far human, real minus dinucleotide-shuffled (FNS)"), abs=3e-3
     )
+    assert res["gap_exact"] >= 0.08  # the model knows real DNA it never saw
     niah = planted_value_retrieval(carbon, far_human_file(), n=20)
     assert niah["exact_match"] == pytest.approx(
         _readme_number("Planted-value retrieval, exact match"), abs=0.051
     )
+    assert niah["exact_match"] > 0.5  # most planted values are retrieved
 
 
 @pytest.mark.slow
@@ -175,3 +177,7 @@ def test_best_markov_chain_of_orders_4_to_10_matches_the_card() -> None:
     windows = validation_windows(held.val, 6000)
     best = max(markov_accuracy(corpus.train, windows, order=k, aligned=False) for k in range(4, 11))
     assert best == pytest.approx(_readme_number("Best Markov chain, orders 4–10"), abs=5e-4)
+    # the card's held-out accuracy beats every one of them, with FNS marginals and exact conditionals
+    # (test_readme_accuracy_is_reproducible ties those figures to the shipped weights)
+    assert _readme_number("Held-out per-base accuracy, FNS marginals") > best
+    assert _readme_number("Held-out per-base accuracy, exact conditionals") > best
