@@ -13,12 +13,12 @@ pieces have random uniform DNA as background instead of real DNA. The pieces are
 one record, so any training window holds copies. Deterministic (seed 0).
 
     python scripts/demo_copy_data.py OUT.fa [PIECES] [PIECE_BP] [SEED]
-    python scripts/demo_copy_data.py --pairs OUT.fa TOTAL_BP MAX_BP [SEED] [MIN_BP]
+    python scripts/demo_copy_data.py --pairs OUT.fa TOTAL_BP MAX_BP [SEED] [MIN_BP] [MAX_GAP_BP]
 
 ``--pairs`` writes the plainest copy task instead, concatenated until TOTAL_BP: a segment X of
 MIN_BP..MAX_BP bp (default MIN_BP 60; multiples of 6; half random uniform DNA, half real
-training-split DNA), a gap of 0..MAX_BP bp (a multiple of 6; random or real), then X again, in the
-same 6-mer frame.
+training-split DNA), a gap of 0..MAX_GAP_BP bp (default MAX_BP; a multiple of 6; random or real),
+then X again, in the same 6-mer frame.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def build(n_pieces: int, seed: int = 0) -> str:
     return "".join(pieces)
 
 
-def build_pairs(total_bp: int, max_bp: int, seed: int = 0, min_bp: int = 60) -> str:
+def build_pairs(
+    total_bp: int, max_bp: int, seed: int = 0, min_bp: int = 60, max_gap_bp: int | None = None
+) -> str:
     """X + gap + X pieces, concatenated until ``total_bp`` (see the module docstring)."""
     rng = np.random.default_rng(seed)
     files = sorted(glob.glob("hexamer/data/dna/*.fa.gz"))
@@ -104,7 +106,7 @@ def build_pairs(total_bp: int, max_bp: int, seed: int = 0, min_bp: int = 60) -> 
     n = 0
     while n < total_bp:
         seg_bp = int(rng.integers(min_bp // 6, max_bp // 6 + 1)) * 6
-        gap_bp = int(rng.integers(0, max_bp // 6 + 1)) * 6
+        gap_bp = int(rng.integers(0, (max_gap_bp or max_bp) // 6 + 1)) * 6
         seg = _random_dna(rng, seg_bp) if rng.random() < 0.5 else _real(rng, train, weights, seg_bp)
         gap = _random_dna(rng, gap_bp) if rng.random() < 0.5 else _real(rng, train, weights, gap_bp)
         parts.append(seg + gap + seg)
@@ -118,10 +120,11 @@ def main(argv: list[str]) -> None:
         out, total_bp, max_bp = argv[2], int(argv[3]), int(argv[4])
         seed = int(argv[5]) if len(argv) > 5 else 0
         min_bp = int(argv[6]) if len(argv) > 6 else 60
-        seq = build_pairs(total_bp, max_bp, seed, min_bp)
+        max_gap = int(argv[7]) if len(argv) > 7 else max_bp
+        seq = build_pairs(total_bp, max_bp, seed, min_bp, max_gap)
         with open(out, "w") as fh:
             fh.write(
-                f">pairs {total_bp} bp of X + gap + X, X of {min_bp}-{max_bp} bp, gap up to {max_bp} bp\n"
+                f">pairs {total_bp} bp of X + gap + X, X of {min_bp}-{max_bp} bp, gap up to {max_gap} bp\n"
             )
             fh.writelines(seq[i : i + 60] + "\n" for i in range(0, len(seq), 60))
         return

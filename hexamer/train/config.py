@@ -113,7 +113,7 @@ class TrainConfig:
         "compositional",
     )
     copy_circuit: bool = _opt(
-        "New model: layers 0-1 start as a copy circuit (previous-token heads and induction heads); "
+        "New model: layers 0-1 start as a copy circuit (previous-token heads and an induction head); "
         "needs --no-tie-embeddings.",
         False,
     )

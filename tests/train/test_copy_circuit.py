@@ -15,11 +15,11 @@ from hexamer.train.init import starting_point
 from .helpers import init_config, periodic_dna, tiny_config, write_fasta
 
 SHAPE = {
-    "hidden_size": 256,
+    "hidden_size": 128,
     "intermediate_size": 256,
     "num_layers": 2,
-    "num_heads": 4,
-    "num_kv_heads": 2,
+    "num_heads": 2,
+    "num_kv_heads": 1,
     "context_length": 512,
     "tie_embeddings": False,
 }
@@ -80,7 +80,7 @@ def test_the_circuit_needs_an_untied_head_and_room() -> None:
     one_layer = starting_point("tiny", seed=0, overrides={**SHAPE, "num_layers": 1})
     with pytest.raises(ValueError, match="at least 2 layers"):
         plant_copy_circuit(one_layer.model, one_layer.tokenizer.layout.kmer_start)
-    narrow = starting_point("tiny", seed=0, overrides={**SHAPE, "hidden_size": 128})
+    narrow = starting_point("tiny", seed=0, overrides={**SHAPE, "hidden_size": 64, "num_heads": 2})
     with pytest.raises(ValueError, match="hidden_size"):
         plant_copy_circuit(narrow.model, narrow.tokenizer.layout.kmer_start)
 
