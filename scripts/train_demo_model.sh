@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Rebuild the built-in demo model (hexamer/data/demo-model) from the DNA shipped in hexamer/data/dna.
 #
-#   scripts/train_demo_model.sh            # train (about 45 CPU-minutes on one core), install, print the card's numbers
+#   scripts/train_demo_model.sh            # train (about 50 minutes of one core), install, print the card's numbers
 #
 # Environment: HEXAMER (command, default `hexamer`), PYTHON (default .venv/bin/python or python3),
 # RUN_DIR (training folder, default /tmp/hexamer-demo-run), THREADS (torch CPU threads, default 1:
 # a small model trains about as fast on one thread, and two threads collapse when the machine is busy),
-# PAIRS_BP (bases of copy pairs in the mix, default 2000000).
+# PAIRS_BP (bases of copy pairs in the mix, default 2000000), DEST (where the model is installed,
+# default hexamer/data/demo-model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +16,7 @@ PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo pyt
 RUN_DIR=${RUN_DIR:-/tmp/hexamer-demo-run}
 THREADS=${THREADS:-1}
 PAIRS_BP=${PAIRS_BP:-2000000}
-DEST=hexamer/data/demo-model
+DEST=${DEST:-hexamer/data/demo-model}
 
 rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR"
@@ -43,6 +44,7 @@ $HEXAMER train hexamer/data/dna/*.fa.gz "$RUN_DIR/pairs.fa" \
 echo "training wall time: $(( $(date +%s) - start )) s"
 
 # install the final folder (model + tokenizer; the README is written by hand from the numbers below)
+mkdir -p "$DEST"
 rm -f "$DEST"/metrics-stage*.jsonl "$DEST"/train_config-stage*.json
 for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json \
          dna_config.json special_tokens_map.json added_tokens.json; do

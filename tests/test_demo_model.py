@@ -165,7 +165,6 @@ def test_far_human_and_retrieval_figures_match_the_card(carbon: Carbon) -> None:
     assert niah["exact_match"] == pytest.approx(
         _readme_number("Planted-value retrieval, exact match"), abs=0.051
     )
-    assert niah["exact_match"] > 0.5  # most planted values are retrieved
 
 
 @pytest.mark.slow

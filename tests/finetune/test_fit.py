@@ -68,7 +68,7 @@ def test_probe_learns_on_the_demo_model(tmp_path: Path):
 def test_lora_learns_on_the_demo_model(tmp_path: Path):
     train, valid = gc_set(48, 30, seed=0), gc_set(32, 30, seed=1)
     options = FitOptions(
-        method="lora", epochs=1, batch_size=16, lr=5e-3, warmup=0.0, lora=LoraOptions(rank=4)
+        method="lora", epochs=2, batch_size=16, lr=5e-3, warmup=0.0, lora=LoraOptions(rank=4)
     )
     result = fit(DEMO, train, valid, REG, options, tmp_path / "run", metric=pearson_metric)
     assert result.best_score > 0.7, result.best_score
