@@ -93,3 +93,29 @@ def test_train_config_refuses_the_circuit_on_a_tied_or_existing_model(
         tiny_config(data, tmp_path / "o", copy_circuit=True)
     with pytest.raises(ValueError, match="only applies to a new model"):
         init_config(data, tmp_path / "o", str(tiny_folder)).replace(copy_circuit=True)
+
+
+def test_a_run_started_with_the_circuit_copies_and_resumes_only_with_it(tmp_path: Path) -> None:
+    """``hexamer train --copy-circuit``: the run's final folder still copies a random sequence's
+    second copy after a few steps on DNA, and a resume must agree on the option."""
+    from hexamer import Carbon
+    from hexamer.train import train
+
+    rng = torch.Generator().manual_seed(5)
+    unit = "".join("ACGT"[i] for i in torch.randint(0, 4, (300,), generator=rng).tolist())
+    data = write_fasta(tmp_path / "d.fa", {"s": periodic_dna(3000)})
+    shape = {
+        "hidden_size": 128, "intermediate_size": 256, "num_layers": 2, "num_heads": 2,
+        "num_kv_heads": 1, "context_length": 256, "window_bp": 600, "tie_embeddings": False,
+    }  # fmt: skip
+    config = tiny_config(data, tmp_path / "run", steps=4, lr=1e-3, copy_circuit=True, **shape)
+    result = train(config, progress=False)
+    assert result.final_dir is not None
+    carbon = Carbon.from_pretrained(result.final_dir)
+    lp = carbon.base_logprobs(unit + unit, method="exact")
+    codes = torch.tensor(["ACGT".index(b) for b in unit + unit])
+    true = lp[range(600), codes.numpy()]
+    assert true[312:].mean() > -0.5 > true[:300].mean()  # the copy, from its third token on
+    again = tiny_config(data, tmp_path / "run", steps=6, lr=1e-3, resume=True, **shape)
+    with pytest.raises(ValueError, match="copy_circuit"):
+        train(again, progress=False)
