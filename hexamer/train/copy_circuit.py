@@ -71,15 +71,13 @@ def _check(model: LlamaModel, k: int) -> None:
         raise ValueError("the copy circuit needs an untied LM head (tie_word_embeddings false)")
     if cfg.num_hidden_layers < 2:
         raise ValueError("the copy circuit needs at least 2 layers")
-    if cfg.num_attention_heads < 2 or cfg.num_attention_heads % cfg.num_key_value_heads:
-        raise ValueError("the copy circuit needs at least 2 attention heads")
-    if cfg.num_attention_heads // cfg.num_key_value_heads < 2:
+    if cfg.num_attention_heads // cfg.num_key_value_heads < 2:  # ModelConfig checked divisibility
         raise ValueError("the copy circuit needs 2 query heads per key/value head")
     if not 1 <= k <= 6:
         raise ValueError(f"the copy circuit holds k-mers of 1-6 bases, not {k}")
     if cfg.hidden_size < RESERVED + 64:
         raise ValueError(f"the copy circuit needs hidden_size >= {RESERVED + 64}")
-    if cfg.head_dim < 2 * (2 * width + 1) or cfg.head_dim // 2 < _FAST_PAIRS:
+    if cfg.head_dim < 2 * (2 * width + 1):  # also room for the _FAST_PAIRS positional pairs
         raise ValueError(f"the copy circuit needs head_dim >= {2 * (2 * width + 1)}")
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hexamer.demo.markov import acgt_codes
 from hexamer.train.copy_circuit import plant_copy_circuit
 from hexamer.train.init import starting_point
 
@@ -113,8 +114,7 @@ def test_a_run_started_with_the_circuit_copies_and_resumes_only_with_it(tmp_path
     assert result.final_dir is not None
     carbon = Carbon.from_pretrained(result.final_dir)
     lp = carbon.base_logprobs(unit + unit, method="exact")
-    codes = torch.tensor(["ACGT".index(b) for b in unit + unit])
-    true = lp[range(600), codes.numpy()]
+    true = lp[range(600), acgt_codes(unit + unit)]
     assert true[312:].mean() > -0.5 > true[:300].mean()  # the copy, from its third token on
     again = tiny_config(data, tmp_path / "run", steps=6, lr=1e-3, resume=True, **shape)
     with pytest.raises(ValueError, match="copy_circuit"):
