@@ -97,6 +97,7 @@ def build_pairs(
     total_bp: int, max_bp: int, seed: int = 0, min_bp: int = 60, max_gap_bp: int | None = None
 ) -> str:
     """X + gap + X pieces, concatenated until ``total_bp`` (see the module docstring)."""
+    max_gap_bp = max_bp if max_gap_bp is None else max_gap_bp
     rng = np.random.default_rng(seed)
     files = sorted(glob.glob("hexamer/data/dna/*.fa.gz"))
     train = [s.bases for s in load_corpus(files, val_fraction=0.1).train]
@@ -106,7 +107,7 @@ def build_pairs(
     n = 0
     while n < total_bp:
         seg_bp = int(rng.integers(min_bp // 6, max_bp // 6 + 1)) * 6
-        gap_bp = int(rng.integers(0, (max_gap_bp or max_bp) // 6 + 1)) * 6
+        gap_bp = int(rng.integers(0, max_gap_bp // 6 + 1)) * 6
         seg = _random_dna(rng, seg_bp) if rng.random() < 0.5 else _real(rng, train, weights, seg_bp)
         gap = _random_dna(rng, gap_bp) if rng.random() < 0.5 else _real(rng, train, weights, gap_bp)
         parts.append(seg + gap + seg)

@@ -43,15 +43,21 @@ $HEXAMER train hexamer/data/dna/*.fa.gz "$RUN_DIR/pairs.fa" \
     --threads "$THREADS" --device cpu -q
 echo "training wall time: $(( $(date +%s) - start )) s"
 
-# install the final folder (model + tokenizer; the README is written by hand from the numbers below)
+# install the final folder (model + tokenizer; the README is written by hand from the numbers below),
+# the training curve and every option of the run. Each file is copied beside its target and renamed
+# over it: a new file, never a rewrite of the old one's bytes, which fine-tuned head folders may
+# hold as hard links to their frozen backbone.
 mkdir -p "$DEST"
-rm -f "$DEST"/metrics-stage*.jsonl "$DEST"/train_config-stage*.json
+install_file() {  # install_file SOURCE: into $DEST under the same name
+    cp "$1" "$DEST/.$(basename "$1").tmp"
+    mv -f "$DEST/.$(basename "$1").tmp" "$DEST/$(basename "$1")"
+}
 for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json \
          dna_config.json special_tokens_map.json added_tokens.json; do
-    cp "$RUN_DIR/run/final/$f" "$DEST/$f"
+    install_file "$RUN_DIR/run/final/$f"
 done
-cp "$RUN_DIR/run/metrics.jsonl" "$DEST/metrics.jsonl"  # training curve
-cp "$RUN_DIR/run/train_config.json" "$DEST/train_config.json"  # every option of the run
+install_file "$RUN_DIR/run/metrics.jsonl"
+install_file "$RUN_DIR/run/train_config.json"
 
 # every figure of the model card, on held-out data (JSON)
 "$PYTHON" scripts/eval_demo_model.py "$DEST"
