@@ -3,7 +3,9 @@
 A probe's backbone is frozen, so its best folder is the new ``score`` head beside the base
 model's weight files, **hard-linked** (no bytes copied): ``model.safetensors.index.json`` maps the
 backbone tensors to ``backbone-NNNNN.safetensors`` (links to the base's files) and
-``score.weight`` to ``score.safetensors``, a layout ``transformers`` and hexamer both load. When
+``score.weight`` to ``score.safetensors``, a layout ``transformers`` and hexamer both load, plus a
+seal hexamer checks on reading (the links' size, time and SHA-256: a base file rewritten in place
+must not change a head silently; :mod:`hexamer.finetune.backbone_seal`). When
 the base's files cannot be linked (another filesystem, or files holding more than the backbone,
 e.g. an untied LM head), they are copied or written once to ``<output_dir>/backbone`` and linked
 from there. A LoRA run writes only its adapter (``best_adapter``, megabytes) at each improvement
@@ -20,11 +22,13 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from hexamer.finetune.backbone_seal import file_seal, write_backbone_seal
 from hexamer.finetune.folders import save_classifier, weight_files, write_head_files
 from hexamer.finetune.head import SequenceClassifier
 from hexamer.finetune.lora import load_adapter_weights, lora_merged, save_adapter
@@ -127,18 +131,28 @@ def frozen_backbone_files(
     return files
 
 
-def save_linked_head(model: SequenceClassifier, folder: str | os.PathLike[str], backbone: list[Path]) -> Path:
+def save_linked_head(
+    model: SequenceClassifier,
+    folder: str | os.PathLike[str],
+    backbone: list[Path],
+    seals: list[dict[str, Any]] | None = None,
+) -> Path:
     """Write ``model`` as a head folder whose backbone tensors are hard links to ``backbone``
     (files holding exactly the model's frozen backbone) and whose ``score`` is its own file;
-    atomic, and checked by reading the new folder's tensor names and shapes back."""
+    atomic, and checked by reading the new folder's tensor names and shapes back. The links are
+    sealed (:mod:`hexamer.finetune.backbone_seal`; ``seals``: the backbone files'
+    :func:`file_seal`, computed here when not given)."""
     expected = {**_expected(model), "score.weight": model.score.weight}
+    seals = seals if seals is not None else [file_seal(f) for f in backbone]
 
     def fill(tmp: Path) -> None:
         write_head_files(model, tmp, model.score.weight.dtype)
         weight_map: dict[str, str] = {}
+        sealed: dict[str, dict[str, Any]] = {}
         for i, source in enumerate(backbone, 1):
             name = f"backbone-{i:05d}.safetensors"
             _link(source, tmp / name)
+            sealed[name] = seals[i - 1]
             weight_map.update(
                 {t: name for t in read_safetensors_header(tmp / name) if not t.endswith(_SKIPPED)}
             )
@@ -148,6 +162,7 @@ def save_linked_head(model: SequenceClassifier, folder: str | os.PathLike[str], 
         total = sum(os.path.getsize(tmp / f) for f in set(weight_map.values()))
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (tmp / _INDEX).write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+        write_backbone_seal(tmp, sealed)
         _check_folder(tmp, expected)
 
     return atomic_folder(Path(folder), fill)
@@ -174,6 +189,7 @@ class BestWriter:
     ) -> None:
         self.model, self.out, self.options, self.base_folder = model, Path(out), options, base_folder
         self._backbone: list[Path] | None = None
+        self._seals: list[dict[str, Any]] | None = None
 
     def save(self) -> None:
         method = self.options.method
@@ -182,7 +198,8 @@ class BestWriter:
         elif method == "probe":
             if self._backbone is None:
                 self._backbone = frozen_backbone_files(self.model, self.base_folder, self.out)
-            save_linked_head(self.model, self.out / BEST_DIR, self._backbone)
+                self._seals = [file_seal(f) for f in self._backbone]  # once: the files do not change
+            save_linked_head(self.model, self.out / BEST_DIR, self._backbone, self._seals)
         else:
             save_classifier(self.model, self.out / BEST_DIR)
 

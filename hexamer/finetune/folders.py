@@ -21,6 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from hexamer.finetune.backbone_seal import check_backbone_seal
 from hexamer.finetune.head import HeadSettings, SequenceClassifier, init_score
 from hexamer.finetune.task import TaskSpec
 from hexamer.model import LlamaModel, ModelConfig, load_model, resolve_dtype
@@ -236,6 +237,7 @@ def load_classifier(
             f"{folder} has no tokenizer.json: copy the base model's tokenizer files into it "
             "(transformers' save_pretrained of a model alone does not write them)"
         )
+    check_backbone_seal(folder)
     tokenizer = CarbonTokenizer.from_pretrained(folder)
     with torch.device("meta"):
         backbone = LlamaModel(config)

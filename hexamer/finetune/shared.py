@@ -24,6 +24,7 @@ import torch
 from safetensors import safe_open
 
 from hexamer.finetune.apply import Predictor
+from hexamer.finetune.backbone_seal import check_backbone_seal
 from hexamer.finetune.folders import (
     HEAD_ARCHITECTURE,
     is_head_folder,
@@ -113,6 +114,7 @@ def load_head_on(folder: PathLike, lm: LlamaModel, lm_folder: PathLike) -> Seque
     config = ModelConfig.from_dict(
         {**raw, "architectures": ["LlamaForCausalLM"], "tie_word_embeddings": True}
     )
+    check_backbone_seal(path)  # a hard link counts as the same backbone only while it is unchanged
     if not _configs_match(config, lm.config) or not same_backbone(path, lm_folder, lm.dtype):
         return None
     tokenizer = CarbonTokenizer.from_pretrained(path)
