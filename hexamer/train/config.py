@@ -113,8 +113,8 @@ class TrainConfig:
         "compositional",
     )
     copy_circuit: bool = _opt(
-        "New model: layers 0-1 start as a copy circuit (previous-token heads and an induction head); "
-        "needs --no-tie-embeddings.",
+        "New model: layers 0-1 start as a copy circuit (previous-token heads and an induction head), "
+        "kept fixed while the rest trains; needs --no-tie-embeddings.",
         False,
     )
     # ---- optimisation

@@ -23,16 +23,18 @@ from hexamer.fns import kmer_digits
 from hexamer.model import LlamaModel, ModelConfig, load_model
 from hexamer.model.config import read_config_json
 from hexamer.model.quant import folder_quantization
-from hexamer.synthetic import QWEN3_ADDED_TOKENS, SHAPES, llama_config, write_tokenizer_files
+from hexamer.synthetic import QWEN3_ADDED_TOKENS, SHAPES, ModelShape, llama_config, write_tokenizer_files
 from hexamer.tokenizer import CarbonTokenizer
-from hexamer.train.copy_circuit import plant_copy_circuit
+from hexamer.train.copy_circuit import check_circuit_shape, plant_copy_circuit
 
 __all__ = [
     "StartingPoint",
+    "check_copy_circuit_shape",
     "compositional_kmer_rows",
     "init_weights",
     "new_model",
     "new_model_config",
+    "new_model_shape",
     "starting_point",
 ]
 
@@ -50,14 +52,8 @@ class StartingPoint:
     source: str  # 'tiny', '500m-shape' or the folder fine-tuned
 
 
-def new_model_config(
-    init: str = "tiny", bpe: str = "auto", overrides: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], CarbonTokenizer]:
-    """``config.json`` contents and tokenizer of a new Carbon-layout model.
-
-    ``overrides`` may set ``hidden_size``, ``intermediate_size``, ``num_layers``, ``num_heads``,
-    ``num_kv_heads``, ``context_length``, ``rope_theta``, ``tie_embeddings`` (``None`` = keep).
-    """
+def new_model_shape(init: str = "tiny", overrides: dict[str, Any] | None = None) -> ModelShape:
+    """The shape of a new model: the ``init`` shape with ``overrides`` (see :func:`new_model_config`)."""
     if init not in _SHAPE_OF_INIT:
         raise ValueError(f"unknown init {init!r}: use {', '.join(_SHAPE_OF_INIT)} or a model folder")
     shape = SHAPES[_SHAPE_OF_INIT[init]]
@@ -79,6 +75,32 @@ def new_model_config(
         raise ValueError(
             f"hidden_size {shape.hidden_size} is not divisible by num_heads {shape.num_attention_heads}"
         )
+    return shape
+
+
+def check_copy_circuit_shape(init: str, overrides: dict[str, Any] | None = None) -> None:
+    """Raise ValueError unless the new model ``init`` + ``overrides`` can hold the copy circuit
+    (nothing allocated: a run checks this before it reads its data)."""
+    shape = new_model_shape(init, overrides)
+    check_circuit_shape(
+        hidden_size=shape.hidden_size,
+        num_layers=shape.num_hidden_layers,
+        num_heads=shape.num_attention_heads,
+        num_kv_heads=shape.num_key_value_heads,
+        head_dim=shape.head_dim,
+        tie_embeddings=shape.tie_word_embeddings,
+    )
+
+
+def new_model_config(
+    init: str = "tiny", bpe: str = "auto", overrides: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], CarbonTokenizer]:
+    """``config.json`` contents and tokenizer of a new Carbon-layout model.
+
+    ``overrides`` may set ``hidden_size``, ``intermediate_size``, ``num_layers``, ``num_heads``,
+    ``num_kv_heads``, ``context_length``, ``rope_theta``, ``tie_embeddings`` (``None`` = keep).
+    """
+    shape = new_model_shape(init, overrides)
     vocab = _DEFAULT_BPE[init] if bpe == "auto" else bpe
     if vocab not in ("tiny", "qwen3"):
         raise ValueError(f"bpe must be 'auto', 'tiny' or 'qwen3', got {bpe!r}")
@@ -157,6 +179,8 @@ def starting_point(
     if init in _SHAPE_OF_INIT:
         if kmer_init not in ("compositional", "random"):
             raise ValueError(f"kmer_init must be 'compositional' or 'random', got {kmer_init!r}")
+        if copy_circuit:
+            check_copy_circuit_shape(init, overrides)
         hf_config, tokenizer = new_model_config(init, bpe, overrides)
         layout = tokenizer.layout
         start = layout.kmer_start if kmer_init == "compositional" else None

@@ -30,6 +30,7 @@ from hexamer.train.checkpoint import (
     write_model_folder,
 )
 from hexamer.train.config import RESUME_KEYS, TrainConfig
+from hexamer.train.copy_circuit import CircuitFreeze
 from hexamer.train.data import (
     Corpus,
     WindowSampler,
@@ -41,7 +42,7 @@ from hexamer.train.data import (
     validation_windows,
 )
 from hexamer.train.evaluate import EvalResult, evaluate_model
-from hexamer.train.init import StartingPoint, parameter_count, starting_point
+from hexamer.train.init import StartingPoint, check_copy_circuit_shape, parameter_count, starting_point
 from hexamer.train.objective import batch_loss
 from hexamer.train.schedule import build_optimizer, fns_weight_at, lr_at
 
@@ -207,6 +208,7 @@ class _Session:
     history: list[dict[str, Any]]
     validation: list[dict[str, Any]]
     autocast: Any = field(default_factory=contextlib.nullcontext)
+    freeze: CircuitFreeze | None = None  # --copy-circuit: the planted weights stay as planted
     loss_value: float = math.nan
     train_time: float = 0.0
     bases_done: int = 0
@@ -292,6 +294,8 @@ def _open_session(config: TrainConfig) -> _Session:
     device = _device(config)
     bf16 = _use_bf16(config, device)
     resume_from = _resume_source(config)
+    if config.copy_circuit:  # before the data is read
+        check_copy_circuit_shape(config.init, _model_overrides(config))
     corpus: Corpus = load_corpus(
         config.data,
         val_data=config.val_data,
@@ -347,6 +351,8 @@ def _open_session(config: TrainConfig) -> _Session:
         history=history,
         validation=validation,
     )
+    if config.copy_circuit:  # after a resume, so the checkpoint's values are the ones kept
+        session.freeze = CircuitFreeze(model)
     if bf16:
         session.autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return session
@@ -379,12 +385,16 @@ def _optimizer_step(s: _Session, step: int) -> dict[str, Any]:
         parts.loss.backward()
         ce_sum += parts.ce_sum
         fns_sum += parts.fns_sum
+    if s.freeze is not None:
+        s.freeze.zero_grads()
     grad_norm = (
         float(torch.nn.utils.clip_grad_norm_(s.model.parameters(), config.max_grad_norm))
         if config.max_grad_norm > 0
         else math.nan
     )
     s.optimizer.step()
+    if s.freeze is not None:
+        s.freeze.restore()
     ce = ce_sum / max(n_tokens, 1) if w < 1 else math.nan
     fns = fns_sum / max(n_bases, 1) if w > 0 else math.nan
     s.loss_value = (0.0 if w == 1 else (1 - w) * ce) + (0.0 if w == 0 else w * fns)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from hexamer.demo.markov import acgt_codes
-from hexamer.train.copy_circuit import plant_copy_circuit
+from hexamer.train.copy_circuit import RESERVED, CircuitFreeze, plant_copy_circuit
 from hexamer.train.init import starting_point
 
 from .helpers import init_config, periodic_dna, tiny_config, write_fasta
@@ -116,6 +116,75 @@ def test_a_run_started_with_the_circuit_copies_and_resumes_only_with_it(tmp_path
     lp = carbon.base_logprobs(unit + unit, method="exact")
     true = lp[range(600), acgt_codes(unit + unit)]
     assert true[312:].mean() > -0.5 > true[:300].mean()  # the copy, from its third token on
+    from safetensors.torch import load_file
+
+    saved = load_file(result.final_dir / "model.safetensors")
+    model_shape = {k: v for k, v in shape.items() if k != "window_bp"}
+    planted = starting_point(  # the run's start: the values it had to keep
+        "tiny", seed=config.seed, overrides=model_shape, kmer_init=config.kmer_init, copy_circuit=True
+    ).model
+    hd = planted.config.head_dim
+    for part in ("q_proj", "k_proj", "v_proj"):
+        kept = saved[f"model.layers.1.self_attn.{part}.weight"][:hd]
+        assert torch.equal(kept, planted.layers[1].self_attn.get_submodule(part).weight[:hd].to(kept.dtype))
     again = tiny_config(data, tmp_path / "run", steps=6, lr=1e-3, resume=True, **shape)
     with pytest.raises(ValueError, match="copy_circuit"):
         train(again, progress=False)
+
+
+def test_the_freeze_keeps_every_planted_weight_and_trains_the_rest() -> None:
+    """AdamW with weight decay for a few steps: the circuit's weights and the reserved rows and
+    columns stay bit for bit, everything else moves, and the model still copies."""
+    start = _start(True)
+    model = start.model.train()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    freeze = CircuitFreeze(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    ids = _rows(start.tokenizer.layout, n=30, gap=10, seed=4)
+    for _ in range(3):
+        opt.zero_grad()
+        logits = model(ids, logits_at="all", fp32_logits=True).logits
+        F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()).backward()
+        freeze.zero_grads()
+        opt.step()
+        freeze.restore()
+    assert freeze.drift() == 0.0
+    p = dict(model.named_parameters())
+    hd = model.config.head_dim
+    for name in ("embed_tokens.weight", "lm_head.weight"):
+        assert torch.equal(p[name][:, :RESERVED], before[name][:, :RESERVED])
+        assert not torch.equal(p[name][:, RESERVED:], before[name][:, RESERVED:])
+    for i in range(model.config.num_hidden_layers):
+        for name in (f"layers.{i}.self_attn.o_proj.weight", f"layers.{i}.mlp.down_proj.weight"):
+            assert torch.equal(p[name][:RESERVED], before[name][:RESERVED])
+            if name != "layers.0.self_attn.o_proj.weight":  # at 2 heads, both of layer 0's are planted
+                assert not torch.equal(p[name][RESERVED:], before[name][RESERVED:])
+    q0, q1 = p["layers.0.self_attn.q_proj.weight"], p["layers.1.self_attn.q_proj.weight"]
+    assert torch.equal(q0[: 2 * hd], before["layers.0.self_attn.q_proj.weight"][: 2 * hd])
+    assert torch.equal(q1[:hd], before["layers.1.self_attn.q_proj.weight"][:hd])
+    assert not torch.equal(q1[hd:], before["layers.1.self_attn.q_proj.weight"][hd:])
+    assert not torch.equal(p["norm.weight"], before["norm.weight"])  # the copy gain learns
+    with torch.no_grad():
+        lp = _token_logp(model.eval()(ids, logits_at="all", fp32_logits=True).logits, ids)
+    assert lp[:, 30 + 10 + 2 :].mean() > -0.5
+
+
+def test_the_freeze_refuses_a_model_without_the_circuits_shape() -> None:
+    tied = starting_point("tiny", seed=0, overrides={**SHAPE, "tie_embeddings": True})
+    with pytest.raises(ValueError, match="untied LM head"):
+        CircuitFreeze(tied.model)
+
+
+def test_a_run_refuses_a_shape_without_room_before_reading_its_data(tmp_path: Path) -> None:
+    """The shape is checked first: the data file named here does not even exist."""
+    from hexamer.train import train
+    from hexamer.train.init import check_copy_circuit_shape
+
+    shape = {**SHAPE, "num_layers": 1}
+    with pytest.raises(ValueError, match="at least 2 layers"):
+        check_copy_circuit_shape("tiny", shape)
+    config = tiny_config(tmp_path / "missing.fa", tmp_path / "run", copy_circuit=True, **shape)
+    with pytest.raises(ValueError, match="at least 2 layers"):
+        train(config, progress=False)
+    with pytest.raises(ValueError, match="2 query heads"):
+        check_copy_circuit_shape("tiny", {**SHAPE, "num_kv_heads": 2})
