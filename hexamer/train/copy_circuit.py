@@ -23,13 +23,14 @@ score themselves) and a ``head_dim`` with room for 25 slow rotary components.
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import torch
 
 from hexamer.fns import kmer_digits
 from hexamer.model import LlamaModel
 
-__all__ = ["RESERVED", "CircuitFreeze", "check_circuit_shape", "plant_copy_circuit"]
+__all__ = ["RESERVED", "CircuitFreeze", "CircuitShape", "check_circuit_shape", "plant_copy_circuit"]
 
 #: Residual dimensions the circuit owns (at k=6: CUR 0-11, BIAS 12, SINK 13, PREV1 16-27,
 #: PREV2 32-43, NEXT 48-59).
@@ -64,45 +65,41 @@ def _slow_components(head_dim: int, n: int) -> list[int]:
     return out[:n]
 
 
-def check_circuit_shape(
-    *,
-    hidden_size: int,
-    num_layers: int,
-    num_heads: int,
-    num_kv_heads: int,
-    head_dim: int | None,
-    tie_embeddings: bool,
-    k: int = 6,
-) -> None:
+class CircuitShape(Protocol):
+    """What the check reads: a :class:`hexamer.model.ModelConfig` or a new model's shape."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int | None
+    tie_word_embeddings: bool
+
+
+def check_circuit_shape(shape: CircuitShape, k: int = 6) -> None:
     """Raise ValueError unless a model of this shape can hold the circuit (``head_dim`` None:
-    hidden_size // num_heads); run before any data is read or weights are allocated."""
+    hidden_size // heads); run before any data is read or weights are allocated."""
     width = 2 * k
-    head_dim = head_dim if head_dim is not None else hidden_size // max(num_heads, 1)
-    if tie_embeddings:
+    heads, kv_heads = shape.num_attention_heads, shape.num_key_value_heads
+    head_dim = shape.head_dim if shape.head_dim is not None else shape.hidden_size // max(heads, 1)
+    if shape.tie_word_embeddings:
         raise ValueError("the copy circuit needs an untied LM head (tie_word_embeddings false)")
-    if num_layers < 2:
+    if shape.num_hidden_layers < 2:
         raise ValueError("the copy circuit needs at least 2 layers")
-    if num_kv_heads < 1 or num_heads // num_kv_heads < 2:
+    if kv_heads < 1 or heads // kv_heads < 2:
         raise ValueError("the copy circuit needs 2 query heads per key/value head")
     if not 1 <= k <= 6:
         raise ValueError(f"the copy circuit holds k-mers of 1-6 bases, not {k}")
-    if hidden_size < RESERVED + 64:
+    if shape.hidden_size < RESERVED + 64:
         raise ValueError(f"the copy circuit needs hidden_size >= {RESERVED + 64}")
     if head_dim < 2 * (2 * width + 1):  # also room for the _FAST_PAIRS positional pairs
         raise ValueError(f"the copy circuit needs head_dim >= {2 * (2 * width + 1)}")
 
 
 def _check(model: LlamaModel, k: int) -> None:
-    cfg = model.config
-    check_circuit_shape(
-        hidden_size=cfg.hidden_size,
-        num_layers=cfg.num_hidden_layers,
-        num_heads=cfg.num_attention_heads,
-        num_kv_heads=cfg.num_key_value_heads,
-        head_dim=cfg.head_dim,
-        tie_embeddings=cfg.tie_word_embeddings or model.lm_head is None,
-        k=k,
-    )
+    if model.lm_head is None:
+        raise ValueError("the copy circuit needs an untied LM head (tie_word_embeddings false)")
+    check_circuit_shape(model.config, k)
 
 
 def plant_copy_circuit(model: LlamaModel, kmer_start: int, k: int = 6) -> None:

@@ -81,15 +81,7 @@ def new_model_shape(init: str = "tiny", overrides: dict[str, Any] | None = None)
 def check_copy_circuit_shape(init: str, overrides: dict[str, Any] | None = None) -> None:
     """Raise ValueError unless the new model ``init`` + ``overrides`` can hold the copy circuit
     (nothing allocated: a run checks this before it reads its data)."""
-    shape = new_model_shape(init, overrides)
-    check_circuit_shape(
-        hidden_size=shape.hidden_size,
-        num_layers=shape.num_hidden_layers,
-        num_heads=shape.num_attention_heads,
-        num_kv_heads=shape.num_key_value_heads,
-        head_dim=shape.head_dim,
-        tie_embeddings=shape.tie_word_embeddings,
-    )
+    check_circuit_shape(new_model_shape(init, overrides))
 
 
 def new_model_config(
