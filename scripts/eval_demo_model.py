@@ -6,7 +6,8 @@ MODEL defaults to the shipped demo model. Every figure is on DNA the model never
 
 * ``copy``: a random 600-bp sequence (seed 7) written twice, mean log P(base) of each copy (exact);
 * ``niah``: Genome-NIAH's plain task at the model's native context, haystacks from the far
-  held-out human region, 20 rows, greedy exact match of the 24-bp value;
+  held-out human region, 20 rows, greedy exact match of the 24-bp value (``niah_neardup``: the
+  near-duplicate tasks, 8 decoy keys 4, 2 or 1 bases from the key);
 * ``far_human``: that region (never trained on; another chromosome than any training slice), real
   vs dinucleotide-shuffled, mean log P(base) (``markov_gap``: the same gap for next-base Markov
   chains of orders 4, 6, 8 fitted on the model's training split; ``far_human_demo``: the first two
@@ -114,6 +115,10 @@ def main() -> None:
     report["far_human"]["markov_gap"] = _markov_gap(far_human_windows())
     report["far_human_demo"] = real_vs_shuffled(carbon, far_human_windows(max_windows=2))
     report["niah"] = planted_value_retrieval(carbon, far_human_file(), n=20)
+    report["niah_neardup"] = {  # the same rows with 8 decoy keys 4, 2 or 1 bases away
+        task: planted_value_retrieval(carbon, far_human_file(), n=20, task=task)["exact_match"]
+        for task in ("neardup_d4", "neardup_d2", "neardup_d1")
+    }
     report["generation"] = _generation(carbon)
     if not args.quick:
         files = demo_data_files()

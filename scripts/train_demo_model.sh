@@ -27,8 +27,9 @@ start=$(date +%s)
 # (never the held-out ends); concatenated to PAIRS_BP bases, deterministic (seed 0).
 "$PYTHON" scripts/demo_copy_data.py --pairs "$RUN_DIR/pairs.fa" "$PAIRS_BP" 600
 
-# One run: a new model whose layers 0-1 start as a copy circuit (--copy-circuit: previous-token
-# heads and an induction head; docs/training.md), untied LM head, random k-mer rows elsewhere;
+# One run: a new model whose layers 0-1 hold a copy circuit (--copy-circuit: previous-token heads
+# and an induction head, kept fixed while the rest trains; docs/training.md), untied LM head,
+# random k-mer rows elsewhere;
 # 6,000-bp windows of the nine DNA slices and the copy pairs (any frame, half reverse-complemented),
 # 10% of every sequence held out, batch 4, AdamW without weight decay, warm-up 100 steps to 3e-3 then
 # cosine to 3e-4; token CE for the first 80% of the steps, FNS for the rest; float16 checkpoints.

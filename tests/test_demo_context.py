@@ -65,6 +65,13 @@ def test_planted_value_retrieval_runs_at_the_native_context(carbon: Carbon) -> N
     assert 0 <= res["exact_match"] <= res["base_accuracy"] <= 1
 
 
+def test_planted_value_retrieval_takes_the_near_duplicate_tasks(carbon: Carbon) -> None:
+    res = planted_value_retrieval(carbon, far_human_file(), n=2, ctx_tokens=128, task="neardup_d2")
+    assert res["n"] == 2 and 0 <= res["exact_match"] <= res["base_accuracy"] <= 1
+    with pytest.raises(ValueError, match="unknown NIAH task"):
+        planted_value_retrieval(carbon, far_human_file(), n=2, ctx_tokens=128, task="neardup")
+
+
 def test_distinct_kmers() -> None:
     assert distinct_kmers("A" * 300) == 1
     assert distinct_kmers("ACGTAC") == 1 and distinct_kmers("ACGTACG") == 2

@@ -92,16 +92,23 @@ def real_vs_shuffled(
 
 
 def planted_value_retrieval(
-    carbon: Carbon, haystack_file: str | Path, *, n: int = 20, ctx_tokens: int | None = None, seed: int = 42
+    carbon: Carbon,
+    haystack_file: str | Path,
+    *,
+    n: int = 20,
+    ctx_tokens: int | None = None,
+    seed: int = 42,
+    task: str = "niah",
 ) -> dict[str, Any]:
     """Genome-NIAH's plain task at the model's native context (``ctx_tokens``: default the model's
     ``max_position_embeddings``): a random 24-bp KEY+VALUE planted in held-out real DNA at depths
-    0.1-0.9, KEY again at the end; greedy token decoding must write VALUE exactly."""
+    0.1-0.9, KEY again at the end; greedy token decoding must write VALUE exactly. ``task``
+    ``neardup_d4``/``d2``/``d1`` adds 8 decoy pairs whose keys differ from KEY at 4/2/1 bases."""
     from hexamer.evals.niah_build import NiahBuildConfig, build_cell, load_genome
 
     ctx = ctx_tokens or int(carbon.model.config.max_position_embeddings)
-    cfg = NiahBuildConfig(ctx=(ctx,), tasks=("niah",), n=n, seed=seed, fasta=(str(haystack_file),))
-    rows = list(build_cell(cfg, [load_genome(haystack_file)], "niah", ctx))
+    cfg = NiahBuildConfig(ctx=(ctx,), tasks=(task,), n=n, seed=seed, fasta=(str(haystack_file),))
+    rows = list(build_cell(cfg, [load_genome(haystack_file)], task, ctx))
     gens = carbon.generate([r["prompt"] for r in rows], max_bp=24, mode="token", temperature=0)
     exact = [g.sequence[:24] == r["value"] for g, r in zip(gens, rows, strict=True)]  # type: ignore[union-attr]
     bases = [
