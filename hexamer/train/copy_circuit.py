@@ -4,7 +4,8 @@ Small transformers learn to copy (an induction head: find where the current toke
 before, predict what followed them) only after a long plateau, and with 4,096 six-mer tokens that
 plateau outlasts a small model's whole CPU training budget. :func:`plant_copy_circuit` writes the
 circuit into a freshly initialised model instead, and :class:`CircuitFreeze` keeps it as planted
-while the rest of the model trains around it (and learns the gain of a copy in the final norm). Layout of the residual stream (the first :data:`RESERVED` dimensions):
+while the rest of the model trains around it (and learns the gain of a copy in the final norm).
+Layout of the residual stream (the first :data:`RESERVED` dimensions):
 
 * each base of a k-mer token as a ±1 pair (A, T, C, G = ++, +-, -+, --): ``CUR`` (12 dims at k=6);
 * ``BIAS``: 1 on every token (what the positional heads attend with); ``SINK``: set on tokens that
@@ -223,12 +224,12 @@ def _fixed_blocks(model: LlamaModel) -> list[tuple[torch.nn.Parameter, tuple[sli
 class CircuitFreeze:
     """Keeps a planted circuit as planted while the rest of the model trains.
 
-    Left trainable, the circuit does not survive: AdamW moves every weight by about the learning
-    rate each step whatever its gradient, so the exact zeros and gains drift, the induction head's
-    match falls under its sink and other layers write over ``NEXT`` (measured on the demo shape:
-    planted-value retrieval 7 of 10 rows at step 200, 1 of 20 at step 1,200). Call :meth:`zero_grads` after
-    the backward passes (before clipping) and :meth:`restore` after the optimizer step (weight
-    decay would otherwise still shrink the fixed values)."""
+    Left trainable, the circuit did not survive: its exact zeros and gains drift (AdamW steps every
+    weight by up to about the learning rate, however small its gradient), and in the demo shape's
+    run the induction head's match fell under its sink in some rows while later layers outweighed
+    the copied bases in others (planted-value retrieval 7 of 10 rows at step 200, 1 of 20 at step
+    1,200). Call :meth:`zero_grads` after the backward passes (before clipping) and :meth:`restore`
+    after the optimizer step (weight decay would otherwise still shrink the fixed values)."""
 
     def __init__(self, model: LlamaModel) -> None:
         _check(model, 1)
