@@ -144,14 +144,9 @@ def test_far_human_real_vs_shuffled_matches_the_card(carbon: Carbon) -> None:
 
 
 @pytest.mark.slow
-def test_far_human_and_retrieval_figures_match_the_card(carbon: Carbon) -> None:
-    """The whole far region (48,000 bp) and the planted-value retrieval, recomputed."""
-    from hexamer.demo.context import (
-        far_human_file,
-        far_human_windows,
-        planted_value_retrieval,
-        real_vs_shuffled,
-    )
+def test_far_human_figures_match_the_card(carbon: Carbon) -> None:
+    """The whole far region (48,000 bp), recomputed."""
+    from hexamer.demo.context import far_human_windows, real_vs_shuffled
 
     res = real_vs_shuffled(carbon, far_human_windows())
     assert res["gap_exact"] == pytest.approx(
@@ -161,10 +156,17 @@ def test_far_human_and_retrieval_figures_match_the_card(carbon: Carbon) -> None:
         _readme_number("Far human, real minus dinucleotide-shuffled (FNS)"), abs=3e-3
     )
     assert res["gap_exact"] >= 0.08  # the model knows real DNA it never saw
+
+
+def test_planted_value_retrieval_matches_the_card_and_succeeds_on_most_rows(carbon: Carbon) -> None:
+    """Genome-NIAH's plain task at the model's 1,024-token context, the card's 20 rows (seconds)."""
+    from hexamer.demo.context import far_human_file, planted_value_retrieval
+
     niah = planted_value_retrieval(carbon, far_human_file(), n=20)
     assert niah["exact_match"] == pytest.approx(
         _readme_number("Planted-value retrieval, exact match"), abs=0.051
     )
+    assert niah["exact_match"] > 0.5
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from hexamer.calibration import Calibration
 from hexamer.demo import demo_model_path
 
 #: ``carbon.backend.fingerprint()`` of the shipped demo model (configuration + sampled weights).
-DEMO_FINGERPRINT = "f69f2b0f0b47778e"
+DEMO_FINGERPRINT = "4a0f59c331d77737"
 #: the same of ``build_carbon_folder``'s default tiny folder (seeded random weights).
 TINY_FINGERPRINT = "7de16e51e5a7476d"
 
